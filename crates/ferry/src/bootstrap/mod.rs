@@ -1,0 +1,99 @@
+//! Starting a child process that begins life with a pipe to its parent.
+//!
+//! The parent makes a control socket pair and a pipe, sends the pipe's far
+//! end over the socket (before the child exists, so it is waiting there),
+//! and spawns the child with its socket inherited under a number named in
+//! the `FERRY_BOOTSTRAP` environment variable, together with the parent's
+//! process id. The child checks that its parent is that process, so a
+//! grandchild that merely inherited the environment is refused.
+
+use std::process::{Child, Command};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use crate::channel::{BootstrapError, Pipe, PipeOptions, ProtocolError};
+use crate::link::{BOOTSTRAP_ID, Link};
+use crate::sys::{ControlSocket, adopt_inherited, inherit_in_child, parent_pid, socket_pair};
+
+/// The environment variable naming the inherited socket: `"<fd>:<ppid>"`.
+pub const ENV: &str = "FERRY_BOOTSTRAP";
+
+/// Spawns `command` as a child process holding the other end of a new pipe
+/// (default [`PipeOptions`]); the child takes it with [`Pipe::from_parent`].
+///
+/// ```no_run
+/// let (mut child, pipe) = ferry::spawn(std::process::Command::new("my-worker"))?;
+/// pipe.send(b"job")?;
+/// let reply = pipe.recv()?;
+/// child.wait()?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn spawn(command: Command) -> Result<(Child, Pipe), BootstrapError> {
+    spawn_with(command, &PipeOptions::new())
+}
+
+pub(crate) fn spawn_with(
+    mut command: Command,
+    options: &PipeOptions,
+) -> Result<(Child, Pipe), BootstrapError> {
+    let (ours, theirs) = socket_pair().map_err(BootstrapError::Io)?;
+    let (near, far) = options.pipe().map_err(BootstrapError::Io)?;
+    let link = Link::new(ours);
+    far.send_region(&link, Some(BOOTSTRAP_ID))
+        .map_err(BootstrapError::Io)?;
+    far.moved_over(&link);
+    let raw = inherit_in_child(&mut command, theirs.as_fd());
+    command.env(ENV, format!("{raw}:{}", std::process::id()));
+    let child = command.spawn().map_err(BootstrapError::Io)?;
+    drop(theirs);
+    Ok((child, near))
+}
+
+static TAKEN: AtomicBool = AtomicBool::new(false);
+
+impl Pipe {
+    /// The pipe to the parent process, in a child started by [`spawn`].
+    ///
+    /// Fails with [`BootstrapError::NotSpawned`] in a process that ferry did
+    /// not start, and with [`BootstrapError::AlreadyTaken`] the second time.
+    pub fn from_parent() -> Result<Pipe, BootstrapError> {
+        let value = std::env::var(ENV).map_err(|_| {
+            BootstrapError::NotSpawned(format!(
+                "{ENV} is not set: this process was not started by ferry::spawn"
+            ))
+        })?;
+        let raw = parse_env(&value)?;
+        // Relaxed: a once-only latch; the descriptor itself is the resource.
+        if TAKEN.swap(true, Ordering::Relaxed) {
+            return Err(BootstrapError::AlreadyTaken);
+        }
+        let fd = adopt_inherited(raw).map_err(|e| {
+            BootstrapError::NotSpawned(format!(
+                "{ENV} names descriptor {raw}, which is not an inherited socket: {e}"
+            ))
+        })?;
+        let link = Link::new(ControlSocket::from_fd(fd));
+        let (region, role) = link
+            .claim(BOOTSTRAP_ID)
+            .map_err(|why| BootstrapError::Protocol(ProtocolError(why)))?;
+        Ok(Pipe::adopt(&link, region, role))
+    }
+}
+
+/// Parses `"<fd>:<ppid>"` and checks the parent is the one named.
+fn parse_env(value: &str) -> Result<i32, BootstrapError> {
+    let bad = || {
+        BootstrapError::NotSpawned(format!(
+            "{ENV}={value:?} is malformed (expected \"<fd>:<parent pid>\")"
+        ))
+    };
+    let (fd, ppid) = value.split_once(':').ok_or_else(bad)?;
+    let fd: i32 = fd.parse().map_err(|_| bad())?;
+    let ppid: u32 = ppid.parse().map_err(|_| bad())?;
+    match parent_pid() {
+        Some(actual) if actual == ppid => Ok(fd),
+        actual => Err(BootstrapError::NotSpawned(format!(
+            "{ENV} was set by process {ppid}, but this process's parent is {}: it was inherited, not given by ferry::spawn",
+            actual.map_or_else(|| "gone".to_string(), |p| p.to_string())
+        ))),
+    }
+}

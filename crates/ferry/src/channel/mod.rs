@@ -1,0 +1,193 @@
+//! The public pipe: a bidirectional, bounded message pipe between two ends,
+//! in one process or across two.
+
+mod error;
+mod options;
+mod recv;
+mod send;
+mod wait;
+
+pub use error::{BootstrapError, ProtocolError, RecvError, SendError, SendWithError};
+pub use options::PipeOptions;
+pub use recv::Message;
+pub use wait::Wait;
+
+use std::sync::atomic::{AtomicBool, AtomicU8};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+
+use crate::link::{Failure, Link};
+use crate::ring::event::{self, SysFutex};
+use crate::ring::{Consumer, Producer};
+use crate::shm::Region;
+use crate::sync::Ordering;
+
+/// One end of a bidirectional message pipe.
+///
+/// Messages are byte strings of any length from 0 up to the pipe's limit
+/// (256 MiB unless set with [`PipeOptions::max_message`]). Each direction is
+/// bounded by its ring's capacity; a message larger than the ring travels in
+/// pieces. Messages arrive whole, in order, and never twice.
+///
+/// A `Pipe` may be shared between threads (`&Pipe` is enough to send and to
+/// receive): sends are serialized with each other, and so are receives.
+///
+/// ```
+/// let (a, b) = ferry::pipe()?;
+/// a.send(b"ping")?;
+/// assert_eq!(b.recv()?, b"ping");
+/// b.send(b"pong")?;
+/// assert_eq!(a.recv()?, b"pong");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug)]
+pub struct Pipe {
+    region: Arc<Region>,
+    /// This end writes ring `role` and reads ring `1 - role`.
+    role: usize,
+    tx: Mutex<send::Tx>,
+    rx: Mutex<recv::Rx>,
+    /// The link to the process holding the other end; unset while both ends
+    /// live in this process (shared with the twin until one end moves).
+    link: Arc<OnceLock<Arc<Link>>>,
+    wait: AtomicU8,
+    limit: usize,
+    /// Set once this end has been sent away; its drop then closes nothing.
+    moved: AtomicBool,
+    /// A protocol failure seen on a pipe with no link.
+    broken: OnceLock<&'static str>,
+}
+
+/// Creates a pipe whose two ends are in this process, with default options.
+///
+/// Either end can later be sent to another process with
+/// [`Pipe::send_with`]; the two ends keep talking through shared memory.
+pub fn pipe() -> std::io::Result<(Pipe, Pipe)> {
+    PipeOptions::new().pipe()
+}
+
+impl Pipe {
+    fn new(
+        region: Arc<Region>,
+        role: usize,
+        link: Arc<OnceLock<Arc<Link>>>,
+        options: &PipeOptions,
+    ) -> Self {
+        Self {
+            tx: Mutex::new(send::Tx::new(Producer::new(region.ring(role)))),
+            rx: Mutex::new(recv::Rx::new(Consumer::new(region.ring(1 - role)))),
+            region,
+            role,
+            link,
+            wait: AtomicU8::new(options.wait.to_u8()),
+            limit: options.limit,
+            moved: AtomicBool::new(false),
+            broken: OnceLock::new(),
+        }
+    }
+
+    /// An end whose shared memory arrived over `link`.
+    pub(crate) fn adopt(link: &Arc<Link>, region: Arc<Region>, role: usize) -> Self {
+        let cell = Arc::new(OnceLock::from(Arc::clone(link)));
+        Self::new(region, role, cell, &PipeOptions::new())
+    }
+
+    /// Sends this end's shared memory over `link` (the first step of moving
+    /// it); returns the id the peer claims it by.
+    pub(crate) fn send_region(&self, link: &Link, id: Option<u64>) -> std::io::Result<u64> {
+        link.send_pipe_end(&self.region, self.role, id)
+    }
+
+    /// Completes a move: the twin left here now answers to `link`, and this
+    /// end is forgotten without closing anything.
+    pub(crate) fn moved_over(self, link: &Arc<Link>) {
+        let _ = self.link.set(Arc::clone(link));
+        // Relaxed: read only by this end's own drop, just below.
+        self.moved.store(true, Ordering::Relaxed);
+    }
+
+    /// How this end waits.
+    pub fn wait_strategy(&self) -> Wait {
+        // Relaxed: a setting, read on its own.
+        Wait::from_u8(self.wait.load(Ordering::Relaxed))
+    }
+
+    /// Changes how this end waits, from the next wait on.
+    pub fn set_wait(&self, wait: Wait) {
+        // Relaxed: a setting, read on its own.
+        self.wait.store(wait.to_u8(), Ordering::Relaxed);
+    }
+
+    /// The largest message this end sends or accepts.
+    pub fn max_message(&self) -> usize {
+        self.limit
+    }
+
+    /// Sets the largest message this end sends or accepts.
+    pub fn set_max_message(&mut self, limit: usize) {
+        self.limit = limit;
+    }
+
+    /// Each direction's ring capacity in bytes.
+    pub fn capacity(&self) -> usize {
+        self.region.capacity()
+    }
+
+    fn link(&self) -> Option<&Link> {
+        self.link.get().map(|l| &**l)
+    }
+
+    fn failure(&self) -> Option<Failure> {
+        match self.broken.get() {
+            Some(why) => Some(Failure::Protocol(why)),
+            None => self.link().and_then(Link::failure),
+        }
+    }
+
+    /// Records a violation by the peer and shuts the link.
+    fn corrupt(&self, why: &'static str) -> Failure {
+        let _ = self.broken.set(why);
+        if let Some(link) = self.link() {
+            link.fail(Failure::Protocol(why));
+        }
+        Failure::Protocol(why)
+    }
+
+    fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+        mutex.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn scope<'a>(&'a self, sending: bool) -> wait::Scope<'a> {
+        let out = self.region.control(self.role);
+        let inbound = self.region.control(1 - self.role);
+        let (me, peer, my_other) = if sending {
+            (&out.producer, &out.consumer, &inbound.consumer)
+        } else {
+            (&inbound.consumer, &inbound.producer, &out.producer)
+        };
+        wait::Scope {
+            wait: self.wait_strategy(),
+            me,
+            peer,
+            my_other,
+            link: self.link(),
+            drain: !sending,
+        }
+    }
+}
+
+impl Drop for Pipe {
+    fn drop(&mut self) {
+        // Relaxed: `moved` is only written through `&self` by this end's owner.
+        if self.moved.load(Ordering::Relaxed) {
+            return;
+        }
+        let out = self.region.control(self.role);
+        let inbound = self.region.control(1 - self.role);
+        // Release: pairs with the peer's Acquire load of `closed`, after our
+        // last frame was published.
+        out.producer.closed.store(1, Ordering::Release);
+        inbound.consumer.closed.store(1, Ordering::Release);
+        event::notify(&SysFutex, &out.producer, &out.consumer);
+        event::notify(&SysFutex, &inbound.consumer, &inbound.producer);
+    }
+}

@@ -1,0 +1,83 @@
+//! Settings chosen when a pipe is made.
+
+use std::sync::{Arc, OnceLock};
+
+use super::{Pipe, Wait};
+use crate::shm::Region;
+
+/// Default ring capacity per direction.
+pub const DEFAULT_CAPACITY: usize = 256 * 1024;
+/// Default largest message.
+pub const DEFAULT_LIMIT: usize = 256 * 1024 * 1024;
+
+/// Settings for a new pipe.
+///
+/// ```
+/// use ferry::{PipeOptions, Wait};
+/// let (a, b) = PipeOptions::new().capacity(64 * 1024).wait(Wait::Block).pipe()?;
+/// let reader = std::thread::spawn(move || b.recv());
+/// a.send(&[7; 100_000])?; // larger than the ring: travels in pieces
+/// assert_eq!(reader.join().unwrap()?.len(), 100_000);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct PipeOptions {
+    pub(super) capacity: usize,
+    pub(super) limit: usize,
+    pub(super) wait: Wait,
+}
+
+impl Default for PipeOptions {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl PipeOptions {
+    /// The defaults: 256 KiB per direction, 256 MiB messages, adaptive waits.
+    pub fn new() -> Self {
+        Self {
+            capacity: DEFAULT_CAPACITY,
+            limit: DEFAULT_LIMIT,
+            wait: Wait::Adaptive,
+        }
+    }
+
+    /// Bytes each direction holds before `send` blocks (a power of two,
+    /// 4 KiB to 1 GiB).
+    pub fn capacity(mut self, bytes: usize) -> Self {
+        self.capacity = bytes;
+        self
+    }
+
+    /// The largest message either end sends or accepts.
+    pub fn max_message(mut self, bytes: usize) -> Self {
+        self.limit = bytes;
+        self
+    }
+
+    /// How both ends wait.
+    pub fn wait(mut self, wait: Wait) -> Self {
+        self.wait = wait;
+        self
+    }
+
+    /// Makes a pipe with both ends in this process.
+    pub fn pipe(&self) -> std::io::Result<(Pipe, Pipe)> {
+        let region = Region::create(self.capacity)?;
+        let link = Arc::new(OnceLock::new());
+        Ok((
+            Pipe::new(Arc::clone(&region), 0, Arc::clone(&link), self),
+            Pipe::new(region, 1, link, self),
+        ))
+    }
+
+    /// Spawns `command` as a child process that starts with the other end of
+    /// a pipe (see [`crate::spawn`]).
+    pub fn spawn(
+        &self,
+        command: std::process::Command,
+    ) -> Result<(std::process::Child, Pipe), super::BootstrapError> {
+        crate::bootstrap::spawn_with(command, self)
+    }
+}

@@ -1,0 +1,278 @@
+//! How a pipe end waits: spin, sleep, or spin then sleep.
+//!
+//! Measured on the 2-vCPU machines ferry is built on: waking a sleeper on
+//! another CPU costs 25–50 µs, a futex round trip between two processes on
+//! one CPU about 4.5 µs, and spinning while the peer shares your CPU about
+//! 44 µs per round trip (the spinner burns the slice the peer needs). So
+//! [`Wait::Adaptive`] spins only while the peer last ran on another CPU and
+//! more than one CPU is online, for a budget bounded by recent waits, and
+//! otherwise sleeps at once.
+
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use crate::link::{Failure, Link};
+use crate::ring::Corrupt;
+use crate::ring::control::Side;
+use crate::ring::event::{self, SysFutex};
+use crate::sync::{Ordering, spin_hint};
+
+/// How a pipe end waits for a message (or for room to send one).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Wait {
+    /// Sleep on the futex at once. Cheapest in CPU; a cross-CPU wake-up
+    /// costs tens of microseconds.
+    Block,
+    /// Busy-poll and never sleep. Lowest latency for pinned pairs on
+    /// different CPUs; burns a CPU while waiting.
+    Spin,
+    /// Spin briefly while the peer runs on another CPU, then sleep.
+    #[default]
+    Adaptive,
+}
+
+impl Wait {
+    pub(crate) fn to_u8(self) -> u8 {
+        self as u8
+    }
+    pub(crate) fn from_u8(raw: u8) -> Self {
+        match raw {
+            0 => Self::Block,
+            1 => Self::Spin,
+            _ => Self::Adaptive,
+        }
+    }
+}
+
+/// Longest spin before sleeping, for [`Wait::Adaptive`]: about one
+/// cross-CPU wake-up, beyond which sleeping is no slower.
+const MAX_SPIN: Duration = Duration::from_micros(60);
+/// Shortest spin, once waits have proven long.
+const MIN_SPIN: Duration = Duration::from_micros(2);
+/// How often a sleeper or spinner asks whether the peer process is alive.
+pub(crate) const LIVENESS: Duration = Duration::from_millis(20);
+
+/// Why a wait ended without the condition becoming true.
+#[derive(Debug)]
+pub(crate) enum Stop {
+    Timeout,
+    Gone(Failure),
+    Corrupt(Corrupt),
+}
+
+impl From<Corrupt> for Stop {
+    fn from(c: Corrupt) -> Self {
+        Self::Corrupt(c)
+    }
+}
+
+/// One direction's waiting state: the adaptive spin budget.
+#[derive(Debug)]
+pub(crate) struct Waiter {
+    budget: Duration,
+}
+
+impl Default for Waiter {
+    fn default() -> Self {
+        Self { budget: MAX_SPIN }
+    }
+}
+
+/// What a wait looks at: the two sides of the ring it waits on, and the
+/// link whose failure ends it.
+pub(crate) struct Scope<'a> {
+    pub(crate) wait: Wait,
+    /// The waiting side.
+    pub(crate) me: &'a Side,
+    /// The side that will change the ring.
+    pub(crate) peer: &'a Side,
+    /// My side of the other ring, where my CPU is published too.
+    pub(crate) my_other: &'a Side,
+    pub(crate) link: Option<&'a Link>,
+    /// Whether frames the peer committed before going are still wanted
+    /// (a receiver drains them; a sender stops at once).
+    pub(crate) drain: bool,
+}
+
+impl Scope<'_> {
+    fn gone(&self) -> Option<Failure> {
+        // Acquire: pairs with the Release store of `closed` when the peer
+        // dropped its end, after its last frame.
+        if self.peer.closed.load(Ordering::Acquire) != 0 {
+            return Some(Failure::HungUp);
+        }
+        self.link.and_then(Link::failure)
+    }
+
+    fn check_gone(&self) -> Option<Failure> {
+        self.gone().or_else(|| self.link.and_then(Link::check_peer))
+    }
+
+    /// Ends a wait on a gone peer: a receiver takes one last look.
+    fn after_gone<R>(
+        &self,
+        failure: Failure,
+        poll: impl FnOnce() -> Result<Option<R>, Corrupt>,
+    ) -> Result<R, Stop> {
+        if !self.drain {
+            return Err(Stop::Gone(failure));
+        }
+        poll()?.ok_or(Stop::Gone(failure))
+    }
+
+    fn publish_cpu(&self) -> bool {
+        let mine = crate::sys::current_cpu() as u32 + 1;
+        // Relaxed: a scheduling hint; a stale value costs only speed.
+        self.me.cpu.store(mine, Ordering::Relaxed);
+        self.my_other.cpu.store(mine, Ordering::Relaxed);
+        mine != self.peer.cpu.load(Ordering::Relaxed)
+    }
+}
+
+fn online_cpus() -> usize {
+    static CPUS: OnceLock<usize> = OnceLock::new();
+    *CPUS.get_or_init(crate::sys::online_cpus)
+}
+
+impl Waiter {
+    /// Waits until `poll` yields a value, the deadline passes, or the peer is
+    /// gone. A gone peer's committed frames are still delivered: `poll` runs
+    /// once more after the peer is seen gone.
+    pub(crate) fn wait<R>(
+        &mut self,
+        scope: &Scope<'_>,
+        deadline: Option<Instant>,
+        mut poll: impl FnMut() -> Result<Option<R>, Corrupt>,
+    ) -> Result<R, Stop> {
+        if let Some(ready) = poll()? {
+            return Ok(ready);
+        }
+        let start = Instant::now();
+        if deadline.is_some_and(|d| d <= start) {
+            return match scope
+                .link
+                .and_then(|l| l.check_peer_every(LIVENESS))
+                .or_else(|| scope.gone())
+            {
+                Some(failure) => scope.after_gone(failure, poll),
+                None => Err(Stop::Timeout),
+            };
+        }
+        let apart = scope.publish_cpu();
+        let spin = match scope.wait {
+            Wait::Block => false,
+            Wait::Spin => true,
+            Wait::Adaptive => apart && online_cpus() > 1,
+        };
+        let result = if spin {
+            self.spin(scope, start, deadline, &mut poll)
+        } else {
+            None
+        };
+        let result = match result {
+            Some(r) => r,
+            None => self.block(scope, start, deadline, &mut poll),
+        };
+        self.learn(start.elapsed());
+        result
+    }
+
+    fn learn(&mut self, waited: Duration) {
+        self.budget = if waited <= MAX_SPIN {
+            MAX_SPIN
+        } else {
+            (self.budget / 2).max(MIN_SPIN)
+        };
+    }
+
+    /// Busy-polls; `None` once an adaptive budget runs out.
+    fn spin<R>(
+        &mut self,
+        scope: &Scope<'_>,
+        start: Instant,
+        deadline: Option<Instant>,
+        poll: &mut impl FnMut() -> Result<Option<R>, Corrupt>,
+    ) -> Option<Result<R, Stop>> {
+        let until = (scope.wait == Wait::Adaptive).then(|| start + self.budget);
+        let mut last_check = start;
+        loop {
+            for _ in 0..32 {
+                spin_hint();
+                match poll() {
+                    Ok(None) => {}
+                    Ok(Some(r)) => return Some(Ok(r)),
+                    Err(e) => return Some(Err(e.into())),
+                }
+            }
+            let now = Instant::now();
+            if until.is_some_and(|u| now >= u) {
+                return None;
+            }
+            if deadline.is_some_and(|d| now >= d) {
+                return Some(Err(Stop::Timeout));
+            }
+            if now - last_check >= LIVENESS {
+                last_check = now;
+                if let Some(failure) = scope.check_gone() {
+                    return Some(scope.after_gone(failure, poll));
+                }
+            }
+        }
+    }
+
+    /// Sleeps on the futex until woken with the condition true.
+    fn block<R>(
+        &mut self,
+        scope: &Scope<'_>,
+        start: Instant,
+        deadline: Option<Instant>,
+        poll: &mut impl FnMut() -> Result<Option<R>, Corrupt>,
+    ) -> Result<R, Stop> {
+        let mut last_check = start;
+        loop {
+            let ticket = event::prepare(scope.me, scope.peer);
+            let ready = poll();
+            let outcome = match ready {
+                Ok(Some(r)) => Some(Ok(r)),
+                Err(e) => Some(Err(e.into())),
+                Ok(None) => self.before_sleep(scope, &mut last_check, deadline, ticket),
+            };
+            event::done(scope.me);
+            match outcome {
+                Some(Err(Stop::Gone(failure))) => return scope.after_gone(failure, poll),
+                Some(result) => return result,
+                None => {}
+            }
+        }
+    }
+
+    /// Checks for the peer's death and the deadline, then sleeps; returns
+    /// `Some` when the wait must end instead.
+    fn before_sleep<R>(
+        &self,
+        scope: &Scope<'_>,
+        last_check: &mut Instant,
+        deadline: Option<Instant>,
+        ticket: u32,
+    ) -> Option<Result<R, Stop>> {
+        if let Some(failure) = scope.gone() {
+            return Some(Err(Stop::Gone(failure)));
+        }
+        let now = Instant::now();
+        if now - *last_check >= LIVENESS {
+            *last_check = now;
+            if let Some(failure) = scope.check_gone() {
+                return Some(Err(Stop::Gone(failure)));
+            }
+        }
+        let mut nap = LIVENESS;
+        if let Some(d) = deadline {
+            if now >= d {
+                return Some(Err(Stop::Timeout));
+            }
+            nap = nap.min(d - now);
+        }
+        event::sleep(&SysFutex, scope.peer, ticket, nap);
+        None
+    }
+}

@@ -1,0 +1,62 @@
+//! ferry moves messages between processes on one machine, through shared
+//! memory, and stays sound when the other process is buggy, dead or hostile.
+//!
+//! ```
+//! let (a, b) = ferry::pipe()?;
+//! a.send(b"hello")?;
+//! assert_eq!(b.recv()?, b"hello");
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! # Concepts
+//!
+//! - A [`Pipe`] is one end of a bidirectional, bounded message pipe. Make
+//!   both ends in one process with [`pipe()`], or start a child process that
+//!   holds the other end with [`spawn()`] (the child calls
+//!   [`Pipe::from_parent`]).
+//! - Pipe ends travel to the peer process inside messages
+//!   ([`Pipe::send_with`], [`Pipe::recv_with`]); all pipes between two
+//!   processes share one *link* (one socket), so descriptors grow with peer
+//!   processes, not with pipes.
+//! - Each end chooses how it waits ([`Wait`]): sleep at once, spin, or the
+//!   default, spin briefly only while the peer runs on another CPU.
+//! - When the peer process exits or is killed, every call on its pipes
+//!   returns [`RecvError::Disconnected`] or [`SendError::Disconnected`]
+//!   within milliseconds, after every message it fully sent is delivered.
+//! - A peer that breaks the wire rules gets its link shut down, and calls
+//!   return a `Protocol` error; ferry never panics or reads out of bounds
+//!   because of what a peer wrote.
+//!
+//! # Layers
+//!
+//! [`sys`] (system calls) → `shm` (shared regions) and [`ring`] (frames and
+//! the wait/wake protocol) → `link` (the control socket) → `channel` (the
+//! public [`Pipe`]) → `bootstrap` (spawning). The wire format is in `wire`.
+//!
+//! # Portability
+//!
+//! Linux only for now: memfd, futex, `SOCK_SEQPACKET` and `SCM_RIGHTS`.
+//! [`sys`] documents what another OS backend must provide.
+
+#[cfg(not(loom))]
+mod bootstrap;
+#[cfg(not(loom))]
+mod channel;
+#[cfg(not(loom))]
+mod link;
+pub mod ring;
+#[cfg(not(loom))]
+mod shm;
+mod sync;
+#[cfg(not(loom))]
+pub mod sys;
+#[cfg(not(loom))]
+mod wire;
+
+#[cfg(not(loom))]
+pub use bootstrap::spawn;
+#[cfg(not(loom))]
+pub use channel::{
+    BootstrapError, Message, Pipe, PipeOptions, ProtocolError, RecvError, SendError, SendWithError,
+    Wait, pipe,
+};

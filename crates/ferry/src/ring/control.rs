@@ -1,0 +1,48 @@
+//! The ring's shared control block: one cache-line pair per side.
+//!
+//! Every field is an atomic, valid for any bit pattern a peer may write, and
+//! the block holds no pointers or descriptors, so it may live in memory that
+//! another (possibly hostile) process maps too.
+
+use crate::sync::{AtomicU32, AtomicU64};
+
+/// The words one side of a ring writes. The other side only reads them
+/// (except `signal`, which the other side sleeps on but never writes).
+///
+/// Aligned to 128 bytes: adjacent-line prefetch pairs 64-byte lines, so the
+/// producer's and the consumer's words must be two lines apart to never share.
+#[repr(C, align(128))]
+#[derive(Debug, Default)]
+pub struct Side {
+    /// Producer: bytes ever written (tail). Consumer: bytes ever read (head).
+    pub pos: AtomicU64,
+    /// Bumped by this side to wake the other; the other side sleeps on it.
+    pub signal: AtomicU32,
+    /// Non-zero while this side is about to sleep or asleep.
+    pub waiting: AtomicU32,
+    /// Non-zero once this side has gone away for good.
+    pub closed: AtomicU32,
+    /// 1 + the CPU this side last ran on; 0 if unknown.
+    pub cpu: AtomicU32,
+}
+
+/// Both sides of one single-producer, single-consumer ring.
+#[repr(C)]
+#[derive(Debug, Default)]
+pub struct Control {
+    /// Written by the producer.
+    pub producer: Side,
+    /// Written by the consumer.
+    pub consumer: Side,
+}
+
+/// Bytes a [`Control`] block occupies in shared memory.
+pub const CONTROL_SIZE: usize = 256;
+
+#[cfg(not(loom))]
+const _: () = {
+    assert!(size_of::<Side>() == 128);
+    assert!(align_of::<Side>() == 128);
+    assert!(size_of::<Control>() == CONTROL_SIZE);
+    assert!(std::mem::offset_of!(Control, consumer) == 128);
+};

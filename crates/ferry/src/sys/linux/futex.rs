@@ -1,0 +1,27 @@
+//! Shared (inter-process) futexes: [`futex(2)`](https://man7.org/linux/man-pages/man2/futex.2.html).
+//!
+//! The words live in shared memory, so the `FUTEX_PRIVATE_FLAG` is never set.
+
+use std::sync::atomic::AtomicU32;
+use std::time::Duration;
+
+use rustix::thread::futex;
+
+/// Sleeps while `*word == expected`, for at most `timeout`.
+///
+/// Returns on a wake, a timeout, a signal, or at once if the word no longer
+/// holds `expected`; the caller re-checks its condition in every case.
+pub(crate) fn futex_wait(word: &AtomicU32, expected: u32, timeout: Duration) {
+    let ts = rustix::time::Timespec {
+        tv_sec: timeout.as_secs() as i64,
+        tv_nsec: i64::from(timeout.subsec_nanos()),
+    };
+    // Every outcome (woken, EAGAIN, ETIMEDOUT, EINTR) means "look again".
+    let _ = futex::wait(word, futex::Flags::empty(), expected, Some(&ts));
+}
+
+/// Wakes up to `n` sleepers on `word`.
+pub(crate) fn futex_wake(word: &AtomicU32, n: u32) {
+    // Errors are impossible for a valid, aligned address we hold a reference to.
+    let _ = futex::wake(word, futex::Flags::empty(), n);
+}

@@ -1,0 +1,59 @@
+//! Handing one socket to a spawned child across `exec`.
+//!
+//! Soundness: the only unsafe call is `CommandExt::pre_exec`, whose closure
+//! runs in the forked child before `exec`; it calls `fcntl(F_SETFD)` alone,
+//! which is async-signal-safe and allocates nothing.
+#![allow(unsafe_code)]
+
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::process::CommandExt;
+use std::process::Command;
+
+/// Arranges for `fd` to stay open, under the same number, in the child that
+/// `cmd` spawns, and returns that number for the child's environment.
+pub(crate) fn inherit_in_child(cmd: &mut Command, fd: BorrowedFd<'_>) -> RawFd {
+    let raw = fd.as_raw_fd();
+    // SAFETY: the closure only clears FD_CLOEXEC with one fcntl, an
+    // async-signal-safe call (see the module comment); `raw` is open in the
+    // parent at fork time because the caller keeps `fd` borrowed until spawn.
+    unsafe {
+        cmd.pre_exec(move || {
+            let fd = BorrowedFd::borrow_raw(raw);
+            rustix::io::fcntl_setfd(fd, rustix::io::FdFlags::empty())?;
+            Ok(())
+        });
+    }
+    raw
+}
+
+/// Takes ownership of a descriptor number inherited from the parent, after
+/// checking that it is open and is a socket.
+pub(crate) fn adopt_inherited(raw: RawFd) -> io::Result<OwnedFd> {
+    if raw < 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "negative descriptor",
+        ));
+    }
+    // SAFETY: we only borrow `raw` for the duration of the checks; fstat on a
+    // closed number fails with EBADF and we stop there.
+    let borrowed = unsafe { BorrowedFd::borrow_raw(raw) };
+    let stat = rustix::fs::fstat(borrowed)?;
+    if rustix::fs::FileType::from_raw_mode(stat.st_mode) != rustix::fs::FileType::Socket {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "inherited descriptor is not a socket",
+        ));
+    }
+    rustix::io::fcntl_setfd(borrowed, rustix::io::FdFlags::CLOEXEC)?;
+    // SAFETY: the descriptor is open (fstat succeeded) and was handed to this
+    // process for ferry alone by the parent's environment variable; it is
+    // adopted once, by the caller that consumed that variable.
+    Ok(unsafe { OwnedFd::from_raw_fd(raw) })
+}
+
+/// The parent's process id, if the parent is still alive.
+pub(crate) fn parent_pid() -> Option<u32> {
+    rustix::process::getppid().map(|p| p.as_raw_nonzero().get() as u32)
+}

@@ -9,6 +9,7 @@ pub(crate) use loom::sync::atomic::{AtomicU32, AtomicU64, Ordering, fence};
 #[cfg(not(loom))]
 pub(crate) use std::sync::atomic::{AtomicU32, AtomicU64, Ordering, fence};
 
+#[cfg_attr(loom, allow(dead_code))]
 /// Spin-loop hint (`pause` on x86); a yield point under loom.
 pub(crate) fn spin_hint() {
     #[cfg(loom)]

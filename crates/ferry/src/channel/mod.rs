@@ -191,3 +191,6 @@ impl Drop for Pipe {
         event::notify(&SysFutex, &inbound.consumer, &inbound.producer);
     }
 }
+
+#[cfg(test)]
+mod tests;

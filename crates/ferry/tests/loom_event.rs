@@ -1,0 +1,85 @@
+//! Model-checks the sleep/wake protocol of `ferry::ring::event` with loom:
+//! every interleaving (and every weak-memory outcome loom models) of a
+//! producer and a consumer that each sleep when they cannot proceed. A lost
+//! wakeup would leave a thread asleep forever, which loom reports as a
+//! deadlock.
+//!
+//! Run with `RUSTFLAGS="--cfg loom" cargo test --release -p ferry --test loom_event`.
+#![cfg(loom)]
+
+use std::time::Duration;
+
+use ferry::ring::control::{Control, Side};
+use ferry::ring::event::{self, Futex};
+use loom::sync::atomic::{AtomicU32, Ordering};
+use loom::sync::{Arc, Condvar, Mutex};
+
+/// A futex modelled with a mutex and condition variable: `wait` sleeps only
+/// if the word still holds `expected` when checked under the lock, and every
+/// waker bumps the word before taking the lock to notify.
+#[derive(Default)]
+struct ModelFutex {
+    lock: Mutex<()>,
+    cv: Condvar,
+}
+
+impl Futex for ModelFutex {
+    fn wait(&self, word: &AtomicU32, expected: u32, _timeout: Duration) {
+        let guard = self.lock.lock().unwrap();
+        if word.load(Ordering::SeqCst) == expected {
+            drop(self.cv.wait(guard).unwrap());
+        }
+    }
+    fn wake(&self, _word: &AtomicU32) {
+        let _guard = self.lock.lock().unwrap();
+        self.cv.notify_all();
+    }
+}
+
+/// Waits, as `me`, until `ready()` holds, sleeping on `peer`'s counter.
+fn wait_until(futex: &ModelFutex, me: &Side, peer: &Side, ready: impl Fn() -> bool) {
+    while !ready() {
+        let ticket = event::prepare(me, peer);
+        if !ready() {
+            event::sleep(futex, peer, ticket, Duration::MAX);
+        }
+        event::done(me);
+    }
+}
+
+/// A ring of `capacity` items: the producer waits for room, the consumer
+/// for items; each notifies the other after moving its position.
+fn run(items: u64, capacity: u64) {
+    loom::model(move || {
+        let control = Arc::new(Control::default());
+        let futex = Arc::new(ModelFutex::default());
+        let (c2, f2) = (Arc::clone(&control), Arc::clone(&futex));
+        let producer = loom::thread::spawn(move || {
+            for i in 1..=items {
+                let (me, peer) = (&c2.producer, &c2.consumer);
+                wait_until(&f2, me, peer, || {
+                    i - peer.pos.load(Ordering::Acquire) <= capacity
+                });
+                me.pos.store(i, Ordering::Release);
+                event::notify(&*f2, me, peer);
+            }
+        });
+        let (me, peer) = (&control.consumer, &control.producer);
+        for i in 1..=items {
+            wait_until(&futex, me, peer, || peer.pos.load(Ordering::Acquire) >= i);
+            me.pos.store(i, Ordering::Release);
+            event::notify(&*futex, me, peer);
+        }
+        producer.join().unwrap();
+    });
+}
+
+#[test]
+fn consumer_sleeping_on_an_empty_ring_is_always_woken() {
+    run(2, 4);
+}
+
+#[test]
+fn both_sides_sleeping_in_turn_never_lose_a_wakeup() {
+    run(3, 1);
+}

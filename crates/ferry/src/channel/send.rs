@@ -165,11 +165,14 @@ impl Pipe {
             )?;
             tx.owes_abort = false;
         }
-        let id_bytes: Vec<u8> = ids.iter().flat_map(|id| id.to_le_bytes()).collect();
         let whole = Tag {
             kind: Kind::Whole,
             handles: ids.len() as u16,
         };
+        if ids.is_empty() && bytes.len() <= tx.ring.max_body() / 2 {
+            return self.push(&mut tx, whole, &[bytes], deadline);
+        }
+        let id_bytes: Vec<u8> = ids.iter().flat_map(|id| id.to_le_bytes()).collect();
         if id_bytes.len() + bytes.len() <= tx.ring.max_body() / 2 {
             return self.push(&mut tx, whole, &[&id_bytes, bytes], deadline);
         }

@@ -56,7 +56,16 @@ mod wire;
 #[cfg(not(loom))]
 pub use bootstrap::spawn;
 #[cfg(not(loom))]
+pub use shm::reserve::PoolStats;
+
+/// Where this process's pool blocks came from: made by the background
+/// helper, made on a sender's path, or reused. See [`PoolStats`].
+#[cfg(not(loom))]
+pub fn pool_stats() -> PoolStats {
+    shm::reserve::Reserve::global().stats()
+}
+#[cfg(not(loom))]
 pub use channel::{
-    BootstrapError, Message, Pipe, PipeOptions, ProtocolError, RecvError, SendError, SendWithError,
-    Wait, pipe,
+    BootstrapError, Loan, Message, OUT_OF_LINE, Pipe, PipeOptions, ProtocolError, RecvError,
+    SendError, SendWithError, SharedBytes, Wait, pipe,
 };

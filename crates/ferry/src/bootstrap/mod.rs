@@ -37,7 +37,7 @@ pub(crate) fn spawn_with(
 ) -> Result<(Child, Pipe), BootstrapError> {
     let (ours, theirs) = socket_pair().map_err(BootstrapError::Io)?;
     let (near, far) = options.pipe().map_err(BootstrapError::Io)?;
-    let link = Link::new(ours);
+    let link = Link::new(ours, options.pool_cap);
     far.send_region(&link, Some(BOOTSTRAP_ID))
         .map_err(BootstrapError::Io)?;
     far.moved_over(&link);
@@ -71,7 +71,7 @@ impl Pipe {
                 "{ENV} names descriptor {raw}, which is not an inherited socket: {e}"
             ))
         })?;
-        let link = Link::new(ControlSocket::from_fd(fd));
+        let link = Link::new(ControlSocket::from_fd(fd), crate::link::DEFAULT_POOL_CAP);
         let (region, role) = link
             .claim(BOOTSTRAP_ID)
             .map_err(|why| BootstrapError::Protocol(ProtocolError(why)))?;

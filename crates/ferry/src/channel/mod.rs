@@ -1,12 +1,14 @@
 //! The public pipe: a bidirectional, bounded message pipe between two ends,
 //! in one process or across two.
 
+mod block;
 mod error;
 mod options;
 mod recv;
 mod send;
 mod wait;
 
+pub use block::{Loan, OUT_OF_LINE, SharedBytes};
 pub use error::{BootstrapError, ProtocolError, RecvError, SendError, SendWithError};
 pub use options::PipeOptions;
 pub use recv::Message;

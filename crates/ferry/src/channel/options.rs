@@ -25,6 +25,7 @@ pub struct PipeOptions {
     pub(super) capacity: usize,
     pub(super) limit: usize,
     pub(super) wait: Wait,
+    pub(crate) pool_cap: usize,
 }
 
 impl Default for PipeOptions {
@@ -40,7 +41,17 @@ impl PipeOptions {
             capacity: DEFAULT_CAPACITY,
             limit: DEFAULT_LIMIT,
             wait: Wait::Adaptive,
+            pool_cap: crate::link::DEFAULT_POOL_CAP,
         }
+    }
+
+    /// Most bytes of shared-memory blocks (for large messages) mapped per
+    /// direction on the link a spawned child is joined by; 1 GiB by default.
+    /// Enforced before mapping: a send that would pass it waits for blocks
+    /// to come back instead.
+    pub fn pool_cap(mut self, bytes: usize) -> Self {
+        self.pool_cap = bytes;
+        self
     }
 
     /// Bytes each direction holds before `send` blocks (a power of two,

@@ -8,7 +8,8 @@ use crate::link::Failure;
 use crate::ring::event::{self, SysFutex};
 use crate::ring::{Consumer, Corrupt, Frame};
 use crate::shm::RingView;
-use crate::wire::frame::{HANDLE_ID, Kind, TOTAL, Tag};
+use crate::shm::pool::Held;
+use crate::wire::frame::{BLOCK_REF, HANDLE_ID, Kind, TOTAL, Tag};
 
 /// A message together with the pipe ends it carried.
 #[derive(Debug, Default)]
@@ -25,6 +26,35 @@ struct Partial {
     bytes: Vec<u8>,
     total: usize,
     pipes: Vec<Pipe>,
+}
+
+/// The message being put together from frames.
+#[derive(Debug, Default)]
+struct Assembly {
+    /// The announced length, between `First` and `Last`.
+    total: Option<usize>,
+    /// Pipe ends claimed so far.
+    pipes: Vec<Pipe>,
+}
+
+/// Where a received message goes.
+pub(super) struct Delivery<'a> {
+    /// The payload, unless it is handed over as a block.
+    pub(super) bytes: &'a mut Vec<u8>,
+    /// Attached pipe ends, if the caller takes them (else they are dropped).
+    pub(super) pipes: Option<&'a mut Vec<Pipe>>,
+    /// An out-of-line payload's block, if the caller reads it in place.
+    pub(super) block: Option<&'a mut Option<Held>>,
+}
+
+impl<'a> Delivery<'a> {
+    fn bytes(bytes: &'a mut Vec<u8>) -> Self {
+        Self {
+            bytes,
+            pipes: None,
+            block: None,
+        }
+    }
 }
 
 /// The receiving half of a pipe end, behind its mutex.
@@ -71,13 +101,13 @@ impl Pipe {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn recv_into(&self, buf: &mut Vec<u8>) -> Result<(), RecvError> {
-        self.recv_message(buf, None, None)
+        self.recv_message(&mut Delivery::bytes(buf), None)
     }
 
     /// Receives a message if one is waiting, else [`RecvError::Empty`].
     pub fn try_recv(&self) -> Result<Vec<u8>, RecvError> {
         let mut bytes = Vec::new();
-        match self.recv_message(&mut bytes, None, Some(Instant::now())) {
+        match self.recv_message(&mut Delivery::bytes(&mut bytes), Some(Instant::now())) {
             Ok(()) => Ok(bytes),
             Err(RecvError::Timeout) => Err(RecvError::Empty),
             Err(e) => Err(e),
@@ -88,21 +118,28 @@ impl Pipe {
     /// arriving in pieces when time ran out is kept for the next call.
     pub fn recv_timeout(&self, timeout: Duration) -> Result<Vec<u8>, RecvError> {
         let mut bytes = Vec::new();
-        self.recv_message(&mut bytes, None, Some(Instant::now() + timeout))?;
+        self.recv_message(
+            &mut Delivery::bytes(&mut bytes),
+            Some(Instant::now() + timeout),
+        )?;
         Ok(bytes)
     }
 
     /// Receives the next message with the pipe ends it carries.
     pub fn recv_with(&self) -> Result<Message, RecvError> {
         let mut message = Message::default();
-        self.recv_message(&mut message.bytes, Some(&mut message.pipes), None)?;
+        let delivery = &mut Delivery {
+            bytes: &mut message.bytes,
+            pipes: Some(&mut message.pipes),
+            block: None,
+        };
+        self.recv_message(delivery, None)?;
         Ok(message)
     }
 
-    fn recv_message(
+    pub(super) fn recv_message(
         &self,
-        buf: &mut Vec<u8>,
-        pipes: Option<&mut Vec<Pipe>>,
+        out: &mut Delivery<'_>,
         deadline: Option<Instant>,
     ) -> Result<(), RecvError> {
         if let Some(failure @ Failure::Protocol(_)) = self.failure() {
@@ -111,36 +148,37 @@ impl Pipe {
         let scope = self.scope(false);
         let mut rx = Self::lock(&self.rx);
         let rx = &mut *rx;
-        buf.clear();
-        let (mut total, mut got) = match rx.partial.take() {
-            Some(p) => {
-                *buf = p.bytes;
-                (Some(p.total), p.pipes)
-            }
-            None => (None, Vec::new()),
-        };
+        out.bytes.clear();
+        let mut asm = Assembly::default();
+        if let Some(partial) = rx.partial.take() {
+            *out.bytes = partial.bytes;
+            asm = Assembly {
+                total: Some(partial.total),
+                pipes: partial.pipes,
+            };
+        }
         loop {
             let frame = match rx.waiter.wait(&scope, deadline, || rx.ring.peek()) {
                 Ok(frame) => frame,
                 Err(stop) => {
-                    if let (Some(total), Stop::Timeout) = (total, &stop) {
+                    if let (Some(total), Stop::Timeout) = (asm.total, &stop) {
                         rx.partial = Some(Partial {
-                            bytes: std::mem::take(buf),
+                            bytes: std::mem::take(out.bytes),
                             total,
-                            pipes: got,
+                            pipes: asm.pipes,
                         });
                     }
                     return Err(self.stop_to_error(stop));
                 }
             };
             let done = self
-                .take_frame(&rx.ring, frame, buf, &mut total, &mut got)
+                .take_frame(&rx.ring, frame, &mut asm, out)
                 .map_err(|why| self.corrupt(why))?;
             rx.ring.consume(frame);
             event::notify(&SysFutex, scope.me, scope.peer);
             if done {
-                if let Some(out) = pipes {
-                    *out = got;
+                if let Some(pipes) = out.pipes.as_deref_mut() {
+                    *pipes = asm.pipes;
                 }
                 return Ok(());
             }
@@ -161,9 +199,8 @@ impl Pipe {
         &self,
         ring: &Consumer<RingView>,
         frame: Frame,
-        buf: &mut Vec<u8>,
-        total: &mut Option<usize>,
-        got: &mut Vec<Pipe>,
+        asm: &mut Assembly,
+        out: &mut Delivery<'_>,
     ) -> Result<bool, &'static str> {
         let tag = Tag::decode(frame.tag)?;
         let prefix = tag.prefix_len();
@@ -171,12 +208,13 @@ impl Pipe {
             return Err("frame shorter than its own header fields");
         }
         let payload = frame.len - prefix;
-        match (*total, tag.kind) {
+        let buf = &mut *out.bytes;
+        match (asm.total, tag.kind) {
             (None, Kind::Whole) => {
                 if payload > self.limit {
                     return Err("message longer than the receiver's limit");
                 }
-                self.claim_pipes(ring, frame, 0, tag.handles, got)?;
+                self.claim_pipes(ring, frame, 0, tag.handles, &mut asm.pipes)?;
                 ring.read_append(frame, prefix, payload, buf);
                 Ok(true)
             }
@@ -187,9 +225,9 @@ impl Pipe {
                 if announced > self.limit as u64 || (payload as u64) > announced {
                     return Err("message length out of range");
                 }
-                self.claim_pipes(ring, frame, TOTAL, tag.handles, got)?;
+                self.claim_pipes(ring, frame, TOTAL, tag.handles, &mut asm.pipes)?;
                 ring.read_append(frame, prefix, payload, buf);
-                *total = Some(announced as usize);
+                asm.total = Some(announced as usize);
                 Ok(false)
             }
             (Some(expected), Kind::More | Kind::Last) => {
@@ -205,12 +243,43 @@ impl Pipe {
             }
             (Some(_), Kind::Abort) => {
                 buf.clear();
-                got.clear();
-                *total = None;
+                *asm = Assembly::default();
                 Ok(false)
+            }
+            (None, Kind::Block) if payload == 0 => {
+                self.claim_pipes(ring, frame, BLOCK_REF, tag.handles, &mut asm.pipes)?;
+                self.take_block(ring, frame, out)?;
+                Ok(true)
             }
             _ => Err("frame out of sequence"),
         }
+    }
+
+    /// Takes the pool block a `Block` frame names: as a view if the caller
+    /// wants one, else copied out and released at once.
+    fn take_block(
+        &self,
+        ring: &Consumer<RingView>,
+        frame: Frame,
+        out: &mut Delivery<'_>,
+    ) -> Result<(), &'static str> {
+        let mut head = [0u8; BLOCK_REF];
+        ring.read(frame, 0, &mut head);
+        let [i0, i1, i2, i3, g0, g1, g2, g3, len @ ..] = head;
+        let len = u64::from_le_bytes(len);
+        if len > self.limit as u64 {
+            return Err("message longer than the receiver's limit");
+        }
+        let link = self
+            .link()
+            .ok_or("block frame on a pipe within one process")?;
+        let id = u32::from_le_bytes([i0, i1, i2, i3]);
+        let held = link.take_block(id, u32::from_le_bytes([g0, g1, g2, g3]), len as usize)?;
+        match out.block.as_deref_mut() {
+            Some(slot) => *slot = Some(held),
+            None => out.bytes.extend_from_slice(held.bytes()),
+        }
+        Ok(())
     }
 
     /// Takes the pipe ends a frame names from the link.

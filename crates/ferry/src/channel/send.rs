@@ -1,5 +1,6 @@
 //! Sending: messages into frames, frames into the ring.
 
+use std::sync::{Arc, MutexGuard};
 use std::time::{Duration, Instant};
 
 use super::wait::{Stop, Waiter};
@@ -98,6 +99,11 @@ impl Pipe {
                 pipes,
             );
         }
+        let twins =
+            |(i, p): (usize, &Pipe)| pipes[..i].iter().any(|q| Arc::ptr_eq(&p.region, &q.region));
+        if pipes.iter().enumerate().any(twins) {
+            return refuse("both ends of one pipe cannot travel together", pipes);
+        }
         if bytes.len() > self.limit {
             let error = SendError::TooLarge {
                 len: bytes.len(),
@@ -139,9 +145,34 @@ impl Pipe {
         ids: &[u64],
         deadline: Option<Instant>,
     ) -> Result<(), SendError> {
-        if bytes.len() > self.limit {
+        let mut tx = self.begin_send(bytes.len(), deadline)?;
+        let whole = Tag {
+            kind: Kind::Whole,
+            handles: ids.len() as u16,
+        };
+        let small = bytes.len() < super::block::OUT_OF_LINE || self.link().is_none();
+        if ids.is_empty() && small && bytes.len() <= tx.ring.max_body() / 2 {
+            return self.push(&mut tx, whole, &[bytes], deadline);
+        }
+        let id_bytes: Vec<u8> = ids.iter().flat_map(|id| id.to_le_bytes()).collect();
+        if small && id_bytes.len() + bytes.len() <= tx.ring.max_body() / 2 {
+            return self.push(&mut tx, whole, &[&id_bytes, bytes], deadline);
+        }
+        if let Some(link) = self.link.get().filter(|_| !small) {
+            return self.send_out_of_line(&mut tx, link, bytes, &id_bytes, deadline);
+        }
+        self.send_pieces(&mut tx, bytes, &id_bytes, deadline)
+    }
+
+    /// Checks a message of `len` bytes may be sent, and takes the send lock.
+    pub(super) fn begin_send(
+        &self,
+        len: usize,
+        deadline: Option<Instant>,
+    ) -> Result<MutexGuard<'_, Tx>, SendError> {
+        if len > self.limit {
             return Err(SendError::TooLarge {
-                len: bytes.len(),
+                len,
                 limit: self.limit,
             });
         }
@@ -149,34 +180,19 @@ impl Pipe {
             return Err(failure.into());
         }
         let mut tx = Self::lock(&self.tx);
+        // Acquire: pairs with the Release store in the peer's drop.
         if self.scope(true).peer.closed.load(Ordering::Acquire) != 0 {
-            // Acquire above: pairs with the Release store in the peer's drop.
             return Err(SendError::Disconnected);
         }
         if tx.owes_abort {
-            self.push(
-                &mut tx,
-                Tag {
-                    kind: Kind::Abort,
-                    handles: 0,
-                },
-                &[],
-                deadline,
-            )?;
+            let abort = Tag {
+                kind: Kind::Abort,
+                handles: 0,
+            };
+            self.push(&mut tx, abort, &[], deadline)?;
             tx.owes_abort = false;
         }
-        let whole = Tag {
-            kind: Kind::Whole,
-            handles: ids.len() as u16,
-        };
-        if ids.is_empty() && bytes.len() <= tx.ring.max_body() / 2 {
-            return self.push(&mut tx, whole, &[bytes], deadline);
-        }
-        let id_bytes: Vec<u8> = ids.iter().flat_map(|id| id.to_le_bytes()).collect();
-        if id_bytes.len() + bytes.len() <= tx.ring.max_body() / 2 {
-            return self.push(&mut tx, whole, &[&id_bytes, bytes], deadline);
-        }
-        self.send_pieces(&mut tx, bytes, &id_bytes, deadline)
+        Ok(tx)
     }
 
     /// Sends a message too large for one frame as `First`, `More`…, `Last`.
@@ -237,7 +253,7 @@ impl Pipe {
     }
 
     /// Writes one frame, waiting for room, then wakes the receiver if asleep.
-    fn push(
+    pub(super) fn push(
         &self,
         tx: &mut Tx,
         tag: Tag,

@@ -8,18 +8,22 @@
 
 use std::collections::HashMap;
 use std::io;
-use std::os::fd::OwnedFd;
+use std::os::fd::{BorrowedFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
 use crate::shm::Region;
+use crate::shm::pool::{Held, PeerBlocks, SendPool};
 use crate::sys::ControlSocket;
 use crate::sys::linux::socket::Received;
-use crate::wire::record::{PipeEnd, RECORD_LEN};
+use crate::wire::record::{RECORD_LEN, Record};
 
 /// The id of the pipe a spawned child receives from its parent.
 pub(crate) const BOOTSTRAP_ID: u64 = 0;
+
+/// Default cap on the bytes of pool blocks mapped per link direction.
+pub const DEFAULT_POOL_CAP: usize = 1 << 30;
 
 /// Most pipe ends a peer may send ahead of the messages that claim them.
 const MAX_PENDING: usize = 4096;
@@ -37,8 +41,12 @@ pub enum Failure {
 #[derive(Debug)]
 pub struct Link {
     socket: ControlSocket,
-    /// Pipe ends the peer sent that no message has claimed yet, by id.
-    pending: Mutex<HashMap<u64, (Arc<Region>, usize)>>,
+    /// What the peer sent over the socket, as far as read.
+    inbox: Mutex<Inbox>,
+    /// The blocks this side sends large messages through (made on first use).
+    pool: Mutex<Option<SendPool>>,
+    /// Most bytes of blocks mapped per direction.
+    pool_cap: usize,
     next_id: AtomicU64,
     failed: OnceLock<Failure>,
     /// Set together with `failed`, for a cheap check on the hot path.
@@ -49,10 +57,12 @@ pub struct Link {
 }
 
 impl Link {
-    pub(crate) fn new(socket: ControlSocket) -> Arc<Self> {
+    pub(crate) fn new(socket: ControlSocket, pool_cap: usize) -> Arc<Self> {
         Arc::new(Self {
             socket,
-            pending: Mutex::new(HashMap::new()),
+            inbox: Mutex::new(Inbox::default()),
+            pool: Mutex::new(None),
+            pool_cap,
             next_id: AtomicU64::new(BOOTSTRAP_ID + 1),
             failed: OnceLock::new(),
             down: AtomicBool::new(false),
@@ -116,7 +126,7 @@ impl Link {
     ) -> io::Result<u64> {
         // Relaxed: ids need only be unique, not ordered with anything.
         let id = id.unwrap_or_else(|| self.next_id.fetch_add(1, Ordering::Relaxed));
-        let record = PipeEnd {
+        let record = Record::PipeEnd {
             role: role as u8,
             id,
         }
@@ -127,23 +137,39 @@ impl Link {
         Ok(id)
     }
 
+    fn lock_inbox(&self) -> MutexGuard<'_, Inbox> {
+        self.inbox.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// Claims the pipe end `id` that the peer sent before the frame naming it.
     pub(crate) fn claim(&self, id: u64) -> Result<(Arc<Region>, usize), &'static str> {
-        let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        let mut inbox = self.lock_inbox();
         loop {
-            if let Some(end) = pending.remove(&id) {
+            if let Some(end) = inbox.pipes.remove(&id) {
                 return Ok(end);
             }
-            let (end_id, end) = self.read_record()?;
-            if pending.len() >= MAX_PENDING || pending.insert(end_id, end).is_some() {
-                return Err("peer sent too many unclaimed or duplicate pipe ends");
-            }
+            self.read_record(&mut inbox)?;
         }
     }
 
-    /// Reads one pipe-end record; the peer sent it before the frame that
-    /// claims it, so it is already queued: an empty socket is a violation.
-    fn read_record(&self) -> Result<(u64, (Arc<Region>, usize)), &'static str> {
+    /// Takes the peer's block `id` named by a frame, checked (see
+    /// [`PeerBlocks::take`]); the block was announced before the frame.
+    pub(crate) fn take_block(
+        &self,
+        id: u32,
+        generation: u32,
+        len: usize,
+    ) -> Result<Held, &'static str> {
+        let mut inbox = self.lock_inbox();
+        while !inbox.blocks.knows(id) {
+            self.read_record(&mut inbox)?;
+        }
+        inbox.blocks.take(id, generation, len)
+    }
+
+    /// Reads one record into the inbox. The peer sends every record before
+    /// the frame that needs it, so an empty socket is a violation.
+    fn read_record(&self, inbox: &mut Inbox) -> Result<(), &'static str> {
         let mut buf = [0u8; RECORD_LEN + 1];
         let (len, mut fds, truncated) = match self.socket.try_recv(&mut buf) {
             Ok(Received::Record {
@@ -151,17 +177,86 @@ impl Link {
                 fds,
                 truncated,
             }) => (len, fds, truncated),
-            Ok(Received::Empty) => return Err("message names a pipe end that was never sent"),
+            Ok(Received::Empty) => {
+                return Err("frame names a pipe end or block that was never sent");
+            }
             Ok(Received::HungUp) | Err(_) => {
-                return Err("link closed before a named pipe end arrived");
+                return Err("link closed before a named pipe end or block arrived");
             }
         };
         if truncated || len != RECORD_LEN || fds.len() != 1 {
             return Err("malformed control record");
         }
-        let record = PipeEnd::decode(&buf[..len])?;
         let fd: OwnedFd = fds.pop().ok_or("control record without a descriptor")?;
-        let region = Region::from_peer(fd)?;
-        Ok((record.id, (region, usize::from(record.role))))
+        match Record::decode(&buf[..len])? {
+            Record::PipeEnd { role, id } => {
+                if inbox.pipes.len() >= MAX_PENDING {
+                    return Err("peer sent too many unclaimed pipe ends");
+                }
+                let region = Region::from_peer(fd)?;
+                if inbox
+                    .pipes
+                    .insert(id, (region, usize::from(role)))
+                    .is_some()
+                {
+                    return Err("peer sent a pipe end id twice");
+                }
+                Ok(())
+            }
+            Record::Block { class, id } => {
+                inbox
+                    .blocks
+                    .insert(id, usize::from(class), fd, self.pool_cap)
+            }
+            Record::ReleaseTable => inbox.blocks.set_table(fd),
+        }
     }
+
+    /// Runs `f` on this side's send pool, making it (and announcing its
+    /// release table) on first use.
+    pub(crate) fn with_pool<R>(
+        &self,
+        f: impl FnOnce(&mut SendPool, &dyn Announce) -> R,
+    ) -> io::Result<R> {
+        let mut pool = self.pool.lock().unwrap_or_else(|e| e.into_inner());
+        if pool.is_none() {
+            let table = Record::ReleaseTable.encode();
+            *pool = Some(SendPool::new(self.pool_cap, |fd| {
+                self.socket.send(&table, &[fd])
+            })?);
+        }
+        let pool = pool
+            .as_mut()
+            .ok_or_else(|| io::Error::other("send pool missing"))?;
+        if self.failure().is_some() {
+            pool.reclaim_all();
+        }
+        Ok(f(pool, self))
+    }
+}
+
+/// Announces a new block to the peer: `announce(id, class, fd)`.
+pub(crate) trait Announce {
+    /// Sends the block's descriptor over the control socket.
+    fn announce(&self, id: u32, class: usize, fd: BorrowedFd<'_>) -> io::Result<()>;
+}
+
+impl Announce for Link {
+    fn announce(&self, id: u32, class: usize, fd: BorrowedFd<'_>) -> io::Result<()> {
+        let record = Record::Block {
+            class: class as u8,
+            id: u64::from(id),
+        }
+        .encode();
+        self.socket.send(&record, &[fd])
+    }
+}
+
+/// What the peer has sent over the socket and no frame has used yet.
+#[derive(Debug, Default)]
+struct Inbox {
+    /// Pipe ends, by id, until a message claims them.
+    pipes: HashMap<u64, (Arc<Region>, usize)>,
+    /// The peer's blocks and release table.
+    blocks: PeerBlocks,
 }

@@ -1,9 +1,12 @@
-//! Shared-memory regions: the memory a pipe's two rings live in.
+//! Shared memory: pipe regions, and the block pool for large messages.
 //!
-//! A region is one sealed memory object, mapped by both processes. Inside
-//! it everything is named by offsets from the region's start, never by
-//! pointers, and everything read from it is checked (see [`region`]).
+//! Inside shared memory everything is named by offsets or small ids, never
+//! pointers, and everything read from it is checked before use.
 
+pub mod block;
+pub mod pool;
 pub mod region;
+pub mod release;
+pub mod reserve;
 
 pub use region::{Region, RingView};

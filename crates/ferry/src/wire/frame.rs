@@ -11,6 +11,7 @@
 //! | `More`  | the next piece                                          |
 //! | `Last`  | the final piece                                         |
 //! | `Abort` | empty: drop the message begun by `First`                |
+//! | `Block` | `id: u32`, `generation: u32`, `len: u64` of a pool block holding the whole payload, then handle ids |
 
 use super::VERSION;
 
@@ -27,12 +28,16 @@ pub enum Kind {
     Last = 4,
     /// The sender gave up on the message it began; discard it.
     Abort = 5,
+    /// A whole message whose payload sits in a pool block (out of line).
+    Block = 6,
 }
 
 /// Bytes of one handle id in a frame body.
 pub const HANDLE_ID: usize = 8;
 /// Bytes of the `total` field of a `First` frame.
 pub const TOTAL: usize = 8;
+/// Bytes of a `Block` frame's descriptor: id, generation, length.
+pub const BLOCK_REF: usize = 16;
 
 /// A decoded, checked frame tag.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,13 +62,14 @@ impl Tag {
             3 => Kind::More,
             4 => Kind::Last,
             5 => Kind::Abort,
+            6 => Kind::Block,
             _ => return Err("unknown frame kind"),
         };
         if (raw >> 8) & 0xff != u32::from(VERSION) {
             return Err("unsupported frame version");
         }
         let handles = (raw >> 16) as u16;
-        if handles != 0 && !matches!(kind, Kind::Whole | Kind::First) {
+        if handles != 0 && !matches!(kind, Kind::Whole | Kind::First | Kind::Block) {
             return Err("handles on a continuation frame");
         }
         Ok(Self { kind, handles })
@@ -71,8 +77,12 @@ impl Tag {
 
     /// Bytes before the payload in this frame's body.
     pub fn prefix_len(self) -> usize {
-        let total = if self.kind == Kind::First { TOTAL } else { 0 };
-        total + usize::from(self.handles) * HANDLE_ID
+        let fixed = match self.kind {
+            Kind::First => TOTAL,
+            Kind::Block => BLOCK_REF,
+            _ => 0,
+        };
+        fixed + usize::from(self.handles) * HANDLE_ID
     }
 }
 
@@ -88,8 +98,9 @@ mod tests {
             Kind::More,
             Kind::Last,
             Kind::Abort,
+            Kind::Block,
         ] {
-            let handles = if matches!(kind, Kind::Whole | Kind::First) {
+            let handles = if matches!(kind, Kind::Whole | Kind::First | Kind::Block) {
                 7
             } else {
                 0
@@ -102,7 +113,7 @@ mod tests {
     #[test]
     fn bad_tags_are_refused() {
         assert!(Tag::decode(0).is_err());
-        assert!(Tag::decode(6 | 1 << 8).is_err());
+        assert!(Tag::decode(7 | 1 << 8).is_err());
         assert!(Tag::decode(1 | 2 << 8).is_err());
         assert!(Tag::decode(3 | 1 << 8 | 1 << 16).is_err());
     }

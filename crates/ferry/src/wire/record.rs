@@ -1,9 +1,13 @@
 //! Records on a link's control socket.
 //!
-//! One record is 16 bytes, `magic: u32 = "FRY1"`, `kind: u16`, `role: u16`,
-//! `id: u64`, with exactly one descriptor attached. The only kind today is
-//! [`PIPE_END`]: the shared memory of a pipe whose end `role` (0 or 1) now
-//! belongs to the receiver, to be claimed by the message frame naming `id`.
+//! One record is 16 bytes, `magic: u32 = "FRY1"`, `kind: u16`, `arg: u16`,
+//! `id: u64`, with exactly one descriptor attached:
+//!
+//! | kind | `arg` | `id` | descriptor |
+//! |------|-------|------|------------|
+//! | 1 [`Record::PipeEnd`] | end `role` (0 or 1) now the receiver's | claimed by the message frame naming `id` | the pipe's region |
+//! | 2 [`Record::Block`] | size class | the block's number on this link | the block |
+//! | 3 [`Record::ReleaseTable`] | 0 | 0 | the table where the receiver hands blocks back |
 
 use super::VERSION;
 
@@ -11,26 +15,41 @@ use super::VERSION;
 pub const RECORD_LEN: usize = 16;
 /// Magic number opening every record: "FRY" and the version.
 pub const MAGIC: u32 = u32::from_le_bytes([b'F', b'R', b'Y', VERSION]);
-/// The record kind carrying a pipe end.
-pub const PIPE_END: u16 = 1;
 
-/// A pipe end sent over the control socket.
+/// One control record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PipeEnd {
-    /// Which end of the pipe (0 or 1) the receiver now holds.
-    pub role: u8,
-    /// The id by which a message frame claims it.
-    pub id: u64,
+pub enum Record {
+    /// The shared memory of a pipe whose end `role` now belongs to the receiver.
+    PipeEnd {
+        /// Which end of the pipe (0 or 1) the receiver now holds.
+        role: u8,
+        /// The id by which a message frame claims it.
+        id: u64,
+    },
+    /// A pool block the sender will name in `Block` frames.
+    Block {
+        /// Its size class.
+        class: u8,
+        /// Its number on this link.
+        id: u64,
+    },
+    /// The sender's release table for this link.
+    ReleaseTable,
 }
 
-impl PipeEnd {
+impl Record {
     /// Encodes the record.
     pub fn encode(self) -> [u8; RECORD_LEN] {
+        let (kind, arg, id) = match self {
+            Self::PipeEnd { role, id } => (1u16, u16::from(role), id),
+            Self::Block { class, id } => (2, u16::from(class), id),
+            Self::ReleaseTable => (3, 0, 0),
+        };
         let mut out = [0u8; RECORD_LEN];
         out[..4].copy_from_slice(&MAGIC.to_le_bytes());
-        out[4..6].copy_from_slice(&PIPE_END.to_le_bytes());
-        out[6..8].copy_from_slice(&u16::from(self.role).to_le_bytes());
-        out[8..].copy_from_slice(&self.id.to_le_bytes());
+        out[4..6].copy_from_slice(&kind.to_le_bytes());
+        out[6..8].copy_from_slice(&arg.to_le_bytes());
+        out[8..].copy_from_slice(&id.to_le_bytes());
         out
     }
 
@@ -39,22 +58,25 @@ impl PipeEnd {
         let bytes: &[u8; RECORD_LEN] = bytes
             .try_into()
             .map_err(|_| "control record of the wrong length")?;
-        let [m0, m1, m2, m3, k0, k1, r0, r1, id @ ..] = *bytes;
+        let [m0, m1, m2, m3, k0, k1, a0, a1, id @ ..] = *bytes;
         if u32::from_le_bytes([m0, m1, m2, m3]) != MAGIC {
             return Err("control record with a bad magic number or version");
         }
-        if u16::from_le_bytes([k0, k1]) != PIPE_END {
-            return Err("unknown control record kind");
+        let arg = u16::from_le_bytes([a0, a1]);
+        let id = u64::from_le_bytes(id);
+        match u16::from_le_bytes([k0, k1]) {
+            1 if arg <= 1 => Ok(Self::PipeEnd {
+                role: arg as u8,
+                id,
+            }),
+            1 => Err("pipe end role is neither 0 nor 1"),
+            2 => Ok(Self::Block {
+                class: u8::try_from(arg).map_err(|_| "block class out of range")?,
+                id,
+            }),
+            3 => Ok(Self::ReleaseTable),
+            _ => Err("unknown control record kind"),
         }
-        let role = match u16::from_le_bytes([r0, r1]) {
-            0 => 0,
-            1 => 1,
-            _ => return Err("pipe end role is neither 0 nor 1"),
-        };
-        Ok(Self {
-            role,
-            id: u64::from_le_bytes(id),
-        })
     }
 }
 
@@ -64,21 +86,26 @@ mod tests {
 
     #[test]
     fn records_round_trip() {
-        let rec = PipeEnd {
-            role: 1,
-            id: 0xdead_beef_1234,
-        };
-        assert_eq!(PipeEnd::decode(&rec.encode()), Ok(rec));
+        for rec in [
+            Record::PipeEnd {
+                role: 1,
+                id: 0xdead_beef_1234,
+            },
+            Record::Block { class: 8, id: 77 },
+            Record::ReleaseTable,
+        ] {
+            assert_eq!(Record::decode(&rec.encode()), Ok(rec));
+        }
     }
 
     #[test]
     fn bad_records_are_refused() {
-        let good = PipeEnd { role: 0, id: 9 }.encode();
-        assert!(PipeEnd::decode(&good[..15]).is_err());
+        let good = Record::PipeEnd { role: 0, id: 9 }.encode();
+        assert!(Record::decode(&good[..15]).is_err());
         for (at, value) in [(0, b'X'), (4, 9), (6, 2)] {
             let mut bad = good;
             bad[at] = value;
-            assert!(PipeEnd::decode(&bad).is_err(), "byte {at} = {value}");
+            assert!(Record::decode(&bad).is_err(), "byte {at} = {value}");
         }
     }
 }

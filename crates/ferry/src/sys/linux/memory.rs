@@ -60,22 +60,38 @@ impl SharedMemory {
 
     /// Maps the whole object read-write and shared.
     pub(crate) fn map(&self) -> io::Result<Mapping> {
+        self.map_with(Access::ReadWrite)
+    }
+
+    /// Maps the whole object, shared, with the given access.
+    pub(crate) fn map_with(&self, access: Access) -> io::Result<Mapping> {
+        let (prot, flags) = match access {
+            Access::ReadWrite => (ProtFlags::READ | ProtFlags::WRITE, MapFlags::SHARED),
+            Access::ReadWritePopulated => (
+                ProtFlags::READ | ProtFlags::WRITE,
+                MapFlags::SHARED | MapFlags::POPULATE,
+            ),
+            Access::ReadOnly => (ProtFlags::READ, MapFlags::SHARED),
+        };
         // SAFETY: a null hint lets the kernel choose a fresh range, so no
         // existing Rust object is overlapped; `fd` is valid and sized `len`.
-        let ptr = unsafe {
-            rustix::mm::mmap(
-                std::ptr::null_mut(),
-                self.len,
-                ProtFlags::READ | ProtFlags::WRITE,
-                MapFlags::SHARED,
-                &self.fd,
-                0,
-            )?
-        };
+        let ptr =
+            unsafe { rustix::mm::mmap(std::ptr::null_mut(), self.len, prot, flags, &self.fd, 0)? };
         let ptr =
             NonNull::new(ptr.cast::<u8>()).ok_or_else(|| io::Error::other("mmap returned null"))?;
         Ok(Mapping { ptr, len: self.len })
     }
+}
+
+/// How a [`SharedMemory`] object is mapped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Access {
+    /// Readable and writable; pages are faulted in on first touch.
+    ReadWrite,
+    /// Readable and writable, every page faulted in now (`MAP_POPULATE`).
+    ReadWritePopulated,
+    /// Read-only: writes through this mapping fault.
+    ReadOnly,
 }
 
 /// One shared mapping, unmapped on drop.

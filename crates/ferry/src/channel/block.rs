@@ -1,0 +1,265 @@
+//! Large messages out of line: the payload sits in a pool block of the
+//! link, and the ring carries a 16-byte descriptor. Also the zero-copy API
+//! on top of it: [`Loan`] to write a message in place, [`SharedBytes`] to
+//! read one in place.
+
+use std::ops::{Deref, DerefMut};
+use std::time::{Duration, Instant};
+
+use super::send::Tx;
+use super::wait::LIVENESS;
+use super::{Pipe, RecvError, SendError};
+use crate::link::Link;
+use crate::shm::block::{Block, class_for};
+use crate::shm::pool::Held;
+use crate::wire::frame::{BLOCK_REF, HANDLE_ID, Kind, Tag};
+
+/// Messages of at least this many bytes, on a pipe to another process,
+/// travel out of line in a pool block (see the crate docs for the
+/// measurements behind it); smaller ones are copied through the ring.
+pub const OUT_OF_LINE: usize = 64 * 1024;
+
+fn io_error(e: std::io::Error) -> SendError {
+    match e.kind() {
+        std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::ConnectionReset => {
+            SendError::Disconnected
+        }
+        _ => SendError::Io(e),
+    }
+}
+
+impl Pipe {
+    /// Copies `bytes` into a block and sends its descriptor.
+    pub(super) fn send_out_of_line(
+        &self,
+        tx: &mut Tx,
+        link: &Link,
+        bytes: &[u8],
+        id_bytes: &[u8],
+        deadline: Option<Instant>,
+    ) -> Result<(), SendError> {
+        let (id, mut block) = self.lend_block(link, bytes.len(), deadline)?;
+        block.bytes_mut()[..bytes.len()].copy_from_slice(bytes);
+        self.push_block(tx, link, id, block, bytes.len(), id_bytes, deadline)
+    }
+
+    /// A free block of at least `len` bytes from the link's pool, waiting
+    /// (with the liveness and deadline checks of any wait) while the pool
+    /// is at its cap.
+    fn lend_block(
+        &self,
+        link: &Link,
+        len: usize,
+        deadline: Option<Instant>,
+    ) -> Result<(u32, Block), SendError> {
+        let class = class_for(len).ok_or(SendError::TooLarge {
+            len,
+            limit: crate::shm::block::class_size(crate::shm::block::CLASSES - 1),
+        })?;
+        let mut nap = Duration::from_micros(10);
+        loop {
+            let lent = link
+                .with_pool(|pool, a| pool.alloc(class, |id, c, fd| a.announce(id, c, fd)))
+                .and_then(|r| r)
+                .map_err(io_error)?;
+            if let Some(lent) = lent {
+                return Ok(lent);
+            }
+            if let Some(failure) = link.check_peer_every(LIVENESS) {
+                return Err(failure.into());
+            }
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                return Err(SendError::Timeout);
+            }
+            std::thread::sleep(nap);
+            nap = (nap * 2).min(Duration::from_millis(1));
+        }
+    }
+
+    /// Puts a written block back in the pool as sent, and its descriptor
+    /// into the ring; undoes the first if the second fails.
+    #[allow(clippy::too_many_arguments)]
+    fn push_block(
+        &self,
+        tx: &mut Tx,
+        link: &Link,
+        id: u32,
+        block: Block,
+        len: usize,
+        id_bytes: &[u8],
+        deadline: Option<Instant>,
+    ) -> Result<(), SendError> {
+        let generation = link
+            .with_pool(|pool, _| pool.commit(id, block))
+            .map_err(io_error)?;
+        let mut head = [0u8; BLOCK_REF];
+        head[..4].copy_from_slice(&id.to_le_bytes());
+        head[4..8].copy_from_slice(&generation.to_le_bytes());
+        head[8..].copy_from_slice(&(len as u64).to_le_bytes());
+        let tag = Tag {
+            kind: Kind::Block,
+            handles: (id_bytes.len() / HANDLE_ID) as u16,
+        };
+        let result = self.push(tx, tag, &[&head, id_bytes], deadline);
+        if result.is_err() {
+            let _ = link.with_pool(|pool, _| pool.cancel(id));
+        }
+        result
+    }
+
+    /// Lends a writable slot of `len` bytes for a message written in place.
+    ///
+    /// On a pipe to another process the slot is a shared-memory block, and
+    /// [`Loan::send`] sends it without copying; the receiver can read it in
+    /// place with [`Pipe::recv_shared`]. On a pipe within one process the
+    /// slot is ordinary memory and sending copies it.
+    ///
+    /// ```
+    /// let (a, b) = ferry::pipe()?;
+    /// let mut slot = a.loan(5)?;
+    /// slot.copy_from_slice(b"hello");
+    /// slot.send()?;
+    /// assert_eq!(&*b.recv_shared()?, b"hello");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn loan(&self, len: usize) -> Result<Loan<'_>, SendError> {
+        if len > self.limit {
+            return Err(SendError::TooLarge {
+                len,
+                limit: self.limit,
+            });
+        }
+        let slot = match self.link.get() {
+            Some(link) => Slot::Block(self.lend_block(link, len, None)?),
+            None => Slot::Heap(vec![0; len]),
+        };
+        Ok(Loan {
+            pipe: self,
+            slot,
+            len,
+        })
+    }
+
+    /// Receives the next message as a view: a large message from another
+    /// process is read in place in shared memory (its block goes back to
+    /// the sender's pool when the view is dropped); others are copied.
+    pub fn recv_shared(&self) -> Result<SharedBytes, RecvError> {
+        let mut bytes = Vec::new();
+        let mut held = None;
+        self.recv_message(
+            &mut super::recv::Delivery {
+                bytes: &mut bytes,
+                pipes: None,
+                block: Some(&mut held),
+            },
+            None,
+        )?;
+        Ok(SharedBytes(match held {
+            Some(held) => Shared::Block(held),
+            None => Shared::Owned(bytes),
+        }))
+    }
+}
+
+#[derive(Debug)]
+enum Slot {
+    Block((u32, Block)),
+    Heap(Vec<u8>),
+    Sent,
+}
+
+/// A writable slot for one message, from [`Pipe::loan`]. Write it, then
+/// [`send`](Loan::send) it; dropping it unsent gives the slot back.
+#[derive(Debug)]
+pub struct Loan<'a> {
+    pipe: &'a Pipe,
+    slot: Slot,
+    len: usize,
+}
+
+impl Loan<'_> {
+    /// Sends the slot's bytes as one message, waiting while the pipe is full.
+    pub fn send(mut self) -> Result<(), SendError> {
+        match std::mem::replace(&mut self.slot, Slot::Sent) {
+            Slot::Block((id, block)) => {
+                let link = self.pipe.link().ok_or(SendError::Disconnected)?;
+                let mut tx = match self.pipe.begin_send(self.len, None) {
+                    Ok(tx) => tx,
+                    Err(e) => {
+                        self.slot = Slot::Block((id, block));
+                        return Err(e);
+                    }
+                };
+                self.pipe
+                    .push_block(&mut tx, link, id, block, self.len, &[], None)
+            }
+            Slot::Heap(bytes) => self.pipe.send(&bytes),
+            Slot::Sent => Ok(()),
+        }
+    }
+}
+
+impl Deref for Loan<'_> {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match &self.slot {
+            Slot::Block((_, block)) => &block.bytes()[..self.len],
+            Slot::Heap(bytes) => bytes,
+            Slot::Sent => &[],
+        }
+    }
+}
+
+impl DerefMut for Loan<'_> {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        match &mut self.slot {
+            Slot::Block((_, block)) => &mut block.bytes_mut()[..self.len],
+            Slot::Heap(bytes) => bytes,
+            Slot::Sent => &mut [],
+        }
+    }
+}
+
+impl Drop for Loan<'_> {
+    fn drop(&mut self) {
+        if let Slot::Block((id, block)) = std::mem::replace(&mut self.slot, Slot::Sent)
+            && let Some(link) = self.pipe.link()
+        {
+            let _ = link.with_pool(|pool, _| pool.give_back(id, block));
+        }
+    }
+}
+
+#[derive(Debug)]
+enum Shared {
+    Block(Held),
+    Owned(Vec<u8>),
+}
+
+/// A received message read in place (from [`Pipe::recv_shared`]).
+///
+/// When the message came out of line from another process, these bytes
+/// are the sender's pool block, mapped read-only here, and go back to the
+/// sender's pool when this is dropped. A *hostile* sender can still change
+/// them while you read (it keeps write access to its own block): validate
+/// what you parse from a copy, not twice from the view. An honest sender
+/// never touches a block until it is released.
+#[derive(Debug)]
+pub struct SharedBytes(Shared);
+
+impl SharedBytes {
+    /// Whether the bytes are read in place in shared memory (not a copy).
+    pub fn is_in_place(&self) -> bool {
+        matches!(self.0, Shared::Block(_))
+    }
+}
+
+impl Deref for SharedBytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match &self.0 {
+            Shared::Block(held) => held.bytes(),
+            Shared::Owned(bytes) => bytes,
+        }
+    }
+}

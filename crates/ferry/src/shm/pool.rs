@@ -1,0 +1,260 @@
+//! A link's blocks, on each side.
+//!
+//! [`SendPool`]: the blocks this process sends through, with its free lists
+//! in private memory. A block is announced to the peer once (its descriptor
+//! crosses the control socket and is closed), then reused for many messages:
+//! each use bumps its generation, and it comes back when the peer's release
+//! table shows that generation.
+//!
+//! [`PeerBlocks`]: the blocks the peer announced, mapped read-only here,
+//! with the checks that keep a hostile sender from naming a block it never
+//! sent, a range past a block's end, an old generation, or a block this
+//! side still holds.
+
+use std::collections::HashMap;
+use std::io;
+use std::os::fd::{BorrowedFd, OwnedFd};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use super::block::{Block, PeerBlock, class_size};
+use super::release::{ReleaseTable, SLOTS};
+use super::reserve::Reserve;
+
+#[derive(Debug)]
+struct Bound {
+    /// The block, or `None` while it is lent out to be written.
+    block: Option<Block>,
+    class: usize,
+    generation: u32,
+}
+
+/// The sending side's blocks on one link.
+#[derive(Debug)]
+pub struct SendPool {
+    blocks: Vec<Bound>,
+    /// Free block ids per class.
+    free: Vec<Vec<u32>>,
+    /// Blocks sent and not yet seen released: (id, generation).
+    outstanding: Vec<(u32, u32)>,
+    table: ReleaseTable,
+    mapped: usize,
+    cap: usize,
+}
+
+impl SendPool {
+    /// A pool that maps at most `cap` bytes; `announce` sends the release
+    /// table's descriptor to the peer.
+    pub fn new(
+        cap: usize,
+        announce: impl FnOnce(BorrowedFd<'_>) -> io::Result<()>,
+    ) -> io::Result<Self> {
+        let (table, object) = ReleaseTable::create()?;
+        announce(object.fd())?;
+        Ok(Self {
+            blocks: Vec::new(),
+            free: (0..super::block::CLASSES).map(|_| Vec::new()).collect(),
+            outstanding: Vec::new(),
+            table,
+            mapped: 0,
+            cap,
+        })
+    }
+
+    /// Takes back every block the peer has released.
+    fn reclaim(&mut self) {
+        let (table, blocks, free) = (&self.table, &self.blocks, &mut self.free);
+        self.outstanding.retain(|&(id, generation)| {
+            if !table.is_released(id, generation) {
+                return true;
+            }
+            free[blocks[id as usize].class].push(id);
+            false
+        });
+    }
+
+    /// Every block back, for a peer that is gone.
+    pub fn reclaim_all(&mut self) {
+        for (id, _) in self.outstanding.drain(..) {
+            self.free[self.blocks[id as usize].class].push(id);
+        }
+    }
+
+    /// Lends out a free block of `class` to be written: reused, or taken
+    /// from the reserve and announced with `announce(id, class, fd)`.
+    /// `Ok(None)` when the pool is at its cap and nothing was released.
+    pub fn alloc(
+        &mut self,
+        class: usize,
+        announce: impl FnOnce(u32, usize, BorrowedFd<'_>) -> io::Result<()>,
+    ) -> io::Result<Option<(u32, Block)>> {
+        if self.free[class].is_empty() {
+            self.reclaim();
+        }
+        if let Some(id) = self.free[class].pop() {
+            let block = self.blocks[id as usize]
+                .block
+                .take()
+                .ok_or_else(|| io::Error::other("free block lent twice"))?;
+            Reserve::global().count_reuse();
+            return Ok(Some((id, block)));
+        }
+        if self.mapped + class_size(class) > self.cap || self.blocks.len() >= SLOTS {
+            return Ok(None);
+        }
+        let mut block = Reserve::global().take(class)?;
+        let id = self.blocks.len() as u32;
+        let object = block
+            .take_object()
+            .ok_or_else(|| io::Error::other("reserve block already sent"))?;
+        announce(id, class, object.fd())?;
+        self.mapped += class_size(class);
+        self.blocks.push(Bound {
+            block: None,
+            class,
+            generation: 0,
+        });
+        Ok(Some((id, block)))
+    }
+
+    /// Takes back lent block `id`, now written and about to be named in a
+    /// frame; returns the generation that frame must carry.
+    pub fn commit(&mut self, id: u32, block: Block) -> u32 {
+        let bound = &mut self.blocks[id as usize];
+        bound.block = Some(block);
+        bound.generation = bound.generation.wrapping_add(1).max(1);
+        self.outstanding.push((id, bound.generation));
+        bound.generation
+    }
+
+    /// Undoes a `commit` whose frame could not be sent.
+    pub fn cancel(&mut self, id: u32) {
+        self.outstanding.retain(|&(i, _)| i != id);
+        self.free[self.blocks[id as usize].class].push(id);
+    }
+
+    /// Takes back lent block `id` unsent, onto its free list.
+    pub fn give_back(&mut self, id: u32, block: Block) {
+        let bound = &mut self.blocks[id as usize];
+        bound.block = Some(block);
+        self.free[bound.class].push(id);
+    }
+}
+
+#[derive(Debug)]
+struct Known {
+    block: Arc<PeerBlock>,
+    last_generation: u32,
+}
+
+/// The receiving side's view of the peer's blocks on one link.
+#[derive(Debug, Default)]
+pub struct PeerBlocks {
+    blocks: HashMap<u32, Known>,
+    table: Option<Arc<ReleaseTable>>,
+    mapped: usize,
+}
+
+/// A block the receiver holds until it drops this.
+#[derive(Debug)]
+pub struct Held {
+    block: Arc<PeerBlock>,
+    table: Arc<ReleaseTable>,
+    id: u32,
+    generation: u32,
+    len: usize,
+}
+
+impl Held {
+    /// The message's bytes (see [`PeerBlock::bytes`] on what a peer may do).
+    pub fn bytes(&self) -> &[u8] {
+        self.block.bytes(self.len)
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        // Release: pairs with the Acquire swap in `PeerBlocks::take`.
+        self.block.held.store(false, Ordering::Release);
+        self.table.release(self.id, self.generation);
+    }
+}
+
+impl PeerBlocks {
+    /// Maps a block the peer announced, within `cap` bytes in all.
+    pub fn insert(
+        &mut self,
+        id: u64,
+        class: usize,
+        fd: OwnedFd,
+        cap: usize,
+    ) -> Result<(), &'static str> {
+        let id = u32::try_from(id)
+            .ok()
+            .filter(|&i| (i as usize) < SLOTS)
+            .ok_or("block id out of range")?;
+        if self.blocks.contains_key(&id) {
+            return Err("block announced twice");
+        }
+        let block = PeerBlock::from_peer(fd, class)?;
+        if self.mapped + block.len() > cap {
+            return Err("peer's blocks exceed this link's shared-memory cap");
+        }
+        self.mapped += block.len();
+        self.blocks.insert(
+            id,
+            Known {
+                block: Arc::new(block),
+                last_generation: 0,
+            },
+        );
+        Ok(())
+    }
+
+    /// Maps the peer's release table.
+    pub fn set_table(&mut self, fd: OwnedFd) -> Result<(), &'static str> {
+        if self.table.is_some() {
+            return Err("release table announced twice");
+        }
+        self.table = Some(Arc::new(ReleaseTable::from_peer(fd)?));
+        Ok(())
+    }
+
+    /// Whether block `id` has been announced.
+    pub fn knows(&self, id: u32) -> bool {
+        self.blocks.contains_key(&id)
+    }
+
+    /// Takes block `id` at `generation` holding `len` bytes, after checking
+    /// all three against what the peer announced and what this side holds.
+    pub fn take(&mut self, id: u32, generation: u32, len: usize) -> Result<Held, &'static str> {
+        let table = self
+            .table
+            .clone()
+            .ok_or("block frame before the release table")?;
+        let known = self
+            .blocks
+            .get_mut(&id)
+            .ok_or("frame names a block never announced")?;
+        if len > known.block.len() {
+            return Err("block frame length past the block's end");
+        }
+        if generation <= known.last_generation
+            && !(known.last_generation > u32::MAX / 2 && generation < 1 << 16)
+        {
+            return Err("block frame with a stale generation");
+        }
+        // Acquire: pairs with the Release store when the last view dropped.
+        if known.block.held.swap(true, Ordering::Acquire) {
+            return Err("block sent again while this side still holds it");
+        }
+        known.last_generation = generation;
+        Ok(Held {
+            block: Arc::clone(&known.block),
+            table,
+            id,
+            generation,
+            len,
+        })
+    }
+}

@@ -1,0 +1,73 @@
+//! The release table: where a receiver hands pool blocks back.
+//!
+//! One table per link direction, made by the sending side and mapped by
+//! both: slot `i` holds the generation of block `i` that the receiver last
+//! released. The sender keeps its free list in its own private memory and
+//! only *compares* a slot with the generation it expects, so whatever a
+//! hostile receiver writes here can at worst keep a block from coming back;
+//! it can never free a block twice or name memory out of bounds.
+//!
+//! Soundness: the mapping is exactly `SLOTS * 4` bytes of a sealed object,
+//! page-aligned, and every slot is an `AtomicU32` (valid for any bytes).
+#![allow(unsafe_code)]
+
+use std::io;
+use std::os::fd::OwnedFd;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use crate::sys::{Mapping, SharedMemory};
+
+/// Blocks one link direction may have.
+pub const SLOTS: usize = 65536;
+const TABLE_LEN: usize = SLOTS * size_of::<AtomicU32>();
+
+/// A release table, on either side.
+#[derive(Debug)]
+pub struct ReleaseTable {
+    map: Mapping,
+}
+
+impl ReleaseTable {
+    /// Makes a table; returns it and the object to send to the peer.
+    pub fn create() -> io::Result<(Self, SharedMemory)> {
+        let object = SharedMemory::create("ferry-release", TABLE_LEN)?;
+        let map = object.map()?;
+        Ok((Self { map }, object))
+    }
+
+    /// Maps a table the peer sent.
+    pub fn from_peer(fd: OwnedFd) -> Result<Self, &'static str> {
+        let object = SharedMemory::from_peer(fd, TABLE_LEN, TABLE_LEN)?;
+        let map = object
+            .map()
+            .map_err(|_| "could not map the peer's release table")?;
+        Ok(Self { map })
+    }
+
+    fn slot(&self, id: u32) -> Option<&AtomicU32> {
+        let id = id as usize;
+        if id >= SLOTS {
+            return None;
+        }
+        // SAFETY: `id < SLOTS`, so the 4 bytes at `id * 4` lie inside the
+        // mapping, 4-aligned (page-aligned base); any bytes are a valid
+        // `AtomicU32`; the borrow lasts no longer than `self`'s mapping.
+        Some(unsafe { &*self.map.as_ptr().cast::<AtomicU32>().add(id) })
+    }
+
+    /// Receiver: hands block `id` of generation `generation` back.
+    pub fn release(&self, id: u32, generation: u32) {
+        if let Some(slot) = self.slot(id) {
+            // Release: pairs with the sender's Acquire in `is_released`; our
+            // reads of the block happen before it may be rewritten.
+            slot.store(generation, Ordering::Release);
+        }
+    }
+
+    /// Sender: whether block `id` has been released at `generation`.
+    pub fn is_released(&self, id: u32, generation: u32) -> bool {
+        // Acquire: pairs with the receiver's Release store in `release`.
+        self.slot(id)
+            .is_some_and(|s| s.load(Ordering::Acquire) == generation)
+    }
+}

@@ -40,7 +40,7 @@ impl Block {
     /// Makes a block of `class`, every page faulted in.
     pub fn create(class: usize) -> io::Result<Self> {
         let object = SharedMemory::create("ferry-block", class_size(class))?;
-        let map = object.map_with(Access::ReadWritePopulated)?;
+        let map = object.map_with(Access::Prefaulted)?;
         Ok(Self {
             map,
             object: Some(object),
@@ -89,7 +89,7 @@ impl PeerBlock {
         let size = class_size(class);
         let object = SharedMemory::from_peer(fd, size, size)?;
         let map = object
-            .map_with(Access::ReadOnly)
+            .map_with(Access::ReadOnlyView)
             .map_err(|_| "could not map the peer's block")?;
         Ok(Self {
             map,

@@ -60,18 +60,18 @@ impl SharedMemory {
 
     /// Maps the whole object read-write and shared.
     pub(crate) fn map(&self) -> io::Result<Mapping> {
-        self.map_with(Access::ReadWrite)
+        self.map_with(Access::Lazy)
     }
 
     /// Maps the whole object, shared, with the given access.
     pub(crate) fn map_with(&self, access: Access) -> io::Result<Mapping> {
         let (prot, flags) = match access {
-            Access::ReadWrite => (ProtFlags::READ | ProtFlags::WRITE, MapFlags::SHARED),
-            Access::ReadWritePopulated => (
+            Access::Lazy => (ProtFlags::READ | ProtFlags::WRITE, MapFlags::SHARED),
+            Access::Prefaulted => (
                 ProtFlags::READ | ProtFlags::WRITE,
                 MapFlags::SHARED | MapFlags::POPULATE,
             ),
-            Access::ReadOnly => (ProtFlags::READ, MapFlags::SHARED),
+            Access::ReadOnlyView => (ProtFlags::READ, MapFlags::SHARED),
         };
         // SAFETY: a null hint lets the kernel choose a fresh range, so no
         // existing Rust object is overlapped; `fd` is valid and sized `len`.
@@ -87,11 +87,11 @@ impl SharedMemory {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Access {
     /// Readable and writable; pages are faulted in on first touch.
-    ReadWrite,
+    Lazy,
     /// Readable and writable, every page faulted in now (`MAP_POPULATE`).
-    ReadWritePopulated,
+    Prefaulted,
     /// Read-only: writes through this mapping fault.
-    ReadOnly,
+    ReadOnlyView,
 }
 
 /// One shared mapping, unmapped on drop.

@@ -4,6 +4,7 @@
 //! pointers, and everything read from it is checked before use.
 
 pub mod block;
+pub mod ledger;
 pub mod pool;
 pub mod region;
 pub mod release;

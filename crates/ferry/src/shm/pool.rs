@@ -17,26 +17,17 @@ use std::os::fd::{BorrowedFd, OwnedFd};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use super::block::{Block, PeerBlock, class_size};
+use super::block::{Block, CLASSES, PeerBlock, class_size};
+use super::ledger::Ledger;
 use super::release::{ReleaseTable, SLOTS};
 use super::reserve::Reserve;
-
-#[derive(Debug)]
-struct Bound {
-    /// The block, or `None` while it is lent out to be written.
-    block: Option<Block>,
-    class: usize,
-    generation: u32,
-}
 
 /// The sending side's blocks on one link.
 #[derive(Debug)]
 pub struct SendPool {
-    blocks: Vec<Bound>,
-    /// Free block ids per class.
-    free: Vec<Vec<u32>>,
-    /// Blocks sent and not yet seen released: (id, generation).
-    outstanding: Vec<(u32, u32)>,
+    /// Each block by id, or `None` while it is lent out to be written.
+    blocks: Vec<Option<Block>>,
+    ledger: Ledger,
     table: ReleaseTable,
     mapped: usize,
     cap: usize,
@@ -53,31 +44,16 @@ impl SendPool {
         announce(object.fd())?;
         Ok(Self {
             blocks: Vec::new(),
-            free: (0..super::block::CLASSES).map(|_| Vec::new()).collect(),
-            outstanding: Vec::new(),
+            ledger: Ledger::new(CLASSES),
             table,
             mapped: 0,
             cap,
         })
     }
 
-    /// Takes back every block the peer has released.
-    fn reclaim(&mut self) {
-        let (table, blocks, free) = (&self.table, &self.blocks, &mut self.free);
-        self.outstanding.retain(|&(id, generation)| {
-            if !table.is_released(id, generation) {
-                return true;
-            }
-            free[blocks[id as usize].class].push(id);
-            false
-        });
-    }
-
     /// Every block back, for a peer that is gone.
     pub fn reclaim_all(&mut self) {
-        for (id, _) in self.outstanding.drain(..) {
-            self.free[self.blocks[id as usize].class].push(id);
-        }
+        self.ledger.reclaim_all();
     }
 
     /// Lends out a free block of `class` to be written: reused, or taken
@@ -88,56 +64,44 @@ impl SendPool {
         class: usize,
         announce: impl FnOnce(u32, usize, BorrowedFd<'_>) -> io::Result<()>,
     ) -> io::Result<Option<(u32, Block)>> {
-        if self.free[class].is_empty() {
-            self.reclaim();
-        }
-        if let Some(id) = self.free[class].pop() {
+        let table = &self.table;
+        if let Some(id) = self.ledger.take(class, |id, g| table.is_released(id, g)) {
             let block = self.blocks[id as usize]
-                .block
                 .take()
                 .ok_or_else(|| io::Error::other("free block lent twice"))?;
             Reserve::global().count_reuse();
             return Ok(Some((id, block)));
         }
-        if self.mapped + class_size(class) > self.cap || self.blocks.len() >= SLOTS {
+        if self.mapped + class_size(class) > self.cap || self.ledger.len() >= SLOTS {
             return Ok(None);
         }
         let mut block = Reserve::global().take(class)?;
-        let id = self.blocks.len() as u32;
         let object = block
             .take_object()
             .ok_or_else(|| io::Error::other("reserve block already sent"))?;
-        announce(id, class, object.fd())?;
+        announce(self.ledger.len() as u32, class, object.fd())?;
+        let id = self.ledger.add(class);
+        self.blocks.push(None);
         self.mapped += class_size(class);
-        self.blocks.push(Bound {
-            block: None,
-            class,
-            generation: 0,
-        });
         Ok(Some((id, block)))
     }
 
     /// Takes back lent block `id`, now written and about to be named in a
     /// frame; returns the generation that frame must carry.
     pub fn commit(&mut self, id: u32, block: Block) -> u32 {
-        let bound = &mut self.blocks[id as usize];
-        bound.block = Some(block);
-        bound.generation = bound.generation.wrapping_add(1).max(1);
-        self.outstanding.push((id, bound.generation));
-        bound.generation
+        self.blocks[id as usize] = Some(block);
+        self.ledger.commit(id)
     }
 
     /// Undoes a `commit` whose frame could not be sent.
     pub fn cancel(&mut self, id: u32) {
-        self.outstanding.retain(|&(i, _)| i != id);
-        self.free[self.blocks[id as usize].class].push(id);
+        self.ledger.cancel(id);
     }
 
     /// Takes back lent block `id` unsent, onto its free list.
     pub fn give_back(&mut self, id: u32, block: Block) {
-        let bound = &mut self.blocks[id as usize];
-        bound.block = Some(block);
-        self.free[bound.class].push(id);
+        self.blocks[id as usize] = Some(block);
+        self.ledger.give_back(id);
     }
 }
 

@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use super::*;
+use crate::channel::block::OUT_OF_LINE;
 use crate::ring::Producer;
 use crate::sync::Ordering;
 use crate::wire::frame::{Kind, Tag};
@@ -161,4 +162,87 @@ fn random_garbage_never_panics() {
             }
         }
     }
+}
+
+/// Two ends joined by a real link (a socket pair), both in this process:
+/// what two processes would hold, without the second process.
+fn linked_pair() -> (Pipe, Pipe) {
+    let (sa, sb) = crate::sys::socket_pair().unwrap();
+    let (la, lb) = (
+        crate::link::Link::new(sa, 1 << 30),
+        crate::link::Link::new(sb, 1 << 30),
+    );
+    let (a, far) = PipeOptions::new().pipe().unwrap();
+    let id = far.send_region(&la, None).unwrap();
+    far.moved_over(&la);
+    let (region, role) = lb.claim(id).unwrap();
+    (a, Pipe::adopt(&lb, region, role))
+}
+
+/// A linked pair whose first large message (block 0, generation 1, in a
+/// 128 KiB block) has been delivered, and a forger on the sender's ring.
+fn after_one_block() -> (Pipe, Producer<crate::shm::RingView>, Pipe) {
+    let (a, b) = linked_pair();
+    let msg: Vec<u8> = (0..100_000u32).map(|i| i as u8).collect();
+    a.send(&msg).unwrap();
+    assert_eq!(b.recv().unwrap(), msg);
+    let forger = Producer::new(a.region.ring(a.role));
+    (a, forger, b)
+}
+
+fn block_ref(id: u32, generation: u32, len: u64) -> Vec<u8> {
+    [
+        &id.to_le_bytes()[..],
+        &generation.to_le_bytes(),
+        &len.to_le_bytes(),
+    ]
+    .concat()
+}
+
+#[test]
+fn out_of_line_messages_round_trip_over_a_link() {
+    let (a, b) = linked_pair();
+    for len in [70_000usize, 5, 1 << 20, 64 * 1024, 0, 3 << 20] {
+        let msg: Vec<u8> = (0..len).map(|i| (i * 7) as u8).collect();
+        a.send(&msg).unwrap();
+        assert_eq!(b.recv().unwrap(), msg, "{len} bytes copied out");
+        a.send(&msg).unwrap();
+        let view = b.recv_shared().unwrap();
+        assert_eq!(view.is_in_place(), len >= OUT_OF_LINE);
+        assert_eq!(&*view, &msg[..], "{len} bytes in place");
+    }
+    let mut slot = b.loan(200_000).unwrap();
+    slot.fill(9);
+    slot.send().unwrap();
+    assert_eq!(a.recv().unwrap(), vec![9; 200_000]);
+}
+
+#[test]
+fn forged_block_descriptors_are_protocol_errors() {
+    let whole_block = |handles| tag(Kind::Block, handles);
+    let cases = [
+        ("a block never announced", block_ref(7, 1, 10)),
+        ("a length past the block's end", block_ref(0, 2, 1 << 20)),
+        ("a stale generation", block_ref(0, 1, 10)),
+        ("a length over the limit", block_ref(0, 2, u64::MAX)),
+    ];
+    for (what, body) in cases {
+        let (_a, mut forger, b) = after_one_block();
+        assert!(forger.try_push(whole_block(0), &[&body]).unwrap());
+        expect_protocol(&b, what);
+    }
+    let (_a, mut forger, b) = after_one_block();
+    assert!(
+        forger
+            .try_push(whole_block(0), &[&block_ref(0, 2, 10)])
+            .unwrap()
+    );
+    let held = b.recv_shared().unwrap();
+    assert!(held.is_in_place());
+    assert!(
+        forger
+            .try_push(whole_block(0), &[&block_ref(0, 3, 10)])
+            .unwrap()
+    );
+    expect_protocol(&b, "a block sent again while held");
 }

@@ -89,6 +89,7 @@ impl Ledger {
     }
 
     /// Blocks with the peer now.
+    #[cfg(test)]
     pub fn outstanding(&self) -> usize {
         self.outstanding.len()
     }

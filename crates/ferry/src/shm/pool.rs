@@ -82,6 +82,7 @@ impl SendPool {
         announce(self.ledger.len() as u32, class, object.fd())?;
         let id = self.ledger.add(class);
         self.blocks.push(None);
+        Reserve::global().count_in_links(1, 0);
         self.mapped += class_size(class);
         Ok(Some((id, block)))
     }
@@ -102,6 +103,12 @@ impl SendPool {
     pub fn give_back(&mut self, id: u32, block: Block) {
         self.blocks[id as usize] = Some(block);
         self.ledger.give_back(id);
+    }
+}
+
+impl Drop for SendPool {
+    fn drop(&mut self) {
+        Reserve::global().count_in_links(0, self.blocks.len() as u64);
     }
 }
 

@@ -18,8 +18,9 @@ use super::block::{Block, CLASSES, class_size};
 
 /// A class with no demand for this long gives its free blocks back.
 pub const IDLE: Duration = Duration::from_secs(2);
-/// Bytes of free blocks the helper aims to keep per active class.
-const TARGET_BYTES: usize = 8 << 20;
+/// Bytes of free blocks the helper aims to keep per active class (at
+/// least one block, at most eight).
+const TARGET_BYTES: usize = 4 << 20;
 
 /// Counters of where blocks came from; see [`crate::pool_stats`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -34,6 +35,9 @@ pub struct PoolStats {
     pub reused: u64,
     /// Blocks released to the OS after the idle period.
     pub released_idle: u64,
+    /// Blocks bound to this process's links now (sent to a peer at least
+    /// once); they are unmapped when their link goes away.
+    pub in_links: u64,
 }
 
 #[derive(Debug, Default)]
@@ -53,6 +57,7 @@ pub struct Reserve {
     taken_from_reserve: AtomicU64,
     reused: AtomicU64,
     released_idle: AtomicU64,
+    in_links: AtomicU64,
 }
 
 /// The watermarks of `class`: (refill below, fill up to).
@@ -74,6 +79,7 @@ impl Reserve {
             taken_from_reserve: AtomicU64::new(0),
             reused: AtomicU64::new(0),
             released_idle: AtomicU64::new(0),
+            in_links: AtomicU64::new(0),
         })
     }
 
@@ -105,6 +111,13 @@ impl Reserve {
         }
     }
 
+    /// Counts blocks bound to a link (`bound`) or unmapped with it.
+    pub fn count_in_links(&self, bound: u64, unmapped: u64) {
+        // Relaxed (both): a gauge, read on its own.
+        self.in_links.fetch_add(bound, Ordering::Relaxed);
+        self.in_links.fetch_sub(unmapped, Ordering::Relaxed);
+    }
+
     /// Counts a send that reused a block bound to its link.
     pub fn count_reuse(&self) {
         // Relaxed: a statistic.
@@ -120,6 +133,7 @@ impl Reserve {
             taken_from_reserve: self.taken_from_reserve.load(Ordering::Relaxed),
             reused: self.reused.load(Ordering::Relaxed),
             released_idle: self.released_idle.load(Ordering::Relaxed),
+            in_links: self.in_links.load(Ordering::Relaxed),
         }
     }
 

@@ -1,0 +1,110 @@
+//! Large messages out of line through the link's block pool, across real
+//! processes: order with small messages, and a peer killed while it holds
+//! blocks. (The long stream under the pool cap is `pool_stream.rs`, alone
+//! in its process so other tests' blocks do not count in its memory.)
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{XorShift, checksum, msg_u64, secs, u64_msg};
+use ferry::{PipeOptions, RecvError, SendError};
+
+const MIB: usize = 1 << 20;
+
+/// The sizes of the interleaving test: below, at and above the out-of-line
+/// threshold, and larger than the ring.
+const SIZES: [usize; 9] = [10, 200_000, 0, MIB, 70_000, 65_535, 65_536, 3, 5 * MIB];
+
+/// Message `i` of the interleaving test, derived from a seed both sides know.
+fn interleaved(i: usize) -> Vec<u8> {
+    XorShift::new(i as u64 + 1).bytes(SIZES[i % SIZES.len()])
+}
+
+#[test]
+fn large_and_small_messages_interleave_in_order() {
+    const COUNT: usize = 90;
+    if common::role().is_some() {
+        let (_dog, pipe) = common::child_pipe("interleave", secs(60));
+        for i in 0..COUNT {
+            let expected = interleaved(i);
+            // Alternate the copying and the in-place receive.
+            if i % 2 == 0 {
+                assert_eq!(pipe.recv().expect("message"), expected, "message {i}");
+            } else {
+                let view = pipe.recv_shared().expect("message");
+                assert_eq!(
+                    view.is_in_place(),
+                    expected.len() >= ferry::OUT_OF_LINE,
+                    "{i}"
+                );
+                assert_eq!(checksum(&view), checksum(&expected), "message {i}");
+            }
+        }
+        pipe.send(&u64_msg(COUNT as u64)).expect("report");
+        return;
+    }
+    let _serial = common::serial();
+    let dog = common::Watchdog::start(this_test!(), secs(60));
+    let (child, pipe) = common::spawn_child(&dog, this_test!(), "interleave", &PipeOptions::new());
+    for i in 0..COUNT {
+        pipe.send(&interleaved(i)).expect("send");
+    }
+    assert_eq!(msg_u64(&pipe.recv().expect("report")), COUNT as u64);
+    drop(pipe);
+    child.wait_ok();
+}
+
+#[test]
+fn a_peer_killed_while_holding_blocks_frees_them_and_nothing_hangs() {
+    const HELD: usize = 4;
+    if common::role().is_some() {
+        let (_dog, pipe) = common::child_pipe("holder", secs(60));
+        let views: Vec<_> = (0..HELD)
+            .map(|_| pipe.recv_shared().expect("block"))
+            .collect();
+        assert!(views.iter().all(|v| v.is_in_place()));
+        let mut slot = pipe.loan(MIB).expect("loan");
+        slot.fill(0xee);
+        slot.send().expect("send a block back");
+        let _unsent = pipe.loan(MIB).expect("a loan never sent");
+        pipe.send(b"holding").expect("report");
+        std::thread::sleep(secs(600)); // until killed
+        return;
+    }
+    let _serial = common::serial();
+    let dog = common::Watchdog::start(this_test!(), secs(60));
+    let options = PipeOptions::new().pool_cap(HELD * MIB);
+    let (mut child, pipe) = common::spawn_child(&dog, this_test!(), "holder", &options);
+    let in_links = ferry::pool_stats().in_links;
+    for _ in 0..HELD {
+        pipe.send(&vec![1; MIB]).expect("send");
+    }
+    let theirs = pipe.recv_shared().expect("the child's block");
+    assert_eq!(pipe.recv().expect("report"), b"holding");
+    assert_eq!(ferry::pool_stats().in_links, in_links + HELD as u64);
+    // The pool is at its cap and every block is held: a send waits.
+    assert!(matches!(
+        pipe.send_timeout(&vec![2; MIB], Duration::from_millis(100)),
+        Err(SendError::Timeout)
+    ));
+    child.kill();
+    let killed = Instant::now();
+    match pipe.send(&vec![3; MIB]) {
+        Err(SendError::Disconnected) => {}
+        other => panic!("send to a killed peer at the cap: {other:?}"),
+    }
+    eprintln!("send at the cap saw the death after {:?}", killed.elapsed());
+    assert!(killed.elapsed() < secs(2));
+    // A view of the dead peer's block stays readable.
+    assert!(theirs.is_in_place() && theirs.iter().all(|&b| b == 0xee));
+    assert!(matches!(pipe.recv(), Err(RecvError::Disconnected)));
+    drop(theirs);
+    drop(pipe);
+    assert_eq!(
+        ferry::pool_stats().in_links,
+        in_links,
+        "blocks unmapped with the link"
+    );
+    child.wait();
+}

@@ -45,6 +45,8 @@ mod channel;
 #[cfg(not(loom))]
 mod link;
 pub mod ring;
+#[cfg(loom)]
+pub mod shm;
 #[cfg(not(loom))]
 mod shm;
 mod sync;
@@ -62,7 +64,7 @@ pub use shm::reserve::PoolStats;
 /// helper, made on a sender's path, or reused. See [`PoolStats`].
 #[cfg(not(loom))]
 pub fn pool_stats() -> PoolStats {
-    shm::reserve::Reserve::global().stats()
+    shm::reserve::blocks().stats()
 }
 #[cfg(not(loom))]
 pub use channel::{

@@ -53,6 +53,8 @@ pub struct Pipe {
     link: Arc<OnceLock<Arc<Link>>>,
     wait: AtomicU8,
     limit: usize,
+    /// Messages from this many bytes travel out of line (to another process).
+    out_of_line: usize,
     /// Set once this end has been sent away; its drop then closes nothing.
     moved: AtomicBool,
     /// A protocol failure seen on a pipe with no link.
@@ -82,6 +84,7 @@ impl Pipe {
             link,
             wait: AtomicU8::new(options.wait.to_u8()),
             limit: options.limit,
+            out_of_line: options.out_of_line,
             moved: AtomicBool::new(false),
             broken: OnceLock::new(),
         }
@@ -127,6 +130,13 @@ impl Pipe {
     /// Sets the largest message this end sends or accepts.
     pub fn set_max_message(&mut self, limit: usize) {
         self.limit = limit;
+    }
+
+    /// Sets the size from which messages to another process travel out of
+    /// line, in a shared-memory block ([`OUT_OF_LINE`] by default;
+    /// `usize::MAX` never).
+    pub fn set_out_of_line(&mut self, bytes: usize) {
+        self.out_of_line = bytes;
     }
 
     /// Each direction's ring capacity in bytes.

@@ -26,6 +26,7 @@ pub struct PipeOptions {
     pub(super) limit: usize,
     pub(super) wait: Wait,
     pub(crate) pool_cap: usize,
+    pub(super) out_of_line: usize,
 }
 
 impl Default for PipeOptions {
@@ -42,6 +43,7 @@ impl PipeOptions {
             limit: DEFAULT_LIMIT,
             wait: Wait::Adaptive,
             pool_cap: crate::link::DEFAULT_POOL_CAP,
+            out_of_line: super::OUT_OF_LINE,
         }
     }
 
@@ -70,6 +72,14 @@ impl PipeOptions {
     /// How both ends wait.
     pub fn wait(mut self, wait: Wait) -> Self {
         self.wait = wait;
+        self
+    }
+
+    /// Messages of at least this many bytes, to another process, travel out
+    /// of line in a shared-memory block instead of through the ring
+    /// ([`super::OUT_OF_LINE`] by default; `usize::MAX` never).
+    pub fn out_of_line(mut self, bytes: usize) -> Self {
+        self.out_of_line = bytes;
         self
     }
 

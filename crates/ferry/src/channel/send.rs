@@ -150,7 +150,7 @@ impl Pipe {
             kind: Kind::Whole,
             handles: ids.len() as u16,
         };
-        let small = bytes.len() < super::block::OUT_OF_LINE || self.link().is_none();
+        let small = bytes.len() < self.out_of_line || self.link().is_none();
         if ids.is_empty() && small && bytes.len() <= tx.ring.max_body() / 2 {
             return self.push(&mut tx, whole, &[bytes], deadline);
         }

@@ -20,7 +20,7 @@ use std::sync::atomic::Ordering;
 use super::block::{Block, CLASSES, PeerBlock, class_size};
 use super::ledger::Ledger;
 use super::release::{ReleaseTable, SLOTS};
-use super::reserve::Reserve;
+use super::reserve;
 
 /// The sending side's blocks on one link.
 #[derive(Debug)]
@@ -69,20 +69,20 @@ impl SendPool {
             let block = self.blocks[id as usize]
                 .take()
                 .ok_or_else(|| io::Error::other("free block lent twice"))?;
-            Reserve::global().count_reuse();
+            reserve::blocks().count_reuse();
             return Ok(Some((id, block)));
         }
         if self.mapped + class_size(class) > self.cap || self.ledger.len() >= SLOTS {
             return Ok(None);
         }
-        let mut block = Reserve::global().take(class)?;
+        let mut block = reserve::take(class)?;
         let object = block
             .take_object()
             .ok_or_else(|| io::Error::other("reserve block already sent"))?;
         announce(self.ledger.len() as u32, class, object.fd())?;
         let id = self.ledger.add(class);
         self.blocks.push(None);
-        Reserve::global().count_in_links(1, 0);
+        reserve::blocks().count_in_links(1, 0);
         self.mapped += class_size(class);
         Ok(Some((id, block)))
     }
@@ -108,7 +108,7 @@ impl SendPool {
 
 impl Drop for SendPool {
     fn drop(&mut self) {
-        Reserve::global().count_in_links(0, self.blocks.len() as u64);
+        reserve::blocks().count_in_links(0, self.blocks.len() as u64);
     }
 }
 

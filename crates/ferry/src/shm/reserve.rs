@@ -9,18 +9,19 @@
 //! runs only when more than one CPU is online (with one, it would only
 //! steal the sender's time), and releases the blocks of a class that has
 //! seen no demand for [`IDLE`], so memory goes back to the OS.
+//!
+//! The handshake: `take` records demand under the lock and kicks the helper
+//! after unlocking; the helper decides whether there is work and starts
+//! waiting under one hold of the same lock, so a kick can never fall
+//! between its look and its sleep. The reserve is generic over what it
+//! holds so that `tests/loom_reserve.rs` can model-check exactly this code.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use super::block::{Block, CLASSES, class_size};
+use crate::sync::{AtomicU64, Condvar, Mutex, MutexGuard, Ordering};
 
 /// A class with no demand for this long gives its free blocks back.
 pub const IDLE: Duration = Duration::from_secs(2);
-/// Bytes of free blocks the helper aims to keep per active class (at
-/// least one block, at most eight).
-const TARGET_BYTES: usize = 4 << 20;
 
 /// Counters of where blocks came from; see [`crate::pool_stats`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -40,18 +41,36 @@ pub struct PoolStats {
     pub in_links: u64,
 }
 
-#[derive(Debug, Default)]
-struct Class {
-    free: Vec<Block>,
+#[derive(Debug)]
+struct Class<T> {
+    free: Vec<T>,
     last_demand: Option<Instant>,
 }
 
-/// The reserve: free blocks per class, and the helper's wake-up.
 #[derive(Debug)]
-pub struct Reserve {
-    classes: Mutex<Vec<Class>>,
+struct Shelves<T> {
+    classes: Vec<Class<T>>,
+}
+
+/// How a reserve behaves.
+#[derive(Debug, Clone, Copy)]
+pub struct Tuning {
+    /// (refill below, fill up to) per class.
+    pub watermarks: fn(usize) -> (usize, usize),
+    /// How long the idle helper sleeps between looks (`None`: until kicked).
+    pub tick: Option<Duration>,
+    /// The helper returns after making this many items (`None`: never;
+    /// tests use it to end the model).
+    pub budget: Option<u64>,
+}
+
+/// The reserve: free items per class, and the helper's wake-up.
+#[derive(Debug)]
+pub struct Reserve<T> {
+    shelves: Mutex<Shelves<T>>,
     kick: Condvar,
-    helper: OnceLock<bool>,
+    make: fn(usize) -> std::io::Result<T>,
+    tuning: Tuning,
     made_in_background: AtomicU64,
     made_on_send_path: AtomicU64,
     taken_from_reserve: AtomicU64,
@@ -60,65 +79,66 @@ pub struct Reserve {
     in_links: AtomicU64,
 }
 
-/// The watermarks of `class`: (refill below, fill up to).
-pub fn watermarks(class: usize) -> (usize, usize) {
-    let high = (TARGET_BYTES / class_size(class)).clamp(1, 8);
-    ((high / 2).max(1), high)
-}
-
-impl Reserve {
-    /// The process's reserve.
-    pub fn global() -> &'static Reserve {
-        static RESERVE: OnceLock<Reserve> = OnceLock::new();
-        RESERVE.get_or_init(|| Reserve {
-            classes: Mutex::new((0..CLASSES).map(|_| Class::default()).collect()),
+impl<T> Reserve<T> {
+    /// A reserve of `classes` classes that makes items with `make`.
+    pub fn new(classes: usize, make: fn(usize) -> std::io::Result<T>, tuning: Tuning) -> Self {
+        let classes = (0..classes)
+            .map(|_| Class {
+                free: Vec::new(),
+                last_demand: None,
+            })
+            .collect();
+        Self {
+            shelves: Mutex::new(Shelves { classes }),
             kick: Condvar::new(),
-            helper: OnceLock::new(),
+            make,
+            tuning,
             made_in_background: AtomicU64::new(0),
             made_on_send_path: AtomicU64::new(0),
             taken_from_reserve: AtomicU64::new(0),
             reused: AtomicU64::new(0),
             released_idle: AtomicU64::new(0),
             in_links: AtomicU64::new(0),
-        })
+        }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Class>> {
-        self.classes.lock().unwrap_or_else(|e| e.into_inner())
+    fn lock(&self) -> MutexGuard<'_, Shelves<T>> {
+        self.shelves.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// A ready block of `class`: from the reserve if it has one, else made
-    /// here and now. Never waits for the helper.
-    pub fn take(&'static self, class: usize) -> std::io::Result<Block> {
+    /// A ready item of `class`: from the reserve if it has one, else made
+    /// here and now. Never waits for the helper; kicks it if `helper`.
+    pub fn take(&self, class: usize, helper: bool) -> std::io::Result<T> {
         let taken = {
-            let mut classes = self.lock();
-            classes[class].last_demand = Some(Instant::now());
-            classes[class].free.pop()
+            let mut shelves = self.lock();
+            let class = &mut shelves.classes[class];
+            class.last_demand = Some(Instant::now());
+            class.free.pop()
         };
-        if self.start_helper() {
+        if helper {
             self.kick.notify_one();
         }
-        // Relaxed (all counters): statistics, read on their own.
+        // Relaxed (both counters): statistics, read on their own.
         match taken {
-            Some(block) => {
+            Some(item) => {
                 self.taken_from_reserve.fetch_add(1, Ordering::Relaxed);
-                Ok(block)
+                Ok(item)
             }
             None => {
                 self.made_on_send_path.fetch_add(1, Ordering::Relaxed);
-                Block::create(class)
+                (self.make)(class)
             }
         }
     }
 
-    /// Counts blocks bound to a link (`bound`) or unmapped with it.
+    /// Counts items bound to a link (`bound`) or unmapped with it.
     pub fn count_in_links(&self, bound: u64, unmapped: u64) {
         // Relaxed (both): a gauge, read on its own.
         self.in_links.fetch_add(bound, Ordering::Relaxed);
         self.in_links.fetch_sub(unmapped, Ordering::Relaxed);
     }
 
-    /// Counts a send that reused a block bound to its link.
+    /// Counts a send that reused an item bound to its link.
     pub fn count_reuse(&self) {
         // Relaxed: a statistic.
         self.reused.fetch_add(1, Ordering::Relaxed);
@@ -137,63 +157,113 @@ impl Reserve {
         }
     }
 
-    /// Starts the helper once, where a spare CPU exists; whether it runs.
-    fn start_helper(&'static self) -> bool {
-        *self.helper.get_or_init(|| {
-            crate::sys::online_cpus() > 1
-                && std::thread::Builder::new()
-                    .name("ferry-pool".into())
-                    .spawn(move || self.run_helper())
-                    .is_ok()
-        })
-    }
-
-    fn run_helper(&self) {
+    /// The helper's loop: refill and release, forever (or until it has
+    /// made its [`Tuning::budget`]).
+    pub fn run_helper(&self) {
+        let mut shelves = self.lock();
         loop {
-            let work = self.plan();
-            if work.is_empty() {
-                let guard = self.lock();
-                drop(self.kick.wait_timeout(guard, IDLE / 2));
+            let (work, released) = self.plan(&mut shelves);
+            drop(released);
+            // Relaxed: a counter only this thread adds to.
+            let made = self.made_in_background.load(Ordering::Relaxed);
+            if self.tuning.budget.is_some_and(|b| made >= b) {
+                return;
+            }
+            if let Some(class) = work {
+                drop(shelves);
+                self.refill(class);
+                shelves = self.lock();
                 continue;
             }
-            for class in work {
-                self.refill(class);
-            }
+            // Looked and sleeps under one hold of the lock: no lost kick.
+            shelves = match self.tuning.tick {
+                Some(tick) => {
+                    self.kick
+                        .wait_timeout(shelves, tick)
+                        .unwrap_or_else(|e| e.into_inner())
+                        .0
+                }
+                None => self.kick.wait(shelves).unwrap_or_else(|e| e.into_inner()),
+            };
         }
     }
 
-    /// Releases idle classes' blocks and lists the classes below their low
-    /// watermark.
-    fn plan(&self) -> Vec<usize> {
+    /// Takes the free items of idle classes off the shelves (to be dropped,
+    /// which unmaps them) and names a class below its low watermark, if any.
+    fn plan(&self, shelves: &mut Shelves<T>) -> (Option<usize>, Vec<T>) {
         let now = Instant::now();
         let mut released = Vec::new();
-        let mut work = Vec::new();
-        let mut classes = self.lock();
-        for (i, class) in classes.iter_mut().enumerate() {
+        let mut work = None;
+        for (i, class) in shelves.classes.iter_mut().enumerate() {
             let active = class.last_demand.is_some_and(|t| now - t < IDLE);
             if !active {
                 released.append(&mut class.free);
-            } else if class.free.len() < watermarks(i).0 {
-                work.push(i);
+            } else if work.is_none() && class.free.len() < (self.tuning.watermarks)(i).0 {
+                work = Some(i);
             }
         }
-        drop(classes);
         // Relaxed: a statistic.
         self.released_idle
             .fetch_add(released.len() as u64, Ordering::Relaxed);
-        work
+        (work, released)
     }
 
-    /// Makes blocks of `class` up to its high watermark, outside the lock.
+    /// Makes items of `class` up to its high watermark, outside the lock.
     fn refill(&self, class: usize) {
-        let (_, high) = watermarks(class);
-        while self.lock()[class].free.len() < high {
-            let Ok(block) = Block::create(class) else {
-                return;
-            };
+        let (_, high) = (self.tuning.watermarks)(class);
+        while self.lock().classes[class].free.len() < high {
+            let Ok(item) = (self.make)(class) else { return };
             // Relaxed: a statistic.
             self.made_in_background.fetch_add(1, Ordering::Relaxed);
-            self.lock()[class].free.push(block);
+            self.lock().classes[class].free.push(item);
         }
     }
 }
+
+#[cfg(not(loom))]
+mod global {
+    use std::sync::OnceLock;
+
+    use super::{Reserve, Tuning};
+    use crate::shm::block::{Block, CLASSES, class_size};
+
+    /// Bytes of free blocks the helper aims to keep per active class (at
+    /// least one block, at most eight).
+    const TARGET_BYTES: usize = 4 << 20;
+
+    /// The watermarks of `class`: (refill below, fill up to).
+    fn watermarks(class: usize) -> (usize, usize) {
+        let high = (TARGET_BYTES / class_size(class)).clamp(1, 8);
+        ((high / 2).max(1), high)
+    }
+
+    /// The process's reserve of blocks.
+    pub fn blocks() -> &'static Reserve<Block> {
+        static RESERVE: OnceLock<Reserve<Block>> = OnceLock::new();
+        RESERVE.get_or_init(|| {
+            let tuning = Tuning {
+                watermarks,
+                tick: Some(super::IDLE / 2),
+                budget: None,
+            };
+            Reserve::new(CLASSES, Block::create, tuning)
+        })
+    }
+
+    /// Takes a block of `class`, starting the helper on first use where a
+    /// spare CPU exists.
+    pub fn take(class: usize) -> std::io::Result<Block> {
+        static HELPER: OnceLock<bool> = OnceLock::new();
+        let helper = *HELPER.get_or_init(|| {
+            crate::sys::online_cpus() > 1
+                && std::thread::Builder::new()
+                    .name("ferry-pool".into())
+                    .spawn(|| blocks().run_helper())
+                    .is_ok()
+        });
+        blocks().take(class, helper)
+    }
+}
+
+#[cfg(not(loom))]
+pub use global::{blocks, take};

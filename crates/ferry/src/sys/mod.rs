@@ -6,19 +6,19 @@
 //! provide the same items (Linux is the first; macOS would map them to Mach
 //! memory entries and kqueue, Windows to sections and wait-on-address):
 //!
-//! - **Memory** ([`linux::memory`]): `SharedMemory::create(len)` making an
+//! - **Memory** (`linux/memory.rs`): `SharedMemory::create(len)` making an
 //!   anonymous, sealed (fixed-size) shared-memory object; `Mapping` mapping it
 //!   read-write into this process and unmapping on drop; `validate_sealed`
 //!   checking an object received from a peer.
-//! - **Wait words** ([`linux::futex`]): `futex_wait(word, expected, timeout)`
+//! - **Wait words** (`linux/futex.rs`): `futex_wait(word, expected, timeout)`
 //!   sleeping while a shared 32-bit word holds `expected`, and
 //!   `futex_wake(word, n)`. Both must work across processes.
-//! - **Control socket** ([`linux::socket`]): a connected, message-preserving
+//! - **Control socket** (`linux/socket.rs`): a connected, message-preserving
 //!   socket pair; `send_with_fds`/`recv_with_fds` carrying bytes plus owned
 //!   handles; `peer_hung_up` telling, without blocking, whether the peer's end
 //!   is closed (which is how the death of a peer process is seen).
-//! - **CPUs** ([`linux::cpu`]): `current_cpu`, `online_cpus`, `pin_to_cpu`.
-//! - **Processes** ([`linux::process`]): `inherit_in_child` (make one socket
+//! - **CPUs** (`linux/cpu.rs`): `current_cpu`, `online_cpus`, `pin_to_cpu`.
+//! - **Processes** (`linux/process.rs`): `inherit_in_child` (make one socket
 //!   survive `exec` in a spawned child), `parent_pid`, `adopt_inherited`.
 //!
 //! Handles are `OwnedFd`/`BorrowedFd` from the first line; no raw descriptor

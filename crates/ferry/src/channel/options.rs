@@ -69,7 +69,9 @@ impl PipeOptions {
         self
     }
 
-    /// How both ends wait.
+    /// How the ends made here wait. An end that arrives from another
+    /// process (including a spawned child's [`Pipe::from_parent`]) starts
+    /// [`Wait::Adaptive`]; its holder chooses with [`Pipe::set_wait`].
     pub fn wait(mut self, wait: Wait) -> Self {
         self.wait = wait;
         self

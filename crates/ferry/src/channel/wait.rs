@@ -24,7 +24,8 @@ pub enum Wait {
     /// costs tens of microseconds.
     Block,
     /// Busy-poll and never sleep. Lowest latency for pinned pairs on
-    /// different CPUs; burns a CPU while waiting.
+    /// different CPUs; burns a CPU while waiting. When the peer is seen on
+    /// the same CPU, the spinner yields between polls so the peer can run.
     Spin,
     /// Spin briefly while the peer runs on another CPU, then sleep.
     #[default]
@@ -120,6 +121,12 @@ impl Scope<'_> {
         poll()?.ok_or(Stop::Gone(failure))
     }
 
+    /// Whether the peer last published the CPU this thread runs on now.
+    fn sharing_cpu(&self) -> bool {
+        // Relaxed: a scheduling hint.
+        self.peer.cpu.load(Ordering::Relaxed) == crate::sys::current_cpu() as u32 + 1
+    }
+
     fn publish_cpu(&self) -> bool {
         let mine = crate::sys::current_cpu() as u32 + 1;
         // Relaxed: a scheduling hint; a stale value costs only speed.
@@ -203,6 +210,11 @@ impl Waiter {
                     Ok(Some(r)) => return Some(Ok(r)),
                     Err(e) => return Some(Err(e.into())),
                 }
+            }
+            if until.is_none() && scope.sharing_cpu() {
+                // A pure spinner on the peer's CPU would hold it for a whole
+                // scheduler slice; let the peer run instead.
+                crate::sys::yield_cpu();
             }
             let now = Instant::now();
             if until.is_some_and(|u| now >= u) {

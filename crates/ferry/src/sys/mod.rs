@@ -17,7 +17,8 @@
 //!   socket pair; `send_with_fds`/`recv_with_fds` carrying bytes plus owned
 //!   handles; `peer_hung_up` telling, without blocking, whether the peer's end
 //!   is closed (which is how the death of a peer process is seen).
-//! - **CPUs** (`linux/cpu.rs`): `current_cpu`, `online_cpus`, `pin_to_cpu`.
+//! - **CPUs** (`linux/cpu.rs`): `current_cpu`, `online_cpus`, `pin_to_cpu`,
+//!   `yield_cpu`.
 //! - **Processes** (`linux/process.rs`): `inherit_in_child` (make one socket
 //!   survive `exec` in a spawned child), `parent_pid`, `adopt_inherited`.
 //!
@@ -27,6 +28,7 @@
 
 pub(crate) mod linux;
 
+pub(crate) use linux::cpu::yield_cpu;
 pub use linux::cpu::{current_cpu, online_cpus, pin_to_cpu};
 pub(crate) use linux::futex::{futex_wait, futex_wake};
 pub(crate) use linux::memory::{Access, Mapping, SharedMemory};

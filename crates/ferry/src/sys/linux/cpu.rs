@@ -9,11 +9,44 @@ pub fn current_cpu() -> usize {
     rustix::thread::sched_getcpu()
 }
 
-/// The number of CPUs this process may run on.
+/// The number of CPUs online in the system (not just those the calling
+/// thread may use: a thread pinned to one CPU still has a peer elsewhere).
+///
+/// Reads `/sys/devices/system/cpu/online` (see
+/// [`cpu(4)`](https://www.kernel.org/doc/html/latest/admin-guide/cputopology.html)),
+/// a list of ranges such as `0-3,6`; falls back to the affinity mask.
 pub fn online_cpus() -> usize {
-    match rustix::thread::sched_getaffinity(None) {
-        Ok(set) => set.count() as usize,
-        Err(_) => std::thread::available_parallelism().map_or(1, |n| n.get()),
+    std::fs::read_to_string("/sys/devices/system/cpu/online")
+        .ok()
+        .and_then(|list| count_cpu_list(list.trim()))
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+}
+
+/// Counts the CPUs in a kernel CPU list (`0-3,6`).
+fn count_cpu_list(list: &str) -> Option<usize> {
+    list.split(',').try_fold(0, |count, range| {
+        let (first, last) = range.split_once('-').unwrap_or((range, range));
+        let (first, last): (usize, usize) = (first.parse().ok()?, last.parse().ok()?);
+        Some(count + last.checked_sub(first)? + 1)
+    })
+}
+
+/// Gives up the CPU to another runnable thread, if any:
+/// [`sched_yield(2)`](https://man7.org/linux/man-pages/man2/sched_yield.2.html).
+pub fn yield_cpu() {
+    rustix::thread::sched_yield();
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn cpu_lists_are_counted() {
+        assert_eq!(super::count_cpu_list("0"), Some(1));
+        assert_eq!(super::count_cpu_list("0-1"), Some(2));
+        assert_eq!(super::count_cpu_list("0-3,6,8-9"), Some(7));
+        assert_eq!(super::count_cpu_list("3-1"), None);
+        assert_eq!(super::count_cpu_list("x"), None);
+        assert!(super::online_cpus() >= 1);
     }
 }
 

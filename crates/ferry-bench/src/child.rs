@@ -1,0 +1,70 @@
+//! The child process: this binary re-run with a hidden `child` subcommand
+//! naming the workload, the transport and the placement.
+
+use std::process::{Command, Stdio};
+
+use clap::{Args, ValueEnum};
+
+use crate::error::{Context, Error};
+use crate::pingpong;
+use crate::placement::Placement;
+use crate::transport::{self, Transport};
+
+/// The child's half of a workload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Workload {
+    /// Echo every request.
+    Pingpong,
+}
+
+/// Arguments of the hidden `child` subcommand.
+#[derive(Debug, Args)]
+pub struct ChildArgs {
+    /// The child's half of which workload.
+    #[arg(long)]
+    workload: Workload,
+    /// The transport to the parent.
+    #[arg(long, value_parser = transport::by_name)]
+    transport: &'static dyn Transport,
+    /// Where the child runs.
+    #[arg(long)]
+    placement: Placement,
+}
+
+/// The command that starts the child: this binary, its stdin and stdout
+/// closed (a transport may claim them), its stderr shared for errors.
+pub fn command(
+    workload: Workload,
+    transport: &dyn Transport,
+    placement: Placement,
+) -> Result<Command, Error> {
+    let exe = std::env::current_exe().context("finding this program to re-run as the child")?;
+    let mut command = Command::new(exe);
+    command
+        .arg("child")
+        .args(["--workload", value_name(workload)])
+        .args(["--transport", transport.name()])
+        .args(["--placement", placement.name()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null());
+    Ok(command)
+}
+
+fn value_name(workload: Workload) -> &'static str {
+    match workload {
+        Workload::Pingpong => "pingpong",
+    }
+}
+
+/// Runs the child: places itself, connects, and serves the workload.
+pub fn serve(args: &ChildArgs) -> Result<(), Error> {
+    let name = args.transport.name();
+    let run = || {
+        args.placement.pin_child()?;
+        let mut endpoint = args.transport.connect_to_parent()?;
+        match args.workload {
+            Workload::Pingpong => pingpong::echo(&mut *endpoint),
+        }
+    };
+    run().map_err(|e| e.within(format!("child ({name})")))
+}

@@ -1,0 +1,78 @@
+//! The child process as the parent holds it: killed if abandoned, and
+//! waited for with a deadline so a stuck child cannot hang the benchmark.
+
+use std::process::{Child, ExitStatus};
+use std::thread::sleep;
+use std::time::{Duration, Instant};
+
+use crate::error::{Context, Error};
+
+/// How often a deadline wait looks at the child.
+const POLL: Duration = Duration::from_millis(1);
+
+/// A child process that is killed and reaped if dropped while running.
+#[derive(Debug)]
+pub struct ChildGuard {
+    child: Child,
+    reaped: bool,
+}
+
+/// How a child ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    /// It exited on its own.
+    Exited(ExitStatus),
+    /// It was still running at the deadline, and was killed.
+    Killed,
+}
+
+impl ChildGuard {
+    /// Guards `child`.
+    pub fn new(child: Child) -> Self {
+        Self {
+            child,
+            reaped: false,
+        }
+    }
+
+    /// The child, for taking its standard streams.
+    pub fn child_mut(&mut self) -> &mut Child {
+        &mut self.child
+    }
+
+    /// The child's exit status if it has exited, without waiting.
+    pub fn try_status(&mut self) -> Result<Option<ExitStatus>, Error> {
+        let status = self.child.try_wait();
+        let status = status.context("asking whether the child exited")?;
+        self.reaped |= status.is_some();
+        Ok(status)
+    }
+
+    /// Waits up to `timeout` for the child to exit, then kills it.
+    pub fn wait_or_kill(mut self, timeout: Duration) -> Result<Exit, Error> {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if let Some(status) = self.try_status()? {
+                return Ok(Exit::Exited(status));
+            }
+            sleep(POLL);
+        }
+        self.kill();
+        Ok(Exit::Killed)
+    }
+
+    fn kill(&mut self) {
+        if !self.reaped {
+            // Either may fail only because the child already exited.
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+            self.reaped = true;
+        }
+    }
+}
+
+impl Drop for ChildGuard {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}

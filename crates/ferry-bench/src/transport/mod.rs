@@ -1,0 +1,117 @@
+//! The engines that move messages between the benchmark's two processes.
+//!
+//! Each transport is one file here and one entry in [`ALL`]; the workloads
+//! and the command line know transports only through the [`Transport`] and
+//! [`Endpoint`] traits, so adding one touches nothing else.
+//!
+//! A transport starts the child process itself ([`Transport::spawn`]),
+//! because how the child finds its end differs: an inherited socket, a path
+//! in the environment, its standard streams. The child, started with the
+//! same transport name, calls [`Transport::connect_to_parent`].
+
+mod ferry;
+mod framed;
+mod guard;
+mod pipe;
+mod unix_stream;
+
+use std::fmt::Debug;
+use std::process::{Child, Command};
+
+use crate::error::Error;
+
+pub use guard::{ChildGuard, Exit};
+
+/// A way to carry messages between a parent and the child it starts.
+pub trait Transport: Debug + Sync {
+    /// The name on the command line and in reports.
+    fn name(&self) -> &'static str;
+
+    /// How a waiting side waits: `adaptive`, `spin`, or `block` (which is
+    /// also what the OS's own transports do, sleeping in the kernel).
+    fn wait(&self) -> &'static str;
+
+    /// Starts `command` (this binary, re-run as the child) connected to the
+    /// returned endpoint.
+    fn spawn(&self, command: Command) -> Result<Connection, Error>;
+
+    /// In the child: the endpoint connected to the parent.
+    fn connect_to_parent(&self) -> Result<Box<dyn Endpoint>, Error>;
+}
+
+/// A started child and the parent's end of the transport to it.
+pub struct Connection {
+    /// The child process, killed if dropped while running.
+    pub child: ChildGuard,
+    /// The parent's end.
+    pub endpoint: Box<dyn Endpoint>,
+}
+
+impl Connection {
+    /// A connection to `child` through `endpoint`.
+    pub fn new(child: Child, endpoint: Box<dyn Endpoint>) -> Self {
+        Self {
+            child: ChildGuard::new(child),
+            endpoint,
+        }
+    }
+}
+
+/// One end of a transport, moving whole messages.
+///
+/// Sending is in two steps so that a transport may hand out memory the
+/// message is written in place into: [`prepare`](Endpoint::prepare) gives
+/// the buffer of the next message and [`send`](Endpoint::send) sends it.
+pub trait Endpoint {
+    /// The buffer of the next message, exactly `len` bytes long, for the
+    /// caller to write every byte of.
+    fn prepare(&mut self, len: usize) -> Result<&mut [u8], Error>;
+
+    /// Sends the message last prepared.
+    fn send(&mut self) -> Result<(), Error>;
+
+    /// Waits for the next message; `None` once the peer has closed its end
+    /// between messages.
+    fn recv(&mut self) -> Result<Option<&[u8]>, Error>;
+}
+
+/// Every transport, in the order rows are run and reported.
+pub const ALL: &[&dyn Transport] = &[
+    &ferry::Ferry::ADAPTIVE,
+    &ferry::Ferry::SPIN,
+    &ferry::Ferry::BLOCK,
+    &unix_stream::UnixStream,
+    &pipe::Pipe,
+];
+
+/// The transport called `name`.
+pub fn by_name(name: &str) -> Result<&'static dyn Transport, String> {
+    ALL.iter()
+        .copied()
+        .find(|t| t.name() == name)
+        .ok_or_else(|| format!("unknown transport `{name}`; known: {}", names().join(", ")))
+}
+
+/// The names of every transport.
+pub fn names() -> Vec<&'static str> {
+    ALL.iter().map(|t| t.name()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_unique_and_found() {
+        let names = names();
+        for (i, name) in names.iter().enumerate() {
+            assert!(!names[..i].contains(name), "{name} twice");
+            assert_eq!(by_name(name).unwrap().name(), *name);
+        }
+        assert!(
+            by_name("carrier-pigeon")
+                .unwrap_err()
+                .contains("unix-stream")
+        );
+    }
+}

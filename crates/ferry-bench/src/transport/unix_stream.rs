@@ -1,0 +1,116 @@
+//! A Unix stream socket, length-prefixed. The parent listens at a fresh path
+//! in the temporary directory, names it to the child in the environment, and
+//! removes it as soon as the child has connected.
+
+use std::os::unix::net::{UnixListener, UnixStream as Stream};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::thread::sleep;
+use std::time::{Duration, Instant};
+
+use super::framed::Framed;
+use super::{ChildGuard, Connection, Endpoint, Transport};
+use crate::error::{Context, Error};
+
+/// The environment variable naming the socket's path to the child.
+const ENV: &str = "FERRY_BENCH_SOCKET";
+/// How long the child has to connect.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// `std::os::unix::net::UnixStream`, one socket both ways.
+#[derive(Debug)]
+pub struct UnixStream;
+
+impl Transport for UnixStream {
+    fn name(&self) -> &'static str {
+        "unix-stream"
+    }
+
+    fn wait(&self) -> &'static str {
+        "block"
+    }
+
+    fn spawn(&self, mut command: Command) -> Result<Connection, Error> {
+        let path = SocketPath::fresh();
+        let listener =
+            UnixListener::bind(&path.0).context(format!("listening at {}", path.0.display()))?;
+        command.env(ENV, &path.0);
+        let child = command.spawn().context("spawning the child")?;
+        let mut child = ChildGuard::new(child);
+        let stream = accept(&listener, &mut child)?;
+        drop(path);
+        let endpoint = endpoint(stream)?;
+        Ok(Connection { child, endpoint })
+    }
+
+    fn connect_to_parent(&self) -> Result<Box<dyn Endpoint>, Error> {
+        let path = std::env::var_os(ENV)
+            .ok_or_else(|| Error::new(format!("{ENV} is not set: not started by ferry-bench")))?;
+        let stream = Stream::connect(Path::new(&path))
+            .context(format!("connecting to {}", Path::new(&path).display()))?;
+        endpoint(stream)
+    }
+}
+
+fn endpoint(stream: Stream) -> Result<Box<dyn Endpoint>, Error> {
+    let reader = stream.try_clone().context("cloning the socket")?;
+    Ok(Box::new(Framed::new(reader, stream)))
+}
+
+/// Waits for the child to connect, giving up if it exits or takes too long.
+fn accept(listener: &UnixListener, child: &mut ChildGuard) -> Result<Stream, Error> {
+    listener
+        .set_nonblocking(true)
+        .context("making the listener non-blocking")?;
+    let deadline = Instant::now() + CONNECT_TIMEOUT;
+    loop {
+        match listener.accept() {
+            Ok((stream, _)) => return blocking(stream),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(e) => return Err(e).context("accepting the child's connection"),
+        }
+        if let Some(status) = child.try_status()? {
+            return Err(Error::new(format!(
+                "the child exited ({status}) before connecting"
+            )));
+        }
+        if Instant::now() > deadline {
+            return Err(Error::new(format!(
+                "the child did not connect within {CONNECT_TIMEOUT:?}"
+            )));
+        }
+        sleep(Duration::from_millis(1));
+    }
+}
+
+fn blocking(stream: Stream) -> Result<Stream, Error> {
+    stream
+        .set_nonblocking(false)
+        .context("making the socket blocking")?;
+    Ok(stream)
+}
+
+/// A socket path unique to this process and call, removed when dropped.
+struct SocketPath(PathBuf);
+
+impl SocketPath {
+    fn fresh() -> Self {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        // Relaxed: only uniqueness matters.
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let name = format!("ferry-bench-{}-{n}.sock", std::process::id());
+        let path = std::env::temp_dir().join(name);
+        // A socket left by an earlier process with this id would make
+        // binding fail; nothing else would have this name.
+        let _ = std::fs::remove_file(&path);
+        Self(path)
+    }
+}
+
+impl Drop for SocketPath {
+    fn drop(&mut self) {
+        // It may not exist if binding failed.
+        let _ = std::fs::remove_file(&self.0);
+    }
+}

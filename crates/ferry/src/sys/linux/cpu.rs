@@ -37,6 +37,16 @@ pub fn yield_cpu() {
     rustix::thread::sched_yield();
 }
 
+/// Pins the calling thread to one CPU.
+///
+/// See [`sched_setaffinity(2)`](https://man7.org/linux/man-pages/man2/sched_setaffinity.2.html).
+pub fn pin_to_cpu(cpu: usize) -> io::Result<()> {
+    let mut set = rustix::thread::CpuSet::new();
+    set.set(cpu);
+    rustix::thread::sched_setaffinity(None, &set)?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -48,14 +58,4 @@ mod tests {
         assert_eq!(super::count_cpu_list("x"), None);
         assert!(super::online_cpus() >= 1);
     }
-}
-
-/// Pins the calling thread to one CPU.
-///
-/// See [`sched_setaffinity(2)`](https://man7.org/linux/man-pages/man2/sched_setaffinity.2.html).
-pub fn pin_to_cpu(cpu: usize) -> io::Result<()> {
-    let mut set = rustix::thread::CpuSet::new();
-    set.set(cpu);
-    rustix::thread::sched_setaffinity(None, &set)?;
-    Ok(())
 }

@@ -50,6 +50,8 @@ impl Wait {
 const MAX_SPIN: Duration = Duration::from_micros(60);
 /// Shortest spin, once waits have proven long.
 const MIN_SPIN: Duration = Duration::from_micros(2);
+/// Polls made before the first clock read of a spinning wait.
+const BURST: usize = 256;
 /// How often a sleeper or spinner asks whether the peer process is alive.
 pub(crate) const LIVENESS: Duration = Duration::from_millis(20);
 
@@ -127,11 +129,17 @@ impl Scope<'_> {
         self.peer.cpu.load(Ordering::Relaxed) == crate::sys::current_cpu() as u32 + 1
     }
 
+    /// Publishes this thread's CPU (writing only on a change, so the
+    /// peer's cached copy stays valid) and tells whether the peer last ran
+    /// on another one.
     fn publish_cpu(&self) -> bool {
         let mine = crate::sys::current_cpu() as u32 + 1;
-        // Relaxed: a scheduling hint; a stale value costs only speed.
-        self.me.cpu.store(mine, Ordering::Relaxed);
-        self.my_other.cpu.store(mine, Ordering::Relaxed);
+        // Relaxed (all): a scheduling hint; a stale value costs only speed.
+        for side in [self.me, self.my_other] {
+            if side.cpu.load(Ordering::Relaxed) != mine {
+                side.cpu.store(mine, Ordering::Relaxed);
+            }
+        }
         mine != self.peer.cpu.load(Ordering::Relaxed)
     }
 }
@@ -154,8 +162,7 @@ impl Waiter {
         if let Some(ready) = poll()? {
             return Ok(ready);
         }
-        let start = Instant::now();
-        if deadline.is_some_and(|d| d <= start) {
+        if deadline.is_some_and(|d| d <= Instant::now()) {
             return match scope
                 .link
                 .and_then(|l| l.check_peer_every(LIVENESS))
@@ -171,6 +178,17 @@ impl Waiter {
             Wait::Spin => true,
             Wait::Adaptive => apart && online_cpus() > 1,
         };
+        if spin {
+            // A reply often lands within a few hundred nanoseconds: poll a
+            // while before paying for clock reads.
+            for _ in 0..BURST {
+                spin_hint();
+                if let Some(ready) = poll()? {
+                    return Ok(ready);
+                }
+            }
+        }
+        let start = Instant::now();
         let result = if spin {
             self.spin(scope, start, deadline, &mut poll)
         } else {

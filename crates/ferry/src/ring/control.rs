@@ -9,13 +9,17 @@ use crate::sync::{AtomicU32, AtomicU64};
 /// The words one side of a ring writes. The other side only reads them
 /// (except `signal`, which the other side sleeps on but never writes).
 ///
-/// Aligned to 128 bytes: adjacent-line prefetch pairs 64-byte lines, so the
-/// producer's and the consumer's words must be two lines apart to never share.
+/// Two cache lines: `pos` alone on the first, written for every frame; the
+/// rest on the second, written only to sleep, wake, close or move CPU, so
+/// the other side's reads of them stay cache hits while frames flow. The
+/// whole side is 128-byte aligned: adjacent-line prefetch pairs 64-byte
+/// lines, so the two sides never share such a pair.
 #[repr(C, align(128))]
 #[derive(Debug, Default)]
 pub struct Side {
     /// Producer: bytes ever written (tail). Consumer: bytes ever read (head).
     pub pos: AtomicU64,
+    _hot: [u64; 7],
     /// Bumped by this side to wake the other; the other side sleeps on it.
     pub signal: AtomicU32,
     /// Non-zero while this side is about to sleep or asleep.
@@ -45,4 +49,5 @@ const _: () = {
     assert!(align_of::<Side>() == 128);
     assert!(size_of::<Control>() == CONTROL_SIZE);
     assert!(std::mem::offset_of!(Control, consumer) == 128);
+    assert!(std::mem::offset_of!(Side, signal) == 64);
 };

@@ -1,0 +1,312 @@
+//! Bounds: a full pipe (`try_send` gives `Full`, `send_timeout` gives
+//! `Timeout`, and nothing is lost or half-delivered) and an oversize message
+//! (`TooLarge`, with nothing sent).
+
+mod common;
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use common::{msg_u64, secs, u64_msg};
+use ferry::{Pipe, PipeOptions, RecvError, SendError, Wait};
+
+/// Message `seq` of a stream: 1 to 2,000 bytes, stamped with `seq`.
+fn small(seq: u64) -> Vec<u8> {
+    let len = 8 + (seq as usize * 131) % 1993;
+    let mut msg = vec![(seq % 253) as u8; len];
+    msg[..8].copy_from_slice(&seq.to_le_bytes());
+    msg
+}
+
+/// A message too large to fit a small ring at once, so it travels in
+/// pieces; it is never meant to arrive.
+fn doomed() -> Vec<u8> {
+    vec![0xdd; 20_000]
+}
+
+const SHORT: Duration = Duration::from_millis(50);
+
+fn assert_timed_out(result: Result<(), SendError>, started: Instant, what: &str) {
+    assert!(
+        matches!(result, Err(SendError::Timeout)),
+        "{what}: {result:?}"
+    );
+    assert!(started.elapsed() >= SHORT, "{what}: gave up early");
+}
+
+/// One process: fill the pipe, be refused, drain, and send again.
+#[test]
+fn full_pipe_in_process() {
+    let dog = common::Watchdog::start(this_test!(), secs(30));
+    for wait in [Wait::Block, Wait::Adaptive, Wait::Spin] {
+        let (a, b) = PipeOptions::new()
+            .capacity(4096)
+            .wait(wait)
+            .pipe()
+            .expect("pipe");
+        // A message in pieces, refused part way: nothing of it arrives.
+        assert!(matches!(a.try_send(&doomed()), Err(SendError::Full)));
+        let mut sent = 0;
+        while a.try_send(&small(sent)).is_ok() {
+            sent += 1;
+        }
+        assert!(sent > 0, "{wait:?}: nothing fit an empty ring");
+        assert!(matches!(a.try_send(&small(sent)), Err(SendError::Full)));
+        let started = Instant::now();
+        assert_timed_out(a.send_timeout(&small(sent), SHORT), started, "small");
+        let started = Instant::now();
+        assert_timed_out(a.send_timeout(&doomed(), SHORT), started, "in pieces");
+        for seq in 0..sent {
+            assert_eq!(b.try_recv().expect("queued message"), small(seq), "{seq}");
+        }
+        assert!(matches!(b.try_recv(), Err(RecvError::Empty)));
+        a.try_send(&small(sent)).expect("room after draining");
+        a.send_timeout(&small(sent + 1), SHORT).expect("room");
+        assert_eq!(b.recv().expect("recv"), small(sent));
+        assert_eq!(b.recv().expect("recv"), small(sent + 1));
+        assert!(matches!(b.try_recv(), Err(RecvError::Empty)));
+    }
+    drop(dog);
+}
+
+/// Across processes: the parent fills a 16 KiB pipe to a child that does
+/// not read, is refused by `try_send` and `send_timeout` (also part way
+/// through messages sent in pieces), then tells the child (on its standard
+/// input) to drain, and sends more. The child checks it got exactly the
+/// accepted messages, in order.
+#[test]
+fn full_pipe_across_processes() {
+    if common::role().is_some() {
+        return drainer();
+    }
+    let dog = common::Watchdog::start(this_test!(), secs(30));
+    let mut cmd = common::child_command(this_test!(), "drainer");
+    cmd.stdin(Stdio::piped());
+    let options = PipeOptions::new().capacity(16 * 1024);
+    let (mut child, pipe) = common::spawn_command(&dog, cmd, &options);
+    let mut stdin = child.take_stdin();
+    assert_eq!(pipe.recv().expect("ready"), b"ready");
+
+    assert!(matches!(pipe.try_send(&doomed()), Err(SendError::Full)));
+    let mut sent = 0;
+    while pipe.try_send(&small(sent)).is_ok() {
+        sent += 1;
+    }
+    assert!(sent > 0, "nothing fit an empty ring");
+    let started = Instant::now();
+    assert_timed_out(pipe.send_timeout(&small(sent), SHORT), started, "small");
+    let started = Instant::now();
+    assert_timed_out(pipe.send_timeout(&doomed(), SHORT), started, "pieces");
+    assert!(matches!(pipe.try_send(&small(sent)), Err(SendError::Full)));
+
+    writeln!(stdin, "drain").expect("tell the child to drain");
+    // Blocking sends now succeed as the child drains, pieces and all.
+    let total = sent + 500;
+    for seq in sent..total {
+        pipe.send(&small(seq)).expect("send while the child drains");
+        if seq % 100 == 0 {
+            pipe.send(&[seq as u8; 100_000]).expect("send in pieces");
+        }
+    }
+    pipe.send(b"end").expect("end");
+    assert_eq!(
+        msg_u64(&pipe.recv().expect("count")),
+        total,
+        "child's count"
+    );
+    drop(pipe);
+    child.wait_ok();
+}
+
+fn drainer() {
+    let (_dog, pipe) = common::child_pipe("drainer", secs(30));
+    pipe.send(b"ready").expect("ready");
+    let mut line = String::new();
+    BufReader::new(std::io::stdin())
+        .read_line(&mut line)
+        .expect("stdin");
+    assert_eq!(line.trim(), "drain");
+    let mut seq = 0;
+    loop {
+        let msg = pipe.recv().unwrap_or_else(|e| panic!("message {seq}: {e}"));
+        if msg == b"end" {
+            break;
+        }
+        if msg.len() == 100_000 {
+            assert!(seq > 0 && msg == [(seq - 1) as u8; 100_000], "after {seq}");
+            continue;
+        }
+        assert!(msg == small(seq), "message {seq} ({} bytes)", msg.len());
+        seq += 1;
+    }
+    pipe.send(&u64_msg(seq)).expect("count");
+}
+
+/// A message one byte over the limit is refused by every send call, with
+/// nothing sent; the next message arrives as the first.
+#[test]
+fn oversize_message_in_process() {
+    let (a, b) = PipeOptions::new().max_message(1000).pipe().expect("pipe");
+    assert_eq!(a.max_message(), 1000);
+    assert_eq!(b.max_message(), 1000);
+    assert_too_large(&a, 1000);
+    a.send(&[1; 1000]).expect("exactly the limit");
+    assert_eq!(b.recv().expect("recv"), [1; 1000]);
+    assert!(matches!(b.try_recv(), Err(RecvError::Empty)));
+}
+
+/// Every send call refuses `limit + 1` bytes.
+fn assert_too_large(pipe: &Pipe, limit: usize) {
+    let over = vec![0; limit + 1];
+    let too_large = |r: Result<(), SendError>| matches!(r, Err(SendError::TooLarge { len, limit: l }) if len == limit + 1 && l == limit);
+    assert!(too_large(pipe.send(&over)));
+    assert!(too_large(pipe.try_send(&over)));
+    assert!(too_large(pipe.send_timeout(&over, secs(1))));
+}
+
+/// The default limit is 256 MiB. The oversize buffer is never touched, so
+/// it costs no memory.
+#[test]
+fn oversize_message_default_limit() {
+    let (a, b) = ferry::pipe().expect("pipe");
+    const LIMIT: usize = 256 << 20;
+    assert_eq!(a.max_message(), LIMIT);
+    assert_too_large(&a, LIMIT);
+    a.send(b"next").expect("send");
+    assert_eq!(b.recv().expect("recv"), b"next");
+}
+
+/// Across processes, with pipe ends attached too: refused, nothing sent,
+/// the pipe ends handed back, and the child receives the next message.
+#[test]
+fn oversize_message_across_processes() {
+    if common::role().is_some() {
+        let (_dog, pipe) = common::child_pipe("receiver", secs(30));
+        let msg = pipe.recv_with().expect("recv");
+        assert_eq!(msg.bytes, b"next");
+        assert_eq!(msg.pipes.len(), 1);
+        msg.pipes[0].send(b"hello").expect("send");
+        assert!(matches!(pipe.recv(), Err(RecvError::Disconnected)));
+        return;
+    }
+    let dog = common::Watchdog::start(this_test!(), secs(30));
+    let options = PipeOptions::new().max_message(1000);
+    let (child, pipe) = common::spawn_child(&dog, this_test!(), "receiver", &options);
+    assert_too_large(&pipe, 1000);
+    let (a, b) = ferry::pipe().expect("pipe");
+    let refused = pipe
+        .send_with(&[0; 1001], vec![b])
+        .expect_err("oversize with a pipe");
+    assert!(
+        matches!(
+            refused.error,
+            SendError::TooLarge {
+                len: 1001,
+                limit: 1000
+            }
+        ),
+        "{refused}"
+    );
+    assert_eq!(refused.pipes.len(), 1, "the pipe end handed back");
+    pipe.send_with(b"next", refused.pipes).expect("send_with");
+    assert_eq!(a.recv().expect("recv"), b"hello");
+    drop(pipe);
+    child.wait_ok();
+}
+
+/// The limit set with `PipeOptions::max_message` binds "either end", so
+/// the spawned child's end must refuse what the parent's would not accept.
+#[test]
+#[ignore = "library bug: a spawned child's end ignores the PipeOptions it was spawned with (src/channel/mod.rs Pipe::adopt uses PipeOptions::new())"]
+fn spawned_child_end_keeps_the_options() {
+    if common::role().is_some() {
+        let (_dog, pipe) = common::child_pipe("child", secs(30));
+        let report = format!("{} {:?}", pipe.max_message(), pipe.wait_strategy());
+        pipe.send(report.as_bytes()).expect("report");
+        let over = pipe.send(&[0; 1001]);
+        assert!(
+            matches!(over, Err(SendError::TooLarge { .. })),
+            "child sent 1001 bytes over a 1000-byte pipe: {over:?}"
+        );
+        pipe.send(b"after").expect("send");
+        return;
+    }
+    let dog = common::Watchdog::start(this_test!(), secs(30));
+    let options = PipeOptions::new().max_message(1000).wait(Wait::Block);
+    let (mut child, pipe) = common::spawn_child(&dog, this_test!(), "child", &options);
+    let report = pipe.recv().expect("report");
+    let after = pipe.recv();
+    let status = child.wait();
+    assert_eq!(
+        String::from_utf8_lossy(&report),
+        "1000 Block",
+        "the child end's limit and wait strategy"
+    );
+    // Today the child's 1001 bytes reach this end, which (rightly) takes
+    // them as a protocol violation and shuts the whole link down.
+    assert_eq!(after.expect("the message after the refused one"), b"after");
+    assert!(status.success(), "child: {status}");
+}
+
+const MIB: usize = 1 << 20;
+
+/// A link's pool maps blocks in power-of-two size classes up to its cap.
+/// Once blocks of one size fill the cap, all of them free again, a message
+/// needing a block of another size must still go through (by reusing or
+/// unmapping free blocks, or by the ring), not wait for ever.
+#[test]
+#[ignore = "library bug: free blocks of one size class are never unmapped, so a message needing another class waits for ever once the pool cap is reached (src/shm/pool.rs SendPool::alloc, src/channel/block.rs lend_block)"]
+fn a_full_pool_of_one_block_size_does_not_starve_another() {
+    if common::role().is_some() {
+        let (_dog, pipe) = common::child_pipe("viewer", secs(30));
+        // Holding each view makes the parent map a new block for the next.
+        let views: Vec<_> = (0..4).map(|_| pipe.recv_shared().expect("1 MiB")).collect();
+        assert!(views.iter().all(|v| v.is_in_place() && v.len() == MIB));
+        drop(views);
+        pipe.send(b"released").expect("released");
+        let big = pipe.recv().expect("2 MiB");
+        pipe.send(&u64_msg(big.len() as u64)).expect("report");
+        return;
+    }
+    let dog = common::Watchdog::start(this_test!(), secs(30));
+    let options = PipeOptions::new().pool_cap(4 * MIB);
+    let (child, pipe) = common::spawn_child(&dog, this_test!(), "viewer", &options);
+    for _ in 0..4 {
+        pipe.send(&vec![1; MIB]).expect("1 MiB");
+    }
+    assert_eq!(pipe.recv().expect("released"), b"released");
+    let sent = pipe.send_timeout(&vec![2; 2 * MIB], secs(3));
+    assert!(
+        sent.is_ok(),
+        "2 MiB after four freed 1 MiB blocks under a 4 MiB cap: {sent:?}"
+    );
+    assert_eq!(msg_u64(&pipe.recv().expect("report")), 2 * MIB as u64);
+    drop(pipe);
+    child.wait_ok();
+}
+
+/// With the limit raised past 256 MiB, a message over 256 MiB (the largest
+/// pool block) is still a message within the limit, not `TooLarge`.
+#[test]
+#[ignore = "library bug: between processes a message over 256 MiB is refused as TooLarge { limit: 256 MiB } whatever the pipe's limit (src/channel/block.rs lend_block: no block class holds it)"]
+fn a_raised_limit_holds_across_processes() {
+    const LEN: usize = (256 << 20) + 1;
+    if common::role().is_some() {
+        let (_dog, mut pipe) = common::child_pipe("receiver", secs(60));
+        // Set here: the child's end does not take the parent's options.
+        pipe.set_max_message(512 << 20);
+        let big = pipe.recv().expect("the big message");
+        pipe.send(&u64_msg(big.len() as u64)).expect("report");
+        return;
+    }
+    let dog = common::Watchdog::start(this_test!(), secs(60));
+    let options = PipeOptions::new().max_message(512 << 20);
+    let (child, pipe) = common::spawn_child(&dog, this_test!(), "receiver", &options);
+    // Zeroed by the allocator and never written: it costs no memory here.
+    let sent = pipe.send_timeout(&vec![0; LEN], secs(30));
+    assert!(sent.is_ok(), "{LEN} bytes under a 512 MiB limit: {sent:?}");
+    assert_eq!(msg_u64(&pipe.recv().expect("report")), LEN as u64);
+    drop(pipe);
+    child.wait_ok();
+}

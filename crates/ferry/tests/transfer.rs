@@ -1,0 +1,388 @@
+//! Pipe ends moved between processes over one link (`send_with`).
+//!
+//! The tests here take [`common::serial`]: one of them counts this
+//! process's descriptors, which a test running beside it would disturb.
+
+mod common;
+
+use common::{msg_u64, secs, u64_msg};
+use ferry::{Pipe, PipeOptions, RecvError, SendError, Wait};
+
+const PIPES: usize = 1000;
+/// Pipe ends per message, in turn; one message carries the most allowed.
+const BATCHES: [usize; 6] = [1, 2, 5, 13, 40, 253];
+/// The child sends a pipe end of its own back for every this many.
+const BACK_EVERY: usize = 10;
+/// How much the descriptor count of either process may grow.
+const FD_SLACK: usize = 4;
+
+/// Requests on the bootstrap pipe, parent to child.
+const BATCH: u8 = b'P';
+const FDS: u8 = b'F';
+const AGAIN: u8 = b'A';
+
+fn batch_header(first: usize, count: usize) -> Vec<u8> {
+    let mut msg = vec![BATCH];
+    msg.extend_from_slice(&(first as u64).to_le_bytes());
+    msg.extend_from_slice(&(count as u64).to_le_bytes());
+    msg
+}
+
+fn parse_batch(msg: &[u8]) -> (usize, usize) {
+    assert_eq!(msg.len(), 17, "batch header");
+    (msg_u64(&msg[1..9]) as usize, msg_u64(&msg[9..]) as usize)
+}
+
+/// Options of the `idx`th pipe: mostly small rings, every 100th the
+/// default; the three wait strategies in turn.
+fn options(idx: usize) -> PipeOptions {
+    let capacity = if idx % 100 == 0 { 256 * 1024 } else { 4096 };
+    let wait = [Wait::Block, Wait::Adaptive, Wait::Spin][idx % 3];
+    PipeOptions::new().capacity(capacity).wait(wait)
+}
+
+fn round_trip(pipe: &Pipe, what: &str) {
+    pipe.send(format!("ping {what}").as_bytes())
+        .unwrap_or_else(|e| panic!("ping {what}: {e}"));
+    let reply = pipe.recv().unwrap_or_else(|e| panic!("pong {what}: {e}"));
+    assert_eq!(reply, format!("pong {what}").as_bytes());
+}
+
+fn answer(pipe: &Pipe) {
+    let msg = pipe.recv().expect("ping");
+    let text = String::from_utf8(msg).expect("text ping");
+    let what = text.strip_prefix("ping ").expect("a ping");
+    pipe.send(format!("pong {what}").as_bytes()).expect("pong");
+}
+
+/// Asks the child for its descriptor count.
+fn child_fds(main: &Pipe) -> usize {
+    main.send(&[FDS]).expect("ask for the child's fd count");
+    msg_u64(&main.recv().expect("child's fd count")) as usize
+}
+
+/// 1,000 pipe ends moved parent to child over one link (plus 100 moved
+/// back), each used for round trips, all alive at once at the end: the
+/// descriptors of neither process grow with the number of pipes.
+#[test]
+fn thousand_pipes_over_one_link_keep_fds_bounded() {
+    if common::role().is_some() {
+        return holder();
+    }
+    let _serial = common::serial();
+    let dog = common::Watchdog::start(this_test!(), secs(60));
+    let (child, main) = common::spawn_child(&dog, this_test!(), "holder", &PipeOptions::new());
+    // Every end that stays here, in the order the child holds their twins.
+    let mut ends: Vec<Pipe> = Vec::new();
+    let mut sent = 0;
+    let mut baseline = None;
+    let mut history = Vec::new();
+    for batch in 0.. {
+        if sent == PIPES {
+            break;
+        }
+        if batch == 10 {
+            // After some pipes have moved, so lazily opened things count.
+            baseline = Some((common::fd_count(), child_fds(&main)));
+        }
+        let count = if batch < 10 {
+            1
+        } else {
+            BATCHES[batch % BATCHES.len()].min(PIPES - sent)
+        };
+        let (mut here, mut there) = (Vec::new(), Vec::new());
+        for idx in sent..sent + count {
+            let (a, b) = options(idx).pipe().expect("make a pipe");
+            if idx % 7 == 0 {
+                // Messages already queued travel with the moved end.
+                a.send(format!("early {idx}").as_bytes()).expect("early");
+                b.send(format!("early back {idx}").as_bytes())
+                    .expect("early");
+            }
+            here.push(a);
+            there.push(b);
+        }
+        main.send_with(&batch_header(sent, count), there)
+            .unwrap_or_else(|e| panic!("send_with of {count} pipes after {sent}: {e}"));
+        for (a, idx) in here.into_iter().zip(sent..) {
+            if idx % 7 == 0 {
+                assert_eq!(
+                    a.recv().expect("early back"),
+                    format!("early back {idx}").as_bytes()
+                );
+            }
+            round_trip(&a, &idx.to_string());
+            if idx % BACK_EVERY == 0 {
+                let back = a.recv_with().expect("a pipe end moved back");
+                assert_eq!(back.bytes, b"back");
+                assert_eq!(back.pipes.len(), 1);
+                let end = back.pipes.into_iter().next().expect("one pipe");
+                round_trip(&end, &format!("back {idx}"));
+                ends.push(a);
+                ends.push(end);
+            } else {
+                ends.push(a);
+            }
+        }
+        sent += count;
+        if let Some(base) = baseline {
+            history.push((sent, common::fd_count(), child_fds(&main)));
+            let (_, parent, child) = *history.last().expect("just pushed");
+            assert!(
+                parent <= base.0 + FD_SLACK && child <= base.1 + FD_SLACK,
+                "fds grew with pipes: baseline {base:?}, after {sent} pipes parent {parent}, child {child}"
+            );
+        }
+    }
+    eprintln!("fd counts (pipes, parent, child) from baseline {baseline:?}: {history:?}");
+    // All 1,100 pipes at once: every ping is out before any pong is read.
+    main.send(&[AGAIN]).expect("again");
+    for (n, end) in ends.iter().enumerate() {
+        end.send(format!("ping again {n}").as_bytes())
+            .expect("ping again");
+    }
+    for (n, end) in ends.iter().enumerate() {
+        let reply = end.recv().expect("pong again");
+        assert_eq!(reply, format!("pong again {n}").as_bytes());
+    }
+    // The child drops everything and exits: every end here hears of it.
+    drop(main);
+    child.wait_ok();
+    for (n, end) in ends.iter().enumerate() {
+        assert!(matches!(end.try_recv(), Err(RecvError::Disconnected)));
+        assert!(matches!(end.send(b"x"), Err(SendError::Disconnected)));
+        // A blocking receive on a `Spin` end looks for a gone peer only
+        // every 20 ms; a sample keeps the test quick.
+        if n % 10 == 0 {
+            assert!(matches!(end.recv(), Err(RecvError::Disconnected)));
+        }
+    }
+}
+
+/// Takes pipe ends, answers round trips on them, sends some of its own
+/// back, and reports its descriptor count when asked.
+fn holder() {
+    let (_dog, main) = common::child_pipe("holder", secs(60));
+    let mut held: Vec<Pipe> = Vec::new();
+    loop {
+        let msg = match main.recv_with() {
+            Ok(msg) => msg,
+            Err(RecvError::Disconnected) => break,
+            Err(e) => panic!("holder: {e}"),
+        };
+        match msg.bytes.first() {
+            Some(&BATCH) => {
+                let (first, count) = parse_batch(&msg.bytes);
+                assert_eq!(msg.pipes.len(), count, "pipes in batch at {first}");
+                for (pipe, idx) in msg.pipes.into_iter().zip(first..) {
+                    take_pipe(pipe, idx, &mut held);
+                }
+            }
+            Some(&FDS) => main
+                .send(&u64_msg(common::fd_count() as u64))
+                .expect("fd count"),
+            Some(&AGAIN) => held.iter().for_each(answer),
+            _ => panic!("holder: unknown request {:?}", msg.bytes),
+        }
+    }
+}
+
+fn take_pipe(pipe: Pipe, idx: usize, held: &mut Vec<Pipe>) {
+    if idx % 7 == 0 {
+        assert_eq!(
+            pipe.recv().expect("early"),
+            format!("early {idx}").as_bytes()
+        );
+    }
+    answer(&pipe);
+    if idx % BACK_EVERY == 0 {
+        let (mine, theirs) = PipeOptions::new().capacity(4096).pipe().expect("pipe");
+        pipe.send_with(b"back", vec![theirs])
+            .expect("send a pipe end back");
+        answer(&mine);
+        held.push(pipe);
+        held.push(mine);
+    } else {
+        held.push(pipe);
+    }
+}
+
+/// A child that answers every message on the bootstrap pipe with the
+/// number of pipe ends it carried, then a round trip on each of them, and
+/// keeps them; `again` asks for one more round trip on every one it keeps.
+fn counter() {
+    let (_dog, main) = common::child_pipe("counter", secs(30));
+    let mut held = Vec::new();
+    while let Ok(msg) = main.recv_with() {
+        if msg.bytes == b"again" {
+            held.iter().for_each(answer);
+            continue;
+        }
+        main.send(&u64_msg(msg.pipes.len() as u64)).expect("count");
+        msg.pipes.iter().for_each(answer);
+        held.extend(msg.pipes);
+    }
+}
+
+/// Sends `pipes` with `send_with` to a `counter` child and checks that all
+/// of them arrived and work.
+fn send_to_counter(main: &Pipe, label: &str, pipes: Vec<(Pipe, Pipe)>) {
+    let (here, there): (Vec<Pipe>, Vec<Pipe>) = pipes.into_iter().unzip();
+    main.send_with(label.as_bytes(), there)
+        .unwrap_or_else(|e| panic!("{label}: {e}"));
+    assert_eq!(msg_u64(&main.recv().expect("count")), here.len() as u64);
+    for (n, end) in here.iter().enumerate() {
+        round_trip(end, &format!("{label} {n}"));
+    }
+}
+
+fn pipes(n: usize) -> Vec<(Pipe, Pipe)> {
+    (0..n).map(|_| ferry::pipe().expect("pipe")).collect()
+}
+
+/// `send_with` refuses what cannot travel, hands every pipe end back
+/// unharmed, and the link keeps working.
+#[test]
+fn send_with_refusals_hand_the_pipes_back() {
+    if common::role().is_some() {
+        return counter();
+    }
+    let _serial = common::serial();
+    let dog = common::Watchdog::start(this_test!(), secs(30));
+
+    // Over a pipe inside one process.
+    let (x, _y) = ferry::pipe().expect("pipe");
+    let (p, q) = ferry::pipe().expect("pipe");
+    let refused = x
+        .send_with(b"in process", vec![p])
+        .expect_err("in-process link");
+    assert!(
+        matches!(refused.error, SendError::NotTransferable(_)),
+        "{refused}"
+    );
+    let p = refused.pipes.into_iter().next().expect("handed back");
+    p.send(b"still works").expect("send");
+    assert_eq!(q.recv().expect("recv"), b"still works");
+
+    let (child, main) = common::spawn_child(&dog, this_test!(), "counter", &PipeOptions::new());
+    // An end whose twin already lives in the child.
+    let (a, b) = ferry::pipe().expect("pipe");
+    main.send_with(b"b", vec![b]).expect("send b");
+    assert_eq!(msg_u64(&main.recv().expect("count")), 1);
+    round_trip(&a, "a before");
+    let refused = main.send_with(b"a", vec![a]).expect_err("twin elsewhere");
+    assert!(
+        matches!(refused.error, SendError::NotTransferable(_)),
+        "{refused}"
+    );
+    let a = refused.pipes.into_iter().next().expect("handed back");
+    main.send(b"again").expect("again");
+    round_trip(&a, "a after");
+    // The bootstrap pipe itself (its twin is in the child).
+    let (spare, _keep) = ferry::pipe().expect("pipe");
+    let refused = spare
+        .send_with(b"main", vec![main])
+        .expect_err("in-process link");
+    let main = refused.pipes.into_iter().next().expect("main handed back");
+    // One more end than a message may carry.
+    let (here, there): (Vec<Pipe>, Vec<Pipe>) = pipes(254).into_iter().unzip();
+    let refused = main.send_with(b"too many", there).expect_err("254 ends");
+    assert!(
+        matches!(refused.error, SendError::NotTransferable(_)),
+        "{refused}"
+    );
+    assert_eq!(refused.pipes.len(), 254);
+    let back = refused.pipes.into_iter().zip(here).collect();
+    // The most a message may carry, made of the ends just handed back.
+    let mut back: Vec<(Pipe, Pipe)> = back;
+    back.truncate(253);
+    send_to_counter(&main, "the most", back);
+    send_to_counter(&main, "none", Vec::new());
+    drop(main);
+    child.wait_ok();
+}
+
+/// Both ends of one pipe in one message: they reach the child together (or
+/// the send is refused up front with both handed back), and the link keeps
+/// working either way.
+#[test]
+fn send_with_both_ends_of_one_pipe() {
+    if common::role().is_some() {
+        return counter();
+    }
+    let _serial = common::serial();
+    let dog = common::Watchdog::start(this_test!(), secs(30));
+    let (child, main) = common::spawn_child(&dog, this_test!(), "counter", &PipeOptions::new());
+    let (c, d) = ferry::pipe().expect("pipe");
+    match main.send_with(b"both", vec![c, d]) {
+        Ok(()) => {
+            assert_eq!(msg_u64(&main.recv().expect("count")), 2);
+        }
+        Err(refused) => {
+            assert!(
+                matches!(refused.error, SendError::NotTransferable(_)),
+                "refused with {:?}, {} of 2 ends handed back",
+                refused.error,
+                refused.pipes.len()
+            );
+            assert_eq!(refused.pipes.len(), 2, "both ends handed back");
+        }
+    }
+    send_to_counter(&main, "after both", pipes(3));
+    drop(main);
+    child.wait_ok();
+}
+
+/// A pipe end that arrives with a message read by `recv` (not
+/// `recv_with`) is dropped: its twin hears `Disconnected`, and the link
+/// and its other pipes carry on.
+#[test]
+fn ends_discarded_by_recv_disconnect_their_twins() {
+    if common::role().is_some() {
+        let (_dog, main) = common::child_pipe("discarder", secs(30));
+        assert_eq!(main.recv().expect("message with a pipe"), b"take this");
+        let kept = main.recv_with().expect("message with a pipe");
+        answer(&kept.pipes[0]);
+        answer(&main);
+        return;
+    }
+    let _serial = common::serial();
+    let dog = common::Watchdog::start(this_test!(), secs(30));
+    let (child, main) = common::spawn_child(&dog, this_test!(), "discarder", &PipeOptions::new());
+    let (a, b) = ferry::pipe().expect("pipe");
+    let (k, l) = ferry::pipe().expect("pipe");
+    main.send_with(b"take this", vec![b]).expect("send b");
+    main.send_with(b"keep this", vec![l]).expect("send l");
+    assert!(matches!(a.recv(), Err(RecvError::Disconnected)));
+    assert!(matches!(a.send(b"x"), Err(SendError::Disconnected)));
+    round_trip(&k, "kept");
+    round_trip(&main, "main");
+    child.wait_ok();
+}
+
+/// Pipes moved over a link keep working after the bootstrap pipe that
+/// carried them is dropped.
+#[test]
+fn moved_pipes_outlive_the_bootstrap_pipe() {
+    if common::role().is_some() {
+        let (_dog, main) = common::child_pipe("survivor", secs(30));
+        let moved = main.recv_with().expect("a pipe").pipes;
+        assert!(matches!(main.recv(), Err(RecvError::Disconnected)));
+        drop(main);
+        moved.iter().for_each(answer);
+        return;
+    }
+    let _serial = common::serial();
+    let dog = common::Watchdog::start(this_test!(), secs(30));
+    let (child, main) = common::spawn_child(&dog, this_test!(), "survivor", &PipeOptions::new());
+    let (here, there): (Vec<Pipe>, Vec<Pipe>) = pipes(3).into_iter().unzip();
+    main.send_with(b"pipes", there).expect("send pipes");
+    drop(main);
+    for (n, end) in here.iter().enumerate() {
+        round_trip(end, &n.to_string());
+    }
+    child.wait_ok();
+    for end in &here {
+        assert!(matches!(end.recv(), Err(RecvError::Disconnected)));
+    }
+}

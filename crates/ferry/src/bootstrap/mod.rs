@@ -42,7 +42,10 @@ pub(crate) fn spawn_with(
         .map_err(BootstrapError::Io)?;
     far.moved_over(&link);
     let raw = inherit_in_child(&mut command, theirs.as_fd());
-    command.env(ENV, format!("{raw}:{}", std::process::id()));
+    let o = options;
+    let (wait, limit, ool, cap) = (o.wait.to_u8(), o.limit, o.out_of_line, o.pool_cap);
+    let value = format!("{raw}:{}:{limit}:{ool}:{cap}:{wait}", std::process::id());
+    command.env(ENV, value);
     let child = command.spawn().map_err(BootstrapError::Io)?;
     drop(theirs);
     Ok((child, near))
@@ -61,7 +64,7 @@ impl Pipe {
                 "{ENV} is not set: this process was not started by ferry::spawn"
             ))
         })?;
-        let raw = parse_env(&value)?;
+        let (raw, options) = parse_env(&value)?;
         // Relaxed: a once-only latch; the descriptor itself is the resource.
         if TAKEN.swap(true, Ordering::Relaxed) {
             return Err(BootstrapError::AlreadyTaken);
@@ -75,22 +78,34 @@ impl Pipe {
         let (region, role) = link
             .claim(BOOTSTRAP_ID)
             .map_err(|why| BootstrapError::Protocol(ProtocolError(why)))?;
-        Ok(Pipe::adopt(&link, region, role))
+        Ok(Pipe::adopt(&link, region, role, &options))
     }
 }
 
-/// Parses `"<fd>:<ppid>"` and checks the parent is the one named.
-fn parse_env(value: &str) -> Result<i32, BootstrapError> {
+/// Parses `"<fd>:<ppid>:<limit>:<out of line>:<pool cap>:<wait>"`, checks
+/// the parent is the one named, and returns the descriptor and the options
+/// the parent chose for this end.
+fn parse_env(value: &str) -> Result<(i32, PipeOptions), BootstrapError> {
     let bad = || {
         BootstrapError::NotSpawned(format!(
-            "{ENV}={value:?} is malformed (expected \"<fd>:<parent pid>\")"
+            "{ENV}={value:?} is malformed (expected \"<fd>:<parent pid>:...\" as ferry::spawn writes it)"
         ))
     };
-    let (fd, ppid) = value.split_once(':').ok_or_else(bad)?;
+    let fields: Vec<&str> = value.split(':').collect();
+    let [fd, ppid, limit, ool, cap, wait] = fields[..] else {
+        return Err(bad());
+    };
+    let number = |s: &str| s.parse::<usize>().map_err(|_| bad());
     let fd: i32 = fd.parse().map_err(|_| bad())?;
     let ppid: u32 = ppid.parse().map_err(|_| bad())?;
+    let wait = u8::try_from(number(wait)?).map_err(|_| bad())?;
+    let options = PipeOptions::new()
+        .max_message(number(limit)?)
+        .out_of_line(number(ool)?)
+        .pool_cap(number(cap)?)
+        .wait(crate::Wait::from_u8(wait));
     match parent_pid() {
-        Some(actual) if actual == ppid => Ok(fd),
+        Some(actual) if actual == ppid => Ok((fd, options)),
         actual => Err(BootstrapError::NotSpawned(format!(
             "{ENV} was set by process {ppid}, but this process's parent is {}: it was inherited, not given by ferry::spawn",
             actual.map_or_else(|| "gone".to_string(), |p| p.to_string())

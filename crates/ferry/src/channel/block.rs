@@ -4,10 +4,9 @@
 //! read one in place.
 
 use std::ops::{Deref, DerefMut};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use super::send::Tx;
-use super::wait::LIVENESS;
 use super::{Pipe, RecvError, SendError};
 use crate::link::Link;
 use crate::shm::block::{Block, class_for};
@@ -29,7 +28,9 @@ fn io_error(e: std::io::Error) -> SendError {
 }
 
 impl Pipe {
-    /// Copies `bytes` into a block and sends its descriptor.
+    /// Copies `bytes` into a block and sends its descriptor; `Ok(false)` if
+    /// the pool has no block to give (at its cap with every block out), for
+    /// the caller to send through the ring instead.
     pub(super) fn send_out_of_line(
         &self,
         tx: &mut Tx,
@@ -37,43 +38,28 @@ impl Pipe {
         bytes: &[u8],
         id_bytes: &[u8],
         deadline: Option<Instant>,
-    ) -> Result<(), SendError> {
-        let (id, mut block) = self.lend_block(link, bytes.len(), deadline)?;
+    ) -> Result<bool, SendError> {
+        let Some((id, mut block)) = self.lend_block(link, bytes.len())? else {
+            return Ok(false);
+        };
         block.bytes_mut()[..bytes.len()].copy_from_slice(bytes);
-        self.push_block(tx, link, id, block, bytes.len(), id_bytes, deadline)
+        self.push_block(tx, link, id, block, bytes.len(), id_bytes, deadline)?;
+        Ok(true)
     }
 
-    /// A free block of at least `len` bytes from the link's pool, waiting
-    /// (with the liveness and deadline checks of any wait) while the pool
-    /// is at its cap.
-    fn lend_block(
-        &self,
-        link: &Link,
-        len: usize,
-        deadline: Option<Instant>,
-    ) -> Result<(u32, Block), SendError> {
-        let class = class_for(len).ok_or(SendError::TooLarge {
-            len,
-            limit: crate::shm::block::class_size(crate::shm::block::CLASSES - 1),
-        })?;
-        let mut nap = Duration::from_micros(10);
-        loop {
-            let lent = link
-                .with_pool(|pool, a| pool.alloc(class, |id, c, fd| a.announce(id, c, fd)))
-                .and_then(|r| r)
-                .map_err(io_error)?;
-            if let Some(lent) = lent {
-                return Ok(lent);
-            }
-            if let Some(failure) = link.check_peer_every(LIVENESS) {
-                return Err(failure.into());
-            }
-            if deadline.is_some_and(|d| Instant::now() >= d) {
-                return Err(SendError::Timeout);
-            }
-            std::thread::sleep(nap);
-            nap = (nap * 2).min(Duration::from_millis(1));
+    /// A free block of at least `len` bytes from the link's pool, or `None`
+    /// when the pool is at its cap and nothing came back: a sender never
+    /// waits for blocks.
+    fn lend_block(&self, link: &Link, len: usize) -> Result<Option<(u32, Block)>, SendError> {
+        let Some(class) = class_for(len) else {
+            return Ok(None);
+        };
+        if let Some(failure) = link.failure() {
+            return Err(failure.into());
         }
+        link.with_pool(|pool, peer| pool.alloc(class, peer))
+            .and_then(|r| r)
+            .map_err(io_error)
     }
 
     /// Puts a written block back in the pool as sent, and its descriptor
@@ -111,8 +97,10 @@ impl Pipe {
     ///
     /// On a pipe to another process the slot is a shared-memory block, and
     /// [`Loan::send`] sends it without copying; the receiver can read it in
-    /// place with [`Pipe::recv_shared`]. On a pipe within one process the
-    /// slot is ordinary memory and sending copies it.
+    /// place with [`Pipe::recv_shared`]. On a pipe within one process (or
+    /// for more than 256 MiB, the largest block, or when the link's pool is
+    /// at its cap with every block out) the slot is ordinary memory and
+    /// sending copies it.
     ///
     /// ```
     /// let (a, b) = ferry::pipe()?;
@@ -129,8 +117,12 @@ impl Pipe {
                 limit: self.limit,
             });
         }
-        let slot = match self.link.get() {
-            Some(link) => Slot::Block(self.lend_block(link, len, None)?),
+        let block = match self.link.get() {
+            Some(link) => self.lend_block(link, len)?,
+            None => None,
+        };
+        let slot = match block {
+            Some(lent) => Slot::Block(lent),
             None => Slot::Heap(vec![0; len]),
         };
         Ok(Loan {

@@ -91,9 +91,14 @@ impl Pipe {
     }
 
     /// An end whose shared memory arrived over `link`.
-    pub(crate) fn adopt(link: &Arc<Link>, region: Arc<Region>, role: usize) -> Self {
+    pub(crate) fn adopt(
+        link: &Arc<Link>,
+        region: Arc<Region>,
+        role: usize,
+        options: &PipeOptions,
+    ) -> Self {
         let cell = Arc::new(OnceLock::from(Arc::clone(link)));
-        Self::new(region, role, cell, &PipeOptions::new())
+        Self::new(region, role, cell, options)
     }
 
     /// Sends this end's shared memory over `link` (the first step of moving

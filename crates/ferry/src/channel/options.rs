@@ -23,10 +23,10 @@ pub const DEFAULT_LIMIT: usize = 256 * 1024 * 1024;
 #[derive(Debug, Clone)]
 pub struct PipeOptions {
     pub(super) capacity: usize,
-    pub(super) limit: usize,
-    pub(super) wait: Wait,
+    pub(crate) limit: usize,
+    pub(crate) wait: Wait,
     pub(crate) pool_cap: usize,
-    pub(super) out_of_line: usize,
+    pub(crate) out_of_line: usize,
 }
 
 impl Default for PipeOptions {
@@ -69,9 +69,9 @@ impl PipeOptions {
         self
     }
 
-    /// How the ends made here wait. An end that arrives from another
-    /// process (including a spawned child's [`Pipe::from_parent`]) starts
-    /// [`Wait::Adaptive`]; its holder chooses with [`Pipe::set_wait`].
+    /// How both ends wait. (A spawned child's end gets every option set here;
+    /// an end that arrives in a message starts with the defaults, and its
+    /// holder chooses with [`Pipe::set_wait`] and friends.)
     pub fn wait(mut self, wait: Wait) -> Self {
         self.wait = wait;
         self

@@ -3,7 +3,7 @@
 use std::time::{Duration, Instant};
 
 use super::wait::{Stop, Waiter};
-use super::{Pipe, RecvError};
+use super::{Pipe, PipeOptions, RecvError};
 use crate::link::Failure;
 use crate::ring::event::{self, SysFutex};
 use crate::ring::{Consumer, Corrupt, Frame};
@@ -302,7 +302,7 @@ impl Pipe {
             let mut id = [0u8; HANDLE_ID];
             ring.read(frame, at + i * HANDLE_ID, &mut id);
             let (region, role) = link.claim(u64::from_le_bytes(id))?;
-            got.push(Pipe::adopt(link, region, role));
+            got.push(Pipe::adopt(link, region, role, &PipeOptions::new()));
         }
         Ok(())
     }

@@ -150,7 +150,11 @@ impl Pipe {
             kind: Kind::Whole,
             handles: ids.len() as u16,
         };
-        let small = bytes.len() < self.out_of_line || self.link().is_none();
+        // Between processes, large messages go out of line; one larger than
+        // the largest block travels in pieces.
+        let small = bytes.len() < self.out_of_line
+            || self.link().is_none()
+            || crate::shm::block::class_for(bytes.len()).is_none();
         if ids.is_empty() && small && bytes.len() <= tx.ring.max_body() / 2 {
             return self.push(&mut tx, whole, &[bytes], deadline);
         }
@@ -158,8 +162,10 @@ impl Pipe {
         if small && id_bytes.len() + bytes.len() <= tx.ring.max_body() / 2 {
             return self.push(&mut tx, whole, &[&id_bytes, bytes], deadline);
         }
-        if let Some(link) = self.link.get().filter(|_| !small) {
-            return self.send_out_of_line(&mut tx, link, bytes, &id_bytes, deadline);
+        if let Some(link) = self.link.get().filter(|_| !small)
+            && self.send_out_of_line(&mut tx, link, bytes, &id_bytes, deadline)?
+        {
+            return Ok(());
         }
         self.send_pieces(&mut tx, bytes, &id_bytes, deadline)
     }

@@ -176,7 +176,7 @@ fn linked_pair() -> (Pipe, Pipe) {
     let id = far.send_region(&la, None).unwrap();
     far.moved_over(&la);
     let (region, role) = lb.claim(id).unwrap();
-    (a, Pipe::adopt(&lb, region, role))
+    (a, Pipe::adopt(&lb, region, role, &PipeOptions::new()))
 }
 
 /// A linked pair whose first large message (block 0, generation 1, in a

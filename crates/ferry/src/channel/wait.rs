@@ -241,11 +241,16 @@ impl Waiter {
             if deadline.is_some_and(|d| now >= d) {
                 return Some(Err(Stop::Timeout));
             }
-            if now - last_check >= LIVENESS {
+            // The flags are cheap to read every round; asking the kernel
+            // whether the peer process lives is not.
+            let failure = if now - last_check >= LIVENESS {
                 last_check = now;
-                if let Some(failure) = scope.check_gone() {
-                    return Some(scope.after_gone(failure, poll));
-                }
+                scope.check_gone()
+            } else {
+                scope.gone()
+            };
+            if let Some(failure) = failure {
+                return Some(scope.after_gone(failure, poll));
             }
         }
     }

@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
 use crate::shm::Region;
-use crate::shm::pool::{Held, PeerBlocks, SendPool};
+use crate::shm::pool::{Announce, Held, PeerBlocks, SendPool};
 use crate::sys::ControlSocket;
 use crate::sys::linux::socket::Received;
 use crate::wire::record::{RECORD_LEN, Record};
@@ -184,11 +184,21 @@ impl Link {
                 return Err("link closed before a named pipe end or block arrived");
             }
         };
-        if truncated || len != RECORD_LEN || fds.len() != 1 {
+        if truncated || len != RECORD_LEN {
             return Err("malformed control record");
         }
-        let fd: OwnedFd = fds.pop().ok_or("control record without a descriptor")?;
-        match Record::decode(&buf[..len])? {
+        let record = Record::decode(&buf[..len])?;
+        if let Record::Retire { id } = record {
+            return match fds.is_empty() {
+                true => inbox.blocks.retire(id),
+                false => Err("retire record with a descriptor"),
+            };
+        }
+        let fd: OwnedFd = fds
+            .pop()
+            .filter(|_| fds.is_empty())
+            .ok_or("control record without exactly one descriptor")?;
+        match record {
             Record::PipeEnd { role, id } => {
                 if inbox.pipes.len() >= MAX_PENDING {
                     return Err("peer sent too many unclaimed pipe ends");
@@ -208,6 +218,7 @@ impl Link {
                     .blocks
                     .insert(id, usize::from(class), fd, self.pool_cap)
             }
+            Record::Retire { .. } => Ok(()),
             Record::ReleaseTable => inbox.blocks.set_table(fd),
         }
     }
@@ -235,12 +246,6 @@ impl Link {
     }
 }
 
-/// Announces a new block to the peer: `announce(id, class, fd)`.
-pub(crate) trait Announce {
-    /// Sends the block's descriptor over the control socket.
-    fn announce(&self, id: u32, class: usize, fd: BorrowedFd<'_>) -> io::Result<()>;
-}
-
 impl Announce for Link {
     fn announce(&self, id: u32, class: usize, fd: BorrowedFd<'_>) -> io::Result<()> {
         let record = Record::Block {
@@ -249,6 +254,11 @@ impl Announce for Link {
         }
         .encode();
         self.socket.send(&record, &[fd])
+    }
+
+    fn retire(&self, id: u32) -> io::Result<()> {
+        let record = Record::Retire { id: u64::from(id) }.encode();
+        self.socket.send(&record, &[])
     }
 }
 

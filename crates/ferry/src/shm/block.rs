@@ -47,6 +47,11 @@ impl Block {
         })
     }
 
+    /// The block's size in bytes.
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
     /// The memory object, to send to the peer once; `None` afterwards.
     pub fn take_object(&mut self) -> Option<SharedMemory> {
         self.object.take()

@@ -7,10 +7,17 @@
 //! was sent with, so a peer can delay a block but never free one twice or
 //! free one it was never sent.
 
+use std::time::{Duration, Instant};
+
+/// The class of a retired id: unmapped for good. Ids are never reused, so
+/// a frame can never mean an old block by a new block's id (the peer may
+/// read a retirement only after frames sent later).
+const RETIRED: usize = usize::MAX;
+
 /// Free lists and outstanding blocks of one link direction.
 #[derive(Debug)]
 pub struct Ledger {
-    /// Size class of each block id.
+    /// Size class of each block id ([`RETIRED`] once unmapped).
     classes: Vec<usize>,
     /// Generation each block was last sent with (0: never sent).
     generations: Vec<u32>,
@@ -18,6 +25,10 @@ pub struct Ledger {
     free: Vec<Vec<u32>>,
     /// Blocks with the peer: (id, generation).
     outstanding: Vec<(u32, u32)>,
+    /// How many ids are retired.
+    retired: usize,
+    /// When each class last lent a block out.
+    last_take: Vec<Option<Instant>>,
 }
 
 impl Ledger {
@@ -28,19 +39,52 @@ impl Ledger {
             generations: Vec::new(),
             free: vec![Vec::new(); classes],
             outstanding: Vec::new(),
+            retired: 0,
+            last_take: vec![None; classes],
         }
     }
 
-    /// Blocks known, free or not.
-    pub fn len(&self) -> usize {
-        self.classes.len()
+    /// Ids in use (blocks mapped, free or not).
+    pub fn live(&self) -> usize {
+        self.classes.len() - self.retired
+    }
+
+    /// The id the next [`Ledger::add`] returns.
+    pub fn next_id(&self) -> u32 {
+        self.classes.len() as u32
     }
 
     /// Records a new block of `class`, lent out (not free); returns its id.
     pub fn add(&mut self, class: usize) -> u32 {
+        self.last_take[class] = Some(Instant::now());
         self.classes.push(class);
         self.generations.push(0);
         (self.classes.len() - 1) as u32
+    }
+
+    /// Retires the free blocks of every class but `keep`, returning their
+    /// ids for the caller to unmap and announce.
+    pub fn retire_other_classes(&mut self, keep: usize) -> Vec<u32> {
+        self.retire_where(|class, _| class != keep)
+    }
+
+    /// Retires the free blocks of classes that lent nothing for `idle`.
+    pub fn retire_idle(&mut self, now: Instant, idle: Duration) -> Vec<u32> {
+        self.retire_where(|_, last| last.is_none_or(|t| now.duration_since(t) >= idle))
+    }
+
+    fn retire_where(&mut self, pick: impl Fn(usize, Option<Instant>) -> bool) -> Vec<u32> {
+        let mut gone = Vec::new();
+        for class in 0..self.free.len() {
+            if !self.free[class].is_empty() && pick(class, self.last_take[class]) {
+                gone.append(&mut self.free[class]);
+            }
+        }
+        for &id in &gone {
+            self.classes[id as usize] = RETIRED;
+        }
+        self.retired += gone.len();
+        gone
     }
 
     /// Lends out a free block of `class`, first taking back what the peer
@@ -49,7 +93,9 @@ impl Ledger {
         if self.free[class].is_empty() {
             self.reclaim(released);
         }
-        self.free[class].pop()
+        let id = self.free[class].pop()?;
+        self.last_take[class] = Some(Instant::now());
+        Some(id)
     }
 
     /// Moves every block the peer reports released back to its free list.
@@ -157,6 +203,28 @@ mod tests {
                 table.write(id, generation);
             }
         }
+    }
+
+    #[test]
+    fn retired_blocks_leave_the_free_lists_for_good() {
+        let never = |_, _| false;
+        let mut ledger = Ledger::new(3);
+        let (a, b, c) = (ledger.add(0), ledger.add(1), ledger.add(2));
+        for id in [a, b, c] {
+            ledger.give_back(id);
+        }
+        assert_eq!(ledger.retire_other_classes(1), [a, c]);
+        assert_eq!(ledger.live(), 1);
+        assert_eq!(ledger.take(0, never), None);
+        assert_eq!(ledger.take(2, never), None);
+        assert_eq!(ledger.take(1, never), Some(b));
+        ledger.give_back(b);
+        let later = Instant::now() + Duration::from_secs(10);
+        assert_eq!(ledger.retire_idle(later, Duration::from_secs(2)), [b]);
+        let next = ledger.next_id();
+        assert_eq!(ledger.add(2), next);
+        assert!(![a, b, c].contains(&next), "a retired id is never reused");
+        assert_eq!(ledger.live(), 1);
     }
 
     #[test]

@@ -16,11 +16,12 @@ use std::io;
 use std::os::fd::{BorrowedFd, OwnedFd};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::time::Instant;
 
 use super::block::{Block, CLASSES, PeerBlock, class_size};
 use super::ledger::Ledger;
 use super::release::{ReleaseTable, SLOTS};
-use super::reserve;
+use super::reserve::{self, IDLE};
 
 /// The sending side's blocks on one link.
 #[derive(Debug)]
@@ -57,13 +58,14 @@ impl SendPool {
     }
 
     /// Lends out a free block of `class` to be written: reused, or taken
-    /// from the reserve and announced with `announce(id, class, fd)`.
-    /// `Ok(None)` when the pool is at its cap and nothing was released.
-    pub fn alloc(
-        &mut self,
-        class: usize,
-        announce: impl FnOnce(u32, usize, BorrowedFd<'_>) -> io::Result<()>,
-    ) -> io::Result<Option<(u32, Block)>> {
+    /// from the reserve and announced to the peer. At the cap, free blocks
+    /// of other classes are retired (unmapped here, and by the peer) to make
+    /// room; `Ok(None)` if that is not enough (the caller then sends through
+    /// the ring instead). Free blocks of classes idle
+    /// for [`IDLE`] are retired on the way, so memory returns to the OS.
+    pub fn alloc(&mut self, class: usize, peer: &dyn Announce) -> io::Result<Option<(u32, Block)>> {
+        let idle = self.ledger.retire_idle(Instant::now(), IDLE);
+        self.retire(&idle, peer)?;
         let table = &self.table;
         if let Some(id) = self.ledger.take(class, |id, g| table.is_released(id, g)) {
             let block = self.blocks[id as usize]
@@ -72,19 +74,37 @@ impl SendPool {
             reserve::blocks().count_reuse();
             return Ok(Some((id, block)));
         }
-        if self.mapped + class_size(class) > self.cap || self.ledger.len() >= SLOTS {
+        if self.mapped + class_size(class) > self.cap {
+            let others = self.ledger.retire_other_classes(class);
+            self.retire(&others, peer)?;
+        }
+        let next = self.ledger.next_id();
+        if self.mapped + class_size(class) > self.cap || next as usize >= SLOTS {
+            reserve::blocks().count_ring_fallback();
             return Ok(None);
         }
         let mut block = reserve::take(class)?;
         let object = block
             .take_object()
             .ok_or_else(|| io::Error::other("reserve block already sent"))?;
-        announce(self.ledger.len() as u32, class, object.fd())?;
+        peer.announce(next, class, object.fd())?;
         let id = self.ledger.add(class);
         self.blocks.push(None);
-        reserve::blocks().count_in_links(1, 0);
         self.mapped += class_size(class);
+        reserve::blocks().count_in_links(1, 0);
         Ok(Some((id, block)))
+    }
+
+    /// Unmaps retired blocks and tells the peer to do the same.
+    fn retire(&mut self, ids: &[u32], peer: &dyn Announce) -> io::Result<()> {
+        for &id in ids {
+            if let Some(block) = self.blocks[id as usize].take() {
+                self.mapped -= block.len();
+            }
+            reserve::blocks().count_in_links(0, 1);
+            peer.retire(id)?;
+        }
+        Ok(())
     }
 
     /// Takes back lent block `id`, now written and about to be named in a
@@ -108,8 +128,16 @@ impl SendPool {
 
 impl Drop for SendPool {
     fn drop(&mut self) {
-        reserve::blocks().count_in_links(0, self.blocks.len() as u64);
+        reserve::blocks().count_in_links(0, self.ledger.live() as u64);
     }
+}
+
+/// The peer of a link, as the pool speaks to it.
+pub trait Announce {
+    /// Sends a new block's descriptor: `id`, size `class`.
+    fn announce(&self, id: u32, class: usize, fd: BorrowedFd<'_>) -> io::Result<()>;
+    /// Tells the peer block `id` is gone.
+    fn retire(&self, id: u32) -> io::Result<()>;
 }
 
 #[derive(Debug)]
@@ -188,6 +216,18 @@ impl PeerBlocks {
             return Err("release table announced twice");
         }
         self.table = Some(Arc::new(ReleaseTable::from_peer(fd)?));
+        Ok(())
+    }
+
+    /// Forgets block `id`, which the peer retired. A view still held keeps
+    /// its mapping until dropped.
+    pub fn retire(&mut self, id: u64) -> Result<(), &'static str> {
+        let id = u32::try_from(id).map_err(|_| "block id out of range")?;
+        let known = self
+            .blocks
+            .remove(&id)
+            .ok_or("retire of a block never announced")?;
+        self.mapped -= known.block.len();
         Ok(())
     }
 

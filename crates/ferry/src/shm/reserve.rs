@@ -36,6 +36,9 @@ pub struct PoolStats {
     pub reused: u64,
     /// Blocks released to the OS after the idle period.
     pub released_idle: u64,
+    /// Large messages sent through the ring because their link's pool was
+    /// at its cap with every block out.
+    pub ring_fallbacks: u64,
     /// Blocks bound to this process's links now (sent to a peer at least
     /// once); they are unmapped when their link goes away.
     pub in_links: u64,
@@ -76,6 +79,7 @@ pub struct Reserve<T> {
     taken_from_reserve: AtomicU64,
     reused: AtomicU64,
     released_idle: AtomicU64,
+    ring_fallbacks: AtomicU64,
     in_links: AtomicU64,
 }
 
@@ -98,6 +102,7 @@ impl<T> Reserve<T> {
             taken_from_reserve: AtomicU64::new(0),
             reused: AtomicU64::new(0),
             released_idle: AtomicU64::new(0),
+            ring_fallbacks: AtomicU64::new(0),
             in_links: AtomicU64::new(0),
         }
     }
@@ -138,6 +143,12 @@ impl<T> Reserve<T> {
         self.in_links.fetch_sub(unmapped, Ordering::Relaxed);
     }
 
+    /// Counts a large message sent through the ring for want of a block.
+    pub fn count_ring_fallback(&self) {
+        // Relaxed: a statistic.
+        self.ring_fallbacks.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// Counts a send that reused an item bound to its link.
     pub fn count_reuse(&self) {
         // Relaxed: a statistic.
@@ -153,6 +164,7 @@ impl<T> Reserve<T> {
             taken_from_reserve: self.taken_from_reserve.load(Ordering::Relaxed),
             reused: self.reused.load(Ordering::Relaxed),
             released_idle: self.released_idle.load(Ordering::Relaxed),
+            ring_fallbacks: self.ring_fallbacks.load(Ordering::Relaxed),
             in_links: self.in_links.load(Ordering::Relaxed),
         }
     }

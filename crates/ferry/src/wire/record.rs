@@ -1,13 +1,14 @@
 //! Records on a link's control socket.
 //!
 //! One record is 16 bytes, `magic: u32 = "FRY1"`, `kind: u16`, `arg: u16`,
-//! `id: u64`, with exactly one descriptor attached:
+//! `id: u64`, with one descriptor attached (none for `Retire`):
 //!
 //! | kind | `arg` | `id` | descriptor |
 //! |------|-------|------|------------|
 //! | 1 [`Record::PipeEnd`] | end `role` (0 or 1) now the receiver's | claimed by the message frame naming `id` | the pipe's region |
 //! | 2 [`Record::Block`] | size class | the block's number on this link | the block |
 //! | 3 [`Record::ReleaseTable`] | 0 | 0 | the table where the receiver hands blocks back |
+//! | 4 [`Record::Retire`] | 0 | the block's number | none: the sender unmapped the (free) block; unmap it too |
 
 use super::VERSION;
 
@@ -35,6 +36,11 @@ pub enum Record {
     },
     /// The sender's release table for this link.
     ReleaseTable,
+    /// A block the sender will never name again (it was free, and unmapped).
+    Retire {
+        /// The block's number on this link.
+        id: u64,
+    },
 }
 
 impl Record {
@@ -44,6 +50,7 @@ impl Record {
             Self::PipeEnd { role, id } => (1u16, u16::from(role), id),
             Self::Block { class, id } => (2, u16::from(class), id),
             Self::ReleaseTable => (3, 0, 0),
+            Self::Retire { id } => (4, 0, id),
         };
         let mut out = [0u8; RECORD_LEN];
         out[..4].copy_from_slice(&MAGIC.to_le_bytes());
@@ -75,6 +82,7 @@ impl Record {
                 id,
             }),
             3 => Ok(Self::ReleaseTable),
+            4 => Ok(Self::Retire { id }),
             _ => Err("unknown control record kind"),
         }
     }
@@ -93,6 +101,7 @@ mod tests {
             },
             Record::Block { class: 8, id: 77 },
             Record::ReleaseTable,
+            Record::Retire { id: 5 },
         ] {
             assert_eq!(Record::decode(&rec.encode()), Ok(rec));
         }

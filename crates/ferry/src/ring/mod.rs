@@ -58,7 +58,9 @@ unsafe fn copy_in<S: Storage>(s: &S, pos: u64, src: &[u8]) {
     // so both copies stay inside the data area the caller owns (see above).
     unsafe {
         std::ptr::copy_nonoverlapping(src.as_ptr(), s.data().add(at), first);
-        std::ptr::copy_nonoverlapping(src.as_ptr().add(first), s.data(), src.len() - first);
+        if first < src.len() {
+            std::ptr::copy_nonoverlapping(src.as_ptr().add(first), s.data(), src.len() - first);
+        }
     }
 }
 
@@ -75,8 +77,36 @@ unsafe fn copy_out<S: Storage>(s: &S, pos: u64, dst: *mut u8, len: usize) {
     // `dst` is valid for `first + (len - first) = len` bytes.
     unsafe {
         std::ptr::copy_nonoverlapping(s.data().add(at), dst, first);
-        std::ptr::copy_nonoverlapping(s.data(), dst.add(first), len - first);
+        if first < len {
+            std::ptr::copy_nonoverlapping(s.data(), dst.add(first), len - first);
+        }
     }
+}
+
+/// Writes a frame header at position `pos` (8-aligned, so it never wraps).
+///
+/// # Safety
+/// As for [`copy_in`] with 8 bytes; `pos` must be a multiple of 8.
+unsafe fn write_header<S: Storage>(s: &S, pos: u64, header: u64) {
+    let at = (pos as usize) & (s.capacity() - 1);
+    // SAFETY: `at` is 8-aligned and the capacity a power of two >= 64, so
+    // `at + 8 <= capacity`; the caller owns the range.
+    unsafe {
+        s.data()
+            .add(at)
+            .cast::<u64>()
+            .write_unaligned(header.to_le())
+    }
+}
+
+/// Reads the frame header at position `pos` (8-aligned, never wrapping).
+///
+/// # Safety
+/// As for [`copy_out`] with 8 bytes; `pos` must be a multiple of 8.
+unsafe fn read_header<S: Storage>(s: &S, pos: u64) -> u64 {
+    let at = (pos as usize) & (s.capacity() - 1);
+    // SAFETY: as in `write_header`; the range is published to the caller.
+    u64::from_le(unsafe { s.data().add(at).cast::<u64>().read_unaligned() })
 }
 
 /// The writing side of a ring.
@@ -131,14 +161,13 @@ impl<S: Storage> Producer<S> {
         if size > self.free_cached() && size > self.free()? {
             return Ok(false);
         }
-        let mut header = [0u8; FRAME_HEADER];
-        header[..4].copy_from_slice(&(len as u32).to_le_bytes());
-        header[4..].copy_from_slice(&tag.to_le_bytes());
+        let header = len as u64 | u64::from(tag) << 32;
         let mut pos = self.tail;
         // SAFETY: `tail..tail + size` is free space (checked just above), and
-        // it belongs to the producer until the tail is published.
+        // it belongs to the producer until the tail is published; the tail
+        // is a multiple of 8.
         unsafe {
-            copy_in(&self.storage, pos, &header);
+            write_header(&self.storage, pos, header);
             pos += FRAME_HEADER as u64;
             for part in parts {
                 copy_in(&self.storage, pos, part);
@@ -223,12 +252,10 @@ impl<S: Storage> Consumer<S> {
         if available == 0 {
             return Ok(None);
         }
-        let mut header = [0u8; FRAME_HEADER];
         // SAFETY: `available > 0` and positions are 8-aligned, so a whole
-        // 8-byte header lies in the published range; `header` is 8 bytes.
-        unsafe { copy_out(&self.storage, self.head, header.as_mut_ptr(), FRAME_HEADER) };
-        let len = u32::from_le_bytes([header[0], header[1], header[2], header[3]]) as usize;
-        let tag = u32::from_le_bytes([header[4], header[5], header[6], header[7]]);
+        // 8-byte header lies in the published range.
+        let header = unsafe { read_header(&self.storage, self.head) };
+        let (len, tag) = (header as u32 as usize, (header >> 32) as u32);
         if frame_size(len) as u64 > available {
             return Err(Corrupt("frame length runs past the published data"));
         }

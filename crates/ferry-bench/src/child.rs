@@ -6,15 +6,21 @@ use std::process::{Command, Stdio};
 use clap::{Args, ValueEnum};
 
 use crate::error::{Context, Error};
-use crate::pingpong;
 use crate::placement::Placement;
 use crate::transport::{self, Transport};
+use crate::{pingpong, throughput};
+
+/// Makes the child of the named transport fail at once, to check that a
+/// failing transport fails the whole run (the tests set it).
+pub const FAIL_ENV: &str = "FERRY_BENCH_FAIL_CHILD";
 
 /// The child's half of a workload.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Workload {
     /// Echo every request.
     Pingpong,
+    /// Read and checksum every message.
+    Throughput,
 }
 
 /// Arguments of the hidden `child` subcommand.
@@ -53,6 +59,7 @@ pub fn command(
 fn value_name(workload: Workload) -> &'static str {
     match workload {
         Workload::Pingpong => "pingpong",
+        Workload::Throughput => "throughput",
     }
 }
 
@@ -60,10 +67,14 @@ fn value_name(workload: Workload) -> &'static str {
 pub fn serve(args: &ChildArgs) -> Result<(), Error> {
     let name = args.transport.name();
     let run = || {
+        if std::env::var_os(FAIL_ENV).is_some_and(|v| v == name) {
+            return Err(Error::new(format!("failing on purpose: {FAIL_ENV}={name}")));
+        }
         args.placement.pin_child()?;
         let mut endpoint = args.transport.connect_to_parent()?;
         match args.workload {
             Workload::Pingpong => pingpong::echo(&mut *endpoint),
+            Workload::Throughput => throughput::receive(&mut *endpoint),
         }
     };
     run().map_err(|e| e.within(format!("child ({name})")))

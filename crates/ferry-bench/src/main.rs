@@ -1,11 +1,19 @@
-//! `ferry-bench`: round trips through ferry and through the OS's own IPC,
+//! `ferry-bench`: ferry against the OS's own IPC and the best libraries,
 //! under one protocol, in one run.
 //!
-//! With no subcommand it runs `pingpong` with every transport and size,
-//! unpinned. `ferry-bench pingpong --help` lists the flags.
+//! With no subcommand it runs every workload: `pingpong` (round trips
+//! between two processes), `throughput` (a one-way stream) and `calls` (the
+//! in-process baselines), prints their tables, and writes `report.json`,
+//! `report.md` and `report.svg` to `target/ferry-bench/`. Each workload
+//! also runs alone as a subcommand; `ferry-bench <workload> --help` lists
+//! its flags.
 
+mod calls;
 mod child;
+mod control;
+mod cpu;
 mod error;
+mod matrix;
 mod payload;
 mod pingpong;
 mod placement;
@@ -13,29 +21,39 @@ mod progress;
 mod report;
 mod runner;
 mod stats;
+mod svg;
+mod throughput;
 mod transport;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
 use crate::child::ChildArgs;
 use crate::error::Error;
-use crate::pingpong::Case;
+use crate::matrix::Plan;
 use crate::placement::Placement;
-use crate::progress::Progress;
+use crate::report::{Report, RunInfo};
 use crate::transport::Transport;
 
-/// Round-trip benchmarks of ferry against the OS's own IPC primitives.
+/// Each row stops after this long by default (some transports, such as two
+/// spinners sharing one CPU, take milliseconds per round trip).
+const ROW_SECONDS: f64 = 10.0;
+/// Each row's time cap with `--quick`.
+const QUICK_ROW_SECONDS: f64 = 1.0;
+
+/// ferry against the OS's own IPC and the best libraries: round trips, a
+/// one-way stream, and in-process calls, under one protocol.
 #[derive(Debug, Parser)]
 #[command(version, args_conflicts_with_subcommands = true)]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
-    /// With no subcommand: `pingpong`'s flags.
+    /// With no subcommand: every workload, and the report files.
     #[command(flatten)]
-    pingpong: PingpongArgs,
+    all: AllArgs,
 }
 
 #[derive(Debug, Subcommand)]
@@ -43,36 +61,105 @@ enum Command {
     /// Round trips between this process and a child it starts: the child
     /// echoes each message; every round trip after a warm-up is timed.
     Pingpong(PingpongArgs),
+    /// A one-way stream of messages to a child, which checksums every byte:
+    /// messages/s and GiB/s.
+    Throughput(ThroughputArgs),
+    /// In-process calls of add(i32, i32) and echo(String): direct, through
+    /// a closure, to another thread, through a ferry pipe in this process.
+    Calls(CallsArgs),
     /// The child's side of a workload (started by the benchmark itself).
     #[command(hide = true)]
     Child(ChildArgs),
 }
 
+/// Flags every workload takes.
 #[derive(Debug, Default, Args)]
-struct PingpongArgs {
-    /// Transports, comma-separated [default: all]: ferry (adaptive wait),
-    /// ferry-spin, ferry-block, unix-stream, pipe.
+struct RunArgs {
+    /// Where the processes (or threads) run, comma-separated: unpinned;
+    /// split (parent on CPU 0, child on CPU 1); same (both on CPU 0).
+    /// Every row runs at each [default: unpinned].
+    #[arg(long = "placement", value_enum, value_delimiter = ',')]
+    placements: Vec<Placement>,
+    /// Run the whole matrix N times, interleaved (run 1 of every row, then
+    /// run 2, ...), and report the median of the runs with their min–max.
+    #[arg(long, default_value_t = 1, value_parser = positive)]
+    repeat: usize,
+    /// Small counts, for a check in seconds.
+    #[arg(long)]
+    quick: bool,
+    /// Timed round trips, messages or calls per row [default: by workload
+    /// and size; throughput streams each row for a fixed time instead].
+    #[arg(long, value_parser = positive)]
+    count: Option<usize>,
+    /// Stop a row after this many seconds and report what it measured,
+    /// marked as capped [default: 10, or 1 with --quick].
+    #[arg(long, value_name = "SECONDS", value_parser = seconds)]
+    row_seconds: Option<f64>,
+    /// Write report.json, report.md and report.svg into DIR [default for
+    /// the full run: target/ferry-bench in the workspace; a subcommand
+    /// writes them only when given this].
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+}
+
+/// The transports of the two-process workloads.
+#[derive(Debug, Default, Args)]
+struct TransportArgs {
+    /// Transports, comma-separated [default: all of them]; an unknown name
+    /// is refused with the list of known ones.
     #[arg(long = "transport", value_delimiter = ',', value_parser = transport::by_name)]
     transports: Vec<&'static dyn Transport>,
+}
+
+#[derive(Debug, Default, Args)]
+struct AllArgs {
+    #[command(flatten)]
+    run: RunArgs,
+    #[command(flatten)]
+    transports: TransportArgs,
+}
+
+#[derive(Debug, Default, Args)]
+struct PingpongArgs {
+    #[command(flatten)]
+    run: RunArgs,
+    #[command(flatten)]
+    transports: TransportArgs,
     /// Payload sizes in bytes, comma-separated
     /// [default: 12,144,1728,20736,248832,1048576].
     #[arg(long = "size", value_delimiter = ',', value_parser = positive)]
     sizes: Vec<usize>,
-    /// Timed round trips per row [default: by size, from 50000 for small
-    /// messages to 500 for 1 MiB; 300 with --quick].
-    #[arg(long, value_parser = positive)]
-    count: Option<usize>,
-    /// Untimed round trips before each row [default: a tenth of --count,
+    /// Untimed round trips before each row [default: a tenth of the count,
     /// from 10 to 1000].
     #[arg(long)]
     warmup: Option<usize>,
-    /// A few hundred round trips per row, for a check in seconds.
-    #[arg(long)]
-    quick: bool,
-    /// Where the two processes run: split is parent on CPU 0 and child on
-    /// CPU 1; same is both on CPU 0.
-    #[arg(long, value_enum, default_value_t)]
-    placement: Placement,
+    /// Also write the rows to this file as a JSON array.
+    #[arg(long, value_name = "PATH")]
+    json: Option<PathBuf>,
+}
+
+#[derive(Debug, Default, Args)]
+struct ThroughputArgs {
+    #[command(flatten)]
+    run: RunArgs,
+    #[command(flatten)]
+    transports: TransportArgs,
+    /// Message sizes in bytes, comma-separated [default: 64,1024,65536,1048576].
+    #[arg(long = "size", value_delimiter = ',', value_parser = positive)]
+    sizes: Vec<usize>,
+    /// Stream each row for this long [default: 1, or 0.1 with --quick];
+    /// --count streams a fixed number of messages instead.
+    #[arg(long, value_name = "SECONDS", value_parser = seconds, conflicts_with = "count")]
+    seconds: Option<f64>,
+    /// Also write the rows to this file as a JSON array.
+    #[arg(long, value_name = "PATH")]
+    json: Option<PathBuf>,
+}
+
+#[derive(Debug, Default, Args)]
+struct CallsArgs {
+    #[command(flatten)]
+    run: RunArgs,
     /// Also write the rows to this file as a JSON array.
     #[arg(long, value_name = "PATH")]
     json: Option<PathBuf>,
@@ -86,66 +173,243 @@ fn positive(arg: &str) -> Result<usize, String> {
     }
 }
 
-impl PingpongArgs {
-    /// The rows to run: every size, and within each size every transport.
-    fn cases(&self) -> Vec<Case> {
-        let transports = match self.transports.is_empty() {
-            true => transport::ALL.to_vec(),
-            false => self.transports.clone(),
-        };
-        let sizes = match self.sizes.is_empty() {
-            true => pingpong::SIZES.iter().map(|s| s.size).collect(),
-            false => self.sizes.clone(),
-        };
-        let case = |(size, transport)| self.case(transport, size);
-        let pairs = sizes
-            .iter()
-            .flat_map(|&s| transports.iter().map(move |&t| (s, t)));
-        pairs.map(case).collect()
+fn seconds(arg: &str) -> Result<f64, String> {
+    match arg.trim().parse::<f64>() {
+        Ok(s) if s > 0.0 && s.is_finite() => Ok(s),
+        Ok(_) => Err("must be a positive number of seconds".to_string()),
+        Err(e) => Err(format!("not a number: {e}")),
+    }
+}
+
+impl RunArgs {
+    fn placements(&self) -> Vec<Placement> {
+        match self.placements.is_empty() {
+            true => vec![Placement::Unpinned],
+            false => self.placements.clone(),
+        }
     }
 
-    fn case(&self, transport: &'static dyn Transport, size: usize) -> Case {
-        let count = match (self.count, self.quick) {
-            (Some(count), _) => count,
-            (None, true) => pingpong::QUICK_COUNT,
-            (None, false) => pingpong::default_count(size),
-        };
-        let warmup = self
-            .warmup
-            .unwrap_or_else(|| pingpong::default_warmup(count));
-        Case {
-            transport,
-            placement: self.placement,
-            size,
-            count,
-            warmup,
+    fn cap_seconds(&self) -> f64 {
+        match (self.row_seconds, self.quick) {
+            (Some(s), _) => s,
+            (None, true) => QUICK_ROW_SECONDS,
+            (None, false) => ROW_SECONDS,
+        }
+    }
+
+    fn cap(&self) -> Duration {
+        Duration::from_secs_f64(self.cap_seconds())
+    }
+}
+
+impl TransportArgs {
+    fn transports(&self) -> Vec<&'static dyn Transport> {
+        match self.transports.is_empty() {
+            true => transport::ALL.to_vec(),
+            false => self.transports.clone(),
         }
     }
 }
 
-fn run_pingpong(args: &PingpongArgs) -> Result<(), Error> {
-    args.placement.check()?;
-    let cases = args.cases();
-    let progress = Progress::new(cases.iter().map(Case::round_trips).sum());
-    let outcome = runner::run(&cases, &progress);
-    progress.finish();
-    let (rows, failed) = match outcome.into_result() {
-        Ok(rows) => (rows, None),
-        Err((rows, error)) => (rows, Some(error)),
+/// The pingpong rows: by placement, then size, then transport.
+fn pingpong_cases(
+    run: &RunArgs,
+    transports: &TransportArgs,
+    sizes: &[usize],
+    warmup: Option<usize>,
+) -> Vec<pingpong::Case> {
+    let sizes = match sizes.is_empty() {
+        true => pingpong::SIZES.iter().map(|s| s.size).collect(),
+        false => sizes.to_vec(),
     };
-    print!("{}", report::table(&rows));
-    if let Some(path) = &args.json {
-        report::write_json(path, &rows)?;
-        eprintln!("wrote {} rows to {}", rows.len(), path.display());
+    let mut cases = Vec::new();
+    for placement in run.placements() {
+        for &size in &sizes {
+            for transport in transports.transports() {
+                let count = match (run.count, run.quick) {
+                    (Some(count), _) => count,
+                    (None, true) => pingpong::QUICK_COUNT,
+                    (None, false) => pingpong::default_count(size),
+                };
+                cases.push(pingpong::Case {
+                    transport,
+                    placement,
+                    size,
+                    count,
+                    warmup: warmup.unwrap_or_else(|| pingpong::default_warmup(count)),
+                    cap: run.cap(),
+                });
+            }
+        }
     }
-    failed.map_or(Ok(()), Err)
+    cases
+}
+
+/// The throughput rows: by placement, then size, then transport.
+fn throughput_cases(
+    run: &RunArgs,
+    transports: &TransportArgs,
+    sizes: &[usize],
+    seconds: Option<f64>,
+) -> Vec<throughput::Case> {
+    let sizes = match sizes.is_empty() {
+        true => throughput::SIZES.to_vec(),
+        false => sizes.to_vec(),
+    };
+    let amount = match (run.count, seconds, run.quick) {
+        (Some(count), _, _) => throughput::Amount::Count(count),
+        (None, Some(s), _) => throughput::Amount::Time(Duration::from_secs_f64(s)),
+        (None, None, true) => throughput::Amount::Time(throughput::QUICK_DURATION),
+        (None, None, false) => throughput::Amount::Time(throughput::DURATION),
+    };
+    let mut cases = Vec::new();
+    for placement in run.placements() {
+        for &size in &sizes {
+            for transport in transports.transports() {
+                cases.push(throughput::Case {
+                    transport,
+                    placement,
+                    size,
+                    amount,
+                    cap: run.cap(),
+                });
+            }
+        }
+    }
+    cases
+}
+
+/// The calls rows: by placement, then function, then way.
+fn calls_cases(run: &RunArgs) -> Vec<calls::Case> {
+    let mut cases = Vec::new();
+    for placement in run.placements() {
+        for call in calls::Call::ALL {
+            for via in calls::Via::ALL {
+                cases.push(calls::Case {
+                    call,
+                    via,
+                    placement,
+                    count: run.count.unwrap_or_else(|| via.default_count(run.quick)),
+                    cap: run.cap(),
+                });
+            }
+        }
+    }
+    cases
+}
+
+/// Which rows `--json` writes.
+#[derive(Debug, Clone, Copy)]
+enum Rows {
+    Pingpong,
+    Throughput,
+    Calls,
+}
+
+/// Runs `plan`, prints the tables, writes the files asked for, and fails
+/// if any row failed (after writing what the others measured).
+fn bench(
+    plan: Plan,
+    run: &RunArgs,
+    out: Option<PathBuf>,
+    json: Option<(&Path, Rows)>,
+) -> Result<(), Error> {
+    for placement in run.placements() {
+        placement.check()?;
+    }
+    let info = RunInfo::here(run.quick, run.repeat, run.cap_seconds());
+    let results = plan.run();
+    let report = Report::new(&results, info);
+    print!("{}", report.text());
+    if let Some((path, rows)) = json {
+        let written = match rows {
+            Rows::Pingpong => report::write_json(path, &report.pingpong),
+            Rows::Throughput => report::write_json(path, &report.throughput),
+            Rows::Calls => report::write_json(path, &report.calls),
+        };
+        written?;
+        eprintln!("wrote the rows to {}", path.display());
+    }
+    if let Some(dir) = out {
+        let files = report.write(&dir)?;
+        let names: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
+        eprintln!("wrote {}", names.join(", "));
+    }
+    match results.failures.len() {
+        0 => Ok(()),
+        n => Err(Error::new(format!(
+            "{n} row run(s) failed:\n  {}",
+            results
+                .failures
+                .iter()
+                .map(Error::to_string)
+                .collect::<Vec<_>>()
+                .join("\n  ")
+        ))),
+    }
+}
+
+/// `target/ferry-bench` of the workspace this was built in, when it is
+/// still there, else of the current directory.
+fn default_out() -> PathBuf {
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    match workspace.join("Cargo.toml").is_file() {
+        true => workspace
+            .canonicalize()
+            .unwrap_or(workspace)
+            .join("target/ferry-bench"),
+        false => PathBuf::from("target/ferry-bench"),
+    }
+}
+
+fn run_all(args: &AllArgs) -> Result<(), Error> {
+    let run = &args.run;
+    let plan = Plan {
+        pingpong: pingpong_cases(run, &args.transports, &[], None),
+        throughput: throughput_cases(run, &args.transports, &[], None),
+        calls: calls_cases(run),
+        repeat: run.repeat,
+    };
+    let out = run.out.clone().unwrap_or_else(default_out);
+    bench(plan, run, Some(out), None)
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match &cli.command {
-        None => run_pingpong(&cli.pingpong),
-        Some(Command::Pingpong(args)) => run_pingpong(args),
+        None => run_all(&cli.all),
+        Some(Command::Pingpong(args)) => {
+            let plan = Plan {
+                pingpong: pingpong_cases(&args.run, &args.transports, &args.sizes, args.warmup),
+                repeat: args.run.repeat,
+                ..Plan::default()
+            };
+            let json = args.json.as_deref().map(|p| (p, Rows::Pingpong));
+            bench(plan, &args.run, args.run.out.clone(), json)
+        }
+        Some(Command::Throughput(args)) => {
+            let plan = Plan {
+                throughput: throughput_cases(
+                    &args.run,
+                    &args.transports,
+                    &args.sizes,
+                    args.seconds,
+                ),
+                repeat: args.run.repeat,
+                ..Plan::default()
+            };
+            let json = args.json.as_deref().map(|p| (p, Rows::Throughput));
+            bench(plan, &args.run, args.run.out.clone(), json)
+        }
+        Some(Command::Calls(args)) => {
+            let plan = Plan {
+                calls: calls_cases(&args.run),
+                repeat: args.run.repeat,
+                ..Plan::default()
+            };
+            let json = args.json.as_deref().map(|p| (p, Rows::Calls));
+            bench(plan, &args.run, args.run.out.clone(), json)
+        }
         Some(Command::Child(args)) => child::serve(args),
     };
     match result {

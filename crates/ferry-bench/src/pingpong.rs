@@ -5,15 +5,23 @@
 //! (see [`crate::payload`]), and the parent's timing covers its own writing
 //! and reading too, so a transport that could skip a copy still pays for
 //! touching the data once.
+//!
+//! Around the timed round trips the parent asks the child for its CPU time
+//! (see [`crate::control`]), so each row also gives the CPU time both
+//! processes spent per round trip. A row stops early, and says so, when it
+//! runs past its time cap.
 
 use std::time::{Duration, Instant};
 
 use crate::child::{self, Workload};
+use crate::control;
+use crate::cpu;
 use crate::error::Error;
+use crate::matrix::Bench;
 use crate::payload;
 use crate::placement::Placement;
-use crate::progress::Progress;
-use crate::stats::Summary;
+use crate::progress::Bar;
+use crate::stats::{Summary, micros};
 use crate::transport::{Connection, Endpoint, Exit, Transport};
 
 /// A message size and the round trips it runs by default.
@@ -39,12 +47,15 @@ pub const SIZES: &[SizeSpec] = &[
 pub const QUICK_COUNT: usize = 300;
 
 /// How long the child may take to exit once the parent closes its end.
-const EXIT_TIMEOUT: Duration = Duration::from_secs(10);
+pub const EXIT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Round trips between progress updates (outside the timed span).
 const PROGRESS_EVERY: usize = 256;
+/// The share of a row's time cap its warm-up may use.
+const WARMUP_SHARE: u32 = 10;
 
 impl SizeSpec {
-    const fn new(size: usize, count: usize) -> Self {
+    /// A size and its default count.
+    pub const fn new(size: usize, count: usize) -> Self {
         Self { size, count }
     }
 }
@@ -78,11 +89,32 @@ pub struct Case {
     pub count: usize,
     /// Untimed round trips first.
     pub warmup: usize,
+    /// The row stops once it has run this long, warm-up included.
+    pub cap: Duration,
+}
+
+/// What one run of a row measured.
+#[derive(Debug, Clone, Copy)]
+pub struct Sample {
+    /// The timed round trips.
+    pub summary: Summary,
+    /// CPU time of both processes per timed round trip.
+    pub cpu: Duration,
+    /// The time cap stopped the row before its count.
+    pub capped: bool,
 }
 
 impl Case {
-    /// Names the row in progress lines and errors.
-    pub fn label(&self) -> String {
+    /// Every round trip the row makes, timed or not.
+    pub fn round_trips(&self) -> usize {
+        self.warmup + self.count
+    }
+}
+
+impl Bench for Case {
+    type Sample = Sample;
+
+    fn label(&self) -> String {
         format!(
             "{} at {} B ({})",
             self.transport.name(),
@@ -91,46 +123,130 @@ impl Case {
         )
     }
 
-    /// Every round trip the row makes, timed or not.
-    pub fn round_trips(&self) -> usize {
-        self.warmup + self.count
+    fn placement(&self) -> Placement {
+        self.placement
+    }
+
+    fn work(&self) -> u64 {
+        self.round_trips() as u64
+    }
+
+    fn run(&self, bar: &Bar) -> Result<Sample, Error> {
+        run(self, bar)
+    }
+
+    fn brief(sample: &Sample) -> String {
+        let s = &sample.summary;
+        let capped = if sample.capped { " (capped)" } else { "" };
+        format!(
+            "p50 {:.2} µs, p99 {:.2} µs, max {:.2} µs, cpu {:.2} µs{capped}",
+            micros(s.p50),
+            micros(s.p99),
+            micros(s.max),
+            micros(sample.cpu)
+        )
     }
 }
 
 /// Runs one case: starts the child, times the round trips, closes, and
 /// checks the child exited cleanly. The caller has placed this thread.
-pub fn run(case: &Case, progress: &Progress) -> Result<Summary, Error> {
+pub fn run(case: &Case, bar: &Bar) -> Result<Sample, Error> {
     let command = child::command(Workload::Pingpong, case.transport, case.placement)?;
     let Connection {
         child,
         mut endpoint,
     } = case.transport.spawn(command)?;
-    let measured = measure(&mut *endpoint, case, progress);
+    let measured = measure(&mut *endpoint, case, bar);
     drop(endpoint);
     let exit = child.wait_or_kill(EXIT_TIMEOUT)?;
     finish(measured, exit)
 }
 
-fn measure(
-    endpoint: &mut dyn Endpoint,
-    case: &Case,
-    progress: &Progress,
-) -> Result<Vec<Duration>, Error> {
-    let mut samples = Vec::with_capacity(case.count);
-    for i in 0..case.round_trips() {
-        let start = Instant::now();
-        round_trip(endpoint, case.size, payload::marker(i))
-            .map_err(|e| e.within(format!("round trip {i}")))?;
-        let took = start.elapsed();
-        if i >= case.warmup {
-            samples.push(took);
-        }
-        if (i + 1) % PROGRESS_EVERY == 0 {
-            progress.advance(PROGRESS_EVERY);
+/// What the parent measured of one row.
+struct Measured {
+    samples: Vec<Duration>,
+    /// Both processes' CPU time over the timed span.
+    cpu: Duration,
+    capped: bool,
+}
+
+fn measure(endpoint: &mut dyn Endpoint, case: &Case, bar: &Bar) -> Result<Measured, Error> {
+    let started = Instant::now();
+    let mut ticker = Ticker::new(bar, case.round_trips());
+    let mut n = 0;
+    for _ in 0..case.warmup {
+        round_trip(endpoint, case.size, payload::marker(n))
+            .map_err(|e| e.within(format!("warm-up round trip {n}")))?;
+        n += 1;
+        ticker.tick();
+        if started.elapsed() > case.cap / WARMUP_SHARE {
+            break;
         }
     }
-    progress.advance(case.round_trips() % PROGRESS_EVERY);
-    Ok(samples)
+    let child_before = control::child_cpu(endpoint)?;
+    let own_before = cpu::process_time();
+    let mut samples = Vec::with_capacity(case.count);
+    let mut capped = false;
+    for i in 0..case.count {
+        let start = Instant::now();
+        round_trip(endpoint, case.size, payload::marker(n))
+            .map_err(|e| e.within(format!("round trip {i}")))?;
+        let took = start.elapsed();
+        samples.push(took);
+        n += 1;
+        ticker.tick();
+        if start + took - started > case.cap && i + 1 < case.count {
+            capped = true;
+            break;
+        }
+    }
+    let own = cpu::process_time().saturating_sub(own_before);
+    let child = control::child_cpu(endpoint)?.saturating_sub(child_before);
+    ticker.finish();
+    Ok(Measured {
+        samples,
+        cpu: own + child,
+        capped,
+    })
+}
+
+/// Advances the bar every [`PROGRESS_EVERY`] round trips, and at the end
+/// by whatever the row did not run, so a capped row fills its share.
+struct Ticker<'a> {
+    bar: &'a Bar,
+    total: usize,
+    done: usize,
+    pending: usize,
+}
+
+impl<'a> Ticker<'a> {
+    fn new(bar: &'a Bar, total: usize) -> Self {
+        Self {
+            bar,
+            total,
+            done: 0,
+            pending: 0,
+        }
+    }
+
+    fn tick(&mut self) {
+        self.pending += 1;
+        if self.pending == PROGRESS_EVERY {
+            self.flush();
+        }
+    }
+
+    fn flush(&mut self) {
+        self.bar.advance(self.pending as u64);
+        self.done += self.pending;
+        self.pending = 0;
+    }
+
+    fn finish(mut self) {
+        self.flush();
+        self.bar
+            .advance(self.total.saturating_sub(self.done) as u64);
+    }
 }
 
 /// One request and its reply, every byte written and read on this side.
@@ -150,7 +266,7 @@ fn round_trip(endpoint: &mut dyn Endpoint, size: usize, marker: u8) -> Result<()
 }
 
 /// Joins what the parent measured with how the child ended.
-fn finish(measured: Result<Vec<Duration>, Error>, exit: Exit) -> Result<Summary, Error> {
+fn finish(measured: Result<Measured, Error>, exit: Exit) -> Result<Sample, Error> {
     let trouble = match exit {
         Exit::Exited(status) if status.success() => None,
         Exit::Exited(status) => Some(format!("the child exited with {status}")),
@@ -159,8 +275,14 @@ fn finish(measured: Result<Vec<Duration>, Error>, exit: Exit) -> Result<Summary,
         )),
     };
     match (measured, trouble) {
-        (Ok(mut samples), None) => {
-            Summary::of(&mut samples).ok_or_else(|| Error::new("no round trips were timed"))
+        (Ok(mut m), None) => {
+            let summary = Summary::of(&mut m.samples)
+                .ok_or_else(|| Error::new("no round trips were timed"))?;
+            Ok(Sample {
+                summary,
+                cpu: m.cpu.div_f64(summary.count as f64),
+                capped: m.capped,
+            })
         }
         (Ok(_), Some(why)) => Err(Error::new(why)),
         (Err(e), None) => Err(e),
@@ -168,20 +290,31 @@ fn finish(measured: Result<Vec<Duration>, Error>, exit: Exit) -> Result<Summary,
     }
 }
 
-/// In the child: echoes every request, until the parent closes its end.
-pub fn echo(endpoint: &mut dyn Endpoint) -> Result<(), Error> {
-    while let Some((len, marker)) = next_request(endpoint)? {
-        payload::fill(endpoint.prepare(len)?, payload::reply_marker(marker));
-        endpoint.send()?;
-    }
-    Ok(())
+/// What the child does with one message.
+enum Step {
+    Echo { len: usize, marker: u8 },
+    ReportCpu,
 }
 
-/// The next request's length and marker, every byte read and checked.
-fn next_request(endpoint: &mut dyn Endpoint) -> Result<Option<(usize, u8)>, Error> {
-    match endpoint.recv()? {
-        Some(request) => Ok(Some((request.len(), payload::read_request(request)?))),
-        None => Ok(None),
+/// In the child: echoes every request, and answers CPU queries, until the
+/// parent closes its end.
+pub fn echo(endpoint: &mut dyn Endpoint) -> Result<(), Error> {
+    loop {
+        let step = match endpoint.recv()? {
+            None => return Ok(()),
+            Some(message) if message == control::CPU_QUERY => Step::ReportCpu,
+            Some(request) => Step::Echo {
+                len: request.len(),
+                marker: payload::read_request(request)?,
+            },
+        };
+        match step {
+            Step::Echo { len, marker } => {
+                payload::fill(endpoint.prepare(len)?, payload::reply_marker(marker));
+                endpoint.send()?;
+            }
+            Step::ReportCpu => control::answer(endpoint, &[control::nanos(cpu::process_time())])?,
+        }
     }
 }
 

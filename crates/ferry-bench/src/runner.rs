@@ -1,83 +1,88 @@
-//! Runs a list of cases in order, each on a thread placed for it, and
-//! collects the rows that succeeded and the errors of those that did not.
+//! Runs rows: each on a thread of its own placed where the parent belongs,
+//! one line per finished row, and the errors of those that failed kept
+//! while the others go on.
 
 use std::thread;
+use std::time::{Duration, Instant};
 
 use crate::error::Error;
-use crate::pingpong::{self, Case};
-use crate::progress::Progress;
-use crate::report::Row;
-use crate::stats::Summary;
+use crate::matrix::Bench;
+use crate::progress::Bar;
 
-/// What a run produced.
-#[derive(Debug, Default)]
-pub struct Outcome {
-    /// One per case that succeeded, in run order.
-    pub rows: Vec<Row>,
-    /// One per case that failed, naming it.
-    pub failures: Vec<Error>,
+/// A row and everything its runs produced.
+#[derive(Debug)]
+pub struct Runs<C: Bench> {
+    /// The row.
+    pub case: C,
+    /// One per run that succeeded, in run order.
+    pub samples: Vec<C::Sample>,
+    /// Runs that failed.
+    pub failed: usize,
+    /// Wall-clock time of all its runs, child start-up and warm-up included.
+    pub wall: Duration,
 }
 
-impl Outcome {
-    /// `Ok` if every case succeeded, else an error naming the transports
-    /// that failed.
-    pub fn into_result(self) -> Result<Vec<Row>, (Vec<Row>, Error)> {
-        if self.failures.is_empty() {
-            return Ok(self.rows);
+impl<C: Bench> Runs<C> {
+    /// A row not yet run.
+    pub fn new(case: C) -> Self {
+        Self {
+            case,
+            samples: Vec::new(),
+            failed: 0,
+            wall: Duration::ZERO,
         }
-        let error = Error::new(format!(
-            "{} row(s) failed:\n  {}",
-            self.failures.len(),
-            self.failures
-                .iter()
-                .map(Error::to_string)
-                .collect::<Vec<_>>()
-                .join("\n  ")
-        ));
-        Err((self.rows, error))
     }
 }
 
-/// Runs every case, reporting each row as it finishes.
-pub fn run(cases: &[Case], progress: &Progress) -> Outcome {
-    let mut outcome = Outcome::default();
-    for (i, case) in cases.iter().enumerate() {
-        let label = format!("[{}/{}] {}", i + 1, cases.len(), case.label());
-        progress.start(&label);
-        match run_placed(case, progress) {
-            Ok(summary) => {
-                progress.note(&format!("{label}: {}", brief(&summary)));
-                outcome.rows.push(Row::new(case, &summary));
+/// Where a run is in the matrix, for its progress lines.
+#[derive(Debug, Clone, Copy)]
+pub struct RunIndex {
+    /// This run, from 0.
+    pub run: usize,
+    /// Runs in all.
+    pub runs: usize,
+}
+
+/// Runs one run of every row in `rows`, adding to each its sample or its
+/// failure; the failures' errors, naming their rows, go to `failures`.
+pub fn run_all<C: Bench>(rows: &mut [Runs<C>], at: RunIndex, bar: &Bar, failures: &mut Vec<Error>) {
+    let count = rows.len();
+    bar.resume();
+    for (i, row) in rows.iter_mut().enumerate() {
+        let run = match at.runs {
+            1 => String::new(),
+            n => format!(" run {}/{n}", at.run + 1),
+        };
+        let label = format!("[{}/{count}{run}] {}", i + 1, row.case.label());
+        bar.start(&label);
+        let start = Instant::now();
+        let outcome = run_placed(&row.case, bar);
+        row.wall += start.elapsed();
+        match outcome {
+            Ok(sample) => {
+                bar.note(&format!("{label}: {}", C::brief(&sample)));
+                row.samples.push(sample);
             }
             Err(e) => {
-                let e = e.within(case.label());
-                progress.note(&format!("{label}: FAILED: {e}"));
-                outcome.failures.push(e);
+                let e = e.within(format!("{}{run}", row.case.label()));
+                bar.note(&format!("{label}: FAILED: {e}"));
+                row.failed += 1;
+                failures.push(e);
             }
         }
     }
-    outcome
 }
 
 /// Runs `case` on a thread of its own, pinned where the parent belongs, so
 /// each case's placement leaves the others' untouched.
-fn run_placed(case: &Case, progress: &Progress) -> Result<Summary, Error> {
+fn run_placed<C: Bench>(case: &C, bar: &Bar) -> Result<C::Sample, Error> {
     thread::scope(|scope| {
         let worker = scope.spawn(|| {
-            case.placement.pin_parent()?;
-            pingpong::run(case, progress)
+            case.placement().pin_parent()?;
+            case.run(bar)
         });
         worker
             .join()
             .unwrap_or_else(|_| Err(Error::new("the measuring thread panicked")))
     })
-}
-
-fn brief(s: &Summary) -> String {
-    format!(
-        "p50 {:.2} µs, p99 {:.2} µs, max {:.2} µs",
-        crate::stats::micros(s.p50),
-        crate::stats::micros(s.p99),
-        crate::stats::micros(s.max)
-    )
 }

@@ -53,6 +53,52 @@ pub fn micros(d: Duration) -> f64 {
     d.as_secs_f64() * 1e6
 }
 
+/// The median of a value measured once per run, with the smallest and the
+/// largest: what `--repeat` reports for each row.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Spread {
+    /// The median of the runs' values (the mean of the middle two when the
+    /// number of runs is even).
+    pub median: f64,
+    /// The smallest run's value.
+    pub min: f64,
+    /// The largest run's value.
+    pub max: f64,
+}
+
+impl Spread {
+    /// The spread of `values`; `None` when there are none.
+    pub fn of(values: impl IntoIterator<Item = f64>) -> Option<Self> {
+        let mut values: Vec<f64> = values.into_iter().collect();
+        values.sort_by(f64::total_cmp);
+        let (&min, &max) = (values.first()?, values.last()?);
+        Some(Self {
+            median: median_of_sorted(&values),
+            min,
+            max,
+        })
+    }
+}
+
+/// The median of sorted, non-empty values.
+fn median_of_sorted(sorted: &[f64]) -> f64 {
+    let mid = sorted.len() / 2;
+    if sorted.len() % 2 == 1 {
+        sorted[mid]
+    } else {
+        (sorted[mid - 1] + sorted[mid]) / 2.0
+    }
+}
+
+/// The median of `values` (reordering them); `None` when there are none.
+pub fn median(values: &mut [f64]) -> Option<f64> {
+    if values.is_empty() {
+        return None;
+    }
+    values.sort_by(f64::total_cmp);
+    Some(median_of_sorted(values))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -81,6 +127,16 @@ mod tests {
     #[test]
     fn no_samples_no_summary() {
         assert!(Summary::of(&mut []).is_none());
+    }
+
+    #[test]
+    fn spreads_take_the_middle_run() {
+        let s = Spread::of([3.0, 1.0, 2.0]).unwrap();
+        assert_eq!((s.median, s.min, s.max), (2.0, 1.0, 3.0));
+        let s = Spread::of([4.0, 1.0, 2.0, 8.0]).unwrap();
+        assert_eq!((s.median, s.min, s.max), (3.0, 1.0, 8.0));
+        assert!(Spread::of([]).is_none());
+        assert_eq!(median(&mut [5.0, 1.0, 9.0]), Some(5.0));
     }
 
     #[test]

@@ -52,7 +52,7 @@ impl Messages {
         if (seq as usize) < EDGES.len() {
             return EDGES[seq as usize];
         }
-        if seq % 5_000 == 0 {
+        if seq.is_multiple_of(5_000) {
             return EDGES[(seq / 5_000) as usize % EDGES.len()];
         }
         match r % 100 {

@@ -36,7 +36,11 @@ fn parse_batch(msg: &[u8]) -> (usize, usize) {
 /// Options of the `idx`th pipe: mostly small rings, every 100th the
 /// default; the three wait strategies in turn.
 fn options(idx: usize) -> PipeOptions {
-    let capacity = if idx % 100 == 0 { 256 * 1024 } else { 4096 };
+    let capacity = if idx.is_multiple_of(100) {
+        256 * 1024
+    } else {
+        4096
+    };
     let wait = [Wait::Block, Wait::Adaptive, Wait::Spin][idx % 3];
     PipeOptions::new().capacity(capacity).wait(wait)
 }
@@ -188,14 +192,14 @@ fn holder() {
 }
 
 fn take_pipe(pipe: Pipe, idx: usize, held: &mut Vec<Pipe>) {
-    if idx % 7 == 0 {
+    if idx.is_multiple_of(7) {
         assert_eq!(
             pipe.recv().expect("early"),
             format!("early {idx}").as_bytes()
         );
     }
     answer(&pipe);
-    if idx % BACK_EVERY == 0 {
+    if idx.is_multiple_of(BACK_EVERY) {
         let (mine, theirs) = PipeOptions::new().capacity(4096).pipe().expect("pipe");
         pipe.send_with(b"back", vec![theirs])
             .expect("send a pipe end back");

@@ -1,4 +1,5 @@
-//! ferry's pipes, with each of its wait strategies.
+//! ferry's pipes, with each of its wait strategies, and with the payload
+//! copied in and out or written and read in place (`ferry-loan`).
 //!
 //! The parent spawns the child with [`::ferry::PipeOptions::spawn`]; the
 //! child takes its end with [`::ferry::Pipe::from_parent`] and sets the same
@@ -6,8 +7,9 @@
 //! default.
 
 use std::process::Command;
+use std::time::Duration;
 
-use ::ferry::{PipeOptions, RecvError, Wait};
+use ::ferry::{Loan, PipeOptions, RecvError, SharedBytes, Wait};
 
 use super::{Connection, Endpoint, Transport};
 use crate::error::{Context, Error};
@@ -17,6 +19,18 @@ use crate::error::{Context, Error};
 pub struct Ferry {
     name: &'static str,
     wait: Wait,
+    payload: Payload,
+}
+
+/// How a message's bytes meet the pipe.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Payload {
+    /// Copied in by [`::ferry::Pipe::send`] and out by
+    /// [`::ferry::Pipe::recv_into`].
+    Copied,
+    /// Written in place into a [`Loan`] and read in place from
+    /// [`SharedBytes`].
+    InPlace,
 }
 
 impl Ferry {
@@ -24,16 +38,26 @@ impl Ferry {
     pub const ADAPTIVE: Self = Self {
         name: "ferry",
         wait: Wait::Adaptive,
+        payload: Payload::Copied,
     };
     /// Busy-poll, never sleep.
     pub const SPIN: Self = Self {
         name: "ferry-spin",
         wait: Wait::Spin,
+        payload: Payload::Copied,
     };
     /// Sleep on the futex at once.
     pub const BLOCK: Self = Self {
         name: "ferry-block",
         wait: Wait::Block,
+        payload: Payload::Copied,
+    };
+    /// The default wait, each message written once in place in a loaned
+    /// slot and read in place.
+    pub const LOAN: Self = Self {
+        name: "ferry-loan",
+        wait: Wait::Adaptive,
+        payload: Payload::InPlace,
     };
 }
 
@@ -55,13 +79,29 @@ impl Transport for Ferry {
             .wait(self.wait)
             .spawn(command)
             .context("spawning the child with a ferry pipe")?;
-        Ok(Connection::new(child, Box::new(FerryEndpoint::new(pipe))))
+        Ok(Connection::new(child, self.endpoint(pipe, Side::Parent)))
     }
 
     fn connect_to_parent(&self) -> Result<Box<dyn Endpoint>, Error> {
         let pipe = ::ferry::Pipe::from_parent().context("taking the ferry pipe from the parent")?;
         pipe.set_wait(self.wait);
-        Ok(Box::new(FerryEndpoint::new(pipe)))
+        Ok(self.endpoint(pipe, Side::Child))
+    }
+}
+
+/// Which process an endpoint is in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Side {
+    Parent,
+    Child,
+}
+
+impl Ferry {
+    fn endpoint(&self, pipe: ::ferry::Pipe, side: Side) -> Box<dyn Endpoint> {
+        match self.payload {
+            Payload::Copied => Box::new(FerryEndpoint::new(pipe)),
+            Payload::InPlace => Box::new(LoanEndpoint::new(pipe, side)),
+        }
     }
 }
 
@@ -99,6 +139,88 @@ impl Endpoint for FerryEndpoint {
             Ok(()) => Ok(Some(&self.inbox)),
             Err(RecvError::Disconnected) => Ok(None),
             Err(e) => Err(e).context("receiving on the ferry pipe"),
+        }
+    }
+}
+
+/// A ferry pipe end that writes each message in place into a loaned slot
+/// and reads each in place from a shared view.
+///
+/// A [`Loan`] borrows its pipe, and [`Endpoint::prepare`] hands out the
+/// loan's bytes until [`Endpoint::send`], so the endpoint keeps the loan
+/// next to the pipe it borrows. Without unsafe code that needs a pipe that
+/// lives as long as the process, so the pipe is leaked: the benchmark
+/// process is short-lived, and each row leaks one pipe with its ring and
+/// the pool blocks bound to its link (a few MiB). A leaked pipe is never
+/// dropped, so its peer would never see it hang up; instead, dropping the
+/// endpoint sends an empty message, which ends the stream
+/// ([`Endpoint::recv`] returns `None`). No workload sends empty messages:
+/// requests carry a marker byte, control messages a phrase.
+struct LoanEndpoint {
+    pipe: &'static ::ferry::Pipe,
+    /// The slot of the message being written, from `prepare` to `send`.
+    loan: Option<Loan<'static>>,
+    /// The last message received, held (its block lent to us) until the
+    /// next `recv`.
+    view: Option<SharedBytes>,
+    side: Side,
+}
+
+/// How long a dropped endpoint tries to send the end of the stream.
+const END_TIMEOUT: Duration = Duration::from_millis(100);
+
+impl LoanEndpoint {
+    fn new(pipe: ::ferry::Pipe, side: Side) -> Self {
+        Self {
+            pipe: Box::leak(Box::new(pipe)),
+            loan: None,
+            view: None,
+            side,
+        }
+    }
+}
+
+impl Endpoint for LoanEndpoint {
+    fn prepare(&mut self, len: usize) -> Result<&mut [u8], Error> {
+        if len == 0 {
+            return Err(Error::new(
+                "ferry-loan cannot send an empty message: it marks the end of the stream",
+            ));
+        }
+        // A loan not sent goes back to the pool here, before taking another.
+        self.loan = None;
+        let loan = self.pipe.loan(len).context("loaning a slot")?;
+        Ok(self.loan.insert(loan))
+    }
+
+    fn send(&mut self) -> Result<(), Error> {
+        let loan = self
+            .loan
+            .take()
+            .ok_or_else(|| Error::new("send without prepare"))?;
+        loan.send().context("sending a loaned slot")
+    }
+
+    fn recv(&mut self) -> Result<Option<&[u8]>, Error> {
+        // The last view's block goes back to the sender's pool first.
+        self.view = None;
+        match self.pipe.recv_shared() {
+            Ok(view) if view.is_empty() => Ok(None),
+            Ok(view) => Ok(Some(self.view.insert(view))),
+            Err(RecvError::Disconnected) => Ok(None),
+            Err(e) => Err(e).context("receiving a shared view"),
+        }
+    }
+}
+
+impl Drop for LoanEndpoint {
+    fn drop(&mut self) {
+        self.loan = None;
+        self.view = None;
+        // The peer may be gone already, which is no error here.
+        let _ = self.pipe.send_timeout(&[], END_TIMEOUT);
+        if self.side == Side::Parent {
+            eprintln!("ferry-loan pool_stats: {:?}", ::ferry::pool_stats());
         }
     }
 }

@@ -12,7 +12,11 @@
 mod ferry;
 mod framed;
 mod guard;
+mod iceoryx2;
+mod ipc_channel;
 mod pipe;
+mod shm_floor;
+mod unix_seqpacket;
 mod unix_stream;
 
 use std::fmt::Debug;
@@ -80,8 +84,16 @@ pub const ALL: &[&dyn Transport] = &[
     &ferry::Ferry::ADAPTIVE,
     &ferry::Ferry::SPIN,
     &ferry::Ferry::BLOCK,
+    &ferry::Ferry::LOAN,
     &unix_stream::UnixStream,
     &pipe::Pipe,
+    &unix_seqpacket::UnixSeqpacket,
+    &shm_floor::ShmFloor::FUTEX,
+    &shm_floor::ShmFloor::SPIN,
+    &ipc_channel::IpcChannel::BYTES,
+    &ipc_channel::IpcChannel::TYPED,
+    &iceoryx2::Iceoryx2::EVENT,
+    &iceoryx2::Iceoryx2::SPIN,
 ];
 
 /// The transport called `name`.

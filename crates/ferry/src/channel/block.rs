@@ -4,7 +4,7 @@
 //! read one in place.
 
 use std::ops::{Deref, DerefMut};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::send::Tx;
 use super::{Pipe, RecvError, SendError};
@@ -17,6 +17,10 @@ use crate::wire::frame::{BLOCK_REF, HANDLE_ID, Kind, Tag};
 /// travel out of line in a pool block (see the crate docs for the
 /// measurements behind it); smaller ones are copied through the ring.
 pub const OUT_OF_LINE: usize = 64 * 1024;
+
+/// How long a sender waits for one of its blocks to come back, with the
+/// link's pool at its cap, before sending through the ring instead.
+const PATIENCE: Duration = Duration::from_millis(2);
 
 fn io_error(e: std::io::Error) -> SendError {
     match e.kind() {
@@ -39,7 +43,7 @@ impl Pipe {
         id_bytes: &[u8],
         deadline: Option<Instant>,
     ) -> Result<bool, SendError> {
-        let Some((id, mut block)) = self.lend_block(link, bytes.len())? else {
+        let Some((id, mut block)) = self.lend_block(link, bytes.len(), deadline)? else {
             return Ok(false);
         };
         block.bytes_mut()[..bytes.len()].copy_from_slice(bytes);
@@ -48,18 +52,45 @@ impl Pipe {
     }
 
     /// A free block of at least `len` bytes from the link's pool, or `None`
-    /// when the pool is at its cap and nothing came back: a sender never
-    /// waits for blocks.
-    fn lend_block(&self, link: &Link, len: usize) -> Result<Option<(u32, Block)>, SendError> {
+    /// for the ring instead: when no block size holds `len` within the cap,
+    /// or when the pool stays at its cap with every block out for
+    /// [`PATIENCE`] (a receiver holding views for long must not stall the
+    /// sender). A block usually comes back within one message's time, so a
+    /// stream waits briefly rather than mapping ever more blocks.
+    fn lend_block(
+        &self,
+        link: &Link,
+        len: usize,
+        deadline: Option<Instant>,
+    ) -> Result<Option<(u32, Block)>, SendError> {
         let Some(class) = class_for(len) else {
             return Ok(None);
         };
-        if let Some(failure) = link.failure() {
-            return Err(failure.into());
+        let mut waited_since = None;
+        loop {
+            if let Some(failure) = link.failure() {
+                return Err(failure.into());
+            }
+            let lent = link
+                .with_pool(|pool| pool.fits(class).then(|| pool.alloc(class, link)))
+                .map_err(io_error)?;
+            match lent {
+                None => return Ok(None),
+                Some(Ok(Some(lent))) => return Ok(Some(lent)),
+                Some(Err(e)) => return Err(io_error(e)),
+                Some(Ok(None)) => {}
+            }
+            let now = Instant::now();
+            let since = *waited_since.get_or_insert(now);
+            if now - since >= PATIENCE {
+                crate::shm::reserve::blocks().count_ring_fallback();
+                return Ok(None);
+            }
+            if deadline.is_some_and(|d| now >= d) {
+                return Err(SendError::Timeout);
+            }
+            std::thread::sleep(Duration::from_micros(20));
         }
-        link.with_pool(|pool, peer| pool.alloc(class, peer))
-            .and_then(|r| r)
-            .map_err(io_error)
     }
 
     /// Puts a written block back in the pool as sent, and its descriptor
@@ -76,7 +107,7 @@ impl Pipe {
         deadline: Option<Instant>,
     ) -> Result<(), SendError> {
         let generation = link
-            .with_pool(|pool, _| pool.commit(id, block))
+            .with_pool(|pool| pool.commit(id, block))
             .map_err(io_error)?;
         let mut head = [0u8; BLOCK_REF];
         head[..4].copy_from_slice(&id.to_le_bytes());
@@ -88,7 +119,7 @@ impl Pipe {
         };
         let result = self.push(tx, tag, &[&head, id_bytes], deadline);
         if result.is_err() {
-            let _ = link.with_pool(|pool, _| pool.cancel(id));
+            let _ = link.with_pool(|pool| pool.cancel(id));
         }
         result
     }
@@ -118,7 +149,7 @@ impl Pipe {
             });
         }
         let block = match self.link.get() {
-            Some(link) => self.lend_block(link, len)?,
+            Some(link) => self.lend_block(link, len, None)?,
             None => None,
         };
         let slot = match block {
@@ -217,7 +248,7 @@ impl Drop for Loan<'_> {
         if let Slot::Block((id, block)) = std::mem::replace(&mut self.slot, Slot::Sent)
             && let Some(link) = self.pipe.link()
         {
-            let _ = link.with_pool(|pool, _| pool.give_back(id, block));
+            let _ = link.with_pool(|pool| pool.give_back(id, block));
         }
     }
 }

@@ -48,9 +48,11 @@ impl PipeOptions {
     }
 
     /// Most bytes of shared-memory blocks (for large messages) mapped per
-    /// direction on the link a spawned child is joined by; 1 GiB by default.
-    /// Enforced before mapping: a send that would pass it waits for blocks
-    /// to come back instead.
+    /// direction on the link a spawned child is joined by; 64 MiB by
+    /// default. Enforced before mapping: at the cap a sender waits briefly
+    /// for a block to come back, then sends through the ring instead; a
+    /// message whose block would not fit the cap at all always goes
+    /// through the ring.
     pub fn pool_cap(mut self, bytes: usize) -> Self {
         self.pool_cap = bytes;
         self

@@ -23,7 +23,7 @@ use crate::wire::record::{RECORD_LEN, Record};
 pub(crate) const BOOTSTRAP_ID: u64 = 0;
 
 /// Default cap on the bytes of pool blocks mapped per link direction.
-pub const DEFAULT_POOL_CAP: usize = 1 << 30;
+pub const DEFAULT_POOL_CAP: usize = 64 << 20;
 
 /// Most pipe ends a peer may send ahead of the messages that claim them.
 const MAX_PENDING: usize = 4096;
@@ -224,11 +224,9 @@ impl Link {
     }
 
     /// Runs `f` on this side's send pool, making it (and announcing its
-    /// release table) on first use.
-    pub(crate) fn with_pool<R>(
-        &self,
-        f: impl FnOnce(&mut SendPool, &dyn Announce) -> R,
-    ) -> io::Result<R> {
+    /// release table) on first use. The link itself is the pool's
+    /// [`Announce`]r.
+    pub(crate) fn with_pool<R>(&self, f: impl FnOnce(&mut SendPool) -> R) -> io::Result<R> {
         let mut pool = self.pool.lock().unwrap_or_else(|e| e.into_inner());
         if pool.is_none() {
             let table = Record::ReleaseTable.encode();
@@ -242,7 +240,7 @@ impl Link {
         if self.failure().is_some() {
             pool.reclaim_all();
         }
-        Ok(f(pool, self))
+        Ok(f(pool))
     }
 }
 

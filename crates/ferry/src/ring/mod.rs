@@ -238,7 +238,7 @@ impl<S: Storage> Consumer<S> {
         // the frame bytes below it are visible to our reads.
         let tail = self.storage.control().producer.pos.load(Ordering::Acquire);
         let cap = self.storage.capacity() as u64;
-        if tail < self.head || tail - self.head > cap || tail % FRAME_ALIGN as u64 != 0 {
+        if tail < self.head || tail - self.head > cap || !tail.is_multiple_of(FRAME_ALIGN as u64) {
             return Err(Corrupt("producer published an impossible write position"));
         }
         self.tail = tail;

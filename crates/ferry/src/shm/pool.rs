@@ -80,7 +80,6 @@ impl SendPool {
         }
         let next = self.ledger.next_id();
         if self.mapped + class_size(class) > self.cap || next as usize >= SLOTS {
-            reserve::blocks().count_ring_fallback();
             return Ok(None);
         }
         let mut block = reserve::take(class)?;
@@ -105,6 +104,11 @@ impl SendPool {
             peer.retire(id)?;
         }
         Ok(())
+    }
+
+    /// Whether a block of `class` can ever be had within the cap.
+    pub fn fits(&self, class: usize) -> bool {
+        class_size(class) <= self.cap
     }
 
     /// Takes back lent block `id`, now written and about to be named in a

@@ -1,0 +1,609 @@
+//! In-process call costs, the table of the Mojo in-process study: what a
+//! trivial `add(i32, i32)` and an `echo(String)` cost when called directly,
+//! through a boxed closure, on another thread (a request and a reply through
+//! std's mpsc or crossbeam's channels), and through a ferry pipe whose two
+//! ends are in this process, on two threads or on one.
+//!
+//! Every row makes the same argument and checks the same result, so the
+//! rows differ only in how the call travels. Each run times batches of
+//! calls and reports the median batch's nanoseconds per call.
+
+use std::hint::black_box;
+use std::sync::mpsc;
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use ::ferry::{Pipe, RecvError};
+
+use crate::error::{Context, Error};
+use crate::matrix::Bench;
+use crate::placement::Placement;
+use crate::progress::Bar;
+use crate::stats::median;
+
+/// Timed batches per run (after one untimed batch).
+pub const BATCHES: usize = 20;
+/// With `--quick`, this share of the default count.
+const QUICK_SHARE: usize = 20;
+/// What `echo` is called with: 12 bytes, the smallest pingpong message.
+const TEXT: &str = "hello, ferry";
+
+/// The function called.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Call {
+    /// `add(i32, i32) -> i32`.
+    Add,
+    /// `echo(String) -> String`, the string moved in and back out.
+    Echo,
+}
+
+impl Call {
+    /// Both functions, in report order.
+    pub const ALL: [Self; 2] = [Self::Add, Self::Echo];
+
+    /// The name in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Add => "add(i32, i32)",
+            Self::Echo => "echo(String)",
+        }
+    }
+}
+
+/// How the call travels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Via {
+    /// A plain function call (not inlined).
+    Direct,
+    /// A `Box<dyn Fn>` called through its vtable.
+    Closure,
+    /// Another thread, a request and a reply through `std::sync::mpsc`.
+    StdMpsc,
+    /// Another thread, a request and a reply through `crossbeam-channel`.
+    Crossbeam,
+    /// Another thread, through the two ends of a `ferry::pipe()`.
+    FerryThreads,
+    /// One thread: send on one end of a `ferry::pipe()`, receive on the
+    /// other, answer, and receive the answer.
+    FerryOneThread,
+}
+
+impl Via {
+    /// Every way, in report order.
+    pub const ALL: [Self; 6] = [
+        Self::Direct,
+        Self::Closure,
+        Self::StdMpsc,
+        Self::Crossbeam,
+        Self::FerryThreads,
+        Self::FerryOneThread,
+    ];
+
+    /// The name in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Direct => "direct",
+            Self::Closure => "boxed-closure",
+            Self::StdMpsc => "std-mpsc",
+            Self::Crossbeam => "crossbeam",
+            Self::FerryThreads => "ferry-2-threads",
+            Self::FerryOneThread => "ferry-1-thread",
+        }
+    }
+
+    /// What the name means, for the report's legend.
+    pub fn meaning(self) -> &'static str {
+        match self {
+            Self::Direct => "a plain function call, not inlined",
+            Self::Closure => "a `Box<dyn Fn>` called through its vtable",
+            Self::StdMpsc => "another thread: request and reply through `std::sync::mpsc` channels",
+            Self::Crossbeam => "another thread: request and reply through `crossbeam-channel`",
+            Self::FerryThreads => {
+                "another thread: request and reply through the two ends of a `ferry::pipe()`"
+            }
+            Self::FerryOneThread => {
+                "one thread: send on one end of a `ferry::pipe()`, receive on the other, reply, receive"
+            }
+        }
+    }
+
+    /// Calls per run by default: enough for some tens of milliseconds.
+    pub fn default_count(self, quick: bool) -> usize {
+        let count = match self {
+            Self::Direct | Self::Closure => 2_000_000,
+            Self::FerryOneThread => 200_000,
+            Self::StdMpsc | Self::Crossbeam | Self::FerryThreads => 20_000,
+        };
+        match quick {
+            true => (count / QUICK_SHARE).max(BATCHES),
+            false => count,
+        }
+    }
+}
+
+/// One row: a function called one way.
+#[derive(Debug, Clone, Copy)]
+pub struct Case {
+    /// The function.
+    pub call: Call,
+    /// How the call travels.
+    pub via: Via,
+    /// Where the caller runs (and the callee's thread, where there is one).
+    pub placement: Placement,
+    /// Timed calls per run.
+    pub count: usize,
+    /// The row stops once it has run this long.
+    pub cap: Duration,
+}
+
+/// What one run of a row measured.
+#[derive(Debug, Clone, Copy)]
+pub struct Sample {
+    /// The median batch's nanoseconds per call.
+    pub ns_per_call: f64,
+    /// Timed calls.
+    pub calls: usize,
+    /// The time cap stopped the row before its count.
+    pub capped: bool,
+}
+
+impl Bench for Case {
+    type Sample = Sample;
+
+    fn label(&self) -> String {
+        format!(
+            "{} via {} ({})",
+            self.call.name(),
+            self.via.name(),
+            self.placement.name()
+        )
+    }
+
+    fn placement(&self) -> Placement {
+        self.placement
+    }
+
+    fn work(&self) -> u64 {
+        BATCHES as u64 + 1
+    }
+
+    fn run(&self, bar: &Bar) -> Result<Sample, Error> {
+        match self.call {
+            Call::Add => run::<Add>(self, bar),
+            Call::Echo => run::<Echo>(self, bar),
+        }
+    }
+
+    fn brief(sample: &Sample) -> String {
+        let capped = if sample.capped { " (capped)" } else { "" };
+        format!("{:.1} ns per call{capped}", sample.ns_per_call)
+    }
+}
+
+/// A function, its argument and result, and their encoding for a pipe.
+trait Func: 'static {
+    type Arg: Send + 'static;
+    type Ret: Send + 'static;
+    /// The argument of call `i`.
+    fn arg(i: u32) -> Self::Arg;
+    /// The function itself.
+    fn compute(arg: Self::Arg) -> Self::Ret;
+    /// Whether `ret` is the right result of call `i`.
+    fn check(i: u32, ret: &Self::Ret) -> bool;
+    fn put_arg(arg: &Self::Arg, out: &mut Vec<u8>);
+    fn take_arg(bytes: &[u8]) -> Result<Self::Arg, Error>;
+    fn put_ret(ret: &Self::Ret, out: &mut Vec<u8>);
+    fn take_ret(bytes: &[u8]) -> Result<Self::Ret, Error>;
+}
+
+struct Add;
+
+impl Func for Add {
+    type Arg = (i32, i32);
+    type Ret = i32;
+
+    fn arg(i: u32) -> (i32, i32) {
+        (i as i32, 1)
+    }
+    #[inline]
+    fn compute((a, b): (i32, i32)) -> i32 {
+        a.wrapping_add(b)
+    }
+    fn check(i: u32, ret: &i32) -> bool {
+        *ret == (i as i32).wrapping_add(1)
+    }
+    fn put_arg(&(a, b): &(i32, i32), out: &mut Vec<u8>) {
+        out.extend_from_slice(&a.to_le_bytes());
+        out.extend_from_slice(&b.to_le_bytes());
+    }
+    fn take_arg(bytes: &[u8]) -> Result<(i32, i32), Error> {
+        let (a, b) = bytes
+            .split_first_chunk::<4>()
+            .ok_or_else(|| Error::new("add's arguments are cut short"))?;
+        let b = b
+            .first_chunk::<4>()
+            .ok_or_else(|| Error::new("add's arguments are cut short"))?;
+        Ok((i32::from_le_bytes(*a), i32::from_le_bytes(*b)))
+    }
+    fn put_ret(ret: &i32, out: &mut Vec<u8>) {
+        out.extend_from_slice(&ret.to_le_bytes());
+    }
+    fn take_ret(bytes: &[u8]) -> Result<i32, Error> {
+        let ret = bytes
+            .first_chunk::<4>()
+            .ok_or_else(|| Error::new("add's result is cut short"))?;
+        Ok(i32::from_le_bytes(*ret))
+    }
+}
+
+struct Echo;
+
+impl Func for Echo {
+    type Arg = String;
+    type Ret = String;
+
+    fn arg(_: u32) -> String {
+        TEXT.to_string()
+    }
+    #[inline]
+    fn compute(text: String) -> String {
+        text
+    }
+    fn check(_: u32, ret: &String) -> bool {
+        ret == TEXT
+    }
+    fn put_arg(text: &String, out: &mut Vec<u8>) {
+        out.extend_from_slice(text.as_bytes());
+    }
+    fn take_arg(bytes: &[u8]) -> Result<String, Error> {
+        String::from_utf8(bytes.to_vec()).context("echo's argument")
+    }
+    fn put_ret(text: &String, out: &mut Vec<u8>) {
+        out.extend_from_slice(text.as_bytes());
+    }
+    fn take_ret(bytes: &[u8]) -> Result<String, Error> {
+        String::from_utf8(bytes.to_vec()).context("echo's result")
+    }
+}
+
+/// The function, called for real: a call the compiler may not inline.
+#[inline(never)]
+fn direct<F: Func>(arg: F::Arg) -> F::Ret {
+    F::compute(arg)
+}
+
+/// One way of making the call.
+trait Caller<F: Func> {
+    fn call(&mut self, arg: F::Arg) -> Result<F::Ret, Error>;
+    /// Stops the callee's thread, if any, and returns what it failed with.
+    fn close(self) -> Result<(), Error>;
+}
+
+fn run<F: Func>(case: &Case, bar: &Bar) -> Result<Sample, Error> {
+    let placement = case.placement;
+    match case.via {
+        Via::Direct => time::<F, _>(Direct, case, bar),
+        Via::Closure => time::<F, _>(Closure::<F>(Box::new(F::compute)), case, bar),
+        Via::StdMpsc => time::<F, _>(StdHop::<F>::start(placement), case, bar),
+        Via::Crossbeam => time::<F, _>(CrossbeamHop::<F>::start(placement), case, bar),
+        Via::FerryThreads => time::<F, _>(FerryThreads::<F>::start(placement)?, case, bar),
+        Via::FerryOneThread => time::<F, _>(FerryOneThread::new()?, case, bar),
+    }
+}
+
+/// Times the row's batches, then closes the caller.
+fn time<F: Func, C: Caller<F>>(mut caller: C, case: &Case, bar: &Bar) -> Result<Sample, Error> {
+    let timed = batches::<F, C>(&mut caller, case, bar);
+    let closed = caller.close();
+    let sample = timed?;
+    closed.map(|()| sample)
+}
+
+fn batches<F: Func, C: Caller<F>>(caller: &mut C, case: &Case, bar: &Bar) -> Result<Sample, Error> {
+    let per_batch = (case.count / BATCHES).max(1);
+    batch::<F, C>(caller, per_batch).map_err(|e| e.within("warming up"))?;
+    bar.advance(1);
+    let started = Instant::now();
+    let mut per_call = Vec::with_capacity(BATCHES);
+    let mut capped = false;
+    for b in 0..BATCHES {
+        let start = Instant::now();
+        batch::<F, C>(caller, per_batch).map_err(|e| e.within(format!("batch {b}")))?;
+        per_call.push(start.elapsed().as_nanos() as f64 / per_batch as f64);
+        bar.advance(1);
+        if started.elapsed() > case.cap && b + 1 < BATCHES {
+            capped = true;
+            bar.advance((BATCHES - b - 1) as u64);
+            break;
+        }
+    }
+    let calls = per_batch * per_call.len();
+    let ns_per_call = median(&mut per_call).unwrap_or(f64::NAN);
+    Ok(Sample {
+        ns_per_call,
+        calls,
+        capped,
+    })
+}
+
+fn batch<F: Func, C: Caller<F>>(caller: &mut C, calls: usize) -> Result<(), Error> {
+    for i in 0..calls as u32 {
+        let ret = black_box(caller.call(F::arg(black_box(i)))?);
+        if !F::check(i, &ret) {
+            return Err(Error::new(format!("call {i} returned a wrong result")));
+        }
+    }
+    Ok(())
+}
+
+struct Direct;
+
+impl<F: Func> Caller<F> for Direct {
+    #[inline]
+    fn call(&mut self, arg: F::Arg) -> Result<F::Ret, Error> {
+        Ok(direct::<F>(arg))
+    }
+    fn close(self) -> Result<(), Error> {
+        Ok(())
+    }
+}
+
+type BoxedFn<F> = Box<dyn Fn(<F as Func>::Arg) -> <F as Func>::Ret>;
+
+struct Closure<F: Func>(BoxedFn<F>);
+
+impl<F: Func> Caller<F> for Closure<F> {
+    #[inline]
+    fn call(&mut self, arg: F::Arg) -> Result<F::Ret, Error> {
+        // Hidden from the optimizer, so the call stays indirect.
+        let f = black_box(&self.0);
+        Ok(f(arg))
+    }
+    fn close(self) -> Result<(), Error> {
+        Ok(())
+    }
+}
+
+/// The callee's thread, placed where the placement puts the child.
+struct Callee(JoinHandle<Result<(), Error>>);
+
+impl Callee {
+    fn spawn(
+        placement: Placement,
+        serve: impl FnOnce() -> Result<(), Error> + Send + 'static,
+    ) -> Self {
+        Self(thread::spawn(move || {
+            placement.pin_child()?;
+            serve()
+        }))
+    }
+
+    fn join(self) -> Result<(), Error> {
+        self.0
+            .join()
+            .unwrap_or_else(|_| Err(Error::new("the callee's thread panicked")))
+            .map_err(|e| e.within("the callee's thread"))
+    }
+}
+
+/// The error of a call whose callee has gone: its thread's own error if it
+/// ended with one.
+fn callee_gone(callee: Option<Callee>) -> Error {
+    match callee.map(Callee::join) {
+        Some(Err(e)) => e,
+        _ => Error::new("the callee's thread stopped answering"),
+    }
+}
+
+struct StdHop<F: Func> {
+    requests: Option<mpsc::Sender<F::Arg>>,
+    replies: mpsc::Receiver<F::Ret>,
+    callee: Option<Callee>,
+}
+
+impl<F: Func> StdHop<F> {
+    fn start(placement: Placement) -> Self {
+        let (requests, inbox) = mpsc::channel::<F::Arg>();
+        let (outbox, replies) = mpsc::channel();
+        let callee = Callee::spawn(placement, move || {
+            while let Ok(arg) = inbox.recv() {
+                if outbox.send(F::compute(arg)).is_err() {
+                    break;
+                }
+            }
+            Ok(())
+        });
+        Self {
+            requests: Some(requests),
+            replies,
+            callee: Some(callee),
+        }
+    }
+}
+
+impl<F: Func> Caller<F> for StdHop<F> {
+    fn call(&mut self, arg: F::Arg) -> Result<F::Ret, Error> {
+        let sent = self.requests.as_ref().map(|r| r.send(arg).is_ok());
+        match (sent, self.replies.recv()) {
+            (Some(true), Ok(ret)) => Ok(ret),
+            _ => Err(callee_gone(self.callee.take())),
+        }
+    }
+    fn close(mut self) -> Result<(), Error> {
+        drop(self.requests.take());
+        self.callee.take().map_or(Ok(()), Callee::join)
+    }
+}
+
+struct CrossbeamHop<F: Func> {
+    requests: Option<crossbeam_channel::Sender<F::Arg>>,
+    replies: crossbeam_channel::Receiver<F::Ret>,
+    callee: Option<Callee>,
+}
+
+impl<F: Func> CrossbeamHop<F> {
+    fn start(placement: Placement) -> Self {
+        let (requests, inbox) = crossbeam_channel::unbounded::<F::Arg>();
+        let (outbox, replies) = crossbeam_channel::unbounded();
+        let callee = Callee::spawn(placement, move || {
+            while let Ok(arg) = inbox.recv() {
+                if outbox.send(F::compute(arg)).is_err() {
+                    break;
+                }
+            }
+            Ok(())
+        });
+        Self {
+            requests: Some(requests),
+            replies,
+            callee: Some(callee),
+        }
+    }
+}
+
+impl<F: Func> Caller<F> for CrossbeamHop<F> {
+    fn call(&mut self, arg: F::Arg) -> Result<F::Ret, Error> {
+        let sent = self.requests.as_ref().map(|r| r.send(arg).is_ok());
+        match (sent, self.replies.recv()) {
+            (Some(true), Ok(ret)) => Ok(ret),
+            _ => Err(callee_gone(self.callee.take())),
+        }
+    }
+    fn close(mut self) -> Result<(), Error> {
+        drop(self.requests.take());
+        self.callee.take().map_or(Ok(()), Callee::join)
+    }
+}
+
+/// Receives the next message into `buf`; `false` once the other end closed.
+fn recv_into(pipe: &Pipe, buf: &mut Vec<u8>) -> Result<bool, Error> {
+    match pipe.recv_into(buf) {
+        Ok(()) => Ok(true),
+        Err(RecvError::Disconnected) => Ok(false),
+        Err(e) => Err(e).context("receiving on the ferry pipe"),
+    }
+}
+
+/// Answers one call whose argument is in `inbox`, from `pipe`.
+fn answer<F: Func>(pipe: &Pipe, inbox: &[u8], out: &mut Vec<u8>) -> Result<(), Error> {
+    let ret = F::compute(F::take_arg(inbox)?);
+    out.clear();
+    F::put_ret(&ret, out);
+    pipe.send(out).context("answering on the ferry pipe")
+}
+
+struct FerryThreads<F: Func> {
+    pipe: Option<Pipe>,
+    out: Vec<u8>,
+    inbox: Vec<u8>,
+    callee: Option<Callee>,
+    func: std::marker::PhantomData<F>,
+}
+
+impl<F: Func> FerryThreads<F> {
+    fn start(placement: Placement) -> Result<Self, Error> {
+        let (pipe, theirs) = ::ferry::pipe().context("making a ferry pipe")?;
+        let callee = Callee::spawn(placement, move || {
+            let (mut inbox, mut out) = (Vec::new(), Vec::new());
+            while recv_into(&theirs, &mut inbox)? {
+                answer::<F>(&theirs, &inbox, &mut out)?;
+            }
+            Ok(())
+        });
+        Ok(Self {
+            pipe: Some(pipe),
+            out: Vec::new(),
+            inbox: Vec::new(),
+            callee: Some(callee),
+            func: std::marker::PhantomData,
+        })
+    }
+
+    fn exchange(&mut self, arg: &F::Arg) -> Result<bool, Error> {
+        let Some(pipe) = &self.pipe else {
+            return Ok(false);
+        };
+        self.out.clear();
+        F::put_arg(arg, &mut self.out);
+        if pipe.send(&self.out).is_err() {
+            return Ok(false);
+        }
+        recv_into(pipe, &mut self.inbox)
+    }
+}
+
+impl<F: Func> Caller<F> for FerryThreads<F> {
+    fn call(&mut self, arg: F::Arg) -> Result<F::Ret, Error> {
+        match self.exchange(&arg)? {
+            true => F::take_ret(&self.inbox),
+            false => Err(callee_gone(self.callee.take())),
+        }
+    }
+    fn close(mut self) -> Result<(), Error> {
+        drop(self.pipe.take());
+        self.callee.take().map_or(Ok(()), Callee::join)
+    }
+}
+
+struct FerryOneThread<F: Func> {
+    caller: Pipe,
+    callee: Pipe,
+    out: Vec<u8>,
+    inbox: Vec<u8>,
+    func: std::marker::PhantomData<F>,
+}
+
+impl<F: Func> FerryOneThread<F> {
+    fn new() -> Result<Self, Error> {
+        let (caller, callee) = ::ferry::pipe().context("making a ferry pipe")?;
+        Ok(Self {
+            caller,
+            callee,
+            out: Vec::new(),
+            inbox: Vec::new(),
+            func: std::marker::PhantomData,
+        })
+    }
+}
+
+impl<F: Func> Caller<F> for FerryOneThread<F> {
+    fn call(&mut self, arg: F::Arg) -> Result<F::Ret, Error> {
+        self.out.clear();
+        F::put_arg(&arg, &mut self.out);
+        self.caller.send(&self.out).context("sending the call")?;
+        if !recv_into(&self.callee, &mut self.inbox)? {
+            return Err(Error::new("the pipe closed"));
+        }
+        answer::<F>(&self.callee, &self.inbox, &mut self.out)?;
+        if !recv_into(&self.caller, &mut self.inbox)? {
+            return Err(Error::new("the pipe closed"));
+        }
+        F::take_ret(&self.inbox)
+    }
+    fn close(self) -> Result<(), Error> {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn through_bytes<F: Func>(i: u32) -> bool {
+        let mut buf = Vec::new();
+        F::put_arg(&F::arg(i), &mut buf);
+        let ret = F::compute(F::take_arg(&buf).unwrap());
+        buf.clear();
+        F::put_ret(&ret, &mut buf);
+        F::check(i, &F::take_ret(&buf).unwrap())
+    }
+
+    #[test]
+    fn calls_survive_their_encoding() {
+        assert!(through_bytes::<Add>(41));
+        assert!(through_bytes::<Add>(u32::MAX));
+        assert!(through_bytes::<Echo>(0));
+        assert!(Add::take_arg(&[1, 2, 3]).is_err());
+        assert!(Echo::take_ret(&[0xff]).is_err());
+    }
+}

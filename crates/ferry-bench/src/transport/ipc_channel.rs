@@ -1,0 +1,371 @@
+//! Servo's ipc-channel, a widely used Rust crate for channels between
+//! processes: a Unix `SOCK_SEQPACKET` socket per channel, large messages
+//! sent in fragments.
+//!
+//! Two rows: `ipc-channel-bytes` sends raw bytes through
+//! `IpcBytesSender`/`IpcBytesReceiver`, and `ipc-channel-typed` sends a serde
+//! struct holding the payload through `IpcSender<Msg>`/`IpcReceiver<Msg>`
+//! (ipc-channel serializes it with postcard). The payload field is marked
+//! `#[serde(with = "serde_bytes")]`, as a user who cares about speed would
+//! write it: without it serde walks a `Vec<u8>` one element at a time.
+//!
+//! Bootstrap, as ipc-channel's documentation shows it: the parent opens an
+//! `IpcOneShotServer` and names it to the child in the environment; the child
+//! makes both channels, connects, and sends the parent its two ends.
+
+use std::mem;
+use std::process::Command;
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use ::ipc_channel::IpcError;
+use ::ipc_channel::ipc::{
+    self, IpcBytesReceiver, IpcBytesSender, IpcOneShotServer, IpcReceiver, IpcSender,
+};
+use serde::{Deserialize, Serialize};
+
+use super::{ChildGuard, Connection, Endpoint, Transport};
+use crate::error::{Context, Error};
+
+/// The environment variable naming the one-shot server to the child.
+const ENV: &str = "FERRY_BENCH_IPC_CHANNEL_SERVER";
+/// How long the child has to connect.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How often the parent looks at the child while waiting for it.
+const POLL: Duration = Duration::from_millis(1);
+
+/// ipc-channel, with raw bytes or with a typed message.
+#[derive(Debug)]
+pub struct IpcChannel {
+    typed: bool,
+}
+
+impl IpcChannel {
+    /// `IpcBytesSender`/`IpcBytesReceiver`.
+    pub const BYTES: Self = Self { typed: false };
+    /// `IpcSender<Msg>`/`IpcReceiver<Msg>`.
+    pub const TYPED: Self = Self { typed: true };
+}
+
+impl Transport for IpcChannel {
+    fn name(&self) -> &'static str {
+        if self.typed {
+            "ipc-channel-typed"
+        } else {
+            "ipc-channel-bytes"
+        }
+    }
+
+    fn wait(&self) -> &'static str {
+        "block"
+    }
+
+    fn spawn(&self, command: Command) -> Result<Connection, Error> {
+        if self.typed {
+            spawn::<TypedEnds>(command)
+        } else {
+            spawn::<BytesEnds>(command)
+        }
+    }
+
+    fn connect_to_parent(&self) -> Result<Box<dyn Endpoint>, Error> {
+        let name = std::env::var(ENV)
+            .map_err(|_| Error::new(format!("{ENV} is not set: not started by ferry-bench")))?;
+        if self.typed {
+            connect::<TypedEnds>(name)
+        } else {
+            connect::<BytesEnds>(name)
+        }
+    }
+}
+
+/// The two channel ends the child makes for the parent and sends it.
+trait Ends: Serialize + for<'de> Deserialize<'de> + Send + 'static {
+    /// Makes both channels: the child's endpoint, and the parent's ends.
+    fn make() -> Result<(Box<dyn Endpoint>, Self), Error>;
+
+    /// The parent's endpoint.
+    fn into_endpoint(self) -> Box<dyn Endpoint>;
+}
+
+fn spawn<E: Ends>(mut command: Command) -> Result<Connection, Error> {
+    let (server, name) =
+        IpcOneShotServer::<E>::new().context("creating ipc-channel's one-shot server")?;
+    command.env(ENV, &name);
+    let child = command.spawn().context("spawning the child")?;
+    let mut child = ChildGuard::new(child);
+    let ends = accept(server, &name, &mut child)?;
+    Ok(Connection {
+        child,
+        endpoint: ends.into_endpoint(),
+    })
+}
+
+/// Waits for the child's ends, giving up if it exits or takes too long.
+///
+/// `IpcOneShotServer::accept` blocks with no timeout, so it runs on a thread
+/// of its own; on giving up, the parent connects to the server itself and
+/// hangs up, which makes that `accept` fail and the thread end.
+fn accept<E: Ends>(
+    server: IpcOneShotServer<E>,
+    name: &str,
+    child: &mut ChildGuard,
+) -> Result<E, Error> {
+    let (done, outcome) = mpsc::channel();
+    thread::spawn(move || {
+        // The receiver is gone only if the parent gave up already.
+        let _ = done.send(server.accept());
+    });
+    let deadline = Instant::now() + CONNECT_TIMEOUT;
+    let failure = loop {
+        match outcome.recv_timeout(POLL) {
+            Ok(Ok((_, ends))) => return Ok(ends),
+            Ok(Err(e)) => return Err(e).context("accepting the child's channels"),
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => {
+                return Err(Error::new(
+                    "the thread accepting the child's channels panicked",
+                ));
+            }
+        }
+        if let Some(status) = child.try_status()? {
+            break format!("the child exited ({status}) before sending its channels");
+        }
+        if Instant::now() > deadline {
+            break format!("the child did not send its channels within {CONNECT_TIMEOUT:?}");
+        }
+    };
+    // Dropped at once: the accepting thread gets a hang-up and ends. If even
+    // connecting fails, that thread stays blocked until the process exits.
+    let _ = IpcSender::<E>::connect(name.to_owned());
+    Err(Error::new(failure))
+}
+
+fn connect<E: Ends>(name: String) -> Result<Box<dyn Endpoint>, Error> {
+    let (endpoint, ends) = E::make()?;
+    let server = IpcSender::<E>::connect(name).context("connecting to the parent's server")?;
+    server
+        .send(ends)
+        .context("sending the parent its channel ends")?;
+    Ok(endpoint)
+}
+
+/// The parent's ends of the two byte channels.
+#[derive(Serialize, Deserialize)]
+struct BytesEnds {
+    to_child: IpcBytesSender,
+    from_child: IpcBytesReceiver,
+}
+
+impl Ends for BytesEnds {
+    fn make() -> Result<(Box<dyn Endpoint>, Self), Error> {
+        let (to_child, from_parent) = ipc::bytes_channel().context("making a byte channel")?;
+        let (to_parent, from_child) = ipc::bytes_channel().context("making a byte channel")?;
+        let ends = Self {
+            to_child,
+            from_child,
+        };
+        Ok((Box::new(BytesEndpoint::new(to_parent, from_parent)), ends))
+    }
+
+    fn into_endpoint(self) -> Box<dyn Endpoint> {
+        Box::new(BytesEndpoint::new(self.to_child, self.from_child))
+    }
+}
+
+/// A byte channel each way. The send buffer is reused; `recv` returns a
+/// new `Vec` per message, which is ipc-channel's API.
+struct BytesEndpoint {
+    tx: IpcBytesSender,
+    rx: IpcBytesReceiver,
+    out: Vec<u8>,
+    inbox: Vec<u8>,
+}
+
+impl BytesEndpoint {
+    fn new(tx: IpcBytesSender, rx: IpcBytesReceiver) -> Self {
+        Self {
+            tx,
+            rx,
+            out: Vec::new(),
+            inbox: Vec::new(),
+        }
+    }
+}
+
+impl Endpoint for BytesEndpoint {
+    fn prepare(&mut self, len: usize) -> Result<&mut [u8], Error> {
+        self.out.resize(len, 0);
+        Ok(&mut self.out)
+    }
+
+    fn send(&mut self) -> Result<(), Error> {
+        self.tx
+            .send(&self.out)
+            .context("sending on an ipc-channel byte channel")
+    }
+
+    fn recv(&mut self) -> Result<Option<&[u8]>, Error> {
+        match self.rx.recv() {
+            Ok(bytes) => {
+                self.inbox = bytes;
+                Ok(Some(&self.inbox))
+            }
+            Err(IpcError::Disconnected) => Ok(None),
+            Err(e) => Err(e).context("receiving on an ipc-channel byte channel"),
+        }
+    }
+}
+
+/// The typed row's message: a sequence number and the payload.
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct Msg {
+    seq: u64,
+    #[serde(with = "serde_bytes")]
+    payload: Vec<u8>,
+}
+
+/// The parent's ends of the two typed channels.
+#[derive(Serialize, Deserialize)]
+struct TypedEnds {
+    to_child: IpcSender<Msg>,
+    from_child: IpcReceiver<Msg>,
+}
+
+impl Ends for TypedEnds {
+    fn make() -> Result<(Box<dyn Endpoint>, Self), Error> {
+        let (to_child, from_parent) = ipc::channel().context("making a typed channel")?;
+        let (to_parent, from_child) = ipc::channel().context("making a typed channel")?;
+        let ends = Self {
+            to_child,
+            from_child,
+        };
+        Ok((Box::new(TypedEndpoint::new(to_parent, from_parent)), ends))
+    }
+
+    fn into_endpoint(self) -> Box<dyn Endpoint> {
+        Box::new(TypedEndpoint::new(self.to_child, self.from_child))
+    }
+}
+
+/// A typed channel each way. `send` takes the message by value, so each
+/// message's payload buffer is the last received one's, recycled: the only
+/// allocations per message are ipc-channel's own.
+struct TypedEndpoint {
+    tx: IpcSender<Msg>,
+    rx: IpcReceiver<Msg>,
+    /// The next message's payload.
+    out: Vec<u8>,
+    /// The last message received.
+    inbox: Msg,
+    sent: u64,
+    received: u64,
+}
+
+impl TypedEndpoint {
+    fn new(tx: IpcSender<Msg>, rx: IpcReceiver<Msg>) -> Self {
+        Self {
+            tx,
+            rx,
+            out: Vec::new(),
+            inbox: Msg::default(),
+            sent: 0,
+            received: 0,
+        }
+    }
+}
+
+impl Endpoint for TypedEndpoint {
+    fn prepare(&mut self, len: usize) -> Result<&mut [u8], Error> {
+        if self.out.capacity() < len {
+            mem::swap(&mut self.out, &mut self.inbox.payload);
+        }
+        self.out.resize(len, 0);
+        Ok(&mut self.out)
+    }
+
+    fn send(&mut self) -> Result<(), Error> {
+        let msg = Msg {
+            seq: self.sent,
+            payload: mem::take(&mut self.out),
+        };
+        self.tx
+            .send(msg)
+            .context("sending on an ipc-channel typed channel")?;
+        self.sent += 1;
+        Ok(())
+    }
+
+    fn recv(&mut self) -> Result<Option<&[u8]>, Error> {
+        match self.rx.recv() {
+            Ok(msg) if msg.seq == self.received => {
+                self.received += 1;
+                self.inbox = msg;
+                Ok(Some(&self.inbox.payload))
+            }
+            Ok(msg) => Err(Error::new(format!(
+                "received message {} where {} was next",
+                msg.seq, self.received
+            ))),
+            Err(IpcError::Disconnected) => Ok(None),
+            Err(e) => Err(e).context("receiving on an ipc-channel typed channel"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A stand-in child: the real one is this binary, which a unit test
+    /// cannot start; the channels are made and used on a thread instead.
+    fn sleeper() -> ChildGuard {
+        ChildGuard::new(Command::new("sleep").arg("30").spawn().unwrap())
+    }
+
+    fn round_trips<E: Ends>() {
+        let (server, name) = IpcOneShotServer::<E>::new().unwrap();
+        let child = thread::spawn(move || {
+            let mut endpoint = connect::<E>(name).unwrap();
+            while let Some(request) = endpoint.recv().unwrap() {
+                let reply: Vec<u8> = request.iter().map(|b| !b).collect();
+                endpoint
+                    .prepare(reply.len())
+                    .unwrap()
+                    .copy_from_slice(&reply);
+                endpoint.send().unwrap();
+            }
+        });
+        let mut parent = accept(server, "unused", &mut sleeper())
+            .unwrap()
+            .into_endpoint();
+        for (len, marker) in [(0, 0), (12, 1), (300_000, 2), (12, 3)] {
+            parent.prepare(len).unwrap().fill(marker);
+            parent.send().unwrap();
+            let reply = parent.recv().unwrap().unwrap();
+            assert_eq!(reply.len(), len);
+            assert!(reply.iter().all(|&b| b == !marker));
+        }
+        drop(parent);
+        child.join().unwrap();
+    }
+
+    #[test]
+    fn bytes_round_trip_and_close() {
+        round_trips::<BytesEnds>();
+    }
+
+    #[test]
+    fn typed_round_trip_and_close() {
+        round_trips::<TypedEnds>();
+    }
+
+    #[test]
+    fn a_child_that_exits_without_connecting_is_an_error() {
+        let (server, name) = IpcOneShotServer::<BytesEnds>::new().unwrap();
+        let mut child = ChildGuard::new(Command::new("true").spawn().unwrap());
+        let error = accept(server, &name, &mut child).err().unwrap().to_string();
+        assert!(error.contains("exited"), "{error}");
+    }
+}

@@ -1,0 +1,505 @@
+//! The floor: a hand-written shared-memory slot per direction, and a futex
+//! (`shm-futex`) or a busy-poll (`shm-spin`) to wait on it, with no library
+//! around them. Whatever ferry spends above these round trips is its own.
+//!
+//! The parent makes a memfd holding two slots, parent to child and child to
+//! parent, maps it, and names it to the child as `/proc/<parent>/fd/<fd>`,
+//! which the child opens and maps too. Nothing is named in /dev/shm or
+//! /tmp, so nothing can be left there, even by a killed process.
+//!
+//! A slot holds one message: a header (below) and [`CAPACITY`] bytes of
+//! payload. To send, the writer waits until the reader has taken the last
+//! message (`ack` equals `seq`), copies the payload in, stores the length
+//! and bumps `seq`. To receive, the reader waits until `seq` moves, copies
+//! the payload out and sets `ack`. Dropping an end sets the top bit of its
+//! `seq`: the end of the stream. Every sleeper sleeps on the futex of the
+//! word it waits for, with a flag telling the other side to wake it, so a
+//! side that does not sleep costs its peer no system call. A waiter looks
+//! at the peer process every [`LIVENESS`], and fails if it has exited.
+//!
+//! # Safety
+//!
+//! This is the one file of ferry-bench with unsafe code: mapping and
+//! unmapping the memory, viewing slot headers as atomics, and copying
+//! payloads in and out. It is sound because:
+//! - the memory is mapped with no address hint, so it overlaps nothing else
+//!   in this process, and only after checking that the file is large
+//!   enough, so no access can fault; it is unmapped when its [`Mapping`]
+//!   drops, and every reference into it borrows the `Mapping`;
+//! - headers are `AtomicU32`s at offsets aligned for them, valid for any
+//!   bit pattern, and both processes access them only atomically;
+//! - payloads are copied with raw pointers, never borrowed as slices, after
+//!   checking their length against the capacity, and each side copies only
+//!   in the window the protocol gives it: the writer between seeing `ack`
+//!   (Acquire) and bumping `seq` (Release), the reader between seeing the
+//!   bump (Acquire) and setting `ack` (Release). The peer is this program,
+//!   which keeps to that protocol.
+
+#![allow(unsafe_code)]
+
+use std::fs::OpenOptions;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::Path;
+use std::process::Command;
+use std::ptr::{self, NonNull};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use rustix::event::{PollFd, PollFlags, Timespec};
+use rustix::fs::MemfdFlags;
+use rustix::io::Errno;
+use rustix::mm::{MapFlags, ProtFlags};
+use rustix::process::{Pid, PidfdFlags};
+use rustix::thread::futex;
+
+use super::{ChildGuard, Connection, Endpoint, Transport};
+use crate::error::{Context, Error};
+
+/// The environment variable naming the shared memory to the child.
+const ENV: &str = "FERRY_BENCH_SHM";
+/// Payload bytes a slot holds: the protocol's largest message.
+const CAPACITY: usize = 1 << 20;
+/// Bytes before a slot's payload: its header, padded to a cache line.
+const HEADER: usize = 64;
+/// One slot: header, then payload.
+const SLOT: usize = HEADER + CAPACITY;
+/// The whole shared memory: a slot each way.
+const SIZE: usize = 2 * SLOT;
+/// Set in `seq` when the writer has closed its end.
+const CLOSED: u32 = 1 << 31;
+/// How often a waiter looks at the peer process.
+const LIVENESS: Duration = Duration::from_millis(100);
+/// Polls of a spinning wait between two yields of the CPU.
+const BURST: usize = 128;
+
+const _: () = assert!(size_of::<Header>() <= HEADER);
+const _: () = assert!(
+    HEADER.is_multiple_of(align_of::<Header>()) && SLOT.is_multiple_of(align_of::<Header>())
+);
+
+/// The slots' memory and the file behind it, a memfd or its reopening.
+struct Mapping {
+    base: NonNull<u8>,
+    file: OwnedFd,
+}
+
+impl Mapping {
+    /// Maps the first [`SIZE`] bytes of `file`, shared.
+    fn new(file: OwnedFd) -> Result<Self, Error> {
+        let len = rustix::fs::fstat(&file).context("reading the shared memory's size")?;
+        if usize::try_from(len.st_size).map_or(true, |len| len < SIZE) {
+            return Err(Error::new(format!(
+                "the shared memory has {} bytes, not {SIZE}",
+                len.st_size
+            )));
+        }
+        let (read_write, shared) = (ProtFlags::READ | ProtFlags::WRITE, MapFlags::SHARED);
+        // SAFETY: with no address hint (null) the kernel picks a range that
+        // overlaps no memory this process uses, so nothing is invalidated;
+        // the file has at least SIZE bytes (checked above), so no access to
+        // the mapping faults.
+        let base = unsafe { rustix::mm::mmap(ptr::null_mut(), SIZE, read_write, shared, &file, 0) };
+        let base = base.context("mapping the shared memory")?;
+        let base = NonNull::new(base.cast()).ok_or_else(|| Error::new("mmap returned null"))?;
+        Ok(Self { base, file })
+    }
+
+    /// The header of slot `slot` (0 or 1).
+    fn header(&self, slot: usize) -> &Header {
+        assert!(slot < 2);
+        // SAFETY: the offset is within the mapping (slot < 2) and aligned
+        // for Header (the const asserts, on a page-aligned base); Header is
+        // AtomicU32s, valid for any bits and accessed only atomically by
+        // both processes; the reference borrows self, which unmaps on drop.
+        unsafe { self.base.add(slot * SLOT).cast::<Header>().as_ref() }
+    }
+
+    /// The first payload byte of slot `slot` (0 or 1).
+    fn payload(&self, slot: usize) -> *mut u8 {
+        assert!(slot < 2);
+        self.base.as_ptr().wrapping_add(slot * SLOT + HEADER)
+    }
+}
+
+// SAFETY: the mapping belongs to the process, not to a thread, and is
+// reached only through the atomics and copies described above.
+unsafe impl Send for Mapping {}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: base and SIZE are exactly what mmap returned and mapped,
+        // and no reference into the mapping outlives self (they borrow it).
+        // An error could only mean those were wrong; there is nothing to do.
+        let _ = unsafe { rustix::mm::munmap(self.base.as_ptr().cast(), SIZE) };
+    }
+}
+
+/// A slot's header, in shared memory.
+#[repr(C)]
+struct Header {
+    /// Messages written (modulo 2³¹), with [`CLOSED`] once the writer has
+    /// closed. Written by the writer.
+    seq: Word,
+    /// Messages read; the slot is free when it equals `seq`. Written by the
+    /// reader.
+    ack: Word,
+    /// The length of the last message written.
+    len: AtomicU32,
+}
+
+/// A futex word one side changes and the other waits on, and whether the
+/// waiter sleeps on it.
+#[repr(C)]
+struct Word {
+    value: AtomicU32,
+    sleeping: AtomicU32,
+}
+
+impl Word {
+    /// Stores `value`, waking the waiter if it sleeps.
+    fn set(&self, value: u32) {
+        // SeqCst (both): with the waiter's SeqCst store of `sleeping` then
+        // load of `value` in `sleep`, one side sees the other's store:
+        // either the waiter sees `value` and does not sleep, or this sees
+        // `sleeping` and wakes it. The store also releases what this side
+        // wrote before it to the waiter's Acquire load in `wait_while`.
+        self.value.store(value, Ordering::SeqCst);
+        if self.sleeping.load(Ordering::SeqCst) != 0 {
+            // Not PRIVATE: the waiter is in another process.
+            let _ = futex::wake(&self.value, futex::Flags::empty(), 1);
+        }
+    }
+
+    /// Waits while the word holds `old`, then returns what it holds.
+    fn wait_while(&self, old: u32, wait: Wait, peer: &Peer) -> Result<u32, Error> {
+        match wait {
+            Wait::Futex => self.sleep_while(old, peer),
+            Wait::Spin => self.spin_while(old, peer),
+        }
+    }
+
+    fn sleep_while(&self, old: u32, peer: &Peer) -> Result<u32, Error> {
+        loop {
+            // Acquire: pairs with the SeqCst store in `set`.
+            let now = self.value.load(Ordering::Acquire);
+            if now != old {
+                return Ok(now);
+            }
+            if self.sleep(old)? {
+                peer.check()?;
+            }
+        }
+    }
+
+    /// Sleeps on the futex while it holds `old`, at most [`LIVENESS`];
+    /// whether the time ran out.
+    fn sleep(&self, old: u32) -> Result<bool, Error> {
+        // SeqCst: see `set`.
+        self.sleeping.store(1, Ordering::SeqCst);
+        let timeout = Timespec {
+            tv_sec: 0,
+            tv_nsec: LIVENESS.as_nanos() as _,
+        };
+        let slept = match self.value.load(Ordering::SeqCst) == old {
+            true => futex::wait(&self.value, futex::Flags::empty(), old, Some(&timeout)),
+            false => Ok(()),
+        };
+        // Relaxed: a late wake-up only costs `set` a system call.
+        self.sleeping.store(0, Ordering::Relaxed);
+        match slept {
+            Ok(()) | Err(Errno::AGAIN | Errno::INTR) => Ok(false),
+            Err(Errno::TIMEDOUT) => Ok(true),
+            Err(e) => Err(e).context("waiting on the futex"),
+        }
+    }
+
+    fn spin_while(&self, old: u32, peer: &Peer) -> Result<u32, Error> {
+        let mut look = Instant::now() + LIVENESS;
+        loop {
+            for _ in 0..BURST {
+                // Acquire: pairs with the SeqCst store in `set`.
+                let now = self.value.load(Ordering::Acquire);
+                if now != old {
+                    return Ok(now);
+                }
+                std::hint::spin_loop();
+            }
+            // A peer on this CPU runs only if this steps aside; with the
+            // CPU to itself, this returns at once.
+            std::thread::yield_now();
+            if Instant::now() >= look {
+                peer.check()?;
+                look = Instant::now() + LIVENESS;
+            }
+        }
+    }
+}
+
+/// How a side waits for its peer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Wait {
+    /// Sleep on the futex at once.
+    Futex,
+    /// Poll, yielding the CPU between bursts, and never sleep.
+    Spin,
+}
+
+/// The process at the other end, watched so that a wait cannot outlive it.
+enum Peer {
+    /// The parent's view: a pidfd of the child, readable once it exits.
+    Child(OwnedFd),
+    /// The child's view: the parent's id; an orphan gets another parent.
+    Parent(Option<Pid>),
+}
+
+impl Peer {
+    /// Fails if the peer has exited.
+    fn check(&self) -> Result<(), Error> {
+        let (exited, who) = match self {
+            Self::Child(pidfd) => {
+                let mut fds = [PollFd::new(pidfd, PollFlags::IN)];
+                let now = Timespec::default();
+                match rustix::event::poll(&mut fds, Some(&now)) {
+                    Ok(ready) => (ready > 0, "child"),
+                    Err(Errno::INTR) => (false, "child"),
+                    Err(e) => return Err(e).context("asking whether the child exited"),
+                }
+            }
+            Self::Parent(parent) => (rustix::process::getppid() != *parent, "parent"),
+        };
+        match exited {
+            true => Err(Error::new(format!(
+                "the {who} exited while this side waited"
+            ))),
+            false => Ok(()),
+        }
+    }
+}
+
+/// A shared-memory slot each way, with one wait strategy on both ends.
+#[derive(Debug)]
+pub struct ShmFloor {
+    name: &'static str,
+    wait: Wait,
+}
+
+impl ShmFloor {
+    /// Sleep on a futex.
+    pub const FUTEX: Self = Self {
+        name: "shm-futex",
+        wait: Wait::Futex,
+    };
+    /// Busy-poll.
+    pub const SPIN: Self = Self {
+        name: "shm-spin",
+        wait: Wait::Spin,
+    };
+}
+
+impl Transport for ShmFloor {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    fn wait(&self) -> &'static str {
+        match self.wait {
+            Wait::Futex => "block",
+            Wait::Spin => "spin",
+        }
+    }
+
+    fn spawn(&self, mut command: Command) -> Result<Connection, Error> {
+        let memfd = rustix::fs::memfd_create("ferry-bench-shm", MemfdFlags::CLOEXEC)
+            .context("creating a memfd")?;
+        rustix::fs::ftruncate(&memfd, SIZE as u64).context("sizing the memfd")?;
+        let mapping = Mapping::new(memfd)?;
+        let fd = mapping.file.as_raw_fd();
+        command.env(ENV, format!("/proc/{}/fd/{fd}", std::process::id()));
+        let mut child = ChildGuard::new(command.spawn().context("spawning the child")?);
+        let pid = Pid::from_child(child.child_mut());
+        let pidfd = rustix::process::pidfd_open(pid, PidfdFlags::empty());
+        let peer = Peer::Child(pidfd.context("opening a pidfd of the child")?);
+        let endpoint = Box::new(Slots::new(mapping, 0, self.wait, peer));
+        Ok(Connection { child, endpoint })
+    }
+
+    fn connect_to_parent(&self) -> Result<Box<dyn Endpoint>, Error> {
+        // Before opening: if the parent is gone by then, so is its memfd.
+        let parent = rustix::process::getppid();
+        let path = std::env::var_os(ENV)
+            .ok_or_else(|| Error::new(format!("{ENV} is not set: not started by ferry-bench")))?;
+        let path = Path::new(&path);
+        let file = OpenOptions::new().read(true).write(true).open(path);
+        let file = file.context(format!("opening {}", path.display()))?;
+        let mapping = Mapping::new(file.into())?;
+        Ok(Box::new(Slots::new(
+            mapping,
+            1,
+            self.wait,
+            Peer::Parent(parent),
+        )))
+    }
+}
+
+/// One end: writes one slot, reads the other, copying payloads in and out.
+struct Slots {
+    mapping: Mapping,
+    /// The slot this end writes; it reads the other.
+    out: usize,
+    wait: Wait,
+    peer: Peer,
+    /// Messages sent and received (modulo 2³¹).
+    sent: u32,
+    received: u32,
+    /// The next message, copied in by `send`.
+    outgoing: Vec<u8>,
+    /// The last message received, copied out.
+    inbox: Vec<u8>,
+}
+
+impl Slots {
+    fn new(mapping: Mapping, out: usize, wait: Wait, peer: Peer) -> Self {
+        Self {
+            mapping,
+            out,
+            wait,
+            peer,
+            sent: 0,
+            received: 0,
+            outgoing: Vec::new(),
+            inbox: Vec::new(),
+        }
+    }
+
+    /// Waits until the reader has taken the last message sent.
+    fn wait_for_ack(&self) -> Result<(), Error> {
+        let ack = &self.mapping.header(self.out).ack;
+        // Acquire: pairs with the reader's store in `Word::set`, after it
+        // copied the payload out, so the slot is free to overwrite.
+        let mut seen = ack.value.load(Ordering::Acquire);
+        while seen != self.sent {
+            seen = ack.wait_while(seen, self.wait, &self.peer)?;
+        }
+        Ok(())
+    }
+}
+
+/// The count after `n` (modulo 2³¹, clear of [`CLOSED`]).
+fn next(n: u32) -> u32 {
+    n.wrapping_add(1) & !CLOSED
+}
+
+impl Endpoint for Slots {
+    fn prepare(&mut self, len: usize) -> Result<&mut [u8], Error> {
+        if len > CAPACITY {
+            return Err(Error::new(format!(
+                "a {len}-byte message is larger than the {CAPACITY}-byte slot"
+            )));
+        }
+        self.outgoing.resize(len, 0);
+        Ok(&mut self.outgoing)
+    }
+
+    fn send(&mut self) -> Result<(), Error> {
+        self.wait_for_ack()?;
+        let (header, payload) = (
+            self.mapping.header(self.out),
+            self.mapping.payload(self.out),
+        );
+        let len = self.outgoing.len();
+        assert!(len <= CAPACITY, "prepare checks the length");
+        // SAFETY: `len` bytes from `payload` are inside the slot (len ≤
+        // CAPACITY, asserted) and do not overlap `outgoing`; the reader has
+        // acknowledged the last message (`wait_for_ack`) and reads again
+        // only after the `seq` store below, so nothing else touches them.
+        unsafe { ptr::copy_nonoverlapping(self.outgoing.as_ptr(), payload, len) };
+        // Relaxed: published by the store of `seq` below.
+        header.len.store(len as u32, Ordering::Relaxed);
+        self.sent = next(self.sent);
+        header.seq.set(self.sent);
+        Ok(())
+    }
+
+    fn recv(&mut self) -> Result<Option<&[u8]>, Error> {
+        let slot = 1 - self.out;
+        let (header, payload) = (self.mapping.header(slot), self.mapping.payload(slot));
+        let seq = header
+            .seq
+            .wait_while(self.received, self.wait, &self.peer)?;
+        let count = seq & !CLOSED;
+        if count == self.received {
+            return Ok(None);
+        }
+        if count != next(self.received) {
+            return Err(Error::new(format!(
+                "message {count} arrived after message {}",
+                self.received
+            )));
+        }
+        // Relaxed: the Acquire load of `seq` made it visible.
+        let len = header.len.load(Ordering::Relaxed) as usize;
+        if len > CAPACITY {
+            return Err(Error::new(format!("a message claims {len} bytes")));
+        }
+        self.inbox.resize(len, 0);
+        // SAFETY: `len` bytes from `payload` are inside the slot (len ≤
+        // CAPACITY, checked) and do not overlap `inbox`; the writer
+        // published them before `seq` (Acquire in `wait_while`) and writes
+        // again only after the `ack` store below.
+        unsafe { ptr::copy_nonoverlapping(payload, self.inbox.as_mut_ptr(), len) };
+        self.received = count;
+        header.ack.set(count);
+        Ok(Some(&self.inbox))
+    }
+}
+
+impl Drop for Slots {
+    fn drop(&mut self) {
+        // The end of the stream, once the peer has read what came before.
+        self.mapping.header(self.out).seq.set(self.sent | CLOSED);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Both ends in this process, on one memfd mapped twice.
+    fn pair(wait: Wait) -> (Slots, Slots) {
+        let memfd = rustix::fs::memfd_create("test", MemfdFlags::CLOEXEC).unwrap();
+        rustix::fs::ftruncate(&memfd, SIZE as u64).unwrap();
+        let twin = memfd.try_clone().unwrap();
+        let alive = Peer::Parent(rustix::process::getppid());
+        let a = Slots::new(Mapping::new(memfd).unwrap(), 0, wait, alive);
+        let alive = Peer::Parent(rustix::process::getppid());
+        (a, Slots::new(Mapping::new(twin).unwrap(), 1, wait, alive))
+    }
+
+    #[test]
+    fn a_stream_arrives_in_order_then_ends() {
+        for wait in [Wait::Futex, Wait::Spin] {
+            let (mut a, mut b) = pair(wait);
+            let sizes = [1, 12, 4096, 100_000, CAPACITY, 0, 7];
+            let reader = std::thread::spawn(move || {
+                for (i, &len) in sizes.iter().enumerate() {
+                    let msg = b.recv().unwrap().unwrap();
+                    assert_eq!(msg.len(), len);
+                    assert!(msg.iter().all(|&x| x == i as u8));
+                }
+                assert!(b.recv().unwrap().is_none());
+            });
+            for (i, &len) in sizes.iter().enumerate() {
+                a.prepare(len).unwrap().fill(i as u8);
+                a.send().unwrap();
+            }
+            drop(a);
+            reader.join().unwrap();
+        }
+    }
+
+    #[test]
+    fn a_message_over_the_slot_is_refused() {
+        let (mut a, _b) = pair(Wait::Futex);
+        assert!(a.prepare(CAPACITY + 1).is_err());
+    }
+}

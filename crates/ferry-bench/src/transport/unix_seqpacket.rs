@@ -1,0 +1,327 @@
+//! A Unix `SOCK_SEQPACKET` socket: the kernel keeps record boundaries, so a
+//! message that fits in one record is one `send` and one `recv`.
+//!
+//! A record may be at most the sender's `SO_SNDBUF` less 32 bytes (the
+//! check in the kernel's `unix_dgram_sendmsg`), and the default buffer
+//! (`net.core.wmem_default`, 208 KiB) is smaller than the protocol's largest
+//! messages. So each side asks for a send buffer that takes a 1 MiB message
+//! in one record; the kernel grants at most twice `net.core.wmem_max`, and a
+//! message still too large for one record goes as several, each as large as
+//! the kernel allows. Every message starts with a 4-byte little-endian
+//! length, so the receiver knows where a message of several records ends;
+//! the sender writes it in front of the payload in one buffer, as the
+//! length-prefixed byte streams do.
+//!
+//! std has no seqpacket sockets, so this uses rustix. As for `unix-stream`,
+//! the parent listens at a fresh path in the temporary directory, names it
+//! to the child in the environment, and removes it once the child has
+//! connected.
+
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::thread::sleep;
+use std::time::{Duration, Instant};
+
+use rustix::io::Errno;
+use rustix::net::{
+    self, AddressFamily, RecvFlags, SendFlags, SocketAddrUnix, SocketFlags, SocketType, sockopt,
+};
+
+use super::{ChildGuard, Connection, Endpoint, Transport};
+use crate::error::{Context, Error};
+
+/// The environment variable naming the socket's path to the child.
+const ENV: &str = "FERRY_BENCH_SEQPACKET";
+/// How long the child has to connect.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// The length in front of every message.
+const HEADER: usize = 4;
+/// The largest message accepted, so a bad header cannot ask for any amount
+/// of memory.
+const MAX_MESSAGE: usize = 1 << 30;
+/// The send buffer each side asks for: room for a 1 MiB message and its
+/// header in one record (the kernel doubles what is asked, within its cap).
+const SEND_BUFFER: usize = (1 << 20) + 4096;
+/// What the kernel keeps of the send buffer for itself, per record.
+const RECORD_OVERHEAD: usize = 32;
+
+/// A `SOCK_SEQPACKET` Unix socket, one socket both ways.
+#[derive(Debug)]
+pub struct UnixSeqpacket;
+
+impl Transport for UnixSeqpacket {
+    fn name(&self) -> &'static str {
+        "unix-seqpacket"
+    }
+
+    fn wait(&self) -> &'static str {
+        "block"
+    }
+
+    fn spawn(&self, mut command: Command) -> Result<Connection, Error> {
+        let path = SocketPath::fresh();
+        let listener = listen(&path.0)?;
+        command.env(ENV, &path.0);
+        let child = command.spawn().context("spawning the child")?;
+        let mut child = ChildGuard::new(child);
+        let socket = accept(&listener, &mut child)?;
+        drop(path);
+        let endpoint = Box::new(Seqpacket::new(socket)?);
+        Ok(Connection { child, endpoint })
+    }
+
+    fn connect_to_parent(&self) -> Result<Box<dyn Endpoint>, Error> {
+        let path = std::env::var_os(ENV)
+            .ok_or_else(|| Error::new(format!("{ENV} is not set: not started by ferry-bench")))?;
+        let path = Path::new(&path);
+        let socket = seqpacket_socket(SocketFlags::CLOEXEC)?;
+        let address = SocketAddrUnix::new(path).context("naming the socket")?;
+        net::connect(&socket, &address).context(format!("connecting to {}", path.display()))?;
+        Ok(Box::new(Seqpacket::new(socket)?))
+    }
+}
+
+fn seqpacket_socket(flags: SocketFlags) -> Result<OwnedFd, Error> {
+    net::socket_with(AddressFamily::UNIX, SocketType::SEQPACKET, flags, None)
+        .context("creating a seqpacket socket")
+}
+
+/// A non-blocking socket listening at `path`.
+fn listen(path: &Path) -> Result<OwnedFd, Error> {
+    let listener = seqpacket_socket(SocketFlags::CLOEXEC | SocketFlags::NONBLOCK)?;
+    let address = SocketAddrUnix::new(path).context("naming the socket")?;
+    net::bind(&listener, &address).context(format!("binding to {}", path.display()))?;
+    net::listen(&listener, 1).context(format!("listening at {}", path.display()))?;
+    Ok(listener)
+}
+
+/// Waits for the child to connect, giving up if it exits or takes too long.
+fn accept(listener: &OwnedFd, child: &mut ChildGuard) -> Result<OwnedFd, Error> {
+    let deadline = Instant::now() + CONNECT_TIMEOUT;
+    loop {
+        // Without NONBLOCK the accepted socket blocks, whatever the listener.
+        match net::accept_with(listener, SocketFlags::CLOEXEC) {
+            Ok(socket) => return Ok(socket),
+            Err(Errno::AGAIN | Errno::INTR) => {}
+            Err(e) => return Err(e).context("accepting the child's connection"),
+        }
+        if let Some(status) = child.try_status()? {
+            return Err(Error::new(format!(
+                "the child exited ({status}) before connecting"
+            )));
+        }
+        if Instant::now() > deadline {
+            return Err(Error::new(format!(
+                "the child did not connect within {CONNECT_TIMEOUT:?}"
+            )));
+        }
+        sleep(Duration::from_millis(1));
+    }
+}
+
+/// A connected seqpacket socket moving length-prefixed messages, each in
+/// as few records as the send buffer allows.
+struct Seqpacket {
+    socket: OwnedFd,
+    /// The largest record this side may send.
+    record: usize,
+    /// The next message: header, then payload.
+    out: Vec<u8>,
+    /// The last message received, header first; never shorter than one
+    /// record, so any record fits the first `recv`.
+    inbox: Vec<u8>,
+}
+
+impl Seqpacket {
+    fn new(socket: OwnedFd) -> Result<Self, Error> {
+        let record = grow_send_buffer(&socket)?;
+        Ok(Self {
+            socket,
+            record,
+            out: Vec::new(),
+            inbox: vec![0; record],
+        })
+    }
+}
+
+/// Asks for [`SEND_BUFFER`] and returns the largest record the buffer
+/// granted allows.
+fn grow_send_buffer(socket: &OwnedFd) -> Result<usize, Error> {
+    sockopt::set_socket_send_buffer_size(socket, SEND_BUFFER).context("setting SO_SNDBUF")?;
+    let granted = sockopt::socket_send_buffer_size(socket).context("reading SO_SNDBUF")?;
+    granted
+        .checked_sub(RECORD_OVERHEAD)
+        .filter(|&record| record > HEADER)
+        .ok_or_else(|| Error::new(format!("SO_SNDBUF is only {granted} bytes")))
+}
+
+impl Endpoint for Seqpacket {
+    fn prepare(&mut self, len: usize) -> Result<&mut [u8], Error> {
+        let header = u32::try_from(len)
+            .ok()
+            .filter(|&l| l as usize <= MAX_MESSAGE)
+            .ok_or_else(|| Error::new(format!("a {len}-byte message is too large to frame")))?;
+        self.out.resize(HEADER + len, 0);
+        self.out[..HEADER].copy_from_slice(&header.to_le_bytes());
+        Ok(&mut self.out[HEADER..])
+    }
+
+    fn send(&mut self) -> Result<(), Error> {
+        for record in self.out.chunks(self.record) {
+            send_record(&self.socket, record)?;
+        }
+        Ok(())
+    }
+
+    fn recv(&mut self) -> Result<Option<&[u8]>, Error> {
+        let first = recv_record(&self.socket, &mut self.inbox)?;
+        if first == 0 {
+            // Every record carries at least one byte: this is the end.
+            return Ok(None);
+        }
+        let end = HEADER + message_len(&self.inbox[..first])?;
+        if first > end {
+            return Err(Error::new(format!(
+                "a {first}-byte record holds a {end}-byte message"
+            )));
+        }
+        if self.inbox.len() < end {
+            self.inbox.resize(end, 0);
+        }
+        let mut got = first;
+        while got < end {
+            match recv_record(&self.socket, &mut self.inbox[got..end])? {
+                0 => return Err(Error::new("the peer closed in the middle of a message")),
+                n => got += n,
+            }
+        }
+        Ok(Some(&self.inbox[HEADER..end]))
+    }
+}
+
+/// The length in a message's first record.
+fn message_len(first: &[u8]) -> Result<usize, Error> {
+    let header = first
+        .first_chunk::<HEADER>()
+        .ok_or_else(|| Error::new(format!("a {}-byte record has no header", first.len())))?;
+    let len = u32::from_le_bytes(*header) as usize;
+    if len > MAX_MESSAGE {
+        return Err(Error::new(format!(
+            "message header claims {len} bytes, over the {MAX_MESSAGE}-byte limit"
+        )));
+    }
+    Ok(len)
+}
+
+/// Sends one record, whole.
+fn send_record(socket: &OwnedFd, record: &[u8]) -> Result<(), Error> {
+    loop {
+        match net::send(socket, record, SendFlags::NOSIGNAL) {
+            Ok(n) if n == record.len() => return Ok(()),
+            Ok(n) => {
+                return Err(Error::new(format!(
+                    "sent {n} bytes of a {}-byte record",
+                    record.len()
+                )));
+            }
+            Err(Errno::INTR) => {}
+            Err(e) => return Err(e).context(format!("sending a {}-byte record", record.len())),
+        }
+    }
+}
+
+/// Receives one record into `buf`, failing if it does not fit; 0 means the
+/// peer closed.
+fn recv_record(socket: &OwnedFd, buf: &mut [u8]) -> Result<usize, Error> {
+    loop {
+        // TRUNC: the record's whole length, even if `buf` took less.
+        match net::recv(socket, &mut *buf, RecvFlags::TRUNC) {
+            Ok((_, len)) if len <= buf.len() => return Ok(len),
+            Ok((_, len)) => {
+                return Err(Error::new(format!(
+                    "a {len}-byte record was cut to the {}-byte buffer",
+                    buf.len()
+                )));
+            }
+            Err(Errno::INTR) => {}
+            Err(e) => return Err(e).context("receiving a record"),
+        }
+    }
+}
+
+/// A socket path unique to this process and call, removed when dropped.
+struct SocketPath(PathBuf);
+
+impl SocketPath {
+    fn fresh() -> Self {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        // Relaxed: only uniqueness matters.
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let name = format!("ferry-bench-{}-{n}.seqpacket", std::process::id());
+        let path = std::env::temp_dir().join(name);
+        // A socket left by an earlier process with this id would make
+        // binding fail; nothing else would have this name.
+        let _ = std::fs::remove_file(&path);
+        Self(path)
+    }
+}
+
+impl Drop for SocketPath {
+    fn drop(&mut self) {
+        // It may not exist if binding failed.
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pair() -> (Seqpacket, Seqpacket) {
+        let (a, b) = net::socketpair(
+            AddressFamily::UNIX,
+            SocketType::SEQPACKET,
+            SocketFlags::CLOEXEC,
+            None,
+        )
+        .unwrap();
+        (Seqpacket::new(a).unwrap(), Seqpacket::new(b).unwrap())
+    }
+
+    #[test]
+    fn the_record_limit_is_the_kernels() {
+        let (a, b) = pair();
+        let record = vec![7; a.record];
+        send_record(&a.socket, &record).unwrap();
+        assert_eq!(
+            recv_record(&b.socket, &mut vec![0; a.record]).unwrap(),
+            a.record
+        );
+        let over = vec![7; a.record + 1];
+        let error = net::send(&a.socket, &over, SendFlags::NOSIGNAL).unwrap_err();
+        assert_eq!(error, Errno::MSGSIZE);
+    }
+
+    #[test]
+    fn messages_of_several_records_round_trip() {
+        let (mut a, mut b) = pair();
+        // Small records, so a message spans several of them.
+        a.record = 1000;
+        let sizes = [1, 995, 996, 997, 5000, 1 << 20];
+        let sender = std::thread::spawn(move || {
+            for (i, &len) in sizes.iter().enumerate() {
+                a.prepare(len).unwrap().fill(i as u8);
+                a.send().unwrap();
+            }
+        });
+        for (i, &len) in sizes.iter().enumerate() {
+            let msg = b.recv().unwrap().unwrap();
+            assert_eq!(msg.len(), len);
+            assert!(msg.iter().all(|&x| x == i as u8));
+        }
+        sender.join().unwrap();
+        assert!(b.recv().unwrap().is_none());
+    }
+}

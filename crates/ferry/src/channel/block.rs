@@ -53,10 +53,12 @@ impl Pipe {
 
     /// A free block of at least `len` bytes from the link's pool, or `None`
     /// for the ring instead: when no block size holds `len` within the cap,
-    /// or when the pool stays at its cap with every block out for
-    /// [`PATIENCE`] (a receiver holding views for long must not stall the
-    /// sender). A block usually comes back within one message's time, so a
-    /// stream waits briefly rather than mapping ever more blocks.
+    /// or when the pool stays full (at its byte cap, or at
+    /// [`MAX_PER_CLASS`](crate::shm::pool::MAX_PER_CLASS) blocks of the
+    /// class) with every block out for [`PATIENCE`] (a receiver holding
+    /// views for long must not stall the sender). A block usually comes
+    /// back within one message's time, so a stream waits briefly rather
+    /// than mapping ever more blocks.
     fn lend_block(
         &self,
         link: &Link,
@@ -89,7 +91,13 @@ impl Pipe {
             if deadline.is_some_and(|d| now >= d) {
                 return Err(SendError::Timeout);
             }
-            std::thread::sleep(Duration::from_micros(20));
+            // A block usually comes back within microseconds: look again
+            // at once for a while, then give the CPU away between looks.
+            if now - since < Duration::from_micros(50) {
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
+            }
         }
     }
 

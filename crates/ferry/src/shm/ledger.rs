@@ -29,6 +29,8 @@ pub struct Ledger {
     retired: usize,
     /// When each class last lent a block out.
     last_take: Vec<Option<Instant>>,
+    /// Blocks alive per class.
+    per_class: Vec<usize>,
 }
 
 impl Ledger {
@@ -41,12 +43,18 @@ impl Ledger {
             outstanding: Vec::new(),
             retired: 0,
             last_take: vec![None; classes],
+            per_class: vec![0; classes],
         }
     }
 
     /// Ids in use (blocks mapped, free or not).
     pub fn live(&self) -> usize {
         self.classes.len() - self.retired
+    }
+
+    /// Blocks of `class` alive (free or not).
+    pub fn live_in(&self, class: usize) -> usize {
+        self.per_class[class]
     }
 
     /// The id the next [`Ledger::add`] returns.
@@ -57,6 +65,7 @@ impl Ledger {
     /// Records a new block of `class`, lent out (not free); returns its id.
     pub fn add(&mut self, class: usize) -> u32 {
         self.last_take[class] = Some(Instant::now());
+        self.per_class[class] += 1;
         self.classes.push(class);
         self.generations.push(0);
         (self.classes.len() - 1) as u32
@@ -81,6 +90,7 @@ impl Ledger {
             }
         }
         for &id in &gone {
+            self.per_class[self.classes[id as usize]] -= 1;
             self.classes[id as usize] = RETIRED;
         }
         self.retired += gone.len();
@@ -215,6 +225,7 @@ mod tests {
         }
         assert_eq!(ledger.retire_other_classes(1), [a, c]);
         assert_eq!(ledger.live(), 1);
+        assert_eq!((ledger.live_in(0), ledger.live_in(1)), (0, 1));
         assert_eq!(ledger.take(0, never), None);
         assert_eq!(ledger.take(2, never), None);
         assert_eq!(ledger.take(1, never), Some(b));

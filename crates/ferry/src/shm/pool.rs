@@ -23,6 +23,12 @@ use super::ledger::Ledger;
 use super::release::{ReleaseTable, SLOTS};
 use super::reserve::{self, IDLE};
 
+/// Most blocks of one size class a link direction maps. A stream that runs
+/// ahead of its receiver waits for blocks to come back beyond this, instead
+/// of mapping one block per message in flight (small blocks would otherwise
+/// reach the byte cap only after thousands of mappings).
+pub const MAX_PER_CLASS: usize = 64;
+
 /// The sending side's blocks on one link.
 #[derive(Debug)]
 pub struct SendPool {
@@ -79,7 +85,10 @@ impl SendPool {
             self.retire(&others, peer)?;
         }
         let next = self.ledger.next_id();
-        if self.mapped + class_size(class) > self.cap || next as usize >= SLOTS {
+        let full = self.mapped + class_size(class) > self.cap
+            || self.ledger.live_in(class) >= MAX_PER_CLASS
+            || next as usize >= SLOTS;
+        if full {
             return Ok(None);
         }
         let mut block = reserve::take(class)?;

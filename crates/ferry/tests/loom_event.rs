@@ -24,11 +24,12 @@ struct ModelFutex {
 }
 
 impl Futex for ModelFutex {
-    fn wait(&self, word: &AtomicU32, expected: u32, _timeout: Duration) {
+    fn wait(&self, word: &AtomicU32, expected: u32, _timeout: Duration) -> bool {
         let guard = self.lock.lock().unwrap();
         if word.load(Ordering::SeqCst) == expected {
             drop(self.cv.wait(guard).unwrap());
         }
+        false
     }
     fn wake(&self, _word: &AtomicU32) {
         let _guard = self.lock.lock().unwrap();

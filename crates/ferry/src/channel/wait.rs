@@ -52,6 +52,9 @@ const MAX_SPIN: Duration = Duration::from_micros(60);
 const MIN_SPIN: Duration = Duration::from_micros(2);
 /// Polls made before the first clock read of a spinning wait.
 const BURST: usize = 256;
+/// A sleeper woken this many times without its condition asks the kernel
+/// whether the peer process lives, timeouts or not.
+const CHECK_EVERY_WAKES: u32 = 64;
 /// How often a sleeper or spinner asks whether the peer process is alive.
 pub(crate) const LIVENESS: Duration = Duration::from_millis(20);
 
@@ -188,15 +191,13 @@ impl Waiter {
                 }
             }
         }
+        if !spin {
+            return self.block(scope, deadline, &mut poll);
+        }
         let start = Instant::now();
-        let result = if spin {
-            self.spin(scope, start, deadline, &mut poll)
-        } else {
-            None
-        };
-        let result = match result {
+        let result = match self.spin(scope, start, deadline, &mut poll) {
             Some(r) => r,
-            None => self.block(scope, start, deadline, &mut poll),
+            None => self.block(scope, deadline, &mut poll),
         };
         self.learn(start.elapsed());
         result
@@ -255,22 +256,28 @@ impl Waiter {
         }
     }
 
-    /// Sleeps on the futex until woken with the condition true.
+    /// Sleeps on the futex until woken with the condition true. Reads no
+    /// clock unless there is a deadline: the peer process is checked after
+    /// a sleep that ran its full [`LIVENESS`] nap, and every few wakes.
     fn block<R>(
         &mut self,
         scope: &Scope<'_>,
-        start: Instant,
         deadline: Option<Instant>,
         poll: &mut impl FnMut() -> Result<Option<R>, Corrupt>,
     ) -> Result<R, Stop> {
-        let mut last_check = start;
+        let mut wakes = 0u32;
+        let mut check_peer = false;
         loop {
             let ticket = event::prepare(scope.me, scope.peer);
             let ready = poll();
             let outcome = match ready {
                 Ok(Some(r)) => Some(Ok(r)),
                 Err(e) => Some(Err(e.into())),
-                Ok(None) => self.before_sleep(scope, &mut last_check, deadline, ticket),
+                Ok(None) => {
+                    wakes += 1;
+                    check_peer |= wakes.is_multiple_of(CHECK_EVERY_WAKES);
+                    self.before_sleep(scope, &mut check_peer, deadline, ticket)
+                }
             };
             event::done(scope.me);
             match outcome {
@@ -282,32 +289,32 @@ impl Waiter {
     }
 
     /// Checks for the peer's death and the deadline, then sleeps; returns
-    /// `Some` when the wait must end instead.
+    /// `Some` when the wait must end instead. Sets `check_peer` when the
+    /// sleep timed out, for the next round to ask the kernel.
     fn before_sleep<R>(
         &self,
         scope: &Scope<'_>,
-        last_check: &mut Instant,
+        check_peer: &mut bool,
         deadline: Option<Instant>,
         ticket: u32,
     ) -> Option<Result<R, Stop>> {
         if let Some(failure) = scope.gone() {
             return Some(Err(Stop::Gone(failure)));
         }
-        let now = Instant::now();
-        if now - *last_check >= LIVENESS {
-            *last_check = now;
-            if let Some(failure) = scope.check_gone() {
-                return Some(Err(Stop::Gone(failure)));
-            }
+        if std::mem::take(check_peer)
+            && let Some(failure) = scope.check_gone()
+        {
+            return Some(Err(Stop::Gone(failure)));
         }
         let mut nap = LIVENESS;
         if let Some(d) = deadline {
+            let now = Instant::now();
             if now >= d {
                 return Some(Err(Stop::Timeout));
             }
             nap = nap.min(d - now);
         }
-        event::sleep(&SysFutex, scope.peer, ticket, nap);
+        *check_peer = event::sleep(&SysFutex, scope.peer, ticket, nap);
         None
     }
 }

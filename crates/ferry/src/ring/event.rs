@@ -36,8 +36,9 @@ use crate::sync::{AtomicU32, Ordering, fence};
 
 /// How a side sleeps on a shared word and wakes a sleeper.
 pub trait Futex {
-    /// Sleeps while `*word == expected`, at most `timeout`; may return early.
-    fn wait(&self, word: &AtomicU32, expected: u32, timeout: Duration);
+    /// Sleeps while `*word == expected`, at most `timeout`; may return
+    /// early. Returns whether the whole `timeout` passed.
+    fn wait(&self, word: &AtomicU32, expected: u32, timeout: Duration) -> bool;
     /// Wakes the sleepers on `word`.
     fn wake(&self, word: &AtomicU32);
 }
@@ -49,8 +50,8 @@ pub struct SysFutex;
 
 #[cfg(not(loom))]
 impl Futex for SysFutex {
-    fn wait(&self, word: &AtomicU32, expected: u32, timeout: Duration) {
-        crate::sys::futex_wait(word, expected, timeout);
+    fn wait(&self, word: &AtomicU32, expected: u32, timeout: Duration) -> bool {
+        crate::sys::futex_wait(word, expected, timeout)
     }
     fn wake(&self, word: &AtomicU32) {
         crate::sys::futex_wake(word, 1);
@@ -71,9 +72,10 @@ pub fn prepare(me: &Side, peer: &Side) -> u32 {
     ticket
 }
 
-/// Sleeps on `peer`'s counter unless it has moved past `ticket`.
-pub fn sleep<F: Futex>(futex: &F, peer: &Side, ticket: u32, timeout: Duration) {
-    futex.wait(&peer.signal, ticket, timeout);
+/// Sleeps on `peer`'s counter unless it has moved past `ticket`; returns
+/// whether the whole `timeout` passed.
+pub fn sleep<F: Futex>(futex: &F, peer: &Side, ticket: u32, timeout: Duration) -> bool {
+    futex.wait(&peer.signal, ticket, timeout)
 }
 
 /// Ends a wait begun with [`prepare`].

@@ -11,13 +11,15 @@ use rustix::thread::futex;
 ///
 /// Returns on a wake, a timeout, a signal, or at once if the word no longer
 /// holds `expected`; the caller re-checks its condition in every case.
-pub(crate) fn futex_wait(word: &AtomicU32, expected: u32, timeout: Duration) {
+/// Returns whether it timed out (`ETIMEDOUT`).
+pub(crate) fn futex_wait(word: &AtomicU32, expected: u32, timeout: Duration) -> bool {
     let ts = rustix::time::Timespec {
         tv_sec: timeout.as_secs() as i64,
         tv_nsec: i64::from(timeout.subsec_nanos()),
     };
     // Every outcome (woken, EAGAIN, ETIMEDOUT, EINTR) means "look again".
-    let _ = futex::wait(word, futex::Flags::empty(), expected, Some(&ts));
+    futex::wait(word, futex::Flags::empty(), expected, Some(&ts))
+        == Err(rustix::io::Errno::TIMEDOUT)
 }
 
 /// Wakes up to `n` sleepers on `word`.

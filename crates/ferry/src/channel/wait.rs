@@ -181,9 +181,10 @@ impl Waiter {
             Wait::Spin => true,
             Wait::Adaptive => apart && online_cpus() > 1,
         };
-        if spin {
+        if spin && apart {
             // A reply often lands within a few hundred nanoseconds: poll a
-            // while before paying for clock reads.
+            // while before paying for clock reads. (Not on the peer's CPU:
+            // there the reply cannot come until this thread yields.)
             for _ in 0..BURST {
                 spin_hint();
                 if let Some(ready) = poll()? {
@@ -221,8 +222,9 @@ impl Waiter {
     ) -> Option<Result<R, Stop>> {
         let until = (scope.wait == Wait::Adaptive).then(|| start + self.budget);
         let mut last_check = start;
+        let mut polls = 32;
         loop {
-            for _ in 0..32 {
+            for _ in 0..polls {
                 spin_hint();
                 match poll() {
                     Ok(None) => {}
@@ -230,10 +232,13 @@ impl Waiter {
                     Err(e) => return Some(Err(e.into())),
                 }
             }
+            polls = 32;
             if until.is_none() && scope.sharing_cpu() {
                 // A pure spinner on the peer's CPU would hold it for a whole
-                // scheduler slice; let the peer run instead.
+                // scheduler slice; let the peer run instead, and look once
+                // each time this thread gets the CPU back.
                 crate::sys::yield_cpu();
+                polls = 1;
             }
             let now = Instant::now();
             if until.is_some_and(|u| now >= u) {

@@ -284,8 +284,8 @@ fn run<F: Func>(case: &Case, bar: &Bar) -> Result<Sample, Error> {
     match case.via {
         Via::Direct => time::<F, _>(Direct, case, bar),
         Via::Closure => time::<F, _>(Closure::<F>(Box::new(F::compute)), case, bar),
-        Via::StdMpsc => time::<F, _>(StdHop::<F>::start(placement), case, bar),
-        Via::Crossbeam => time::<F, _>(CrossbeamHop::<F>::start(placement), case, bar),
+        Via::StdMpsc => time::<F, _>(Hop::<F, StdChannels>::start(placement), case, bar),
+        Via::Crossbeam => time::<F, _>(Hop::<F, CrossbeamChannels>::start(placement), case, bar),
         Via::FerryThreads => time::<F, _>(FerryThreads::<F>::start(placement)?, case, bar),
         Via::FerryOneThread => time::<F, _>(FerryOneThread::new()?, case, bar),
     }
@@ -395,19 +395,70 @@ fn callee_gone(callee: Option<Callee>) -> Error {
     }
 }
 
-struct StdHop<F: Func> {
-    requests: Option<mpsc::Sender<F::Arg>>,
-    replies: mpsc::Receiver<F::Ret>,
+/// A flavour of in-process channel a [`Hop`] sends its calls through.
+trait Channel: 'static {
+    type Sender<T: Send + 'static>: Send + 'static;
+    type Receiver<T: Send + 'static>: Send + 'static;
+    fn channel<T: Send + 'static>() -> (Self::Sender<T>, Self::Receiver<T>);
+    /// Sends `value`; `false` once the receiver has gone.
+    fn send<T: Send + 'static>(sender: &Self::Sender<T>, value: T) -> bool;
+    /// The next value; `None` once the sender has gone.
+    fn recv<T: Send + 'static>(receiver: &Self::Receiver<T>) -> Option<T>;
+}
+
+/// std's mpsc channels.
+struct StdChannels;
+
+impl Channel for StdChannels {
+    type Sender<T: Send + 'static> = mpsc::Sender<T>;
+    type Receiver<T: Send + 'static> = mpsc::Receiver<T>;
+    fn channel<T: Send + 'static>() -> (Self::Sender<T>, Self::Receiver<T>) {
+        mpsc::channel()
+    }
+    #[inline]
+    fn send<T: Send + 'static>(sender: &Self::Sender<T>, value: T) -> bool {
+        sender.send(value).is_ok()
+    }
+    #[inline]
+    fn recv<T: Send + 'static>(receiver: &Self::Receiver<T>) -> Option<T> {
+        receiver.recv().ok()
+    }
+}
+
+/// crossbeam's unbounded channels.
+struct CrossbeamChannels;
+
+impl Channel for CrossbeamChannels {
+    type Sender<T: Send + 'static> = crossbeam_channel::Sender<T>;
+    type Receiver<T: Send + 'static> = crossbeam_channel::Receiver<T>;
+    fn channel<T: Send + 'static>() -> (Self::Sender<T>, Self::Receiver<T>) {
+        crossbeam_channel::unbounded()
+    }
+    #[inline]
+    fn send<T: Send + 'static>(sender: &Self::Sender<T>, value: T) -> bool {
+        sender.send(value).is_ok()
+    }
+    #[inline]
+    fn recv<T: Send + 'static>(receiver: &Self::Receiver<T>) -> Option<T> {
+        receiver.recv().ok()
+    }
+}
+
+/// A call on another thread: the argument there and the result back,
+/// through a pair of `C`'s channels.
+struct Hop<F: Func, C: Channel> {
+    requests: Option<C::Sender<F::Arg>>,
+    replies: C::Receiver<F::Ret>,
     callee: Option<Callee>,
 }
 
-impl<F: Func> StdHop<F> {
+impl<F: Func, C: Channel> Hop<F, C> {
     fn start(placement: Placement) -> Self {
-        let (requests, inbox) = mpsc::channel::<F::Arg>();
-        let (outbox, replies) = mpsc::channel();
+        let (requests, inbox) = C::channel::<F::Arg>();
+        let (outbox, replies) = C::channel::<F::Ret>();
         let callee = Callee::spawn(placement, move || {
-            while let Ok(arg) = inbox.recv() {
-                if outbox.send(F::compute(arg)).is_err() {
+            while let Some(arg) = C::recv(&inbox) {
+                if !C::send(&outbox, F::compute(arg)) {
                     break;
                 }
             }
@@ -421,51 +472,11 @@ impl<F: Func> StdHop<F> {
     }
 }
 
-impl<F: Func> Caller<F> for StdHop<F> {
+impl<F: Func, C: Channel> Caller<F> for Hop<F, C> {
     fn call(&mut self, arg: F::Arg) -> Result<F::Ret, Error> {
-        let sent = self.requests.as_ref().map(|r| r.send(arg).is_ok());
-        match (sent, self.replies.recv()) {
-            (Some(true), Ok(ret)) => Ok(ret),
-            _ => Err(callee_gone(self.callee.take())),
-        }
-    }
-    fn close(mut self) -> Result<(), Error> {
-        drop(self.requests.take());
-        self.callee.take().map_or(Ok(()), Callee::join)
-    }
-}
-
-struct CrossbeamHop<F: Func> {
-    requests: Option<crossbeam_channel::Sender<F::Arg>>,
-    replies: crossbeam_channel::Receiver<F::Ret>,
-    callee: Option<Callee>,
-}
-
-impl<F: Func> CrossbeamHop<F> {
-    fn start(placement: Placement) -> Self {
-        let (requests, inbox) = crossbeam_channel::unbounded::<F::Arg>();
-        let (outbox, replies) = crossbeam_channel::unbounded();
-        let callee = Callee::spawn(placement, move || {
-            while let Ok(arg) = inbox.recv() {
-                if outbox.send(F::compute(arg)).is_err() {
-                    break;
-                }
-            }
-            Ok(())
-        });
-        Self {
-            requests: Some(requests),
-            replies,
-            callee: Some(callee),
-        }
-    }
-}
-
-impl<F: Func> Caller<F> for CrossbeamHop<F> {
-    fn call(&mut self, arg: F::Arg) -> Result<F::Ret, Error> {
-        let sent = self.requests.as_ref().map(|r| r.send(arg).is_ok());
-        match (sent, self.replies.recv()) {
-            (Some(true), Ok(ret)) => Ok(ret),
+        let sent = self.requests.as_ref().map(|r| C::send(r, arg));
+        match (sent, C::recv(&self.replies)) {
+            (Some(true), Some(ret)) => Ok(ret),
             _ => Err(callee_gone(self.callee.take())),
         }
     }

@@ -6,9 +6,10 @@ use std::process::{Command, Stdio};
 use clap::{Args, ValueEnum};
 
 use crate::error::{Context, Error};
+use crate::pingpong::{self, EXIT_TIMEOUT};
 use crate::placement::Placement;
-use crate::transport::{self, Transport};
-use crate::{pingpong, throughput};
+use crate::throughput;
+use crate::transport::{self, Connection, Endpoint, Exit, Transport};
 
 /// Makes the child of the named transport fail at once, to check that a
 /// failing transport fails the whole run (the tests set it).
@@ -54,6 +55,37 @@ pub fn command(
         .stdin(Stdio::null())
         .stdout(Stdio::null());
     Ok(command)
+}
+
+/// Starts the child of `workload`, lets `measure` work with the parent's
+/// end, closes it, and joins what was measured with how the child ended.
+pub fn run<T>(
+    workload: Workload,
+    transport: &dyn Transport,
+    placement: Placement,
+    measure: impl FnOnce(&mut dyn Endpoint) -> Result<T, Error>,
+) -> Result<T, Error> {
+    let command = command(workload, transport, placement)?;
+    let Connection {
+        child,
+        mut endpoint,
+    } = transport.spawn(command)?;
+    let measured = measure(&mut *endpoint);
+    drop(endpoint);
+    let exit = child.wait_or_kill(EXIT_TIMEOUT)?;
+    let trouble = match exit {
+        Exit::Exited(status) if status.success() => None,
+        Exit::Exited(status) => Some(format!("the child exited with {status}")),
+        Exit::Killed => Some(format!(
+            "the child was still running {EXIT_TIMEOUT:?} after the parent closed, and was killed"
+        )),
+    };
+    match (measured, trouble) {
+        (Ok(measured), None) => Ok(measured),
+        (Ok(_), Some(why)) => Err(Error::new(why)),
+        (Err(e), None) => Err(e),
+        (Err(e), Some(why)) => Err(Error::new(format!("{e} ({why})"))),
+    }
 }
 
 fn value_name(workload: Workload) -> &'static str {

@@ -22,7 +22,7 @@ use crate::payload;
 use crate::placement::Placement;
 use crate::progress::Bar;
 use crate::stats::{Summary, micros};
-use crate::transport::{Connection, Endpoint, Exit, Transport};
+use crate::transport::{Endpoint, Transport};
 
 /// A message size and the round trips it runs by default.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -151,15 +151,19 @@ impl Bench for Case {
 /// Runs one case: starts the child, times the round trips, closes, and
 /// checks the child exited cleanly. The caller has placed this thread.
 pub fn run(case: &Case, bar: &Bar) -> Result<Sample, Error> {
-    let command = child::command(Workload::Pingpong, case.transport, case.placement)?;
-    let Connection {
-        child,
-        mut endpoint,
-    } = case.transport.spawn(command)?;
-    let measured = measure(&mut *endpoint, case, bar);
-    drop(endpoint);
-    let exit = child.wait_or_kill(EXIT_TIMEOUT)?;
-    finish(measured, exit)
+    let mut m = child::run(
+        Workload::Pingpong,
+        case.transport,
+        case.placement,
+        |endpoint| measure(endpoint, case, bar),
+    )?;
+    let summary =
+        Summary::of(&mut m.samples).ok_or_else(|| Error::new("no round trips were timed"))?;
+    Ok(Sample {
+        summary,
+        cpu: m.cpu.div_f64(summary.count as f64),
+        capped: m.capped,
+    })
 }
 
 /// What the parent measured of one row.
@@ -263,31 +267,6 @@ fn round_trip(endpoint: &mut dyn Endpoint, size: usize, marker: u8) -> Result<()
         )));
     }
     payload::check(reply, payload::reply_marker(marker))
-}
-
-/// Joins what the parent measured with how the child ended.
-fn finish(measured: Result<Measured, Error>, exit: Exit) -> Result<Sample, Error> {
-    let trouble = match exit {
-        Exit::Exited(status) if status.success() => None,
-        Exit::Exited(status) => Some(format!("the child exited with {status}")),
-        Exit::Killed => Some(format!(
-            "the child was still running {EXIT_TIMEOUT:?} after the parent closed, and was killed"
-        )),
-    };
-    match (measured, trouble) {
-        (Ok(mut m), None) => {
-            let summary = Summary::of(&mut m.samples)
-                .ok_or_else(|| Error::new("no round trips were timed"))?;
-            Ok(Sample {
-                summary,
-                cpu: m.cpu.div_f64(summary.count as f64),
-                capped: m.capped,
-            })
-        }
-        (Ok(_), Some(why)) => Err(Error::new(why)),
-        (Err(e), None) => Err(e),
-        (Err(e), Some(why)) => Err(Error::new(format!("{e} ({why})"))),
-    }
 }
 
 /// What the child does with one message.

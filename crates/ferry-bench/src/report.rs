@@ -505,8 +505,78 @@ fn spread_cell(min: f64, max: f64, format: fn(f64) -> String) -> String {
     format!("{}–{}", format(min), format(max))
 }
 
+/// The headers: `names`, then `spread` (the runs' min–max of the headline
+/// figure) with `repeat > 1`, then `ratios`.
+fn headers(
+    names: &[&str],
+    repeat: usize,
+    spread: &str,
+    ratios: impl IntoIterator<Item = String>,
+) -> Vec<String> {
+    let mut headers: Vec<String> = names.iter().map(|&n| n.to_string()).collect();
+    if repeat > 1 {
+        headers.push(spread.to_string());
+    }
+    headers.extend(ratios);
+    headers
+}
+
+/// The cell of `value(row)` over `value` of the row `is_baseline` accepts;
+/// `-` without one.
+fn ratio_cell<R>(
+    row: &R,
+    rows: &[R],
+    is_baseline: impl Fn(&R) -> bool,
+    value: impl Fn(&R) -> f64,
+) -> String {
+    let ratio = ratio(row, rows, is_baseline, value);
+    ratio.map_or_else(|| "-".to_string(), format_ratio)
+}
+
+/// A ratio cell per baseline: `value(row)` over `value` of the baseline's
+/// row whose size and placement are the row's. `key` is a row's transport,
+/// size and placement.
+fn baseline_cells<R>(
+    row: &R,
+    rows: &[R],
+    key: impl Fn(&R) -> (&'static str, usize, &'static str),
+    value: impl Fn(&R) -> f64,
+) -> impl Iterator<Item = String> {
+    let (_, size, placement) = key(row);
+    BASELINES.iter().map(move |baseline| {
+        let same = |r: &R| key(r) == (*baseline, size, placement);
+        ratio_cell(row, rows, same, &value)
+    })
+}
+
+impl Table {
+    /// A table of `rows`, `cells` each, a break between groups of `group`,
+    /// and `notes` under it, with the capped note if `capped` is true of a row.
+    fn of<R, K: PartialEq>(
+        title: &str,
+        headers: Vec<String>,
+        rows: &[R],
+        cells: impl Fn(&R) -> Vec<String>,
+        group: impl Fn(&R) -> K,
+        capped: impl Fn(&R) -> bool,
+        mut notes: Vec<String>,
+    ) -> Self {
+        if rows.iter().any(capped) {
+            notes.push(CAPPED_NOTE.to_string());
+        }
+        Self {
+            title: title.to_string(),
+            headers,
+            text_columns: 3,
+            rows: rows.iter().map(cells).collect(),
+            breaks: breaks(rows, group),
+            notes,
+        }
+    }
+}
+
 fn pingpong_table(rows: &[PingpongRow], repeat: usize) -> Table {
-    let mut headers: Vec<String> = [
+    let names = [
         "transport",
         "wait",
         "placement",
@@ -518,13 +588,8 @@ fn pingpong_table(rows: &[PingpongRow], repeat: usize) -> Table {
         "max µs",
         "mean µs",
         "cpu µs",
-    ]
-    .map(String::from)
-    .to_vec();
-    if repeat > 1 {
-        headers.push("p50 min–max".to_string());
-    }
-    headers.extend(BASELINES.iter().map(|b| format!("p50 ×{b}")));
+    ];
+    let ratios = BASELINES.iter().map(|b| format!("p50 ×{b}"));
     let cells = |row: &PingpongRow| {
         let mut cells = vec![
             row.transport.to_string(),
@@ -545,33 +610,26 @@ fn pingpong_table(rows: &[PingpongRow], repeat: usize) -> Table {
         if repeat > 1 {
             cells.push(spread_cell(row.p50_min_us, row.p50_max_us, format_us));
         }
-        for baseline in BASELINES {
-            let same = |r: &PingpongRow| {
-                r.transport == *baseline && r.size == row.size && r.placement == row.placement
-            };
-            let ratio = ratio(row, rows, same, |r| r.p50_us);
-            cells.push(ratio.map_or_else(|| "-".to_string(), format_ratio));
-        }
+        let key = |r: &PingpongRow| (r.transport, r.size, r.placement);
+        cells.extend(baseline_cells(row, rows, key, |r| r.p50_us));
         cells
     };
-    let mut notes = vec![
+    let notes = vec![
         "Round trips between two processes, µs; cpu is both processes' CPU time per round trip; ×baseline is p50 over the baseline's p50 at the same size and placement (below 1 is faster; - where the baseline did not run).".to_string(),
     ];
-    if rows.iter().any(|r| r.capped) {
-        notes.push(CAPPED_NOTE.to_string());
-    }
-    Table {
-        title: "pingpong".to_string(),
-        headers,
-        text_columns: 3,
-        rows: rows.iter().map(cells).collect(),
-        breaks: breaks(rows, |r| (r.placement, r.size)),
+    Table::of(
+        "pingpong",
+        headers(&names, repeat, "p50 min–max", ratios),
+        rows,
+        cells,
+        |r| (r.placement, r.size),
+        |r| r.capped,
         notes,
-    }
+    )
 }
 
 fn throughput_table(rows: &[ThroughputRow], repeat: usize) -> Table {
-    let mut headers: Vec<String> = [
+    let names = [
         "transport",
         "wait",
         "placement",
@@ -580,13 +638,8 @@ fn throughput_table(rows: &[ThroughputRow], repeat: usize) -> Table {
         "msg/s",
         "GiB/s",
         "cpu µs/msg",
-    ]
-    .map(String::from)
-    .to_vec();
-    if repeat > 1 {
-        headers.push("GiB/s min–max".to_string());
-    }
-    headers.extend(BASELINES.iter().map(|b| format!("GiB/s ×{b}")));
+    ];
+    let ratios = BASELINES.iter().map(|b| format!("GiB/s ×{b}"));
     let cells = |row: &ThroughputRow| {
         let mut cells = vec![
             row.transport.to_string(),
@@ -605,39 +658,26 @@ fn throughput_table(rows: &[ThroughputRow], repeat: usize) -> Table {
                 format_gib,
             ));
         }
-        for baseline in BASELINES {
-            let same = |r: &ThroughputRow| {
-                r.transport == *baseline && r.size == row.size && r.placement == row.placement
-            };
-            let ratio = ratio(row, rows, same, |r| r.gib_per_s);
-            cells.push(ratio.map_or_else(|| "-".to_string(), format_ratio));
-        }
+        let key = |r: &ThroughputRow| (r.transport, r.size, r.placement);
+        cells.extend(baseline_cells(row, rows, key, |r| r.gib_per_s));
         cells
     };
-    let mut notes = vec![
+    let notes = vec![
         "A one-way stream, the receiver checksumming every byte; cpu is both processes' CPU time per message; ×baseline is GiB/s over the baseline's at the same size and placement (above 1 is faster).".to_string(),
     ];
-    if rows.iter().any(|r| r.capped) {
-        notes.push(CAPPED_NOTE.to_string());
-    }
-    Table {
-        title: "throughput".to_string(),
-        headers,
-        text_columns: 3,
-        rows: rows.iter().map(cells).collect(),
-        breaks: breaks(rows, |r| (r.placement, r.size)),
+    Table::of(
+        "throughput",
+        headers(&names, repeat, "GiB/s min–max", ratios),
+        rows,
+        cells,
+        |r| (r.placement, r.size),
+        |r| r.capped,
         notes,
-    }
+    )
 }
 
 fn calls_table(rows: &[CallsRow], repeat: usize) -> Table {
-    let mut headers: Vec<String> = ["call", "via", "placement", "count", "ns/call"]
-        .map(String::from)
-        .to_vec();
-    if repeat > 1 {
-        headers.push("ns min–max".to_string());
-    }
-    headers.push("×direct".to_string());
+    let names = ["call", "via", "placement", "count", "ns/call"];
     let cells = |row: &CallsRow| {
         let mut cells = vec![
             row.call.to_string(),
@@ -652,8 +692,7 @@ fn calls_table(rows: &[CallsRow], repeat: usize) -> Table {
         let same = |r: &CallsRow| {
             r.via == calls::Via::Direct.name() && r.call == row.call && r.placement == row.placement
         };
-        let ratio = ratio(row, rows, same, |r| r.ns_per_call);
-        cells.push(ratio.map_or_else(|| "-".to_string(), format_ratio));
+        cells.push(ratio_cell(row, rows, same, |r| r.ns_per_call));
         cells
     };
     let mut notes = vec![
@@ -664,17 +703,15 @@ fn calls_table(rows: &[CallsRow], repeat: usize) -> Table {
             .iter()
             .map(|v| format!("{}: {}", v.name(), v.meaning())),
     );
-    if rows.iter().any(|r| r.capped) {
-        notes.push(CAPPED_NOTE.to_string());
-    }
-    Table {
-        title: "calls".to_string(),
-        headers,
-        text_columns: 3,
-        rows: rows.iter().map(cells).collect(),
-        breaks: breaks(rows, |r| (r.placement, r.call)),
+    Table::of(
+        "calls",
+        headers(&names, repeat, "ns min–max", ["×direct".to_string()]),
+        rows,
+        cells,
+        |r| (r.placement, r.call),
+        |r| r.capped,
         notes,
-    }
+    )
 }
 
 /// Microseconds: two decimals below 100, one above.

@@ -17,11 +17,10 @@ use crate::cpu;
 use crate::error::Error;
 use crate::matrix::Bench;
 use crate::payload;
-use crate::pingpong::EXIT_TIMEOUT;
 use crate::placement::Placement;
 use crate::progress::Bar;
 use crate::stats::micros;
-use crate::transport::{Connection, Endpoint, Exit, Transport};
+use crate::transport::{Endpoint, Transport};
 
 /// The stream's message sizes.
 pub const SIZES: &[usize] = &[64, 1_024, 65_536, 1_048_576];
@@ -117,15 +116,12 @@ impl Bench for Case {
     }
 
     fn run(&self, bar: &Bar) -> Result<Sample, Error> {
-        let command = child::command(Workload::Throughput, self.transport, self.placement)?;
-        let Connection {
-            child,
-            mut endpoint,
-        } = self.transport.spawn(command)?;
-        let streamed = stream(&mut *endpoint, self, bar);
-        drop(endpoint);
-        let exit = child.wait_or_kill(EXIT_TIMEOUT)?;
-        finish(streamed, exit)
+        child::run(
+            Workload::Throughput,
+            self.transport,
+            self.placement,
+            |endpoint| stream(endpoint, self, bar),
+        )
     }
 
     fn brief(sample: &Sample) -> String {
@@ -294,22 +290,6 @@ fn verify(report: &StreamReport, sent: Checksum) -> Result<(), Error> {
         )));
     }
     Ok(())
-}
-
-fn finish(streamed: Result<Sample, Error>, exit: Exit) -> Result<Sample, Error> {
-    let trouble = match exit {
-        Exit::Exited(status) if status.success() => None,
-        Exit::Exited(status) => Some(format!("the child exited with {status}")),
-        Exit::Killed => Some(format!(
-            "the child was still running {EXIT_TIMEOUT:?} after the parent closed, and was killed"
-        )),
-    };
-    match (streamed, trouble) {
-        (Ok(sample), None) => Ok(sample),
-        (Ok(_), Some(why)) => Err(Error::new(why)),
-        (Err(e), None) => Err(e),
-        (Err(e), Some(why)) => Err(Error::new(format!("{e} ({why})"))),
-    }
 }
 
 /// What the child does with one message.

@@ -10,7 +10,8 @@ use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
 use super::Endpoint;
 use crate::error::{Context, Error};
 
-const HEADER: usize = 4;
+/// The length in front of every message.
+pub const HEADER: usize = 4;
 /// The largest message accepted, so a bad header cannot ask for any amount
 /// of memory.
 const MAX_MESSAGE: usize = 1 << 30;
@@ -53,25 +54,36 @@ impl<R: Read, W: Write> Framed<R, W> {
         self.reader
             .read_exact(&mut header)
             .context("reading a message header")?;
-        let len = u32::from_le_bytes(header) as usize;
-        if len > MAX_MESSAGE {
-            return Err(Error::new(format!(
-                "message header claims {len} bytes, over the {MAX_MESSAGE}-byte limit"
-            )));
-        }
-        Ok(len)
+        header_len(header)
     }
+}
+
+/// Makes `out` the header of a `len`-byte message and room for its
+/// payload, which it returns.
+pub fn frame(out: &mut Vec<u8>, len: usize) -> Result<&mut [u8], Error> {
+    let header = u32::try_from(len)
+        .ok()
+        .filter(|&l| l as usize <= MAX_MESSAGE)
+        .ok_or_else(|| Error::new(format!("a {len}-byte message is too large to frame")))?;
+    out.resize(HEADER + len, 0);
+    out[..HEADER].copy_from_slice(&header.to_le_bytes());
+    Ok(&mut out[HEADER..])
+}
+
+/// The payload length `header` gives, within [`MAX_MESSAGE`].
+pub fn header_len(header: [u8; HEADER]) -> Result<usize, Error> {
+    let len = u32::from_le_bytes(header) as usize;
+    if len > MAX_MESSAGE {
+        return Err(Error::new(format!(
+            "message header claims {len} bytes, over the {MAX_MESSAGE}-byte limit"
+        )));
+    }
+    Ok(len)
 }
 
 impl<R: Read, W: Write> Endpoint for Framed<R, W> {
     fn prepare(&mut self, len: usize) -> Result<&mut [u8], Error> {
-        let header = u32::try_from(len)
-            .ok()
-            .filter(|&l| l as usize <= MAX_MESSAGE)
-            .ok_or_else(|| Error::new(format!("a {len}-byte message is too large to frame")))?;
-        self.out.resize(HEADER + len, 0);
-        self.out[..HEADER].copy_from_slice(&header.to_le_bytes());
-        Ok(&mut self.out[HEADER..])
+        frame(&mut self.out, len)
     }
 
     fn send(&mut self) -> Result<(), Error> {

@@ -18,29 +18,21 @@
 //! connected.
 
 use std::os::fd::OwnedFd;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::thread::sleep;
-use std::time::{Duration, Instant};
 
 use rustix::io::Errno;
 use rustix::net::{
     self, AddressFamily, RecvFlags, SendFlags, SocketAddrUnix, SocketFlags, SocketType, sockopt,
 };
 
+use super::framed::{self, HEADER};
+use super::unix_stream::{SocketPath, accept_within};
 use super::{ChildGuard, Connection, Endpoint, Transport};
 use crate::error::{Context, Error};
 
 /// The environment variable naming the socket's path to the child.
 const ENV: &str = "FERRY_BENCH_SEQPACKET";
-/// How long the child has to connect.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-/// The length in front of every message.
-const HEADER: usize = 4;
-/// The largest message accepted, so a bad header cannot ask for any amount
-/// of memory.
-const MAX_MESSAGE: usize = 1 << 30;
 /// The send buffer each side asks for: room for a 1 MiB message and its
 /// header in one record (the kernel doubles what is asked, within its cap).
 const SEND_BUFFER: usize = (1 << 20) + 4096;
@@ -61,7 +53,7 @@ impl Transport for UnixSeqpacket {
     }
 
     fn spawn(&self, mut command: Command) -> Result<Connection, Error> {
-        let path = SocketPath::fresh();
+        let path = SocketPath::fresh("seqpacket");
         let listener = listen(&path.0)?;
         command.env(ENV, &path.0);
         let child = command.spawn().context("spawning the child")?;
@@ -99,26 +91,14 @@ fn listen(path: &Path) -> Result<OwnedFd, Error> {
 
 /// Waits for the child to connect, giving up if it exits or takes too long.
 fn accept(listener: &OwnedFd, child: &mut ChildGuard) -> Result<OwnedFd, Error> {
-    let deadline = Instant::now() + CONNECT_TIMEOUT;
-    loop {
+    accept_within(child, || {
         // Without NONBLOCK the accepted socket blocks, whatever the listener.
         match net::accept_with(listener, SocketFlags::CLOEXEC) {
-            Ok(socket) => return Ok(socket),
-            Err(Errno::AGAIN | Errno::INTR) => {}
-            Err(e) => return Err(e).context("accepting the child's connection"),
+            Ok(socket) => Ok(Some(socket)),
+            Err(Errno::AGAIN | Errno::INTR) => Ok(None),
+            Err(e) => Err(e).context("accepting the child's connection"),
         }
-        if let Some(status) = child.try_status()? {
-            return Err(Error::new(format!(
-                "the child exited ({status}) before connecting"
-            )));
-        }
-        if Instant::now() > deadline {
-            return Err(Error::new(format!(
-                "the child did not connect within {CONNECT_TIMEOUT:?}"
-            )));
-        }
-        sleep(Duration::from_millis(1));
-    }
+    })
 }
 
 /// A connected seqpacket socket moving length-prefixed messages, each in
@@ -159,13 +139,7 @@ fn grow_send_buffer(socket: &OwnedFd) -> Result<usize, Error> {
 
 impl Endpoint for Seqpacket {
     fn prepare(&mut self, len: usize) -> Result<&mut [u8], Error> {
-        let header = u32::try_from(len)
-            .ok()
-            .filter(|&l| l as usize <= MAX_MESSAGE)
-            .ok_or_else(|| Error::new(format!("a {len}-byte message is too large to frame")))?;
-        self.out.resize(HEADER + len, 0);
-        self.out[..HEADER].copy_from_slice(&header.to_le_bytes());
-        Ok(&mut self.out[HEADER..])
+        framed::frame(&mut self.out, len)
     }
 
     fn send(&mut self) -> Result<(), Error> {
@@ -206,13 +180,7 @@ fn message_len(first: &[u8]) -> Result<usize, Error> {
     let header = first
         .first_chunk::<HEADER>()
         .ok_or_else(|| Error::new(format!("a {}-byte record has no header", first.len())))?;
-    let len = u32::from_le_bytes(*header) as usize;
-    if len > MAX_MESSAGE {
-        return Err(Error::new(format!(
-            "message header claims {len} bytes, over the {MAX_MESSAGE}-byte limit"
-        )));
-    }
-    Ok(len)
+    framed::header_len(*header)
 }
 
 /// Sends one record, whole.
@@ -248,30 +216,6 @@ fn recv_record(socket: &OwnedFd, buf: &mut [u8]) -> Result<usize, Error> {
             Err(Errno::INTR) => {}
             Err(e) => return Err(e).context("receiving a record"),
         }
-    }
-}
-
-/// A socket path unique to this process and call, removed when dropped.
-struct SocketPath(PathBuf);
-
-impl SocketPath {
-    fn fresh() -> Self {
-        static NEXT: AtomicUsize = AtomicUsize::new(0);
-        // Relaxed: only uniqueness matters.
-        let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let name = format!("ferry-bench-{}-{n}.seqpacket", std::process::id());
-        let path = std::env::temp_dir().join(name);
-        // A socket left by an earlier process with this id would make
-        // binding fail; nothing else would have this name.
-        let _ = std::fs::remove_file(&path);
-        Self(path)
-    }
-}
-
-impl Drop for SocketPath {
-    fn drop(&mut self) {
-        // It may not exist if binding failed.
-        let _ = std::fs::remove_file(&self.0);
     }
 }
 

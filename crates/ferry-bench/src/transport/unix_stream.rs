@@ -32,7 +32,7 @@ impl Transport for UnixStream {
     }
 
     fn spawn(&self, mut command: Command) -> Result<Connection, Error> {
-        let path = SocketPath::fresh();
+        let path = SocketPath::fresh("sock");
         let listener =
             UnixListener::bind(&path.0).context(format!("listening at {}", path.0.display()))?;
         command.env(ENV, &path.0);
@@ -63,12 +63,24 @@ fn accept(listener: &UnixListener, child: &mut ChildGuard) -> Result<Stream, Err
     listener
         .set_nonblocking(true)
         .context("making the listener non-blocking")?;
+    accept_within(child, || match listener.accept() {
+        Ok((stream, _)) => blocking(stream).map(Some),
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Ok(None),
+        Err(e) => Err(e).context("accepting the child's connection"),
+    })
+}
+
+/// Waits for the child to connect: `try_accept` is the connection, or
+/// `None` while none is waiting. Gives up if the child exits or takes too
+/// long.
+pub(super) fn accept_within<T>(
+    child: &mut ChildGuard,
+    mut try_accept: impl FnMut() -> Result<Option<T>, Error>,
+) -> Result<T, Error> {
     let deadline = Instant::now() + CONNECT_TIMEOUT;
     loop {
-        match listener.accept() {
-            Ok((stream, _)) => return blocking(stream),
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-            Err(e) => return Err(e).context("accepting the child's connection"),
+        if let Some(connection) = try_accept()? {
+            return Ok(connection);
         }
         if let Some(status) = child.try_status()? {
             return Err(Error::new(format!(
@@ -91,15 +103,16 @@ fn blocking(stream: Stream) -> Result<Stream, Error> {
     Ok(stream)
 }
 
-/// A socket path unique to this process and call, removed when dropped.
-struct SocketPath(PathBuf);
+/// A socket path unique to this process and call, ending `.{extension}`,
+/// removed when dropped.
+pub(super) struct SocketPath(pub(super) PathBuf);
 
 impl SocketPath {
-    fn fresh() -> Self {
+    pub(super) fn fresh(extension: &str) -> Self {
         static NEXT: AtomicUsize = AtomicUsize::new(0);
         // Relaxed: only uniqueness matters.
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let name = format!("ferry-bench-{}-{n}.sock", std::process::id());
+        let name = format!("ferry-bench-{}-{n}.{extension}", std::process::id());
         let path = std::env::temp_dir().join(name);
         // A socket left by an earlier process with this id would make
         // binding fail; nothing else would have this name.

@@ -98,6 +98,15 @@ impl Drop for Temp {
     }
 }
 
+/// Runs the benchmark with `args` (which name `json` as the output), checks
+/// it succeeded, and returns its output and the JSON it wrote.
+fn run_to_json(args: &[&str], json: &Temp) -> (Output, Value) {
+    let out = ferry_bench(args);
+    succeeded(&out);
+    let value = read_json(&json.0);
+    (out, value)
+}
+
 fn read_json(path: &Path) -> Value {
     let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     serde_json::from_slice(&bytes).expect("valid JSON")
@@ -182,9 +191,7 @@ fn quick_pingpong_has_a_sane_row_per_transport_and_size() {
         "--json",
         json.arg(),
     ];
-    let out = ferry_bench(&args);
-    succeeded(&out);
-    let json = read_json(&json.0);
+    let (out, json) = run_to_json(&args, &json);
     let rows = rows(&json);
     let transports = transports_of(rows);
     assert_eq!(rows.len(), transports.len() * 2, "{rows:?}");
@@ -221,9 +228,7 @@ fn quick_throughput_checks_every_stream() {
         "--json",
         json.arg(),
     ];
-    let out = ferry_bench(&args);
-    succeeded(&out);
-    let json = read_json(&json.0);
+    let (out, json) = run_to_json(&args, &json);
     let rows = rows(&json);
     let transports = transports_of(rows);
     assert_eq!(rows.len(), transports.len() * 2, "{rows:?}");
@@ -257,9 +262,7 @@ fn a_timed_stream_sends_for_its_time_and_is_not_capped() {
         "--json",
         json.arg(),
     ];
-    let out = ferry_bench(&args);
-    succeeded(&out);
-    let json = read_json(&json.0);
+    let (_, json) = run_to_json(&args, &json);
     let rows = rows(&json);
     assert_eq!(rows.len(), 2, "{rows:?}");
     for row in rows {
@@ -363,9 +366,7 @@ fn repeats_interleave_and_report_the_median_with_its_range() {
         "--json",
         json.arg(),
     ];
-    let out = ferry_bench(&args);
-    succeeded(&out);
-    let json = read_json(&json.0);
+    let (out, json) = run_to_json(&args, &json);
     let rows = rows(&json);
     assert_eq!(rows.len(), 4, "{rows:?}");
     for row in rows {

@@ -189,6 +189,12 @@ impl Endpoint for LoanEndpoint {
         }
         // A loan not sent goes back to the pool here, before taking another.
         self.loan = None;
+        // The caller is done with the last message received (its bytes
+        // borrowed this endpoint, which `prepare` borrows again), so its
+        // block goes back to the peer's pool now, as an application drops a
+        // request's view once it has read it, rather than at the next
+        // `recv`.
+        self.view = None;
         let loan = self.pipe.loan(len).context("loaning a slot")?;
         Ok(self.loan.insert(loan))
     }

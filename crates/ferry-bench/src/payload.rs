@@ -52,7 +52,9 @@ fn stray_bits(buf: &[u8], marker: u8) -> u64 {
             *lane |= u64::from_ne_bytes(*word) ^ pattern;
         }
     }
-    let tail = rest.iter().fold(0u64, |acc, &b| acc | u64::from(b ^ marker));
+    let tail = rest
+        .iter()
+        .fold(0u64, |acc, &b| acc | u64::from(b ^ marker));
     acc.iter().fold(tail, |acc, lane| acc | lane)
 }
 

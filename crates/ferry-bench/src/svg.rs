@@ -189,6 +189,7 @@ fn style(name: &str, index: usize) -> (&'static str, &'static str, f64) {
         "unix-seqpacket" => ("#a0522d", 2.0),
         "shm-futex" => ("#2ca02c", 2.0),
         "shm-spin" => ("#2ca02c", 2.0),
+        "shm-in-place" => ("#7fc97f", 2.0),
         "ipc-channel-bytes" => ("#9467bd", 2.0),
         "ipc-channel-typed" => ("#c49ddb", 2.0),
         "iceoryx2-event" => ("#e377c2", 2.0),

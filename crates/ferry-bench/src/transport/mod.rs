@@ -90,6 +90,7 @@ pub const ALL: &[&dyn Transport] = &[
     &unix_seqpacket::UnixSeqpacket,
     &shm_floor::ShmFloor::FUTEX,
     &shm_floor::ShmFloor::SPIN,
+    &shm_floor::ShmFloor::IN_PLACE,
     &ipc_channel::IpcChannel::BYTES,
     &ipc_channel::IpcChannel::TYPED,
     &iceoryx2::Iceoryx2::EVENT,

@@ -1,6 +1,8 @@
 //! The floor: a hand-written shared-memory slot per direction, and a futex
 //! (`shm-futex`) or a busy-poll (`shm-spin`) to wait on it, with no library
 //! around them. Whatever ferry spends above these round trips is its own.
+//! `shm-in-place` is the zero-copy floor for `ferry-loan`: the futex slot,
+//! with each message written in place in the slot and read in place.
 //!
 //! The parent makes a memfd holding two slots, parent to child and child to
 //! parent, maps it, and names it to the child as `/proc/<parent>/fd/<fd>`,
@@ -11,8 +13,10 @@
 //! payload. To send, the writer waits until the reader has taken the last
 //! message (`ack` equals `seq`), copies the payload in, stores the length
 //! and bumps `seq`. To receive, the reader waits until `seq` moves, copies
-//! the payload out and sets `ack`. Dropping an end sets the top bit of its
-//! `seq`: the end of the stream. Every sleeper sleeps on the futex of the
+//! the payload out and sets `ack`. In place, the writer waits for `ack` in
+//! `prepare` and hands out the slot itself, and the reader hands out the
+//! slot and sets `ack` only at its next `prepare` or `recv`. Dropping an
+//! end sets the top bit of its `seq`: the end of the stream. Every sleeper sleeps on the futex of the
 //! word it waits for, with a flag telling the other side to wake it, so a
 //! side that does not sleep costs its peer no system call. A waiter looks
 //! at the peer process every [`LIVENESS`], and fails if it has exited.
@@ -28,12 +32,15 @@
 //!   drops, and every reference into it borrows the `Mapping`;
 //! - headers are `AtomicU32`s at offsets aligned for them, valid for any
 //!   bit pattern, and both processes access them only atomically;
-//! - payloads are copied with raw pointers, never borrowed as slices, after
-//!   checking their length against the capacity, and each side copies only
-//!   in the window the protocol gives it: the writer between seeing `ack`
-//!   (Acquire) and bumping `seq` (Release), the reader between seeing the
-//!   bump (Acquire) and setting `ack` (Release). The peer is this program,
-//!   which keeps to that protocol.
+//! - payloads are reached only after checking their length against the
+//!   capacity, and each side touches a slot only in the window the protocol
+//!   gives it: the writer between seeing `ack` (Acquire) and bumping `seq`
+//!   (Release), the reader between seeing the bump (Acquire) and setting
+//!   `ack` (Release). Copies use raw pointers. In place, the slot is lent
+//!   as a slice that borrows the end, so it ends before the end's next call,
+//!   and the window closes only in that call (`send` bumps `seq`; the next
+//!   `prepare` or `recv` sets `ack`). The peer is this program, which keeps
+//!   to that protocol.
 
 #![allow(unsafe_code)]
 
@@ -281,6 +288,7 @@ impl Peer {
 pub struct ShmFloor {
     name: &'static str,
     wait: Wait,
+    in_place: bool,
 }
 
 impl ShmFloor {
@@ -288,11 +296,19 @@ impl ShmFloor {
     pub const FUTEX: Self = Self {
         name: "shm-futex",
         wait: Wait::Futex,
+        in_place: false,
     };
     /// Busy-poll.
     pub const SPIN: Self = Self {
         name: "shm-spin",
         wait: Wait::Spin,
+        in_place: false,
+    };
+    /// Sleep on a futex; messages written and read in place in the slots.
+    pub const IN_PLACE: Self = Self {
+        name: "shm-in-place",
+        wait: Wait::Futex,
+        in_place: true,
     };
 }
 
@@ -319,7 +335,7 @@ impl Transport for ShmFloor {
         let pid = Pid::from_child(child.child_mut());
         let pidfd = rustix::process::pidfd_open(pid, PidfdFlags::empty());
         let peer = Peer::Child(pidfd.context("opening a pidfd of the child")?);
-        let endpoint = Box::new(Slots::new(mapping, 0, self.wait, peer));
+        let endpoint = Box::new(Slots::new(mapping, 0, self.wait, peer).in_place(self.in_place));
         Ok(Connection { child, endpoint })
     }
 
@@ -332,16 +348,13 @@ impl Transport for ShmFloor {
         let file = OpenOptions::new().read(true).write(true).open(path);
         let file = file.context(format!("opening {}", path.display()))?;
         let mapping = Mapping::new(file.into())?;
-        Ok(Box::new(Slots::new(
-            mapping,
-            1,
-            self.wait,
-            Peer::Parent(parent),
-        )))
+        let slots = Slots::new(mapping, 1, self.wait, Peer::Parent(parent));
+        Ok(Box::new(slots.in_place(self.in_place)))
     }
 }
 
-/// One end: writes one slot, reads the other, copying payloads in and out.
+/// One end: writes one slot, reads the other, copying payloads in and out
+/// or lending the slots in place.
 struct Slots {
     mapping: Mapping,
     /// The slot this end writes; it reads the other.
@@ -355,6 +368,13 @@ struct Slots {
     outgoing: Vec<u8>,
     /// The last message received, copied out.
     inbox: Vec<u8>,
+    /// Lend the slots instead of copying.
+    in_place: bool,
+    /// In place: the bytes of the message lent by `prepare`.
+    lent: usize,
+    /// In place: the last message received is lent and not yet
+    /// acknowledged.
+    holding: bool,
 }
 
 impl Slots {
@@ -368,6 +388,24 @@ impl Slots {
             received: 0,
             outgoing: Vec::new(),
             inbox: Vec::new(),
+            in_place: false,
+            lent: 0,
+            holding: false,
+        }
+    }
+
+    /// This end, lending the slots in place (`true`) or copying.
+    fn in_place(mut self, in_place: bool) -> Self {
+        self.in_place = in_place;
+        self
+    }
+
+    /// In place: acknowledges the message lent by the last `recv`, whose
+    /// slice has ended (it borrowed this end, which the caller borrows
+    /// again), so the writer may reuse its slot.
+    fn release(&mut self) {
+        if std::mem::take(&mut self.holding) {
+            self.mapping.header(1 - self.out).ack.set(self.received);
         }
     }
 
@@ -396,11 +434,31 @@ impl Endpoint for Slots {
                 "a {len}-byte message is larger than the {CAPACITY}-byte slot"
             )));
         }
-        self.outgoing.resize(len, 0);
-        Ok(&mut self.outgoing)
+        if !self.in_place {
+            self.outgoing.resize(len, 0);
+            return Ok(&mut self.outgoing);
+        }
+        self.release();
+        self.wait_for_ack()?;
+        self.lent = len;
+        let payload = self.mapping.payload(self.out);
+        // SAFETY: `len` bytes from `payload` are inside the slot (len ≤
+        // CAPACITY, checked above) and the mapping outlives the slice, which
+        // borrows self; the reader has acknowledged the last message
+        // (`wait_for_ack`) and reads again only after `send` bumps `seq`,
+        // which it can call only once the slice has ended.
+        Ok(unsafe { std::slice::from_raw_parts_mut(payload, len) })
     }
 
     fn send(&mut self) -> Result<(), Error> {
+        if self.in_place {
+            let header = self.mapping.header(self.out);
+            // Relaxed: published by the store of `seq` below.
+            header.len.store(self.lent as u32, Ordering::Relaxed);
+            self.sent = next(self.sent);
+            header.seq.set(self.sent);
+            return Ok(());
+        }
         self.wait_for_ack()?;
         let (header, payload) = (
             self.mapping.header(self.out),
@@ -421,6 +479,7 @@ impl Endpoint for Slots {
     }
 
     fn recv(&mut self) -> Result<Option<&[u8]>, Error> {
+        self.release();
         let slot = 1 - self.out;
         let (header, payload) = (self.mapping.header(slot), self.mapping.payload(slot));
         let seq = header
@@ -440,6 +499,16 @@ impl Endpoint for Slots {
         let len = header.len.load(Ordering::Relaxed) as usize;
         if len > CAPACITY {
             return Err(Error::new(format!("a message claims {len} bytes")));
+        }
+        if self.in_place {
+            self.received = count;
+            self.holding = true;
+            // SAFETY: `len` bytes from `payload` are inside the slot (len ≤
+            // CAPACITY, checked) and the mapping outlives the slice, which
+            // borrows self; the writer published them before `seq` (Acquire
+            // in `wait_while`) and writes again only after `release` sets
+            // `ack`, in this end's next call, once the slice has ended.
+            return Ok(Some(unsafe { std::slice::from_raw_parts(payload, len) }));
         }
         self.inbox.resize(len, 0);
         // SAFETY: `len` bytes from `payload` are inside the slot (len ≤
@@ -465,20 +534,25 @@ mod tests {
     use super::*;
 
     /// Both ends in this process, on one memfd mapped twice.
-    fn pair(wait: Wait) -> (Slots, Slots) {
+    fn pair(wait: Wait, in_place: bool) -> (Slots, Slots) {
         let memfd = rustix::fs::memfd_create("test", MemfdFlags::CLOEXEC).unwrap();
         rustix::fs::ftruncate(&memfd, SIZE as u64).unwrap();
         let twin = memfd.try_clone().unwrap();
         let alive = Peer::Parent(rustix::process::getppid());
         let a = Slots::new(Mapping::new(memfd).unwrap(), 0, wait, alive);
         let alive = Peer::Parent(rustix::process::getppid());
-        (a, Slots::new(Mapping::new(twin).unwrap(), 1, wait, alive))
+        let b = Slots::new(Mapping::new(twin).unwrap(), 1, wait, alive);
+        (a.in_place(in_place), b.in_place(in_place))
     }
 
     #[test]
     fn a_stream_arrives_in_order_then_ends() {
-        for wait in [Wait::Futex, Wait::Spin] {
-            let (mut a, mut b) = pair(wait);
+        for (wait, in_place) in [
+            (Wait::Futex, false),
+            (Wait::Spin, false),
+            (Wait::Futex, true),
+        ] {
+            let (mut a, mut b) = pair(wait, in_place);
             let sizes = [1, 12, 4096, 100_000, CAPACITY, 0, 7];
             let reader = std::thread::spawn(move || {
                 for (i, &len) in sizes.iter().enumerate() {
@@ -498,8 +572,30 @@ mod tests {
     }
 
     #[test]
+    fn in_place_a_slot_is_reused_only_once_its_reader_moved_on() {
+        let (mut a, mut b) = pair(Wait::Futex, true);
+        a.prepare(3).unwrap().fill(1);
+        a.send().unwrap();
+        assert_eq!(b.recv().unwrap().unwrap(), [1, 1, 1]);
+        // b still holds message 1: a's next prepare waits until b's next
+        // call, so a writes message 2 only after b has moved on.
+        let writer = std::thread::spawn(move || {
+            a.prepare(2).unwrap().fill(2);
+            a.send().unwrap();
+            a
+        });
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        assert!(!writer.is_finished(), "the writer overwrote a lent slot");
+        assert_eq!(b.recv().unwrap().unwrap(), [2, 2]);
+        drop(writer.join().unwrap());
+        assert!(b.recv().unwrap().is_none());
+    }
+
+    #[test]
     fn a_message_over_the_slot_is_refused() {
-        let (mut a, _b) = pair(Wait::Futex);
-        assert!(a.prepare(CAPACITY + 1).is_err());
+        for in_place in [false, true] {
+            let (mut a, _b) = pair(Wait::Futex, in_place);
+            assert!(a.prepare(CAPACITY + 1).is_err());
+        }
     }
 }

@@ -17,6 +17,7 @@ mod matrix;
 mod payload;
 mod pingpong;
 mod placement;
+mod pool;
 mod progress;
 mod report;
 mod runner;

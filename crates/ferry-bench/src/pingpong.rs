@@ -20,6 +20,7 @@ use crate::error::Error;
 use crate::matrix::Bench;
 use crate::payload;
 use crate::placement::Placement;
+use crate::pool::{Mark, PoolUse};
 use crate::progress::Bar;
 use crate::stats::{Summary, micros};
 use crate::transport::{Endpoint, Transport};
@@ -102,6 +103,8 @@ pub struct Sample {
     pub cpu: Duration,
     /// The time cap stopped the row before its count.
     pub capped: bool,
+    /// ferry's block pool in this process over the timed round trips.
+    pub pool: PoolUse,
 }
 
 impl Case {
@@ -163,6 +166,7 @@ pub fn run(case: &Case, bar: &Bar) -> Result<Sample, Error> {
         summary,
         cpu: m.cpu.div_f64(summary.count as f64),
         capped: m.capped,
+        pool: m.pool,
     })
 }
 
@@ -172,6 +176,7 @@ struct Measured {
     /// Both processes' CPU time over the timed span.
     cpu: Duration,
     capped: bool,
+    pool: PoolUse,
 }
 
 fn measure(endpoint: &mut dyn Endpoint, case: &Case, bar: &Bar) -> Result<Measured, Error> {
@@ -189,6 +194,7 @@ fn measure(endpoint: &mut dyn Endpoint, case: &Case, bar: &Bar) -> Result<Measur
     }
     let child_before = control::child_cpu(endpoint)?;
     let own_before = cpu::process_time();
+    let pool = Mark::now();
     let mut samples = Vec::with_capacity(case.count);
     let mut capped = false;
     for i in 0..case.count {
@@ -204,6 +210,7 @@ fn measure(endpoint: &mut dyn Endpoint, case: &Case, bar: &Bar) -> Result<Measur
             break;
         }
     }
+    let pool = pool.since();
     let own = cpu::process_time().saturating_sub(own_before);
     let child = control::child_cpu(endpoint)?.saturating_sub(child_before);
     ticker.finish();
@@ -211,6 +218,7 @@ fn measure(endpoint: &mut dyn Endpoint, case: &Case, bar: &Bar) -> Result<Measur
         samples,
         cpu: own + child,
         capped,
+        pool,
     })
 }
 

@@ -14,6 +14,7 @@ use crate::calls;
 use crate::error::{Context, Error};
 use crate::matrix::Results;
 use crate::pingpong;
+use crate::pool::PoolUse;
 use crate::runner::Runs;
 use crate::stats::{Spread, micros};
 use crate::svg;
@@ -59,6 +60,9 @@ pub struct PingpongRow {
     pub capped: bool,
     /// Wall-clock seconds of all the row's runs, start-up included.
     pub wall_s: f64,
+    /// ferry's block pool in this process over the timed spans of all the
+    /// row's runs; `null` where no block was used.
+    pub pool: Option<PoolUse>,
 }
 
 /// A throughput row, as written to JSON.
@@ -90,6 +94,9 @@ pub struct ThroughputRow {
     pub capped: bool,
     /// Wall-clock seconds of all the row's runs, start-up included.
     pub wall_s: f64,
+    /// ferry's block pool in this process over the timed spans of all the
+    /// row's runs; `null` where no block was used.
+    pub pool: Option<PoolUse>,
 }
 
 /// A calls row, as written to JSON.
@@ -161,8 +168,15 @@ impl PingpongRow {
             runs: s.len(),
             capped: s.iter().any(|x| x.capped),
             wall_s: round(runs.wall.as_secs_f64()),
+            pool: pool_of(s.iter().map(|x| x.pool)),
         })
     }
+}
+
+/// The pool's use over some runs, if it was used.
+fn pool_of(uses: impl Iterator<Item = PoolUse>) -> Option<PoolUse> {
+    let sum = PoolUse::sum(uses);
+    sum.is_used().then_some(sum)
 }
 
 impl ThroughputRow {
@@ -184,6 +198,7 @@ impl ThroughputRow {
             runs: s.len(),
             capped: s.iter().any(|x| x.capped),
             wall_s: round(runs.wall.as_secs_f64()),
+            pool: pool_of(s.iter().map(|x| x.pool)),
         })
     }
 }
@@ -307,8 +322,14 @@ impl Report {
         if !self.pingpong.is_empty() {
             tables.push(pingpong_table(&self.pingpong, repeat));
         }
+        if let Some(pool) = pool_table("pingpong", &self.pingpong, |r| r.pool, |r| r.key()) {
+            tables.push(pool);
+        }
         if !self.throughput.is_empty() {
             tables.push(throughput_table(&self.throughput, repeat));
+        }
+        if let Some(pool) = pool_table("throughput", &self.throughput, |r| r.pool, |r| r.key()) {
+            tables.push(pool);
         }
         if !self.calls.is_empty() {
             tables.push(calls_table(&self.calls, repeat));
@@ -676,6 +697,87 @@ fn throughput_table(rows: &[ThroughputRow], repeat: usize) -> Table {
     )
 }
 
+impl PingpongRow {
+    /// The row's transport, wait, placement and size.
+    fn key(&self) -> RowKey {
+        (self.transport, self.wait, self.placement, self.size)
+    }
+}
+
+impl ThroughputRow {
+    /// The row's transport, wait, placement and size.
+    fn key(&self) -> RowKey {
+        (self.transport, self.wait, self.placement, self.size)
+    }
+}
+
+/// A row's transport, wait, placement and size.
+type RowKey = (&'static str, &'static str, &'static str, usize);
+
+/// Where the blocks of `workload`'s rows that used ferry's pool came from;
+/// `None` if no row did.
+fn pool_table<R>(
+    workload: &str,
+    rows: &[R],
+    pool: impl Fn(&R) -> Option<PoolUse>,
+    key: impl Fn(&R) -> RowKey,
+) -> Option<Table> {
+    let used: Vec<(RowKey, PoolUse)> = rows
+        .iter()
+        .filter_map(|r| Some((key(r), pool(r)?)))
+        .collect();
+    if used.is_empty() {
+        return None;
+    }
+    let headers = [
+        "transport",
+        "wait",
+        "placement",
+        "size",
+        "blocks",
+        "reused",
+        "from reserve",
+        "mapped on send path",
+        "made in background",
+        "ring fallbacks",
+        "no mapping on path",
+    ];
+    let cells = |((transport, wait, placement, size), pool): &(RowKey, PoolUse)| {
+        let share = pool
+            .off_path_share()
+            .map_or_else(|| "-".to_string(), |s| format!("{:.1}%", s * 100.0));
+        vec![
+            transport.to_string(),
+            wait.to_string(),
+            placement.to_string(),
+            size.to_string(),
+            pool.blocks.to_string(),
+            pool.reused.to_string(),
+            pool.from_reserve.to_string(),
+            pool.mapped_on_send_path.to_string(),
+            pool.made_in_background.to_string(),
+            pool.ring_fallbacks.to_string(),
+            share,
+        ]
+    };
+    let notes = vec![format!(
+        "ferry's block pool in this process (the sender of {}) over the timed spans of all runs, from ferry::pool_stats(): messages sent out of line, and whether each block was reused, taken from the background reserve, or mapped on the sender's own path.",
+        match workload {
+            "pingpong" => "every request",
+            _ => "every message",
+        }
+    )];
+    Some(Table::of(
+        &format!("ferry pool ({workload})"),
+        headers.iter().map(|h| h.to_string()).collect(),
+        &used,
+        cells,
+        |((_, _, placement, size), _)| (*placement, *size),
+        |_| false,
+        notes,
+    ))
+}
+
 fn calls_table(rows: &[CallsRow], repeat: usize) -> Table {
     let names = ["call", "via", "placement", "count", "ns/call"];
     let cells = |row: &CallsRow| {
@@ -790,6 +892,7 @@ mod tests {
             runs: 1,
             capped: false,
             wall_s: 1.0,
+            pool: None,
         }
     }
 

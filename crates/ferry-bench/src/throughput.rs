@@ -18,6 +18,7 @@ use crate::error::Error;
 use crate::matrix::Bench;
 use crate::payload;
 use crate::placement::Placement;
+use crate::pool::{Mark, PoolUse};
 use crate::progress::Bar;
 use crate::stats::micros;
 use crate::transport::{Endpoint, Transport};
@@ -76,6 +77,8 @@ pub struct Sample {
     pub cpu: Duration,
     /// The time cap stopped a row of a fixed count before its count.
     pub capped: bool,
+    /// ferry's block pool in this process (the sender) over the timed span.
+    pub pool: PoolUse,
 }
 
 impl Sample {
@@ -193,6 +196,7 @@ fn stream(endpoint: &mut dyn Endpoint, case: &Case, bar: &Bar) -> Result<Sample,
     // The child answers only after reading every message before the query.
     let child_before = control::child_cpu(endpoint)?;
     let own_before = cpu::process_time();
+    let pool = Mark::now();
     let start = Instant::now();
     let (count, deadline) = match case.amount {
         Amount::Count(count) => (count, case.cap),
@@ -211,6 +215,7 @@ fn stream(endpoint: &mut dyn Endpoint, case: &Case, bar: &Bar) -> Result<Sample,
             }
         }
     }
+    let pool = pool.since();
     let report = control::end_stream(endpoint)?;
     let elapsed = start.elapsed();
     let own = cpu::process_time().saturating_sub(own_before);
@@ -221,6 +226,7 @@ fn stream(endpoint: &mut dyn Endpoint, case: &Case, bar: &Bar) -> Result<Sample,
         elapsed,
         cpu: own + report.cpu.saturating_sub(child_before),
         capped,
+        pool,
     })
 }
 

@@ -79,28 +79,21 @@ impl Transport for Ferry {
             .wait(self.wait)
             .spawn(command)
             .context("spawning the child with a ferry pipe")?;
-        Ok(Connection::new(child, self.endpoint(pipe, Side::Parent)))
+        Ok(Connection::new(child, self.endpoint(pipe)))
     }
 
     fn connect_to_parent(&self) -> Result<Box<dyn Endpoint>, Error> {
         let pipe = ::ferry::Pipe::from_parent().context("taking the ferry pipe from the parent")?;
         pipe.set_wait(self.wait);
-        Ok(self.endpoint(pipe, Side::Child))
+        Ok(self.endpoint(pipe))
     }
 }
 
-/// Which process an endpoint is in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Side {
-    Parent,
-    Child,
-}
-
 impl Ferry {
-    fn endpoint(&self, pipe: ::ferry::Pipe, side: Side) -> Box<dyn Endpoint> {
+    fn endpoint(&self, pipe: ::ferry::Pipe) -> Box<dyn Endpoint> {
         match self.payload {
             Payload::Copied => Box::new(FerryEndpoint::new(pipe)),
-            Payload::InPlace => Box::new(LoanEndpoint::new(pipe, side)),
+            Payload::InPlace => Box::new(LoanEndpoint::new(pipe)),
         }
     }
 }
@@ -163,19 +156,17 @@ struct LoanEndpoint {
     /// The last message received, held (its block lent to us) until the
     /// next `recv`.
     view: Option<SharedBytes>,
-    side: Side,
 }
 
 /// How long a dropped endpoint tries to send the end of the stream.
 const END_TIMEOUT: Duration = Duration::from_millis(100);
 
 impl LoanEndpoint {
-    fn new(pipe: ::ferry::Pipe, side: Side) -> Self {
+    fn new(pipe: ::ferry::Pipe) -> Self {
         Self {
             pipe: Box::leak(Box::new(pipe)),
             loan: None,
             view: None,
-            side,
         }
     }
 }
@@ -225,8 +216,5 @@ impl Drop for LoanEndpoint {
         self.view = None;
         // The peer may be gone already, which is no error here.
         let _ = self.pipe.send_timeout(&[], END_TIMEOUT);
-        if self.side == Side::Parent {
-            eprintln!("ferry-loan pool_stats: {:?}", ::ferry::pool_stats());
-        }
     }
 }

@@ -29,6 +29,23 @@ use super::reserve::{self, IDLE};
 /// reach the byte cap only after thousands of mappings).
 pub const MAX_PER_CLASS: usize = 64;
 
+/// Most bytes of one size class a link direction keeps in flight (at
+/// least [`MIN_PER_CLASS`] blocks). A sender that runs further ahead of its
+/// receiver only pushes the blocks it wrote out of the cache before the
+/// receiver reads them: with 64 MiB in flight a 1 MiB stream ran at 5.2
+/// GiB/s on one CPU and 8.6 across two, with 8 MiB at 7.1 and 10.0 (the
+/// reference machine's last-level cache is 32 MiB).
+pub const CLASS_BYTES: usize = 8 << 20;
+
+/// Blocks of one class a link direction may always have: a message each
+/// way plus one being written and one held by the receiver.
+pub const MIN_PER_CLASS: usize = 4;
+
+/// The most blocks of `class` a link direction maps.
+pub fn per_class(class: usize) -> usize {
+    (CLASS_BYTES / class_size(class)).clamp(MIN_PER_CLASS, MAX_PER_CLASS)
+}
+
 /// The sending side's blocks on one link.
 #[derive(Debug)]
 pub struct SendPool {
@@ -86,7 +103,7 @@ impl SendPool {
         }
         let next = self.ledger.next_id();
         let full = self.mapped + class_size(class) > self.cap
-            || self.ledger.live_in(class) >= MAX_PER_CLASS
+            || self.ledger.live_in(class) >= per_class(class)
             || next as usize >= SLOTS;
         if full {
             return Ok(None);

@@ -46,8 +46,12 @@
 //! | 243 KiB | 34 | 19 |
 //! | 1 MiB | 169 | 83 |
 //!
-//! [`pool_stats`] tells where blocks came from (made in the background,
-//! made on a sender's path, or reused).
+//! A link direction keeps at most 8 MiB of one block size in flight (4 to
+//! 64 blocks) and 64 MiB in all ([`PipeOptions::pool_cap`]): a sender that
+//! runs further ahead of its receiver waits for a block to come back (at
+//! most 2 ms, then it sends through the ring), since its blocks would only
+//! leave the cache before they are read. [`pool_stats`] tells where blocks
+//! came from (made in the background, made on a sender's path, or reused).
 //!
 //! # Layers
 //!

@@ -37,8 +37,9 @@ pub const MAX_PER_CLASS: usize = 64;
 /// reference machine's last-level cache is 32 MiB).
 pub const CLASS_BYTES: usize = 8 << 20;
 
-/// Blocks of one class a link direction may always have: a message each
-/// way plus one being written and one held by the receiver.
+/// Blocks of one class a link direction may always have, however large:
+/// one being written, one in the ring, one held by the receiver, and one
+/// on its way back.
 pub const MIN_PER_CLASS: usize = 4;
 
 /// The most blocks of `class` a link direction maps.

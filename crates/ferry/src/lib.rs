@@ -35,7 +35,8 @@
 //! for many messages) and the ring carries a 16-byte descriptor. Smaller
 //! messages are copied through the ring. [`Pipe::loan`] and
 //! [`Pipe::recv_shared`] write and read such a block in place, without the
-//! copies. The threshold comes from round trips measured on the 2-vCPU
+//! copies (a loan from [`LOAN_IN_PLACE`] bytes, 16 KiB: below that a copy
+//! through the ring is cheaper than a block). The threshold comes from round trips measured on the 2-vCPU
 //! machines ferry is built on (p50, µs, copy in and out on both sides):
 //!
 //! | size | through the ring | out of line |
@@ -94,6 +95,6 @@ pub fn pool_stats() -> PoolStats {
 }
 #[cfg(not(loom))]
 pub use channel::{
-    BootstrapError, Loan, Message, OUT_OF_LINE, Pipe, PipeOptions, ProtocolError, RecvError,
-    SendError, SendWithError, SharedBytes, Wait, pipe,
+    BootstrapError, LOAN_IN_PLACE, Loan, Message, OUT_OF_LINE, Pipe, PipeOptions, ProtocolError,
+    RecvError, SendError, SendWithError, SharedBytes, Wait, pipe,
 };

@@ -8,7 +8,7 @@ mod recv;
 mod send;
 mod wait;
 
-pub use block::{Loan, OUT_OF_LINE, SharedBytes};
+pub use block::{LOAN_IN_PLACE, Loan, OUT_OF_LINE, SharedBytes};
 pub use error::{BootstrapError, ProtocolError, RecvError, SendError, SendWithError};
 pub use options::PipeOptions;
 pub use recv::Message;

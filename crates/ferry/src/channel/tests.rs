@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use super::*;
-use crate::channel::block::OUT_OF_LINE;
+use crate::channel::block::{LOAN_IN_PLACE, OUT_OF_LINE};
 use crate::ring::Producer;
 use crate::sync::Ordering;
 use crate::wire::frame::{Kind, Tag};
@@ -215,6 +215,16 @@ fn out_of_line_messages_round_trip_over_a_link() {
     slot.fill(9);
     slot.send().unwrap();
     assert_eq!(a.recv().unwrap(), vec![9; 200_000]);
+    // Loans from LOAN_IN_PLACE bytes are blocks read in place; smaller
+    // ones are copied through the ring; both arrive whole and in order.
+    for len in [1, LOAN_IN_PLACE - 1, LOAN_IN_PLACE, 100_000] {
+        let mut slot = a.loan(len).unwrap();
+        slot.fill(len as u8);
+        slot.send().unwrap();
+        let view = b.recv_shared().unwrap();
+        assert_eq!(view.is_in_place(), len >= LOAN_IN_PLACE, "{len} bytes");
+        assert_eq!(&*view, &vec![len as u8; len][..], "{len} bytes");
+    }
 }
 
 #[test]

@@ -7,7 +7,7 @@
 //! default.
 
 use std::process::Command;
-use std::time::Duration;
+use std::sync::Arc;
 
 use ::ferry::{Loan, PipeOptions, RecvError, SharedBytes, Wait};
 
@@ -139,32 +139,22 @@ impl Endpoint for FerryEndpoint {
 /// A ferry pipe end that writes each message in place into a loaned slot
 /// and reads each in place from a shared view.
 ///
-/// A [`Loan`] borrows its pipe, and [`Endpoint::prepare`] hands out the
-/// loan's bytes until [`Endpoint::send`], so the endpoint keeps the loan
-/// next to the pipe it borrows. Without unsafe code that needs a pipe that
-/// lives as long as the process, so the pipe is leaked: the benchmark
-/// process is short-lived, and each row leaks one pipe with its ring and
-/// the pool blocks bound to its link (a few MiB). A leaked pipe is never
-/// dropped, so its peer would never see it hang up; instead, dropping the
-/// endpoint sends an empty message, which ends the stream
-/// ([`Endpoint::recv`] returns `None`). No workload sends empty messages:
-/// requests carry a marker byte, control messages a phrase.
+/// [`Endpoint::prepare`] hands out a loan's bytes until [`Endpoint::send`],
+/// so the endpoint keeps the loan next to its pipe: an owned loan
+/// ([`::ferry::Pipe::loan_owned`]) of the pipe in an `Arc`.
 struct LoanEndpoint {
-    pipe: &'static ::ferry::Pipe,
+    pipe: Arc<::ferry::Pipe>,
     /// The slot of the message being written, from `prepare` to `send`.
     loan: Option<Loan<'static>>,
     /// The last message received, held (its block lent to us) until the
-    /// next `recv`.
+    /// next `prepare` or `recv`.
     view: Option<SharedBytes>,
 }
-
-/// How long a dropped endpoint tries to send the end of the stream.
-const END_TIMEOUT: Duration = Duration::from_millis(100);
 
 impl LoanEndpoint {
     fn new(pipe: ::ferry::Pipe) -> Self {
         Self {
-            pipe: Box::leak(Box::new(pipe)),
+            pipe: Arc::new(pipe),
             loan: None,
             view: None,
         }
@@ -173,11 +163,6 @@ impl LoanEndpoint {
 
 impl Endpoint for LoanEndpoint {
     fn prepare(&mut self, len: usize) -> Result<&mut [u8], Error> {
-        if len == 0 {
-            return Err(Error::new(
-                "ferry-loan cannot send an empty message: it marks the end of the stream",
-            ));
-        }
         // A loan not sent goes back to the pool here, before taking another.
         self.loan = None;
         // The caller is done with the last message received (its bytes
@@ -186,7 +171,7 @@ impl Endpoint for LoanEndpoint {
         // request's view once it has read it, rather than at the next
         // `recv`.
         self.view = None;
-        let loan = self.pipe.loan(len).context("loaning a slot")?;
+        let loan = self.pipe.loan_owned(len).context("loaning a slot")?;
         Ok(self.loan.insert(loan))
     }
 
@@ -202,19 +187,9 @@ impl Endpoint for LoanEndpoint {
         // The last view's block goes back to the sender's pool first.
         self.view = None;
         match self.pipe.recv_shared() {
-            Ok(view) if view.is_empty() => Ok(None),
             Ok(view) => Ok(Some(self.view.insert(view))),
             Err(RecvError::Disconnected) => Ok(None),
             Err(e) => Err(e).context("receiving a shared view"),
         }
-    }
-}
-
-impl Drop for LoanEndpoint {
-    fn drop(&mut self) {
-        self.loan = None;
-        self.view = None;
-        // The peer may be gone already, which is no error here.
-        let _ = self.pipe.send_timeout(&[], END_TIMEOUT);
     }
 }

@@ -4,6 +4,7 @@
 //! read one in place.
 
 use std::ops::{Deref, DerefMut};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::send::Tx;
@@ -167,6 +168,45 @@ impl Pipe {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn loan(&self, len: usize) -> Result<Loan<'_>, SendError> {
+        Ok(Loan {
+            slot: self.lend_slot(len)?,
+            pipe: PipeRef::Borrowed(self),
+            len,
+        })
+    }
+
+    /// [`loan`](Pipe::loan) for a pipe in an [`Arc`]: the loan keeps the
+    /// pipe alive instead of borrowing it, so a struct can hold a pipe and
+    /// the loan being written together. While any such loan lives, the pipe
+    /// cannot be taken out of its `Arc` (to send it to another process).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    ///
+    /// struct Writer {
+    ///     pipe: Arc<ferry::Pipe>,
+    ///     pending: Option<ferry::Loan<'static>>,
+    /// }
+    ///
+    /// let (a, b) = ferry::pipe()?;
+    /// let mut writer = Writer { pipe: Arc::new(a), pending: None };
+    /// let slot = writer.pending.insert(writer.pipe.loan_owned(5)?);
+    /// slot.copy_from_slice(b"hello");
+    /// writer.pending.take().unwrap().send()?;
+    /// assert_eq!(&*b.recv_shared()?, b"hello");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn loan_owned(self: &Arc<Self>, len: usize) -> Result<Loan<'static>, SendError> {
+        Ok(Loan {
+            slot: self.lend_slot(len)?,
+            pipe: PipeRef::Shared(Arc::clone(self)),
+            len,
+        })
+    }
+
+    /// The slot of a loan of `len` bytes: a block of the link's pool, or
+    /// ordinary memory (see [`Pipe::loan`]).
+    fn lend_slot(&self, len: usize) -> Result<Slot, SendError> {
         if len > self.limit {
             return Err(SendError::TooLarge {
                 len,
@@ -179,14 +219,9 @@ impl Pipe {
             }
             _ => None,
         };
-        let slot = match block {
+        Ok(match block {
             Some(lent) => Slot::Block(lent),
             None => Slot::Heap(vec![0; len]),
-        };
-        Ok(Loan {
-            pipe: self,
-            slot,
-            len,
         })
     }
 
@@ -218,11 +253,30 @@ enum Slot {
     Sent,
 }
 
-/// A writable slot for one message, from [`Pipe::loan`]. Write it, then
-/// [`send`](Loan::send) it; dropping it unsent gives the slot back.
+/// The pipe a loan is sent on: borrowed, or kept alive by the loan.
+#[derive(Debug)]
+enum PipeRef<'a> {
+    Borrowed(&'a Pipe),
+    Shared(Arc<Pipe>),
+}
+
+impl Deref for PipeRef<'_> {
+    type Target = Pipe;
+    fn deref(&self) -> &Pipe {
+        match self {
+            Self::Borrowed(pipe) => pipe,
+            Self::Shared(pipe) => pipe,
+        }
+    }
+}
+
+/// A writable slot for one message, from [`Pipe::loan`] (borrowing the
+/// pipe) or [`Pipe::loan_owned`] (`Loan<'static>`, keeping an `Arc`'d pipe
+/// alive). Write it, then [`send`](Loan::send) it; dropping it unsent gives
+/// the slot back.
 #[derive(Debug)]
 pub struct Loan<'a> {
-    pipe: &'a Pipe,
+    pipe: PipeRef<'a>,
     slot: Slot,
     len: usize,
 }

@@ -228,6 +228,25 @@ fn out_of_line_messages_round_trip_over_a_link() {
 }
 
 #[test]
+fn an_owned_loan_keeps_its_pipe_and_holds_it_in_its_arc() {
+    let (a, b) = linked_pair();
+    let a = std::sync::Arc::new(a);
+    let mut slot = a.loan_owned(100_000).unwrap();
+    slot.fill(3);
+    // The loan keeps the pipe: it cannot leave its Arc (to be sent away).
+    let a = std::sync::Arc::try_unwrap(a).unwrap_err();
+    slot.send().unwrap();
+    let view = b.recv_shared().unwrap();
+    assert!(view.is_in_place());
+    assert_eq!(&*view, &[3; 100_000][..]);
+    // Dropped unsent, an owned loan lets go of its pipe.
+    drop(a.loan_owned(100_000).unwrap());
+    let a = std::sync::Arc::try_unwrap(a).expect("no loan holds the pipe");
+    a.send(b"after").unwrap();
+    assert_eq!(b.recv().unwrap(), b"after");
+}
+
+#[test]
 fn forged_block_descriptors_are_protocol_errors() {
     let whole_block = |handles| tag(Kind::Block, handles);
     let cases = [

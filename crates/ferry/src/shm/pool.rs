@@ -34,7 +34,9 @@ pub const MAX_PER_CLASS: usize = 64;
 /// receiver only pushes the blocks it wrote out of the cache before the
 /// receiver reads them: with 64 MiB in flight a 1 MiB stream ran at 5.2
 /// GiB/s on one CPU and 8.6 across two, with 8 MiB at 7.1 and 10.0 (the
-/// reference machine's last-level cache is 32 MiB).
+/// reference machine's last-level cache is 32 MiB). Smaller budgets were
+/// up to 7% faster across CPUs but 1.2–4× slower on one, where the sender
+/// then gives its CPU to the receiver every few messages.
 pub const CLASS_BYTES: usize = 8 << 20;
 
 /// Blocks of one class a link direction may always have, however large:

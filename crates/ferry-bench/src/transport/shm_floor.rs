@@ -533,6 +533,20 @@ impl Drop for Slots {
 mod tests {
     use super::*;
 
+    /// Aborts the test process if the returned guard is not dropped within
+    /// `limit`: a broken slot protocol hangs on a futex (the peer, this
+    /// process, never exits), and a hang must fail the run, not stall it.
+    fn watchdog(limit: std::time::Duration) -> std::sync::mpsc::Sender<()> {
+        let (done, wait) = std::sync::mpsc::channel::<()>();
+        std::thread::spawn(move || {
+            if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = wait.recv_timeout(limit) {
+                eprintln!("shm_floor test hung for {limit:?}: aborting");
+                std::process::abort();
+            }
+        });
+        done
+    }
+
     /// Both ends in this process, on one memfd mapped twice.
     fn pair(wait: Wait, in_place: bool) -> (Slots, Slots) {
         let memfd = rustix::fs::memfd_create("test", MemfdFlags::CLOEXEC).unwrap();
@@ -547,6 +561,7 @@ mod tests {
 
     #[test]
     fn a_stream_arrives_in_order_then_ends() {
+        let _watchdog = watchdog(std::time::Duration::from_secs(30));
         for (wait, in_place) in [
             (Wait::Futex, false),
             (Wait::Spin, false),
@@ -573,6 +588,7 @@ mod tests {
 
     #[test]
     fn in_place_a_slot_is_reused_only_once_its_reader_moved_on() {
+        let _watchdog = watchdog(std::time::Duration::from_secs(30));
         let (mut a, mut b) = pair(Wait::Futex, true);
         a.prepare(3).unwrap().fill(1);
         a.send().unwrap();

@@ -11,7 +11,7 @@ use std::process::{Child, Command};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::channel::{BootstrapError, Pipe, PipeOptions, ProtocolError};
-use crate::link::{BOOTSTRAP_ID, Link};
+use crate::link::{BOOTSTRAP_ID, Deadline, Fault, Link};
 use crate::sys::{ControlSocket, adopt_inherited, inherit_in_child, parent_pid, socket_pair};
 
 /// The environment variable naming the inherited socket: `"<fd>:<ppid>"`.
@@ -37,8 +37,8 @@ pub(crate) fn spawn_with(
 ) -> Result<(Child, Pipe), BootstrapError> {
     let (ours, theirs) = socket_pair().map_err(BootstrapError::Io)?;
     let (near, far) = options.pipe().map_err(BootstrapError::Io)?;
-    let link = Link::new(ours, options.pool_cap);
-    far.send_region(&link, Some(BOOTSTRAP_ID))
+    let link = Link::new(ours, options.link_limits());
+    far.send_region(&link, Some(BOOTSTRAP_ID), None)
         .map_err(BootstrapError::Io)?;
     far.moved_over(&link);
     let raw = inherit_in_child(&mut command, theirs.as_fd());
@@ -74,11 +74,20 @@ impl Pipe {
                 "{ENV} names descriptor {raw}, which is not an inherited socket: {e}"
             ))
         })?;
-        let link = Link::new(ControlSocket::from_fd(fd), crate::link::DEFAULT_POOL_CAP);
-        let (region, role) = link
-            .claim(BOOTSTRAP_ID)
-            .map_err(|why| BootstrapError::Protocol(ProtocolError(why)))?;
-        Ok(Pipe::adopt(&link, region, role, &options))
+        let link = Link::new(ControlSocket::from_fd(fd), options.link_limits());
+        let protocol = |why| BootstrapError::Protocol(ProtocolError(why));
+        let mut ends = link
+            .collect(&[BOOTSTRAP_ID], None, &mut Deadline::new(None))
+            .map_err(|fault| match fault {
+                Fault::Local(e) => BootstrapError::Io(e),
+                Fault::Violation(why) => protocol(why),
+                Fault::Late => protocol("no pipe from the parent"),
+            })?
+            .0;
+        let end = ends
+            .pop()
+            .ok_or_else(|| protocol("no pipe from the parent"))?;
+        Pipe::adopt(&link, end, &options).map_err(protocol)
     }
 }
 

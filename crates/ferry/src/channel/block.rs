@@ -39,15 +39,6 @@ pub const LOAN_IN_PLACE: usize = 16 * 1024;
 /// link's pool at its cap, before sending through the ring instead.
 const PATIENCE: Duration = Duration::from_millis(2);
 
-fn io_error(e: std::io::Error) -> SendError {
-    match e.kind() {
-        std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::ConnectionReset => {
-            SendError::Disconnected
-        }
-        _ => SendError::Io(e),
-    }
-}
-
 impl Pipe {
     /// Copies `bytes` into a block and sends its descriptor; `Ok(false)` if
     /// the pool has no block to give (at its cap with every block out), for
@@ -92,12 +83,18 @@ impl Pipe {
             }
             let lent = link
                 .with_pool(|pool| pool.fits(class).then(|| pool.alloc(class, link)))
-                .map_err(io_error)?;
+                .and_then(|lent| lent.transpose());
             match lent {
-                None => return Ok(None),
-                Some(Ok(Some(lent))) => return Ok(Some(lent)),
-                Some(Err(e)) => return Err(io_error(e)),
-                Some(Ok(None)) => {}
+                Ok(None) => return Ok(None),
+                Ok(Some(Some(lent))) => return Ok(Some(lent)),
+                // The peer has not read its control socket: a new block
+                // cannot be announced now, so the ring carries this one.
+                Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {
+                    crate::shm::reserve::blocks().count_ring_fallback();
+                    return Ok(None);
+                }
+                Err(e) => return Err(self.io_error(e)),
+                Ok(Some(None)) => {}
             }
             let now = Instant::now();
             let since = *waited_since.get_or_insert(now);
@@ -131,7 +128,7 @@ impl Pipe {
     ) -> Result<(), SendError> {
         let generation = link
             .with_pool(|pool| pool.commit(id, block))
-            .map_err(io_error)?;
+            .map_err(|e| self.io_error(e))?;
         let mut head = [0u8; BLOCK_REF];
         head[..4].copy_from_slice(&id.to_le_bytes());
         head[4..8].copy_from_slice(&generation.to_le_bytes());

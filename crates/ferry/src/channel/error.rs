@@ -55,6 +55,11 @@ pub enum RecvError {
     Timeout,
     /// The peer broke the protocol; the link is shut down.
     Protocol(ProtocolError),
+    /// This process could not take what the peer sent (for example, it is
+    /// out of file descriptors or address space). The peer did nothing
+    /// wrong and nothing was lost: the message stays queued, and a later
+    /// call receives it once the shortage is over.
+    Io(std::io::Error),
 }
 
 impl fmt::Display for SendError {
@@ -81,6 +86,10 @@ impl fmt::Display for RecvError {
             Self::Empty => f.write_str("no message is waiting"),
             Self::Timeout => f.write_str("no message arrived before the deadline"),
             Self::Protocol(e) => e.fmt(f),
+            Self::Io(e) => write!(
+                f,
+                "system error while receiving (the message stays queued): {e}"
+            ),
         }
     }
 }

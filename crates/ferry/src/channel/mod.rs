@@ -16,11 +16,13 @@ pub use wait::Wait;
 
 use std::sync::atomic::{AtomicBool, AtomicU8};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::time::Instant;
 
-use crate::link::{Failure, Link};
+use crate::link::{Failure, Link, PeerEnd};
 use crate::ring::event::{self, SysFutex};
 use crate::ring::{Consumer, Producer};
 use crate::shm::Region;
+use crate::shm::budget::Charge;
 use crate::sync::Ordering;
 
 /// One end of a bidirectional message pipe.
@@ -59,6 +61,12 @@ pub struct Pipe {
     moved: AtomicBool,
     /// A protocol failure seen on a pipe with no link.
     broken: OnceLock<&'static str>,
+    /// Set once any call on this end has seen the peer gone: every later
+    /// call says so too (after the messages still queued are received).
+    hung_up: AtomicBool,
+    /// For an end the peer sent: its region's charge to the link's map
+    /// budget, given back when this end (and its mapping) goes.
+    _charge: Option<Charge>,
 }
 
 /// Creates a pipe whose two ends are in this process, with default options.
@@ -87,24 +95,33 @@ impl Pipe {
             out_of_line: options.out_of_line,
             moved: AtomicBool::new(false),
             broken: OnceLock::new(),
+            hung_up: AtomicBool::new(false),
+            _charge: None,
         }
     }
 
     /// An end whose shared memory arrived over `link`.
     pub(crate) fn adopt(
         link: &Arc<Link>,
-        region: Arc<Region>,
-        role: usize,
+        end: PeerEnd,
         options: &PipeOptions,
-    ) -> Self {
+    ) -> Result<Self, &'static str> {
         let cell = Arc::new(OnceLock::from(Arc::clone(link)));
-        Self::new(region, role, cell, options)
+        let mut pipe = Self::new(end.region, end.role, cell, options);
+        pipe._charge = Some(end.charge);
+        Ok(pipe)
     }
 
     /// Sends this end's shared memory over `link` (the first step of moving
-    /// it); returns the id the peer claims it by.
-    pub(crate) fn send_region(&self, link: &Link, id: Option<u64>) -> std::io::Result<u64> {
-        link.send_pipe_end(&self.region, self.role, id)
+    /// it), waiting for room until `deadline`; returns the id the peer
+    /// claims it by.
+    pub(crate) fn send_region(
+        &self,
+        link: &Link,
+        id: Option<u64>,
+        deadline: Option<Instant>,
+    ) -> std::io::Result<u64> {
+        link.send_pipe_end(&self.region, self.role, id, deadline)
     }
 
     /// Completes a move: the twin left here now answers to `link`, and this
@@ -154,9 +171,39 @@ impl Pipe {
     }
 
     fn failure(&self) -> Option<Failure> {
-        match self.broken.get() {
-            Some(why) => Some(Failure::Protocol(why)),
-            None => self.link().and_then(Link::failure),
+        if let Some(why) = self.broken.get() {
+            return Some(Failure::Protocol(why));
+        }
+        let link = self.link().and_then(Link::failure);
+        // Relaxed: a sticky flag; what it stands for was seen by this
+        // process already.
+        match (link, self.hung_up.load(Ordering::Relaxed)) {
+            (None, true) => Some(Failure::HungUp),
+            (link, _) => link,
+        }
+    }
+
+    /// Records that a call saw the peer gone, so every later call says so.
+    fn gone(&self, failure: Failure) -> Failure {
+        if failure == Failure::HungUp {
+            // Relaxed: see `failure`.
+            self.hung_up.store(true, Ordering::Relaxed);
+        }
+        failure
+    }
+
+    /// Turns a failed socket write into the error it stands for: the peer
+    /// gone (recorded on the link and this end), or a local failure.
+    fn io_error(&self, e: std::io::Error) -> SendError {
+        if let Some(link) = self.link() {
+            link.note_io(&e);
+        }
+        match e.kind() {
+            std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::ConnectionReset => {
+                self.gone(Failure::HungUp).into()
+            }
+            std::io::ErrorKind::TimedOut => SendError::Timeout,
+            _ => SendError::Io(e),
         }
     }
 
@@ -187,6 +234,7 @@ impl Pipe {
             peer,
             my_other,
             link: self.link(),
+            hung_up: &self.hung_up,
             drain: !sending,
         }
     }

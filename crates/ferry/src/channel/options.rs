@@ -27,6 +27,7 @@ pub struct PipeOptions {
     pub(crate) wait: Wait,
     pub(crate) pool_cap: usize,
     pub(crate) out_of_line: usize,
+    pub(crate) max_mapped: usize,
 }
 
 impl Default for PipeOptions {
@@ -44,6 +45,26 @@ impl PipeOptions {
             wait: Wait::Adaptive,
             pool_cap: crate::link::DEFAULT_POOL_CAP,
             out_of_line: super::OUT_OF_LINE,
+            max_mapped: crate::link::DEFAULT_MAX_MAPPED,
+        }
+    }
+
+    /// Most bytes of the peer's shared memory (the regions of pipe ends it
+    /// sends, and its pool blocks) that the link a spawned child is joined
+    /// by may map into this process; 4 GiB by default. Checked before each
+    /// mapping: a peer that sends more gets its link closed with a
+    /// `Protocol` error, so no peer can exhaust this process's address
+    /// space.
+    pub fn max_mapped(mut self, bytes: usize) -> Self {
+        self.max_mapped = bytes;
+        self
+    }
+
+    /// The limits of a link made with these options.
+    pub(crate) fn link_limits(&self) -> crate::link::LinkLimits {
+        crate::link::LinkLimits {
+            pool_cap: self.pool_cap,
+            max_mapped: self.max_mapped,
         }
     }
 

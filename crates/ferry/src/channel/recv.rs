@@ -4,11 +4,12 @@ use std::time::{Duration, Instant};
 
 use super::wait::{Stop, Waiter};
 use super::{Pipe, PipeOptions, RecvError};
-use crate::link::Failure;
+use crate::link::{BlockRef, Deadline, Failure, Fault};
 use crate::ring::event::{self, SysFutex};
 use crate::ring::{Consumer, Corrupt, Frame};
 use crate::shm::RingView;
 use crate::shm::pool::Held;
+use crate::sync::Ordering;
 use crate::wire::frame::{BLOCK_REF, HANDLE_ID, Kind, TOTAL, Tag};
 
 /// A message together with the pipe ends it carried.
@@ -63,6 +64,9 @@ pub(super) struct Rx {
     ring: Consumer<RingView>,
     waiter: Waiter,
     partial: Option<Partial>,
+    /// Handles claimed from this ring so far (wrapping), published to the
+    /// sender, which keeps a bounded window of them in flight.
+    claimed: u32,
 }
 
 impl Rx {
@@ -71,6 +75,7 @@ impl Rx {
             ring,
             waiter: Waiter::default(),
             partial: None,
+            claimed: 0,
         }
     }
 }
@@ -157,24 +162,41 @@ impl Pipe {
                 pipes: partial.pipes,
             };
         }
+        // Every frame is a step: a peer that keeps publishing frames that
+        // never complete a message cannot hold this call past its deadline.
+        let mut budget = Deadline::new(deadline);
         loop {
-            let frame = match rx.waiter.wait(&scope, deadline, || rx.ring.peek()) {
-                Ok(frame) => frame,
-                Err(stop) => {
-                    if let (Some(total), Stop::Timeout) = (asm.total, &stop) {
+            let waited = match budget.step() {
+                true => rx.waiter.wait(&scope, deadline, || rx.ring.peek()),
+                false => Err(Stop::Timeout),
+            };
+            let taken = waited
+                .map_err(|stop| self.stop_to_error(stop))
+                .and_then(|frame| {
+                    let done = self.take_frame(&rx.ring, frame, &mut asm, out, &mut budget)?;
+                    Ok((frame, done))
+                });
+            let (frame, done) = match taken {
+                Ok(taken) => taken,
+                Err(e) => {
+                    if let (Some(total), RecvError::Timeout | RecvError::Io(_)) = (asm.total, &e) {
                         rx.partial = Some(Partial {
                             bytes: std::mem::take(out.bytes),
                             total,
                             pipes: asm.pipes,
                         });
                     }
-                    return Err(self.stop_to_error(stop));
+                    return Err(e);
                 }
             };
-            let done = self
-                .take_frame(&rx.ring, frame, &mut asm, out)
-                .map_err(|why| self.corrupt(why))?;
             rx.ring.consume(frame);
+            let handles = Tag::decode(frame.tag).map_or(0, |t| t.handles);
+            if handles != 0 {
+                rx.claimed = rx.claimed.wrapping_add(u32::from(handles));
+                // Relaxed: a count the sender only compares; the wake below
+                // (with its fence) tells it to look.
+                scope.me.handles.store(rx.claimed, Ordering::Relaxed);
+            }
             event::notify(&SysFutex, scope.me, scope.peer);
             if done {
                 if let Some(pipes) = out.pipes.as_deref_mut() {
@@ -188,121 +210,159 @@ impl Pipe {
     fn stop_to_error(&self, stop: Stop) -> RecvError {
         match stop {
             Stop::Timeout => RecvError::Timeout,
-            Stop::Gone(failure) => failure.into(),
+            Stop::Gone(failure) => self.gone(failure).into(),
             Stop::Corrupt(Corrupt(why)) => self.corrupt(why).into(),
         }
     }
 
+    fn fault_to_error(&self, fault: Fault) -> RecvError {
+        match fault {
+            Fault::Violation(why) => self.corrupt(why).into(),
+            Fault::Local(e) => RecvError::Io(e),
+            Fault::Late => RecvError::Timeout,
+        }
+    }
+
     /// Adds one checked frame to the message being assembled; `Ok(true)`
-    /// when the message is complete.
+    /// when the message is complete. On an error the frame stays unread.
     fn take_frame(
         &self,
         ring: &Consumer<RingView>,
         frame: Frame,
         asm: &mut Assembly,
         out: &mut Delivery<'_>,
-    ) -> Result<bool, &'static str> {
-        let tag = Tag::decode(frame.tag)?;
+        budget: &mut Deadline,
+    ) -> Result<bool, RecvError> {
+        let tag = Tag::decode(frame.tag).map_err(|why| self.corrupt(why))?;
         let prefix = tag.prefix_len();
         if frame.len < prefix {
-            return Err("frame shorter than its own header fields");
+            return Err(self
+                .corrupt("frame shorter than its own header fields")
+                .into());
         }
         let payload = frame.len - prefix;
-        let buf = &mut *out.bytes;
         match (asm.total, tag.kind) {
             (None, Kind::Whole) => {
-                if payload > self.limit {
-                    return Err("message longer than the receiver's limit");
-                }
-                self.claim_pipes(ring, frame, 0, tag.handles, &mut asm.pipes)?;
-                ring.read_append(frame, prefix, payload, buf);
+                self.check_len(payload as u64)?;
+                self.take_handles(ring, frame, 0, tag.handles, None, asm, out, budget)?;
+                ring.read_append(frame, prefix, payload, out.bytes);
                 Ok(true)
             }
             (None, Kind::First) => {
                 let mut field = [0u8; TOTAL];
                 ring.read(frame, 0, &mut field);
                 let announced = u64::from_le_bytes(field);
-                if announced > self.limit as u64 || (payload as u64) > announced {
-                    return Err("message length out of range");
+                self.check_len(announced)?;
+                if payload as u64 > announced {
+                    return Err(self.corrupt("message length out of range").into());
                 }
-                self.claim_pipes(ring, frame, TOTAL, tag.handles, &mut asm.pipes)?;
-                ring.read_append(frame, prefix, payload, buf);
+                self.take_handles(ring, frame, TOTAL, tag.handles, None, asm, out, budget)?;
+                ring.read_append(frame, prefix, payload, out.bytes);
                 asm.total = Some(announced as usize);
                 Ok(false)
             }
             (Some(expected), Kind::More | Kind::Last) => {
+                let buf = &mut *out.bytes;
                 if buf.len() + payload > expected {
-                    return Err("message pieces longer than announced");
+                    return Err(self.corrupt("message pieces longer than announced").into());
                 }
                 ring.read_append(frame, 0, payload, buf);
                 let last = tag.kind == Kind::Last;
                 if last && buf.len() != expected {
-                    return Err("message pieces shorter than announced");
+                    return Err(self.corrupt("message pieces shorter than announced").into());
                 }
                 Ok(last)
             }
             (Some(_), Kind::Abort) => {
-                buf.clear();
+                out.bytes.clear();
                 *asm = Assembly::default();
                 Ok(false)
             }
             (None, Kind::Block) if payload == 0 => {
-                self.claim_pipes(ring, frame, BLOCK_REF, tag.handles, &mut asm.pipes)?;
-                self.take_block(ring, frame, out)?;
+                let block = self.block_ref(ring, frame)?;
+                self.take_handles(
+                    ring,
+                    frame,
+                    BLOCK_REF,
+                    tag.handles,
+                    Some(block),
+                    asm,
+                    out,
+                    budget,
+                )?;
                 Ok(true)
             }
-            _ => Err("frame out of sequence"),
+            _ => Err(self.corrupt("frame out of sequence").into()),
         }
     }
 
-    /// Takes the pool block a `Block` frame names: as a view if the caller
-    /// wants one, else copied out and released at once.
-    fn take_block(
-        &self,
-        ring: &Consumer<RingView>,
-        frame: Frame,
-        out: &mut Delivery<'_>,
-    ) -> Result<(), &'static str> {
+    /// Refuses a message longer than this end accepts.
+    fn check_len(&self, len: u64) -> Result<(), RecvError> {
+        match len > self.limit as u64 {
+            true => Err(self
+                .corrupt("message longer than the receiver's limit")
+                .into()),
+            false => Ok(()),
+        }
+    }
+
+    /// The block a `Block` frame names, its length checked.
+    fn block_ref(&self, ring: &Consumer<RingView>, frame: Frame) -> Result<BlockRef, RecvError> {
         let mut head = [0u8; BLOCK_REF];
         ring.read(frame, 0, &mut head);
         let [i0, i1, i2, i3, g0, g1, g2, g3, len @ ..] = head;
         let len = u64::from_le_bytes(len);
-        if len > self.limit as u64 {
-            return Err("message longer than the receiver's limit");
-        }
-        let link = self
-            .link()
-            .ok_or("block frame on a pipe within one process")?;
-        let id = u32::from_le_bytes([i0, i1, i2, i3]);
-        let held = link.take_block(id, u32::from_le_bytes([g0, g1, g2, g3]), len as usize)?;
-        match out.block.as_deref_mut() {
-            Some(slot) => *slot = Some(held),
-            None => out.bytes.extend_from_slice(held.bytes()),
-        }
-        Ok(())
+        self.check_len(len)?;
+        Ok(BlockRef {
+            id: u32::from_le_bytes([i0, i1, i2, i3]),
+            generation: u32::from_le_bytes([g0, g1, g2, g3]),
+            len: len as usize,
+        })
     }
 
-    /// Takes the pipe ends a frame names from the link.
-    fn claim_pipes(
+    /// Takes from the link what a frame names (its `count` pipe ends, ids
+    /// at body offset `at`, and its block if any), all or nothing; the
+    /// block becomes the payload (a view if the caller wants one, else a
+    /// copy, released at once).
+    #[allow(clippy::too_many_arguments)]
+    fn take_handles(
         &self,
         ring: &Consumer<RingView>,
         frame: Frame,
         at: usize,
         count: u16,
-        got: &mut Vec<Pipe>,
-    ) -> Result<(), &'static str> {
-        if count == 0 {
+        block: Option<BlockRef>,
+        asm: &mut Assembly,
+        out: &mut Delivery<'_>,
+        budget: &mut Deadline,
+    ) -> Result<(), RecvError> {
+        if count == 0 && block.is_none() {
             return Ok(());
         }
-        let link = self
-            .link
-            .get()
-            .ok_or("pipe ends sent over a pipe inside one process")?;
-        for i in 0..usize::from(count) {
-            let mut id = [0u8; HANDLE_ID];
-            ring.read(frame, at + i * HANDLE_ID, &mut id);
-            let (region, role) = link.claim(u64::from_le_bytes(id))?;
-            got.push(Pipe::adopt(link, region, role, &PipeOptions::new()));
+        let Some(link) = self.link.get() else {
+            return Err(self
+                .corrupt("pipe ends or blocks sent over a pipe inside one process")
+                .into());
+        };
+        let ids: Vec<u64> = (0..usize::from(count))
+            .map(|i| {
+                let mut id = [0u8; HANDLE_ID];
+                ring.read(frame, at + i * HANDLE_ID, &mut id);
+                u64::from_le_bytes(id)
+            })
+            .collect();
+        let (ends, held) = link
+            .collect(&ids, block, budget)
+            .map_err(|fault| self.fault_to_error(fault))?;
+        for end in ends {
+            let pipe =
+                Pipe::adopt(link, end, &PipeOptions::new()).map_err(|why| self.corrupt(why))?;
+            asm.pipes.push(pipe);
+        }
+        match (held, out.block.as_deref_mut()) {
+            (Some(held), Some(slot)) => *slot = Some(held),
+            (Some(held), None) => out.bytes.extend_from_slice(held.bytes()),
+            (None, _) => {}
         }
         Ok(())
     }

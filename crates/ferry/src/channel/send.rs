@@ -5,6 +5,7 @@ use std::time::{Duration, Instant};
 
 use super::wait::{Stop, Waiter};
 use super::{Pipe, SendError, SendWithError};
+use crate::link::{Failure, Link};
 use crate::ring::event::{self, SysFutex};
 use crate::ring::{Corrupt, Producer};
 use crate::shm::RingView;
@@ -14,6 +15,16 @@ use crate::wire::frame::{HANDLE_ID, Kind, TOTAL, Tag};
 /// Most pipe ends one message may carry.
 pub const MAX_HANDLES: usize = 253;
 
+/// Most pipe ends one pipe direction has in flight: sent, and not yet
+/// received by the peer (one message may always carry up to
+/// [`MAX_HANDLES`] when none are). Each end crosses the link's control socket as a
+/// record before the message naming it, and the socket is shared by every
+/// pipe of the link; this window keeps one pipe's ends from filling it
+/// (it holds a few hundred records), and it is the backpressure of
+/// [`Pipe::send_with`]: past it, the send waits for the receiver as it
+/// would for room in a full pipe.
+pub const HANDLE_WINDOW: usize = 64;
+
 /// The sending half of a pipe end, behind its mutex.
 #[derive(Debug)]
 pub(super) struct Tx {
@@ -21,6 +32,8 @@ pub(super) struct Tx {
     waiter: Waiter,
     /// A message was begun and abandoned; an `Abort` frame is owed.
     owes_abort: bool,
+    /// Pipe ends sent through this ring so far (wrapping).
+    handles_sent: u32,
 }
 
 impl Tx {
@@ -29,6 +42,7 @@ impl Tx {
             ring,
             waiter: Waiter::default(),
             owes_abort: false,
+            handles_sent: 0,
         }
     }
 }
@@ -36,7 +50,7 @@ impl Tx {
 fn stop_to_error(pipe: &Pipe, stop: Stop) -> SendError {
     match stop {
         Stop::Timeout => SendError::Timeout,
-        Stop::Gone(failure) => failure.into(),
+        Stop::Gone(failure) => pipe.gone(failure).into(),
         Stop::Corrupt(Corrupt(why)) => pipe.corrupt(why).into(),
     }
 }
@@ -77,66 +91,135 @@ impl Pipe {
     /// The moved end and its twin then talk through shared memory, watched
     /// over by this pipe's link; no descriptor stays open per pipe.
     /// The receiver takes them with [`Pipe::recv_with`].
+    ///
+    /// At most [`HANDLE_WINDOW`] ends are in flight per pipe direction (sent
+    /// and not yet received); past that this waits for the receiver, as
+    /// [`Pipe::send`] waits for room in a full pipe.
     pub fn send_with(&self, bytes: &[u8], pipes: Vec<Pipe>) -> Result<(), SendWithError> {
-        let refuse = |why, pipes| {
-            Err(SendWithError {
-                error: SendError::NotTransferable(why),
-                pipes,
+        self.send_with_deadline(bytes, pipes, None)
+    }
+
+    /// [`Pipe::send_with`] if the pipe has room for the message and its
+    /// ends now; otherwise [`SendError::Full`], with every end handed back.
+    pub fn try_send_with(&self, bytes: &[u8], pipes: Vec<Pipe>) -> Result<(), SendWithError> {
+        self.send_with_deadline(bytes, pipes, Some(Instant::now()))
+            .map_err(|mut e| {
+                if let SendError::Timeout = e.error {
+                    e.error = SendError::Full;
+                }
+                e
             })
+    }
+
+    /// [`Pipe::send_with`], waiting at most `timeout` for room; on
+    /// [`SendError::Timeout`] the ends not sent are handed back.
+    pub fn send_with_timeout(
+        &self,
+        bytes: &[u8],
+        pipes: Vec<Pipe>,
+        timeout: Duration,
+    ) -> Result<(), SendWithError> {
+        self.send_with_deadline(bytes, pipes, Some(Instant::now() + timeout))
+    }
+
+    fn send_with_deadline(
+        &self,
+        bytes: &[u8],
+        pipes: Vec<Pipe>,
+        deadline: Option<Instant>,
+    ) -> Result<(), SendWithError> {
+        let link = match self.check_transfer(bytes, &pipes) {
+            Ok(link) => link,
+            Err(error) => return Err(SendWithError { error, pipes }),
         };
-        let Some(link) = self.link.get() else {
-            return refuse(
-                "pipe ends travel only over a pipe to another process",
-                pipes,
-            );
+        let mut tx = match self.begin_send(bytes.len(), deadline) {
+            Ok(tx) => tx,
+            Err(error) => return Err(SendWithError { error, pipes }),
         };
-        if pipes.len() > MAX_HANDLES {
-            return refuse("more than 253 pipe ends in one message", pipes);
-        }
-        if pipes.iter().any(|p| p.link.get().is_some()) {
-            return refuse(
-                "only a pipe end whose twin is in this process can be sent",
-                pipes,
-            );
-        }
-        let twins =
-            |(i, p): (usize, &Pipe)| pipes[..i].iter().any(|q| Arc::ptr_eq(&p.region, &q.region));
-        if pipes.iter().enumerate().any(twins) {
-            return refuse("both ends of one pipe cannot travel together", pipes);
-        }
-        if bytes.len() > self.limit {
-            let error = SendError::TooLarge {
-                len: bytes.len(),
-                limit: self.limit,
-            };
+        if let Err(error) = self.wait_for_window(&mut tx, pipes.len(), deadline) {
             return Err(SendWithError { error, pipes });
         }
         let mut ids = Vec::with_capacity(pipes.len());
         for (i, pipe) in pipes.iter().enumerate() {
-            if let Err(e) = pipe.send_region(link, None).map(|id| ids.push(id)) {
-                let error = match e.kind() {
-                    std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::ConnectionReset => {
-                        SendError::Disconnected
-                    }
-                    _ => SendError::Io(e),
-                };
+            if let Err(e) = pipe
+                .send_region(link, None, deadline)
+                .map(|id| ids.push(id))
+            {
                 // Ends already sent are dropped (closed): their twins see
                 // `Disconnected`. The rest go back to the caller.
                 return Err(SendWithError {
-                    error,
+                    error: self.io_error(e),
                     pipes: pipes.into_iter().skip(i + 1).collect(),
                 });
             }
         }
-        self.send_message(bytes, &ids, None)
+        self.send_locked(&mut tx, bytes, &ids, deadline)
             .map_err(|error| SendWithError {
                 error,
                 pipes: Vec::new(),
             })?;
+        tx.handles_sent = tx.handles_sent.wrapping_add(ids.len() as u32);
         for pipe in pipes {
             pipe.moved_over(link);
         }
         Ok(())
+    }
+
+    /// The link the ends will travel over, once they may.
+    fn check_transfer(&self, bytes: &[u8], pipes: &[Pipe]) -> Result<&Arc<Link>, SendError> {
+        let Some(link) = self.link.get() else {
+            return Err(SendError::NotTransferable(
+                "pipe ends travel only over a pipe to another process",
+            ));
+        };
+        if pipes.len() > MAX_HANDLES {
+            return Err(SendError::NotTransferable(
+                "more than 253 pipe ends in one message",
+            ));
+        }
+        if pipes.iter().any(|p| p.link.get().is_some()) {
+            return Err(SendError::NotTransferable(
+                "only a pipe end whose twin is in this process can be sent",
+            ));
+        }
+        let twins =
+            |(i, p): (usize, &Pipe)| pipes[..i].iter().any(|q| Arc::ptr_eq(&p.region, &q.region));
+        if pipes.iter().enumerate().any(twins) {
+            return Err(SendError::NotTransferable(
+                "both ends of one pipe cannot travel together",
+            ));
+        }
+        if bytes.len() > self.limit {
+            return Err(SendError::TooLarge {
+                len: bytes.len(),
+                limit: self.limit,
+            });
+        }
+        Ok(link)
+    }
+
+    /// Waits until `count` more ends fit in this direction's window.
+    fn wait_for_window(
+        &self,
+        tx: &mut Tx,
+        count: usize,
+        deadline: Option<Instant>,
+    ) -> Result<(), SendError> {
+        if count == 0 {
+            return Ok(());
+        }
+        let scope = self.scope(true);
+        let sent = tx.handles_sent;
+        tx.waiter
+            .wait(&scope, deadline, || {
+                // Relaxed: a count only compared here; the receiver's wake
+                // (with its fence) makes us look again.
+                let claimed = scope.peer.handles.load(Ordering::Relaxed);
+                let in_flight = sent.wrapping_sub(claimed) as usize;
+                let room = in_flight == 0 || in_flight + count <= HANDLE_WINDOW;
+                Ok(room.then_some(()))
+            })
+            .map_err(|stop| stop_to_error(self, stop))
     }
 
     fn send_message(
@@ -146,6 +229,17 @@ impl Pipe {
         deadline: Option<Instant>,
     ) -> Result<(), SendError> {
         let mut tx = self.begin_send(bytes.len(), deadline)?;
+        self.send_locked(&mut tx, bytes, ids, deadline)
+    }
+
+    /// Sends a message with the send lock held.
+    fn send_locked(
+        &self,
+        tx: &mut Tx,
+        bytes: &[u8],
+        ids: &[u64],
+        deadline: Option<Instant>,
+    ) -> Result<(), SendError> {
         let whole = Tag {
             kind: Kind::Whole,
             handles: ids.len() as u16,
@@ -156,18 +250,18 @@ impl Pipe {
             || self.link().is_none()
             || crate::shm::block::class_for(bytes.len()).is_none();
         if ids.is_empty() && small && bytes.len() <= tx.ring.max_body() / 2 {
-            return self.push(&mut tx, whole, &[bytes], deadline);
+            return self.push(tx, whole, &[bytes], deadline);
         }
         let id_bytes: Vec<u8> = ids.iter().flat_map(|id| id.to_le_bytes()).collect();
         if small && id_bytes.len() + bytes.len() <= tx.ring.max_body() / 2 {
-            return self.push(&mut tx, whole, &[&id_bytes, bytes], deadline);
+            return self.push(tx, whole, &[&id_bytes, bytes], deadline);
         }
         if let Some(link) = self.link.get().filter(|_| !small)
-            && self.send_out_of_line(&mut tx, link, bytes, &id_bytes, deadline)?
+            && self.send_out_of_line(tx, link, bytes, &id_bytes, deadline)?
         {
             return Ok(());
         }
-        self.send_pieces(&mut tx, bytes, &id_bytes, deadline)
+        self.send_pieces(tx, bytes, &id_bytes, deadline)
     }
 
     /// Checks a message of `len` bytes may be sent, and takes the send lock.
@@ -188,7 +282,7 @@ impl Pipe {
         let mut tx = Self::lock(&self.tx);
         // Acquire: pairs with the Release store in the peer's drop.
         if self.scope(true).peer.closed.load(Ordering::Acquire) != 0 {
-            return Err(SendError::Disconnected);
+            return Err(self.gone(Failure::HungUp).into());
         }
         if tx.owes_abort {
             let abort = Tag {

@@ -169,14 +169,20 @@ fn random_garbage_never_panics() {
 fn linked_pair() -> (Pipe, Pipe) {
     let (sa, sb) = crate::sys::socket_pair().unwrap();
     let (la, lb) = (
-        crate::link::Link::new(sa, 1 << 30),
-        crate::link::Link::new(sb, 1 << 30),
+        crate::link::Link::new(sa, PipeOptions::new().pool_cap(1 << 30).link_limits()),
+        crate::link::Link::new(sb, PipeOptions::new().pool_cap(1 << 30).link_limits()),
     );
     let (a, far) = PipeOptions::new().pipe().unwrap();
-    let id = far.send_region(&la, None).unwrap();
+    let id = far.send_region(&la, None, None).unwrap();
     far.moved_over(&la);
-    let (region, role) = lb.claim(id).unwrap();
-    (a, Pipe::adopt(&lb, region, role, &PipeOptions::new()))
+    let mut deadline = crate::link::Deadline::new(None);
+    let end = lb
+        .collect(&[id], None, &mut deadline)
+        .unwrap()
+        .0
+        .pop()
+        .unwrap();
+    (a, Pipe::adopt(&lb, end, &PipeOptions::new()).unwrap())
 }
 
 /// A linked pair whose first large message (block 0, generation 1, in a

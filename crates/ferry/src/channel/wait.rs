@@ -9,6 +9,7 @@
 //! otherwise sleeps at once.
 
 use std::sync::OnceLock;
+use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use crate::link::{Failure, Link};
@@ -57,6 +58,12 @@ const BURST: usize = 256;
 const CHECK_EVERY_WAKES: u32 = 64;
 /// How often a sleeper or spinner asks whether the peer process is alive.
 pub(crate) const LIVENESS: Duration = Duration::from_millis(20);
+/// Wakes in a row without the condition after which a sleeper backs off:
+/// an honest peer wakes a sleeper only after changing the ring, so a run of
+/// empty wakes is a peer ringing the futex in a loop.
+const STORM: u32 = 8;
+/// The first and the longest pause of a sleeper backing off from a storm.
+const BACKOFF: (Duration, Duration) = (Duration::from_micros(50), Duration::from_millis(2));
 
 /// Why a wait ended without the condition becoming true.
 #[derive(Debug)]
@@ -95,6 +102,8 @@ pub(crate) struct Scope<'a> {
     /// My side of the other ring, where my CPU is published too.
     pub(crate) my_other: &'a Side,
     pub(crate) link: Option<&'a Link>,
+    /// The pipe end's record that a call already saw the peer gone.
+    pub(crate) hung_up: &'a AtomicBool,
     /// Whether frames the peer committed before going are still wanted
     /// (a receiver drains them; a sender stops at once).
     pub(crate) drain: bool,
@@ -105,6 +114,10 @@ impl Scope<'_> {
         // Acquire: pairs with the Release store of `closed` when the peer
         // dropped its end, after its last frame.
         if self.peer.closed.load(Ordering::Acquire) != 0 {
+            return Some(Failure::HungUp);
+        }
+        // Relaxed: a sticky flag set by this process (see `Pipe::gone`).
+        if self.hung_up.load(Ordering::Relaxed) {
             return Some(Failure::HungUp);
         }
         self.link.and_then(Link::failure)
@@ -271,8 +284,11 @@ impl Waiter {
         poll: &mut impl FnMut() -> Result<Option<R>, Corrupt>,
     ) -> Result<R, Stop> {
         let mut wakes = 0u32;
+        // Wakes in a row that ended early without the condition.
+        let mut empty_wakes = 0u32;
         let mut check_peer = false;
         loop {
+            back_off(empty_wakes, deadline);
             let ticket = event::prepare(scope.me, scope.peer);
             let ready = poll();
             let outcome = match ready {
@@ -281,7 +297,10 @@ impl Waiter {
                 Ok(None) => {
                     wakes += 1;
                     check_peer |= wakes.is_multiple_of(CHECK_EVERY_WAKES);
-                    self.before_sleep(scope, &mut check_peer, deadline, ticket)
+                    let stop = self.before_sleep(scope, &mut check_peer, deadline, ticket);
+                    // `check_peer` now says whether the sleep timed out.
+                    empty_wakes = if check_peer { 0 } else { empty_wakes + 1 };
+                    stop
                 }
             };
             event::done(scope.me);
@@ -322,4 +341,21 @@ impl Waiter {
         *check_peer = event::sleep(&SysFutex, scope.peer, ticket, nap);
         None
     }
+}
+
+/// Pauses a sleeper woken `empty_wakes` times in a row without its condition,
+/// once that looks like a storm: 50 µs, doubling up to 2 ms, never past the
+/// deadline. Bounds what a peer ringing the futex in a loop costs this
+/// process (a few hundred wakes per second) at the price of delaying a real
+/// message by at most one pause while the storm lasts.
+fn back_off(empty_wakes: u32, deadline: Option<Instant>) {
+    let Some(extra) = empty_wakes.checked_sub(STORM) else {
+        return;
+    };
+    let (first, longest) = BACKOFF;
+    let mut pause = first.saturating_mul(1 << extra.min(16)).min(longest);
+    if let Some(d) = deadline {
+        pause = pause.min(d.saturating_duration_since(Instant::now()));
+    }
+    std::thread::sleep(pause);
 }

@@ -5,19 +5,40 @@
 //! Many pipes share one link, so descriptors grow with peers, not pipes: a
 //! pipe's shared memory crosses the socket once, is mapped, and its
 //! descriptor is closed at once on both sides.
+//!
+//! The socket is written without blocking past the caller's deadline. Pool
+//! records (a new block, a retired one, the release table) are never
+//! waited for at all: if the peer has not read its socket, a large message
+//! goes through the ring instead, and a retire record waits in a queue for
+//! the next chance. So a peer that stops reading its socket can delay only
+//! the calls that move pipe ends to it, and those by their own deadlines.
 
-use std::collections::HashMap;
+mod deadline;
+mod inbox;
+
+pub(crate) use deadline::Deadline;
+pub(crate) use inbox::PeerEnd;
+
 use std::io;
-use std::os::fd::{BorrowedFd, OwnedFd};
+use std::os::fd::BorrowedFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
 use crate::shm::Region;
-use crate::shm::pool::{Announce, Held, PeerBlocks, SendPool};
+use crate::shm::budget::MapBudget;
+use crate::shm::pool::{Announce, Held, SendPool};
 use crate::sys::ControlSocket;
-use crate::sys::linux::socket::Received;
-use crate::wire::record::{RECORD_LEN, Record};
+use crate::wire::record::Record;
+
+/// A block a frame names: its id, generation and payload length.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct BlockRef {
+    pub(crate) id: u32,
+    pub(crate) generation: u32,
+    pub(crate) len: usize,
+}
+use inbox::{Inbox, Reader};
 
 /// The id of the pipe a spawned child receives from its parent.
 pub(crate) const BOOTSTRAP_ID: u64 = 0;
@@ -25,8 +46,7 @@ pub(crate) const BOOTSTRAP_ID: u64 = 0;
 /// Default cap on the bytes of pool blocks mapped per link direction.
 pub const DEFAULT_POOL_CAP: usize = 64 << 20;
 
-/// Most pipe ends a peer may send ahead of the messages that claim them.
-const MAX_PENDING: usize = 4096;
+pub(crate) use crate::shm::budget::DEFAULT_MAX_MAPPED;
 
 /// Why a link is no longer usable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,6 +55,33 @@ pub enum Failure {
     HungUp,
     /// The peer broke the wire rules; the link was shut down.
     Protocol(&'static str),
+}
+
+/// Why reading what the peer sent over the link did not succeed.
+#[derive(Debug)]
+pub(crate) enum Fault {
+    /// The peer broke the wire rules.
+    Violation(&'static str),
+    /// This process could not take what the peer sent (out of descriptors
+    /// or memory); the peer did nothing wrong, and nothing was lost.
+    Local(io::Error),
+    /// The caller's deadline passed first.
+    Late,
+}
+
+impl From<&'static str> for Fault {
+    fn from(why: &'static str) -> Self {
+        Self::Violation(why)
+    }
+}
+
+/// How a link is set up.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LinkLimits {
+    /// Most bytes of the peer's pool blocks mapped here.
+    pub(crate) pool_cap: usize,
+    /// Most bytes of the peer's memory (regions and blocks) mapped here.
+    pub(crate) max_mapped: usize,
 }
 
 /// One end of the connection to a peer process.
@@ -47,6 +94,10 @@ pub struct Link {
     pool: Mutex<Option<SendPool>>,
     /// Most bytes of blocks mapped per direction.
     pool_cap: usize,
+    /// Bytes of the peer's memory this process may map for this link.
+    budget: Arc<MapBudget>,
+    /// Retire records the socket had no room for yet.
+    unsent_retires: Mutex<Vec<u32>>,
     next_id: AtomicU64,
     failed: OnceLock<Failure>,
     /// Set together with `failed`, for a cheap check on the hot path.
@@ -57,12 +108,14 @@ pub struct Link {
 }
 
 impl Link {
-    pub(crate) fn new(socket: ControlSocket, pool_cap: usize) -> Arc<Self> {
+    pub(crate) fn new(socket: ControlSocket, limits: LinkLimits) -> Arc<Self> {
         Arc::new(Self {
             socket,
             inbox: Mutex::new(Inbox::default()),
             pool: Mutex::new(None),
-            pool_cap,
+            pool_cap: limits.pool_cap,
+            budget: MapBudget::new(limits.max_mapped),
+            unsent_retires: Mutex::new(Vec::new()),
             next_id: AtomicU64::new(BOOTSTRAP_ID + 1),
             failed: OnceLock::new(),
             down: AtomicBool::new(false),
@@ -73,8 +126,8 @@ impl Link {
 
     /// Why the link is down, if it is, without a system call.
     pub fn failure(&self) -> Option<Failure> {
-        // Relaxed: a hint only; `failed` itself is read with its own ordering.
-        if self.down.load(Ordering::Relaxed) {
+        // Acquire: pairs with the Release store in `fail`, after `failed` was set.
+        if self.down.load(Ordering::Acquire) {
             self.failed.get().copied()
         } else {
             None
@@ -98,10 +151,10 @@ impl Link {
         let now = self.born.elapsed().as_nanos() as u64;
         // Relaxed: a rate limit only; a race costs one extra `poll`.
         let last = self.checked_at.load(Ordering::Relaxed);
-        if now.saturating_sub(last) < interval.as_nanos() as u64 {
+        if now != 0 && last != 0 && now.saturating_sub(last) < interval.as_nanos() as u64 {
             return self.failure();
         }
-        self.checked_at.store(now, Ordering::Relaxed);
+        self.checked_at.store(now.max(1), Ordering::Relaxed);
         self.check_peer()
     }
 
@@ -112,17 +165,30 @@ impl Link {
         // Release: orders `failed` (which `OnceLock` also publishes) before the flag.
         self.down.store(true, Ordering::Release);
         if let Failure::Protocol(_) = failure {
-            let _ = rustix::net::shutdown(self.socket.as_fd(), rustix::net::Shutdown::Both);
+            self.socket.shutdown();
         }
     }
 
-    /// Sends the shared memory of a pipe end (`role` 0 or 1) to the peer and
-    /// returns the id a message frame must name to claim it.
+    /// Records what a failed socket write says about the peer: a closed
+    /// socket means the peer process is gone.
+    pub(crate) fn note_io(&self, e: &io::Error) {
+        if matches!(
+            e.kind(),
+            io::ErrorKind::BrokenPipe | io::ErrorKind::ConnectionReset
+        ) {
+            self.fail(Failure::HungUp);
+        }
+    }
+
+    /// Sends the shared memory of a pipe end (`role` 0 or 1) to the peer,
+    /// waiting for room in the socket until `deadline`, and returns the id
+    /// a message frame must name to claim it.
     pub(crate) fn send_pipe_end(
         &self,
         region: &Region,
         role: usize,
         id: Option<u64>,
+        deadline: Option<Instant>,
     ) -> io::Result<u64> {
         // Relaxed: ids need only be unique, not ordered with anything.
         let id = id.unwrap_or_else(|| self.next_id.fetch_add(1, Ordering::Relaxed));
@@ -132,8 +198,9 @@ impl Link {
         }
         .encode();
         region
-            .take_object(|fd| self.socket.send(&record, &[fd]))
-            .unwrap_or_else(|| Err(io::Error::other("pipe region was already sent")))?;
+            .take_object(|fd| self.socket.send(&record, &[fd], deadline))
+            .unwrap_or_else(|| Err(io::Error::other("pipe region was already sent")))
+            .inspect_err(|e| self.note_io(e))?;
         Ok(id)
     }
 
@@ -141,97 +208,62 @@ impl Link {
         self.inbox.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Claims the pipe end `id` that the peer sent before the frame naming it.
-    pub(crate) fn claim(&self, id: u64) -> Result<(Arc<Region>, usize), &'static str> {
-        let mut inbox = self.lock_inbox();
-        loop {
-            if let Some(end) = inbox.pipes.remove(&id) {
-                return Ok(end);
-            }
-            self.read_record(&mut inbox)?;
+    fn reader(&self) -> Reader<'_> {
+        Reader {
+            socket: &self.socket,
+            budget: &self.budget,
+            pool_cap: self.pool_cap,
         }
     }
 
-    /// Takes the peer's block `id` named by a frame, checked (see
-    /// [`PeerBlocks::take`]); the block was announced before the frame.
-    pub(crate) fn take_block(
+    /// Takes what a frame names and the peer sent before it: the pipe ends
+    /// `ids` and, for an out-of-line message, its block (checked, see
+    /// [`crate::shm::pool::PeerBlocks::take`]). All or nothing: on any
+    /// error (a late deadline, a local failure) everything read so far
+    /// stays filed for the next try.
+    pub(crate) fn collect(
         &self,
-        id: u32,
-        generation: u32,
-        len: usize,
-    ) -> Result<Held, &'static str> {
+        ids: &[u64],
+        block: Option<BlockRef>,
+        deadline: &mut Deadline,
+    ) -> Result<(Vec<PeerEnd>, Option<Held>), Fault> {
         let mut inbox = self.lock_inbox();
-        while !inbox.blocks.knows(id) {
-            self.read_record(&mut inbox)?;
-        }
-        inbox.blocks.take(id, generation, len)
-    }
-
-    /// Reads one record into the inbox. The peer sends every record before
-    /// the frame that needs it, so an empty socket is a violation.
-    fn read_record(&self, inbox: &mut Inbox) -> Result<(), &'static str> {
-        let mut buf = [0u8; RECORD_LEN + 1];
-        let (len, mut fds, truncated) = match self.socket.try_recv(&mut buf) {
-            Ok(Received::Record {
-                len,
-                fds,
-                truncated,
-            }) => (len, fds, truncated),
-            Ok(Received::Empty) => {
-                return Err("frame names a pipe end or block that was never sent");
-            }
-            Ok(Received::HungUp) | Err(_) => {
-                return Err("link closed before a named pipe end or block arrived");
-            }
+        let ready = |inbox: &Inbox| {
+            ids.iter().all(|id| inbox.pipes.contains_key(id))
+                && block.is_none_or(|b| inbox.blocks.knows(b.id))
         };
-        if truncated || len != RECORD_LEN {
-            return Err("malformed control record");
-        }
-        let record = Record::decode(&buf[..len])?;
-        if let Record::Retire { id } = record {
-            return match fds.is_empty() {
-                true => inbox.blocks.retire(id),
-                false => Err("retire record with a descriptor"),
-            };
-        }
-        let fd: OwnedFd = fds
-            .pop()
-            .filter(|_| fds.is_empty())
-            .ok_or("control record without exactly one descriptor")?;
-        match record {
-            Record::PipeEnd { role, id } => {
-                if inbox.pipes.len() >= MAX_PENDING {
-                    return Err("peer sent too many unclaimed pipe ends");
-                }
-                let region = Region::from_peer(fd)?;
-                if inbox
-                    .pipes
-                    .insert(id, (region, usize::from(role)))
-                    .is_some()
-                {
-                    return Err("peer sent a pipe end id twice");
-                }
-                Ok(())
+        while !ready(&inbox) {
+            if !deadline.step() {
+                return Err(Fault::Late);
             }
-            Record::Block { class, id } => {
+            self.reader().read_record(&mut inbox)?;
+        }
+        let held = match block {
+            Some(b) => Some(inbox.blocks.take(b.id, b.generation, b.len)?),
+            None => None,
+        };
+        let ends = ids
+            .iter()
+            .map(|id| {
                 inbox
-                    .blocks
-                    .insert(id, usize::from(class), fd, self.pool_cap)
-            }
-            Record::Retire { .. } => Ok(()),
-            Record::ReleaseTable => inbox.blocks.set_table(fd),
-        }
+                    .pipes
+                    .remove(id)
+                    .ok_or(Fault::Violation("a message names one pipe end twice"))
+            })
+            .collect::<Result<_, _>>()?;
+        Ok((ends, held))
     }
 
     /// Runs `f` on this side's send pool, making it (and announcing its
     /// release table) on first use. The link itself is the pool's
-    /// [`Announce`]r.
+    /// [`Announce`]r. Fails with `TimedOut` if the peer has not read its
+    /// socket and the table cannot be announced now.
     pub(crate) fn with_pool<R>(&self, f: impl FnOnce(&mut SendPool) -> R) -> io::Result<R> {
         let mut pool = self.pool.lock().unwrap_or_else(|e| e.into_inner());
         if pool.is_none() {
             let table = Record::ReleaseTable.encode();
             *pool = Some(SendPool::new(self.pool_cap, |fd| {
-                self.socket.send(&table, &[fd])
+                self.send_now(&table, &[fd])
             })?);
         }
         let pool = pool
@@ -242,29 +274,50 @@ impl Link {
         }
         Ok(f(pool))
     }
+
+    /// Sends a record only if the socket has room now.
+    fn send_now(&self, record: &[u8], fds: &[BorrowedFd<'_>]) -> io::Result<()> {
+        self.socket
+            .send(record, fds, Some(Instant::now()))
+            .inspect_err(|e| self.note_io(e))
+    }
+
+    /// Sends the retire records that found no room before; `TimedOut` if
+    /// some still do not fit.
+    fn flush_retires(&self) -> io::Result<()> {
+        let mut unsent = self
+            .unsent_retires
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        while let Some(&id) = unsent.first() {
+            self.send_now(&Record::Retire { id: u64::from(id) }.encode(), &[])?;
+            unsent.remove(0);
+        }
+        Ok(())
+    }
 }
 
 impl Announce for Link {
     fn announce(&self, id: u32, class: usize, fd: BorrowedFd<'_>) -> io::Result<()> {
+        // Retires first, so the peer's count of our blocks never passes
+        // its cap because of blocks we have already unmapped.
+        self.flush_retires()?;
         let record = Record::Block {
             class: class as u8,
             id: u64::from(id),
         }
         .encode();
-        self.socket.send(&record, &[fd])
+        self.send_now(&record, &[fd])
     }
 
     fn retire(&self, id: u32) -> io::Result<()> {
-        let record = Record::Retire { id: u64::from(id) }.encode();
-        self.socket.send(&record, &[])
+        self.unsent_retires
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(id);
+        match self.flush_retires() {
+            Err(e) if e.kind() == io::ErrorKind::TimedOut => Ok(()),
+            other => other,
+        }
     }
-}
-
-/// What the peer has sent over the socket and no frame has used yet.
-#[derive(Debug, Default)]
-struct Inbox {
-    /// Pipe ends, by id, until a message claims them.
-    pipes: HashMap<u64, (Arc<Region>, usize)>,
-    /// The peer's blocks and release table.
-    blocks: PeerBlocks,
 }

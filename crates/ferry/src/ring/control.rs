@@ -28,6 +28,9 @@ pub struct Side {
     pub closed: AtomicU32,
     /// 1 + the CPU this side last ran on; 0 if unknown.
     pub cpu: AtomicU32,
+    /// Consumer only: handles (pipe ends) it has claimed so far, wrapping.
+    /// The producer keeps at most a window of them in flight.
+    pub handles: AtomicU32,
 }
 
 /// Both sides of one single-producer, single-consumer ring.
@@ -50,4 +53,5 @@ const _: () = {
     assert!(size_of::<Control>() == CONTROL_SIZE);
     assert!(std::mem::offset_of!(Control, consumer) == 128);
     assert!(std::mem::offset_of!(Side, signal) == 64);
+    assert!(std::mem::offset_of!(Side, handles) == 80);
 };

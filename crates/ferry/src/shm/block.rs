@@ -87,15 +87,15 @@ pub struct PeerBlock {
 
 impl PeerBlock {
     /// Maps a block the peer sent, checking it is sealed and of its class's size.
-    pub fn from_peer(fd: std::os::fd::OwnedFd, class: usize) -> Result<Self, &'static str> {
+    pub fn from_peer(fd: std::os::fd::OwnedFd, class: usize) -> Result<Self, super::MapError> {
         if class >= CLASSES {
-            return Err("block class out of range");
+            return Err("block class out of range".into());
         }
         let size = class_size(class);
         let object = SharedMemory::from_peer(fd, size, size)?;
         let map = object
             .map_with(Access::ReadOnlyView)
-            .map_err(|_| "could not map the peer's block")?;
+            .map_err(super::MapError::Local)?;
         Ok(Self {
             map,
             held: std::sync::atomic::AtomicBool::new(false),

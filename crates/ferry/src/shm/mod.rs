@@ -5,6 +5,8 @@
 
 #[cfg(not(loom))]
 pub mod block;
+#[cfg(not(loom))]
+pub mod budget;
 pub mod ledger;
 #[cfg(not(loom))]
 pub mod pool;
@@ -16,3 +18,19 @@ pub mod reserve;
 
 #[cfg(not(loom))]
 pub use region::{Region, RingView};
+
+/// Why memory a peer sent could not be mapped.
+#[derive(Debug)]
+pub enum MapError {
+    /// The peer sent something it must not (wrong size, unsealed, over budget).
+    Violation(&'static str),
+    /// This process could not map it (out of memory or address space); the
+    /// peer did nothing wrong.
+    Local(std::io::Error),
+}
+
+impl From<&'static str> for MapError {
+    fn from(why: &'static str) -> Self {
+        Self::Violation(why)
+    }
+}

@@ -18,7 +18,9 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
+use super::MapError;
 use super::block::{Block, CLASSES, PeerBlock, class_size};
+use super::budget::{Charge, MapBudget};
 use super::ledger::Ledger;
 use super::release::{ReleaseTable, SLOTS};
 use super::reserve::{self, IDLE};
@@ -175,8 +177,16 @@ pub trait Announce {
 
 #[derive(Debug)]
 struct Known {
-    block: Arc<PeerBlock>,
+    block: Arc<Mapped>,
     last_generation: u32,
+}
+
+/// A peer's block mapped here, and its charge to the link's map budget
+/// (kept while any view of it lives, even after the peer retired it).
+#[derive(Debug)]
+struct Mapped {
+    block: PeerBlock,
+    _charge: Charge,
 }
 
 /// The receiving side's view of the peer's blocks on one link.
@@ -190,7 +200,7 @@ pub struct PeerBlocks {
 /// A block the receiver holds until it drops this.
 #[derive(Debug)]
 pub struct Held {
-    block: Arc<PeerBlock>,
+    block: Arc<Mapped>,
     table: Arc<ReleaseTable>,
     id: u32,
     generation: u32,
@@ -200,43 +210,54 @@ pub struct Held {
 impl Held {
     /// The message's bytes (see [`PeerBlock::bytes`] on what a peer may do).
     pub fn bytes(&self) -> &[u8] {
-        self.block.bytes(self.len)
+        self.block.block.bytes(self.len)
     }
 }
 
 impl Drop for Held {
     fn drop(&mut self) {
         // Release: pairs with the Acquire swap in `PeerBlocks::take`.
-        self.block.held.store(false, Ordering::Release);
+        self.block.block.held.store(false, Ordering::Release);
         self.table.release(self.id, self.generation);
     }
 }
 
 impl PeerBlocks {
-    /// Maps a block the peer announced, within `cap` bytes in all.
+    /// Maps a block the peer announced, within `cap` bytes of blocks in
+    /// all and within the link's map `budget`; both are checked before
+    /// anything is mapped.
     pub fn insert(
         &mut self,
         id: u64,
         class: usize,
         fd: OwnedFd,
         cap: usize,
-    ) -> Result<(), &'static str> {
+        budget: &Arc<MapBudget>,
+    ) -> Result<(), MapError> {
         let id = u32::try_from(id)
             .ok()
             .filter(|&i| (i as usize) < SLOTS)
             .ok_or("block id out of range")?;
         if self.blocks.contains_key(&id) {
-            return Err("block announced twice");
+            return Err("block announced twice".into());
         }
+        let size = (class < CLASSES)
+            .then(|| class_size(class))
+            .ok_or("block class out of range")?;
+        if self.mapped + size > cap {
+            return Err("peer's blocks exceed this link's shared-memory cap".into());
+        }
+        let charge = budget.charge(size)?;
         let block = PeerBlock::from_peer(fd, class)?;
-        if self.mapped + block.len() > cap {
-            return Err("peer's blocks exceed this link's shared-memory cap");
-        }
-        self.mapped += block.len();
+        self.mapped += size;
+        let block = Arc::new(Mapped {
+            block,
+            _charge: charge,
+        });
         self.blocks.insert(
             id,
             Known {
-                block: Arc::new(block),
+                block,
                 last_generation: 0,
             },
         );
@@ -244,9 +265,9 @@ impl PeerBlocks {
     }
 
     /// Maps the peer's release table.
-    pub fn set_table(&mut self, fd: OwnedFd) -> Result<(), &'static str> {
+    pub fn set_table(&mut self, fd: OwnedFd) -> Result<(), MapError> {
         if self.table.is_some() {
-            return Err("release table announced twice");
+            return Err("release table announced twice".into());
         }
         self.table = Some(Arc::new(ReleaseTable::from_peer(fd)?));
         Ok(())
@@ -260,7 +281,7 @@ impl PeerBlocks {
             .blocks
             .remove(&id)
             .ok_or("retire of a block never announced")?;
-        self.mapped -= known.block.len();
+        self.mapped -= known.block.block.len();
         Ok(())
     }
 
@@ -280,7 +301,7 @@ impl PeerBlocks {
             .blocks
             .get_mut(&id)
             .ok_or("frame names a block never announced")?;
-        if len > known.block.len() {
+        if len > known.block.block.len() {
             return Err("block frame length past the block's end");
         }
         if generation <= known.last_generation
@@ -289,7 +310,7 @@ impl PeerBlocks {
             return Err("block frame with a stale generation");
         }
         // Acquire: pairs with the Release store when the last view dropped.
-        if known.block.held.swap(true, Ordering::Acquire) {
+        if known.block.block.held.swap(true, Ordering::Acquire) {
             return Err("block sent again while this side still holds it");
         }
         known.last_generation = generation;

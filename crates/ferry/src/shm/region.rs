@@ -19,6 +19,7 @@ use std::io;
 use std::os::fd::{BorrowedFd, OwnedFd};
 use std::sync::{Arc, Mutex};
 
+use super::MapError;
 use crate::ring::{CONTROL_SIZE, Control, Storage};
 use crate::sys::{Mapping, SharedMemory};
 
@@ -68,34 +69,44 @@ impl Region {
         }))
     }
 
-    /// Maps a region a peer sent, checking its seals, size and header.
+    /// Maps a region a peer sent, checking its seals, size (at most
+    /// `max_len` bytes: what the link's map budget has left) and header.
     /// The descriptor is closed before this returns.
-    pub fn from_peer(fd: OwnedFd) -> Result<Arc<Self>, &'static str> {
-        let object =
-            SharedMemory::from_peer(fd, DATA_AT + 2 * MIN_CAPACITY, DATA_AT + 2 * MAX_CAPACITY)?;
-        let map = object
-            .map()
-            .map_err(|_| "could not map the peer's shared memory")?;
+    pub fn from_peer(fd: OwnedFd, max_len: usize) -> Result<Arc<Self>, MapError> {
+        let largest = DATA_AT + 2 * MAX_CAPACITY;
+        let smallest = DATA_AT + 2 * MIN_CAPACITY;
+        let object = SharedMemory::from_peer(fd, smallest, largest)?;
+        if object.len() > max_len {
+            return Err(MapError::Violation(
+                "peer's pipe regions exceed this link's map budget (PipeOptions::max_mapped)",
+            ));
+        }
+        let map = object.map().map_err(MapError::Local)?;
         let mut header = [0u8; 16];
         // SAFETY: the mapping is at least DATA_AT bytes (size checked above,
         // and sealed so it cannot shrink); we copy 16 bytes out of it once.
         unsafe { std::ptr::copy_nonoverlapping(map.as_ptr(), header.as_mut_ptr(), header.len()) };
         let [m @ .., v0, v1, v2, v3, c0, c1, c2, c3] = header;
         if m != MAGIC || u32::from_le_bytes([v0, v1, v2, v3]) != VERSION {
-            return Err("pipe region has a bad magic number or version");
+            return Err("pipe region has a bad magic number or version".into());
         }
         let capacity = u32::from_le_bytes([c0, c1, c2, c3]) as usize;
         if !capacity.is_power_of_two()
             || capacity < MIN_CAPACITY
             || object.len() != DATA_AT + 2 * capacity
         {
-            return Err("pipe region's capacity does not match its size");
+            return Err("pipe region's capacity does not match its size".into());
         }
         Ok(Arc::new(Self {
             map,
             capacity,
             object: Mutex::new(None),
         }))
+    }
+
+    /// Bytes mapped for this region.
+    pub fn len(&self) -> usize {
+        self.map.len()
     }
 
     /// Each ring's data capacity in bytes.

@@ -36,11 +36,9 @@ impl ReleaseTable {
     }
 
     /// Maps a table the peer sent.
-    pub fn from_peer(fd: OwnedFd) -> Result<Self, &'static str> {
+    pub fn from_peer(fd: OwnedFd) -> Result<Self, super::MapError> {
         let object = SharedMemory::from_peer(fd, TABLE_LEN, TABLE_LEN)?;
-        let map = object
-            .map()
-            .map_err(|_| "could not map the peer's release table")?;
+        let map = object.map().map_err(super::MapError::Local)?;
         Ok(Self { map })
     }
 

@@ -15,8 +15,11 @@
 //!   `futex_wake(word, n)`. Both must work across processes.
 //! - **Control socket** (`linux/socket.rs`): a connected, message-preserving
 //!   socket pair; `send_with_fds`/`recv_with_fds` carrying bytes plus owned
-//!   handles; `peer_hung_up` telling, without blocking, whether the peer's end
-//!   is closed (which is how the death of a peer process is seen).
+//!   handles, never blocking past a deadline; `peek` reading a record
+//!   without taking it off the socket, and telling apart a record whose
+//!   handles this process had no room for; `peer_hung_up` telling, without
+//!   blocking, whether the peer's end is closed (which is how the death of a
+//!   peer process is seen); `shutdown`.
 //! - **CPUs** (`linux/cpu.rs`): `current_cpu`, `online_cpus`, `pin_to_cpu`,
 //!   `yield_cpu`.
 //! - **Processes** (`linux/process.rs`): `inherit_in_child` (make one socket
@@ -33,4 +36,4 @@ pub use linux::cpu::{current_cpu, online_cpus, pin_to_cpu};
 pub(crate) use linux::futex::{futex_wait, futex_wake};
 pub(crate) use linux::memory::{Access, Mapping, SharedMemory};
 pub(crate) use linux::process::{adopt_inherited, inherit_in_child, parent_pid};
-pub(crate) use linux::socket::{ControlSocket, socket_pair};
+pub(crate) use linux::socket::{ControlSocket, Received, socket_pair};

@@ -6,6 +6,7 @@
 use std::io::{self, IoSlice, IoSliceMut};
 use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::time::{Duration, Instant};
 
 use rustix::event::{PollFd, PollFlags};
 use rustix::net::{
@@ -44,6 +45,9 @@ pub(crate) enum Received {
     },
     /// Nothing queued (non-blocking receive).
     Empty,
+    /// A record is queued, but this process could not take its descriptors
+    /// (it has run out of them); the record stays queued when peeked.
+    NoRoom,
     /// The peer closed its end and everything it sent has been read.
     HungUp,
 }
@@ -57,9 +61,28 @@ impl ControlSocket {
         self.fd.as_fd()
     }
 
-    /// Sends one record with `fds` attached. Never blocks for long: records
-    /// are tiny and the peer drains them as it receives handles.
-    pub(crate) fn send(&self, bytes: &[u8], fds: &[BorrowedFd<'_>]) -> io::Result<()> {
+    /// Sends one record with `fds` attached, waiting for room in the
+    /// socket until `deadline` (for ever with `None`). Never blocks past the
+    /// deadline: the socket is written with `MSG_DONTWAIT`, and a full socket
+    /// is waited on with `poll`. Errors: `TimedOut` at the deadline (nothing
+    /// was sent), `BrokenPipe` once the peer has closed its end.
+    pub(crate) fn send(
+        &self,
+        bytes: &[u8],
+        fds: &[BorrowedFd<'_>],
+        deadline: Option<Instant>,
+    ) -> io::Result<()> {
+        loop {
+            match self.try_send(bytes, fds) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                done => return done,
+            }
+            self.wait_writable(deadline)?;
+        }
+    }
+
+    /// One `sendmsg` that does not block.
+    fn try_send(&self, bytes: &[u8], fds: &[BorrowedFd<'_>]) -> io::Result<()> {
         let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(MAX_FDS))];
         let mut control = SendAncillaryBuffer::new(&mut space);
         if !fds.is_empty() && !control.push(SendAncillaryMessage::ScmRights(fds)) {
@@ -72,7 +95,7 @@ impl ControlSocket {
             &self.fd,
             &[IoSlice::new(bytes)],
             &mut control,
-            SendFlags::NOSIGNAL,
+            SendFlags::NOSIGNAL | SendFlags::DONTWAIT,
         )?;
         if sent != bytes.len() {
             return Err(io::Error::new(
@@ -83,11 +106,46 @@ impl ControlSocket {
         Ok(())
     }
 
+    /// Waits until the socket may take a record, the peer hangs up
+    /// (`BrokenPipe`), or `deadline` passes (`TimedOut`).
+    fn wait_writable(&self, deadline: Option<Instant>) -> io::Result<()> {
+        let timeout = match deadline {
+            None => None,
+            Some(d) => {
+                let left = d.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    return Err(timed_out());
+                }
+                Some(timespec(left))
+            }
+        };
+        let mut fds = [PollFd::new(&self.fd, PollFlags::OUT)];
+        match rustix::event::poll(&mut fds, timeout.as_ref()) {
+            Ok(0) => Err(timed_out()),
+            Ok(_) if hung_up(fds[0].revents()) => Err(io::ErrorKind::BrokenPipe.into()),
+            Ok(_) | Err(rustix::io::Errno::INTR) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
     /// Receives one record into `buf`, without blocking.
     pub(crate) fn try_recv(&self, buf: &mut [u8]) -> io::Result<Received> {
+        self.recv_with(buf, RecvFlags::empty())
+    }
+
+    /// Reads the next record into `buf` without taking it off the socket
+    /// (`MSG_PEEK`): its descriptors arrive as duplicates, and the record
+    /// stays queued for [`ControlSocket::try_recv`]. A record whose
+    /// descriptors could not be installed here (`EMFILE`) comes back as
+    /// [`Received::NoRoom`] and stays queued, so nothing is lost.
+    pub(crate) fn peek(&self, buf: &mut [u8]) -> io::Result<Received> {
+        self.recv_with(buf, RecvFlags::PEEK)
+    }
+
+    fn recv_with(&self, buf: &mut [u8], extra: RecvFlags) -> io::Result<Received> {
         let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(MAX_FDS))];
         let mut control = RecvAncillaryBuffer::new(&mut space);
-        let flags = RecvFlags::DONTWAIT | RecvFlags::CMSG_CLOEXEC;
+        let flags = RecvFlags::DONTWAIT | RecvFlags::CMSG_CLOEXEC | extra;
         let msg = match rustix::net::recvmsg(
             &self.fd,
             &mut [IoSliceMut::new(buf)],
@@ -105,12 +163,18 @@ impl ControlSocket {
                 fds.extend(rights);
             }
         }
-        if msg.bytes == 0 && fds.is_empty() {
+        if msg.bytes == 0 && fds.is_empty() && !msg.flags.contains(ReturnFlags::CTRUNC) {
             return Ok(Received::HungUp);
         }
-        let truncated = msg
-            .flags
-            .intersects(ReturnFlags::TRUNC | ReturnFlags::CTRUNC);
+        // The kernel truncates the descriptors it could not install here
+        // (out of descriptors) as well as those past our buffer (a peer
+        // sending more than a record may carry): a full buffer is the
+        // peer's doing, a short one is ours.
+        let ctrunc = msg.flags.contains(ReturnFlags::CTRUNC);
+        if ctrunc && fds.len() < MAX_FDS {
+            return Ok(Received::NoRoom);
+        }
+        let truncated = ctrunc || msg.flags.contains(ReturnFlags::TRUNC);
         Ok(Received::Record {
             len: msg.bytes,
             fds,
@@ -118,21 +182,36 @@ impl ControlSocket {
         })
     }
 
+    /// Shuts the socket both ways: the peer sees a hang-up at once.
+    pub(crate) fn shutdown(&self) {
+        let _ = rustix::net::shutdown(&self.fd, rustix::net::Shutdown::Both);
+    }
+
     /// Whether the peer has closed its end (or its process died), without
     /// blocking. Records still queued do not hide the hang-up.
     pub(crate) fn peer_hung_up(&self) -> bool {
         let mut fds = [PollFd::new(&self.fd, PollFlags::IN)];
-        match rustix::event::poll(
-            &mut fds,
-            Some(&rustix::time::Timespec {
-                tv_sec: 0,
-                tv_nsec: 0,
-            }),
-        ) {
-            Ok(_) => fds[0]
-                .revents()
-                .intersects(PollFlags::HUP | PollFlags::ERR | PollFlags::NVAL),
+        match rustix::event::poll(&mut fds, Some(&timespec(Duration::ZERO))) {
+            Ok(_) => hung_up(fds[0].revents()),
             Err(_) => false,
         }
+    }
+}
+
+fn hung_up(revents: PollFlags) -> bool {
+    revents.intersects(PollFlags::HUP | PollFlags::ERR | PollFlags::NVAL)
+}
+
+fn timed_out() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::TimedOut,
+        "the peer did not read its control socket before the deadline",
+    )
+}
+
+fn timespec(d: Duration) -> rustix::time::Timespec {
+    rustix::time::Timespec {
+        tv_sec: i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
+        tv_nsec: i64::from(d.subsec_nanos()),
     }
 }

@@ -1,0 +1,159 @@
+//! What the peer sent over the control socket and no frame has used yet,
+//! and how records are read into it.
+//!
+//! A record is first *peeked* (`MSG_PEEK`: its descriptor arrives as a
+//! duplicate and the record stays queued), checked and mapped, and only
+//! then taken off the socket. So a local failure (out of descriptors, out
+//! of address space) leaves the record where it was, for a later call to
+//! try again: the peer is never blamed and nothing is lost.
+
+use std::collections::HashMap;
+use std::io;
+use std::os::fd::OwnedFd;
+use std::sync::Arc;
+
+use super::Fault;
+use crate::shm::budget::{Charge, MapBudget};
+use crate::shm::pool::PeerBlocks;
+use crate::shm::{MapError, Region};
+use crate::sys::{ControlSocket, Received};
+use crate::wire::record::{RECORD_LEN, Record};
+
+/// Most pipe ends a peer may send ahead of the messages that claim them.
+pub const MAX_PENDING: usize = 4096;
+
+/// A pipe end the peer sent: its mapped region, which end of it is ours,
+/// and its charge to the link's map budget.
+#[derive(Debug)]
+pub struct PeerEnd {
+    /// The pipe's shared memory.
+    pub region: Arc<Region>,
+    /// The end (0 or 1) this process now holds.
+    pub role: usize,
+    /// Held for as long as the region is mapped here.
+    pub charge: Charge,
+}
+
+/// Records read and not yet used.
+#[derive(Debug, Default)]
+pub struct Inbox {
+    /// Pipe ends, by id, until a message claims them.
+    pub pipes: HashMap<u64, PeerEnd>,
+    /// The peer's blocks and release table.
+    pub blocks: PeerBlocks,
+}
+
+/// What reading a record needs from its link.
+pub struct Reader<'a> {
+    pub socket: &'a ControlSocket,
+    pub budget: &'a Arc<MapBudget>,
+    pub pool_cap: usize,
+}
+
+impl From<MapError> for Fault {
+    fn from(e: MapError) -> Self {
+        match e {
+            MapError::Violation(why) => Fault::Violation(why),
+            MapError::Local(e) => Fault::Local(e),
+        }
+    }
+}
+
+impl Reader<'_> {
+    /// Reads one record into `inbox`. The peer sends every record before
+    /// the frame that needs it, so an empty socket is a violation.
+    pub fn read_record(&self, inbox: &mut Inbox) -> Result<(), Fault> {
+        let mut buf = [0u8; RECORD_LEN + 1];
+        let (record, fds) = self.peek(&mut buf)?;
+        self.apply(inbox, record, fds)?;
+        // The record is in the inbox: take it off the socket. Its
+        // descriptors arrive a second time and are closed at once (we hold
+        // the peeked duplicates); if they cannot be installed, the kernel
+        // drops them, which is just as well.
+        match self.socket.try_recv(&mut buf) {
+            Ok(Received::Record { .. } | Received::NoRoom) => Ok(()),
+            Ok(Received::Empty | Received::HungUp) => Err(Fault::Violation(
+                "control record vanished after it was read",
+            )),
+            Err(e) => Err(Fault::Local(e)),
+        }
+    }
+
+    /// The next record, decoded, with duplicates of its descriptors; the
+    /// record stays queued.
+    fn peek(&self, buf: &mut [u8]) -> Result<(Record, Vec<OwnedFd>), Fault> {
+        match self.socket.peek(buf) {
+            Ok(Received::Record {
+                len,
+                fds,
+                truncated: false,
+            }) if len == RECORD_LEN => Ok((Record::decode(&buf[..len])?, fds)),
+            Ok(Received::Record { .. }) => Err(Fault::Violation("malformed control record")),
+            Ok(Received::Empty) => Err(Fault::Violation(
+                "frame names a pipe end or block that was never sent",
+            )),
+            Ok(Received::HungUp) => Err(Fault::Violation(
+                "link closed before a named pipe end or block arrived",
+            )),
+            Ok(Received::NoRoom) => Err(Fault::Local(io::Error::new(
+                io::ErrorKind::QuotaExceeded,
+                "out of file descriptors: could not take a descriptor the peer sent (it stays queued)",
+            ))),
+            Err(e) => Err(Fault::Local(e)),
+        }
+    }
+
+    /// Checks a record and files it in the inbox.
+    fn apply(&self, inbox: &mut Inbox, record: Record, mut fds: Vec<OwnedFd>) -> Result<(), Fault> {
+        if let Record::Retire { id } = record {
+            return match fds.is_empty() {
+                true => Ok(inbox.blocks.retire(id)?),
+                false => Err(Fault::Violation("retire record with a descriptor")),
+            };
+        }
+        let fd: OwnedFd = fds
+            .pop()
+            .filter(|_| fds.is_empty())
+            .ok_or(Fault::Violation(
+                "control record without exactly one descriptor",
+            ))?;
+        match record {
+            Record::PipeEnd { role, id } => self.file_pipe_end(inbox, fd, usize::from(role), id),
+            Record::Block { class, id } => {
+                Ok(inbox
+                    .blocks
+                    .insert(id, usize::from(class), fd, self.pool_cap, self.budget)?)
+            }
+            Record::ReleaseTable => Ok(inbox.blocks.set_table(fd)?),
+            Record::Retire { .. } => Ok(()),
+        }
+    }
+
+    fn file_pipe_end(
+        &self,
+        inbox: &mut Inbox,
+        fd: OwnedFd,
+        role: usize,
+        id: u64,
+    ) -> Result<(), Fault> {
+        if inbox.pipes.len() >= MAX_PENDING {
+            return Err(Fault::Violation("peer sent too many unclaimed pipe ends"));
+        }
+        if inbox.pipes.contains_key(&id) {
+            return Err(Fault::Violation("peer sent a pipe end id twice"));
+        }
+        // Records are read under the inbox lock, so nothing else charges
+        // this budget between the look and the charge below.
+        let region = Region::from_peer(fd, self.budget.remaining())?;
+        let charge = self.budget.charge(region.len())?;
+        inbox.pipes.insert(
+            id,
+            PeerEnd {
+                region,
+                role,
+                charge,
+            },
+        );
+        Ok(())
+    }
+}

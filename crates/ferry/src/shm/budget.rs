@@ -1,0 +1,85 @@
+//! How much one link may make this process map for its peer.
+//!
+//! Every mapping of memory a peer sent (a pipe's region, a pool block) is
+//! charged to its link's budget before it is made, and the charge lives as
+//! long as the mapping. A peer that sends more than the budget allows gets
+//! its link closed with a protocol error instead of growing this process's
+//! address space (one message could otherwise ask for terabytes).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// Default budget per link: 4 GiB of the peer's memory mapped here.
+pub const DEFAULT_MAX_MAPPED: usize = 4 << 30;
+
+/// One link's budget of bytes mapped for its peer.
+#[derive(Debug)]
+pub struct MapBudget {
+    used: AtomicUsize,
+    cap: usize,
+}
+
+/// Bytes charged to a budget, given back on drop.
+#[derive(Debug)]
+pub struct Charge {
+    budget: Arc<MapBudget>,
+    bytes: usize,
+}
+
+impl MapBudget {
+    /// A budget of `cap` bytes.
+    pub fn new(cap: usize) -> Arc<Self> {
+        Arc::new(Self {
+            used: AtomicUsize::new(0),
+            cap,
+        })
+    }
+
+    /// Bytes that may still be mapped.
+    pub fn remaining(&self) -> usize {
+        // Relaxed: a counter on its own; `charge` re-checks atomically.
+        self.cap.saturating_sub(self.used.load(Ordering::Relaxed))
+    }
+
+    /// Charges `bytes`, or refuses if that would pass the cap.
+    pub fn charge(self: &Arc<Self>, bytes: usize) -> Result<Charge, &'static str> {
+        // Relaxed: the counter orders nothing else; the update is atomic.
+        self.used
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |used| {
+                used.checked_add(bytes).filter(|&total| total <= self.cap)
+            })
+            .map_err(
+                |_| "peer's shared memory exceeds this link's map budget (PipeOptions::max_mapped)",
+            )?;
+        Ok(Charge {
+            budget: Arc::clone(self),
+            bytes,
+        })
+    }
+}
+
+impl Drop for Charge {
+    fn drop(&mut self) {
+        // Relaxed: as in `charge`.
+        self.budget.used.fetch_sub(self.bytes, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn charges_stop_at_the_cap_and_come_back_on_drop() {
+        let budget = MapBudget::new(100);
+        let a = budget.charge(60).expect("within the cap");
+        assert!(budget.charge(41).is_err());
+        assert!(budget.charge(usize::MAX).is_err(), "no overflow");
+        let b = budget.charge(40).expect("exactly the cap");
+        assert_eq!(budget.remaining(), 0);
+        drop(a);
+        assert_eq!(budget.remaining(), 60);
+        drop(b);
+        assert_eq!(budget.remaining(), 100);
+    }
+}

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use super::*;
 use crate::channel::block::{LOAN_IN_PLACE, OUT_OF_LINE};
+use crate::link::GRACE;
 use crate::ring::Producer;
 use crate::sync::Ordering;
 use crate::wire::frame::{Kind, Tag};
@@ -280,4 +281,78 @@ fn forged_block_descriptors_are_protocol_errors() {
             .unwrap()
     );
     expect_protocol(&b, "a block sent again while held");
+}
+
+#[test]
+fn frames_that_never_complete_a_message_cannot_hold_a_call_past_its_deadline() {
+    // A ring full of messages that begin and are aborted, never a whole one.
+    let (a, b) = PipeOptions::new().capacity(1 << 20).pipe().unwrap();
+    let mut forger = Producer::new(a.region.ring(a.role));
+    let total = 100u64.to_le_bytes();
+    let mut pairs = 0;
+    while forger.try_push(tag(Kind::First, 0), &[&total, &[7; 10]]) == Ok(true) {
+        if forger.try_push(tag(Kind::Abort, 0), &[]) != Ok(true) {
+            break;
+        }
+        pairs += 1;
+    }
+    assert!(pairs > 20_000, "{pairs} pairs");
+    // Each `try_recv` takes a bounded number of frames, then says Empty:
+    // it does not run on for as long as the peer keeps it busy.
+    let mut calls = 0;
+    loop {
+        calls += 1;
+        match b.try_recv() {
+            Err(RecvError::Empty) if a.capacity() - 64 <= free_bytes(&a) => break,
+            Err(RecvError::Empty) => {}
+            other => panic!("expected Empty, got {other:?}"),
+        }
+        assert!(calls <= 2 * pairs, "the ring never drained");
+    }
+    let most = 2 * pairs / calls;
+    eprintln!("{pairs} aborted messages took {calls} calls, at most ~{most} frames each");
+    assert!(calls >= 2 * pairs / (2 * GRACE as usize), "{calls} calls");
+}
+
+/// Bytes free in the ring `pipe` writes (its peer's reads caught up).
+fn free_bytes(pipe: &Pipe) -> usize {
+    let control = pipe.region.control(pipe.role);
+    // Acquire: pairs with the consumer's Release store of its head.
+    let head = control.consumer.pos.load(Ordering::Acquire);
+    // Relaxed: our own (the forger's) last store.
+    let tail = control.producer.pos.load(Ordering::Relaxed);
+    pipe.capacity() - tail.wrapping_sub(head) as usize
+}
+
+#[test]
+fn a_pipe_keeps_a_window_of_ends_in_flight() {
+    use super::send::HANDLE_WINDOW;
+    let (a, b) = linked_pair();
+    let mut twins = Vec::new();
+    for i in 0..HANDLE_WINDOW {
+        let (near, far) = crate::pipe().unwrap();
+        a.try_send_with(b"end", vec![far])
+            .unwrap_or_else(|e| panic!("end {i} within the window: {e}"));
+        twins.push(near);
+    }
+    let (near, far) = crate::pipe().unwrap();
+    let refused = a.try_send_with(b"one too many", vec![far]).unwrap_err();
+    assert!(matches!(refused.error, SendError::Full), "{refused}");
+    assert_eq!(refused.pipes.len(), 1, "the end is handed back");
+    let started = std::time::Instant::now();
+    let refused = a
+        .send_with_timeout(b"one too many", refused.pipes, Duration::from_millis(20))
+        .unwrap_err();
+    assert!(matches!(refused.error, SendError::Timeout), "{refused}");
+    assert!(started.elapsed() >= Duration::from_millis(20));
+    // The receiver takes one: one more may go.
+    let got = b.recv_with().unwrap();
+    assert_eq!(got.pipes.len(), 1);
+    got.pipes[0].send(b"moved").unwrap();
+    assert_eq!(twins[0].recv().unwrap(), b"moved");
+    a.try_send_with(b"now it fits", refused.pipes).unwrap();
+    drop(near);
+    for _ in 0..HANDLE_WINDOW {
+        assert_eq!(b.recv_with().unwrap().pipes.len(), 1);
+    }
 }

@@ -16,7 +16,7 @@
 mod deadline;
 mod inbox;
 
-pub(crate) use deadline::Deadline;
+pub(crate) use deadline::{Deadline, GRACE};
 pub(crate) use inbox::PeerEnd;
 
 use std::io;

@@ -4,8 +4,10 @@
 //! end over the socket (before the child exists, so it is waiting there),
 //! and spawns the child with its socket inherited under a number named in
 //! the `FERRY_BOOTSTRAP` environment variable, together with the parent's
-//! process id. The child checks that its parent is that process, so a
-//! grandchild that merely inherited the environment is refused.
+//! process id and every option the parent chose for the child's end (see
+//! [`crate::wire::bootstrap`] for the encoding). The child checks that its
+//! parent is that process, so a grandchild that merely inherited the
+//! environment is refused.
 
 use std::process::{Child, Command};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -13,8 +15,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use crate::channel::{BootstrapError, Pipe, PipeOptions, ProtocolError};
 use crate::link::{BOOTSTRAP_ID, Deadline, Fault, Link};
 use crate::sys::{ControlSocket, adopt_inherited, inherit_in_child, parent_pid, socket_pair};
+use crate::wire::bootstrap::BootstrapEnv;
 
-/// The environment variable naming the inherited socket: `"<fd>:<ppid>"`.
+/// The environment variable naming the inherited socket, the parent, and
+/// the options of the child's end (a [`BootstrapEnv`]).
 pub const ENV: &str = "FERRY_BOOTSTRAP";
 
 /// Spawns `command` as a child process holding the other end of a new pipe
@@ -41,11 +45,16 @@ pub(crate) fn spawn_with(
     far.send_region(&link, Some(BOOTSTRAP_ID), None)
         .map_err(BootstrapError::Io)?;
     far.moved_over(&link);
-    let raw = inherit_in_child(&mut command, theirs.as_fd());
-    let o = options;
-    let (wait, limit, ool, cap) = (o.wait.to_u8(), o.limit, o.out_of_line, o.pool_cap);
-    let value = format!("{raw}:{}:{limit}:{ool}:{cap}:{wait}", std::process::id());
-    command.env(ENV, value);
+    let env = BootstrapEnv {
+        fd: inherit_in_child(&mut command, theirs.as_fd()),
+        parent: std::process::id(),
+        limit: options.limit,
+        out_of_line: options.out_of_line,
+        pool_cap: options.pool_cap,
+        max_mapped: options.max_mapped,
+        wait: options.wait.to_u8(),
+    };
+    command.env(ENV, env.encode());
     let child = command.spawn().map_err(BootstrapError::Io)?;
     drop(theirs);
     Ok((child, near))
@@ -59,21 +68,18 @@ impl Pipe {
     /// Fails with [`BootstrapError::NotSpawned`] in a process that ferry did
     /// not start, and with [`BootstrapError::AlreadyTaken`] the second time.
     pub fn from_parent() -> Result<Pipe, BootstrapError> {
-        let value = std::env::var(ENV).map_err(|_| {
-            BootstrapError::NotSpawned(format!(
-                "{ENV} is not set: this process was not started by ferry::spawn"
-            ))
-        })?;
-        let (raw, options) = parse_env(&value)?;
+        let env = read_env()?;
         // Relaxed: a once-only latch; the descriptor itself is the resource.
         if TAKEN.swap(true, Ordering::Relaxed) {
             return Err(BootstrapError::AlreadyTaken);
         }
-        let fd = adopt_inherited(raw).map_err(|e| {
+        let fd = adopt_inherited(env.fd).map_err(|e| {
             BootstrapError::NotSpawned(format!(
-                "{ENV} names descriptor {raw}, which is not an inherited socket: {e}"
+                "{ENV} names descriptor {}, which is not an inherited socket: {e}",
+                env.fd
             ))
         })?;
+        let options = options_of(&env);
         let link = Link::new(ControlSocket::from_fd(fd), options.link_limits());
         let protocol = |why| BootstrapError::Protocol(ProtocolError(why));
         let mut ends = link
@@ -91,33 +97,60 @@ impl Pipe {
     }
 }
 
-/// Parses `"<fd>:<ppid>:<limit>:<out of line>:<pool cap>:<wait>"`, checks
-/// the parent is the one named, and returns the descriptor and the options
-/// the parent chose for this end.
-fn parse_env(value: &str) -> Result<(i32, PipeOptions), BootstrapError> {
-    let bad = || {
+/// This process's [`ENV`], decoded, after checking that the parent named
+/// in it is this process's parent.
+fn read_env() -> Result<BootstrapEnv, BootstrapError> {
+    let value = std::env::var(ENV).map_err(|_| {
         BootstrapError::NotSpawned(format!(
-            "{ENV}={value:?} is malformed (expected \"<fd>:<parent pid>:...\" as ferry::spawn writes it)"
+            "{ENV} is not set: this process was not started by ferry::spawn"
         ))
-    };
-    let fields: Vec<&str> = value.split(':').collect();
-    let [fd, ppid, limit, ool, cap, wait] = fields[..] else {
-        return Err(bad());
-    };
-    let number = |s: &str| s.parse::<usize>().map_err(|_| bad());
-    let fd: i32 = fd.parse().map_err(|_| bad())?;
-    let ppid: u32 = ppid.parse().map_err(|_| bad())?;
-    let wait = u8::try_from(number(wait)?).map_err(|_| bad())?;
-    let options = PipeOptions::new()
-        .max_message(number(limit)?)
-        .out_of_line(number(ool)?)
-        .pool_cap(number(cap)?)
-        .wait(crate::Wait::from_u8(wait));
+    })?;
+    let env = BootstrapEnv::decode(&value).map_err(|why| {
+        BootstrapError::NotSpawned(format!(
+            "{ENV}={value:?} is malformed: {why}; ferry::spawn writes \"fd=<descriptor>,parent=<pid>,...\" \
+             (was this process spawned by another version of ferry?)"
+        ))
+    })?;
     match parent_pid() {
-        Some(actual) if actual == ppid => Ok((fd, options)),
+        Some(actual) if actual == env.parent => Ok(env),
         actual => Err(BootstrapError::NotSpawned(format!(
-            "{ENV} was set by process {ppid}, but this process's parent is {}: it was inherited, not given by ferry::spawn",
+            "{ENV} was set by process {}, but this process's parent is {}: it was inherited, not given by ferry::spawn",
+            env.parent,
             actual.map_or_else(|| "gone".to_string(), |p| p.to_string())
         ))),
+    }
+}
+
+/// The options the parent chose for this end.
+fn options_of(env: &BootstrapEnv) -> PipeOptions {
+    PipeOptions::new()
+        .max_message(env.limit)
+        .out_of_line(env.out_of_line)
+        .pool_cap(env.pool_cap)
+        .max_mapped(env.max_mapped)
+        .wait(crate::Wait::from_u8(env.wait))
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::Wait;
+    use crate::wire::bootstrap::WAIT_KINDS;
+
+    /// The codec accepts exactly the values that name a `Wait`, each a
+    /// different one. (A new `Wait` fails to compile here.)
+    #[test]
+    fn every_wait_crosses_the_environment() {
+        let on_the_wire = |wait: Wait| match wait {
+            Wait::Block => 0,
+            Wait::Spin => 1,
+            Wait::Adaptive => 2,
+        };
+        for wait in [Wait::Block, Wait::Spin, Wait::Adaptive] {
+            assert_eq!(wait.to_u8(), on_the_wire(wait));
+        }
+        for raw in 0..WAIT_KINDS {
+            assert_eq!(on_the_wire(Wait::from_u8(raw)), raw);
+        }
+        assert_eq!(WAIT_KINDS, 3);
     }
 }

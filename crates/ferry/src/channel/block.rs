@@ -87,9 +87,15 @@ impl Pipe {
             match lent {
                 Ok(None) => return Ok(None),
                 Ok(Some(Some(lent))) => return Ok(Some(lent)),
-                // The peer has not read its control socket: a new block
-                // cannot be announced now, so the ring carries this one.
-                Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {
+                // The peer has not read its control socket (a new block
+                // cannot be announced now), or this kernel cannot seal a
+                // block against the receiver's writes: the ring carries it.
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::TimedOut | std::io::ErrorKind::Unsupported
+                    ) =>
+                {
                     crate::shm::reserve::blocks().count_ring_fallback();
                     return Ok(None);
                 }

@@ -16,7 +16,9 @@
 mod deadline;
 mod inbox;
 
-pub(crate) use deadline::{Deadline, GRACE};
+pub(crate) use deadline::Deadline;
+#[cfg(test)]
+pub(crate) use deadline::GRACE;
 pub(crate) use inbox::PeerEnd;
 
 use std::io;

@@ -1,6 +1,24 @@
 //! Pool blocks: one sealed memory object per block, in power-of-two size
 //! classes, and the mappings of them on either side of a link.
 //!
+//! A block's sender is its only writer. It maps the block read-write once,
+//! then seals it (`SharedMemory::create_sole_writer`) before its descriptor
+//! can leave this process, so the receiver it is sent to cannot write it:
+//! not through its read-only mapping (`mprotect` to writable fails), nor
+//! through the descriptor (`write(2)` and a new writable shared mapping
+//! fail, however it reopens it, e.g. by `/proc/self/map_files`). A hostile
+//! receiver can still read the block (every message ever sent through it
+//! on this link), keep it mapped, or map it privately copy-on-write, which
+//! changes only its own copy; none of that reaches this process, which
+//! reuses the block and reads back what it wrote ([`Block::bytes`]). Where
+//! the kernel cannot seal so (before Linux 5.1), [`Block::create`] fails
+//! with a local error and large messages travel through the ring instead.
+//!
+//! The other way round, a hostile *sender* keeps write access to its own
+//! blocks and can change a message while the receiver reads it in place:
+//! [`PeerBlock::bytes`] and the public `SharedBytes` say so, and everything
+//! ferry parses out of a block is copied out first.
+//!
 //! Soundness of the raw accesses: every mapping covers exactly the sealed
 //! object's size, so `ptr..ptr + len` stays mapped for the mapping's life;
 //! the bytes are only reached through raw pointers or through slices whose
@@ -9,6 +27,7 @@
 #![allow(unsafe_code)]
 
 use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::sys::{Access, Mapping, SharedMemory};
 
@@ -28,7 +47,12 @@ pub fn class_for(len: usize) -> Option<usize> {
     (class < CLASSES).then_some(class)
 }
 
-/// A block this process made: mapped read-write and pre-faulted.
+/// Set once the kernel has refused to seal a block: later blocks fail at
+/// once instead of each making and mapping an object first.
+static SEALING_REFUSED: AtomicBool = AtomicBool::new(false);
+
+/// A block this process made: mapped read-write and pre-faulted, the only
+/// mapping through which it can be written.
 #[derive(Debug)]
 pub struct Block {
     map: Mapping,
@@ -37,10 +61,26 @@ pub struct Block {
 }
 
 impl Block {
-    /// Makes a block of `class`, every page faulted in.
+    /// Makes a block of `class`, every page faulted in, sealed so that no
+    /// one else can write it. Fails with [`io::ErrorKind::Unsupported`]
+    /// where the kernel cannot seal it so.
     pub fn create(class: usize) -> io::Result<Self> {
-        let object = SharedMemory::create("ferry-block", class_size(class))?;
-        let map = object.map_with(Access::Prefaulted)?;
+        // Relaxed (load and store): a latch on its own; a thread that misses
+        // it only tries the seal once more.
+        if SEALING_REFUSED.load(Ordering::Relaxed) {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "pool blocks are disabled: this kernel cannot seal them against the receiver's writes",
+            ));
+        }
+        let made = SharedMemory::create_sole_writer("ferry-block", class_size(class));
+        if made
+            .as_ref()
+            .is_err_and(|e| e.kind() == io::ErrorKind::Unsupported)
+        {
+            SEALING_REFUSED.store(true, Ordering::Relaxed);
+        }
+        let (object, map) = made?;
         Ok(Self {
             map,
             object: Some(object),
@@ -57,7 +97,8 @@ impl Block {
         self.object.take()
     }
 
-    /// The block's bytes, to read back what this side wrote.
+    /// The block's bytes, to read back what this side wrote (no peer can
+    /// have changed them: see the module comment).
     pub fn bytes(&self) -> &[u8] {
         // SAFETY: the mapping is `len` readable bytes alive as long as
         // `self`; no `&mut` slice of it exists while `&self` is borrowed.
@@ -68,7 +109,7 @@ impl Block {
     ///
     /// The receiver may still read a block the sender has reallocated only if
     /// it broke the protocol (released it early); what it then sees is its
-    /// own problem, never ours, as we never read back what we wrote.
+    /// own problem, never ours: it cannot write what we read back.
     pub fn bytes_mut(&mut self) -> &mut [u8] {
         // SAFETY: the mapping is `len` bytes, readable and writable, alive as
         // long as `self`; `&mut self` makes this the only slice in this
@@ -116,5 +157,29 @@ impl PeerBlock {
         // SAFETY: `len` is within the mapping (asserted), which is readable
         // and lives as long as `self`.
         unsafe { std::slice::from_raw_parts(self.map.as_ptr(), len) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A block's descriptor, as the peer would receive it, cannot be
+    /// mapped writable; the sender's own mapping still writes, and what it
+    /// writes is what a read-only view of the object shows.
+    #[test]
+    fn a_block_is_writable_only_by_its_maker() {
+        let mut block = Block::create(0).expect("make a block");
+        let object = block.take_object().expect("a new block's object");
+        let refused = object
+            .map_with(Access::Lazy)
+            .expect_err("a writable mapping");
+        // EPERM (the exact errno is checked in `sys`).
+        assert_eq!(refused.kind(), io::ErrorKind::PermissionDenied, "{refused}");
+        block.bytes_mut()[..4].copy_from_slice(b"mine");
+        let fd = object.fd().try_clone_to_owned().expect("dup");
+        let view = PeerBlock::from_peer(fd, 0).expect("the peer's read-only view");
+        assert_eq!(view.bytes(4), b"mine");
+        assert_eq!(block.bytes()[..4], *b"mine");
     }
 }

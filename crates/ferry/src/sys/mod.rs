@@ -6,10 +6,24 @@
 //! provide the same items (Linux is the first; macOS would map them to Mach
 //! memory entries and kqueue, Windows to sections and wait-on-address):
 //!
-//! - **Memory** (`linux/memory.rs`): `SharedMemory::create(len)` making an
-//!   anonymous, sealed (fixed-size) shared-memory object; `Mapping` mapping it
-//!   read-write into this process and unmapping on drop; `validate_sealed`
-//!   checking an object received from a peer.
+//! - **Memory** (`linux/memory.rs`): `SharedMemory::create(name, len)`
+//!   making an anonymous shared-memory object of fixed size that every holder
+//!   may map writable (pipe regions, release tables);
+//!   `SharedMemory::create_sole_writer(name, len)` making one together with
+//!   the only mapping through which it can ever be written (pool blocks):
+//!   whoever the handle is given to, this process included, can read and map
+//!   it but not write it, nor map it writable and shared, nor make a
+//!   read-only mapping of it writable; a private copy-on-write mapping may be
+//!   allowed, as its writes never reach the object. A backend that cannot
+//!   promise this must fail with `ErrorKind::Unsupported` (Linux seals with
+//!   `F_SEAL_FUTURE_WRITE`, 5.1 and later; Mach and Windows would hand the
+//!   peer a read-only memory entry or section handle instead).
+//!   `SharedMemory::from_peer` adopting an object received from a peer after
+//!   checking it is of fixed size within bounds; `map_with(Access)` mapping
+//!   it (read-write, pre-faulted, or read-only), a `Mapping` unmapping on
+//!   drop. What a sole-writer object does *not* protect against: its maker
+//!   may change it at any time while a peer reads it, so a receiver copies
+//!   before it validates.
 //! - **Wait words** (`linux/futex.rs`): `futex_wait(word, expected, timeout)`
 //!   sleeping while a shared 32-bit word holds `expected`, and
 //!   `futex_wake(word, n)`. Both must work across processes.

@@ -3,6 +3,7 @@
 //! here treats its input as written by a hostile peer: it reads each field
 //! once, into locals, and checks it before anyone uses it.
 
+pub mod bootstrap;
 pub mod frame;
 pub mod record;
 

@@ -10,7 +10,7 @@ use std::os::unix::net::UnixStream;
 use std::process::{Command, Stdio};
 
 use common::{BOOTSTRAP_ENV, ChildGuard, Watchdog, XorShift, checksum, secs};
-use ferry::{BootstrapError, Pipe, PipeOptions, SendError, Wait};
+use ferry::{BootstrapError, Pipe, PipeOptions, RecvError, SendError, Wait};
 
 /// The exit code of a plain child whose check ran and passed (a child that
 /// ran no test at all would exit with 0, a failed one with 101).
@@ -302,4 +302,38 @@ fn pool_cap_reaches_the_child() {
             assert_eq!(checksum(&got), checksum(&message(i)), "message {i}");
         }
     });
+}
+
+/// A child told to map at most 1 MiB of its parent's memory (the bootstrap
+/// pipe's region already takes half of it) refuses the parent's first 1 MiB
+/// block with a protocol error naming the budget; with the default budget
+/// the same message arrives.
+#[test]
+fn max_mapped_reaches_the_child() {
+    if let Some(role) = common::role() {
+        let (_dog, pipe) = child_pipe();
+        let outcome = match pipe.recv() {
+            Ok(msg) => format!("ok {}", msg.len()),
+            Err(RecvError::Protocol(e)) => format!("protocol {e}"),
+            Err(e) => format!("other {e:?}"),
+        };
+        let expected_ok = role == "default-budget";
+        assert_eq!(outcome.starts_with("ok"), expected_ok, "{role}: {outcome}");
+        if !expected_ok {
+            assert!(outcome.contains("map budget"), "{role}: {outcome}");
+        }
+        return;
+    }
+    for (role, options) in [
+        ("small-budget", PipeOptions::new().max_mapped(MIB)),
+        ("default-budget", PipeOptions::new()),
+    ] {
+        let dog = common::Watchdog::start(this_test!(), common::secs(30));
+        let (child, pipe) = common::spawn_child(&dog, this_test!(), role, &options);
+        match pipe.send(&vec![5; MIB]) {
+            Ok(()) | Err(SendError::Disconnected) => {}
+            Err(e) => panic!("{role}: {e:?}"),
+        }
+        child.wait_ok();
+    }
 }

@@ -54,6 +54,42 @@
 //! leave the cache before they are read. [`pool_stats`] tells where blocks
 //! came from (made in the background, made on a sender's path, or reused).
 //!
+//! # A hostile or failing peer
+//!
+//! ferry is built for a privileged process talking to processes it does not
+//! trust (a browser and its renderers, a host and its plugins). A peer may
+//! write anything into the shared memory of the pipes it holds and send
+//! anything over its link's socket; the rule (ipcz's) is that this reaches
+//! only those pipes: never this process's memory, its other links, its
+//! liveness, or more than a bounded share of its CPU.
+//!
+//! - Every position, length, id and descriptor a peer sends is checked once,
+//!   on a private copy, before use; a violation is a
+//!   [`RecvError::Protocol`]/[`SendError::Protocol`] and closes that link.
+//! - What a peer can make this process hold is bounded before anything is
+//!   allocated or mapped: messages ([`PipeOptions::max_message`]), pipe ends
+//!   per message ([`MAX_HANDLES`], the kernel's limit), ends sent ahead of
+//!   their message (4,096 per link; a sender keeps at most
+//!   [`HANDLE_WINDOW`] per pipe in flight), mapped memory per link
+//!   ([`PipeOptions::max_mapped`], regions and blocks together), pool
+//!   blocks ([`PipeOptions::pool_cap`]).
+//! - `try_` calls never wait and `_timeout` calls return by their deadline,
+//!   whatever the peer publishes: a call handles a bounded number of frames
+//!   and records past its deadline, and the control socket is written
+//!   without blocking past it.
+//! - A peer that rings this process's futex in a loop makes a sleeper back
+//!   off (to at most a few hundred wakes per second), not spin.
+//! - Pool blocks are sealed (`F_SEAL_FUTURE_WRITE`) once their sender has
+//!   mapped them: a receiver can read a block, never write it. A sender can
+//!   still change its own block while the receiver reads it (see
+//!   [`SharedBytes`]).
+//! - This process's own shortages (out of descriptors or address space) are
+//!   [`RecvError::Io`]/[`SendError::Io`], never blamed on the peer; the
+//!   record that could not be taken stays queued for a later call.
+//! - Once a call has seen the peer gone, every later call on that end says
+//!   [`RecvError::Disconnected`]/[`SendError::Disconnected`] (after the
+//!   messages already queued are received).
+//!
 //! # Layers
 //!
 //! [`sys`] (system calls) → `shm` (shared regions) and [`ring`] (frames and
@@ -95,6 +131,6 @@ pub fn pool_stats() -> PoolStats {
 }
 #[cfg(not(loom))]
 pub use channel::{
-    BootstrapError, LOAN_IN_PLACE, Loan, Message, OUT_OF_LINE, Pipe, PipeOptions, ProtocolError,
-    RecvError, SendError, SendWithError, SharedBytes, Wait, pipe,
+    BootstrapError, HANDLE_WINDOW, LOAN_IN_PLACE, Loan, MAX_HANDLES, Message, OUT_OF_LINE, Pipe,
+    PipeOptions, ProtocolError, RecvError, SendError, SendWithError, SharedBytes, Wait, pipe,
 };

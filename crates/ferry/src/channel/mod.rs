@@ -12,6 +12,7 @@ pub use block::{LOAN_IN_PLACE, Loan, OUT_OF_LINE, SharedBytes};
 pub use error::{BootstrapError, ProtocolError, RecvError, SendError, SendWithError};
 pub use options::PipeOptions;
 pub use recv::Message;
+pub use send::{HANDLE_WINDOW, MAX_HANDLES};
 pub use wait::Wait;
 
 use std::sync::atomic::{AtomicBool, AtomicU8};

@@ -78,7 +78,8 @@ impl Pipe {
         let (region, role) = link
             .claim(BOOTSTRAP_ID)
             .map_err(|why| BootstrapError::Protocol(ProtocolError(why)))?;
-        Ok(Pipe::adopt(&link, region, role, &options))
+        Pipe::adopt(&link, region, role, &options)
+            .map_err(|why| BootstrapError::Protocol(ProtocolError(why.0)))
     }
 }
 

@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use crate::link::{Failure, Link};
 use crate::ring::event::{self, SysFutex};
-use crate::ring::{Consumer, Producer};
+use crate::ring::{Consumer, Corrupt, Producer};
 use crate::shm::Region;
 use crate::sync::Ordering;
 
@@ -75,10 +75,10 @@ impl Pipe {
         role: usize,
         link: Arc<OnceLock<Arc<Link>>>,
         options: &PipeOptions,
-    ) -> Self {
-        Self {
-            tx: Mutex::new(send::Tx::new(Producer::new(region.ring(role)))),
-            rx: Mutex::new(recv::Rx::new(Consumer::new(region.ring(1 - role)))),
+    ) -> Result<Self, Corrupt> {
+        Ok(Self {
+            tx: Mutex::new(send::Tx::new(Producer::new(region.ring(role))?)),
+            rx: Mutex::new(recv::Rx::new(Consumer::new(region.ring(1 - role))?)),
             region,
             role,
             link,
@@ -87,7 +87,7 @@ impl Pipe {
             out_of_line: options.out_of_line,
             moved: AtomicBool::new(false),
             broken: OnceLock::new(),
-        }
+        })
     }
 
     /// An end whose shared memory arrived over `link`.
@@ -96,7 +96,7 @@ impl Pipe {
         region: Arc<Region>,
         role: usize,
         options: &PipeOptions,
-    ) -> Self {
+    ) -> Result<Self, Corrupt> {
         let cell = Arc::new(OnceLock::from(Arc::clone(link)));
         Self::new(region, role, cell, options)
     }

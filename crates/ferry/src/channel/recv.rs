@@ -202,12 +202,12 @@ impl Pipe {
         asm: &mut Assembly,
         out: &mut Delivery<'_>,
     ) -> Result<bool, &'static str> {
-        let tag = Tag::decode(frame.tag)?;
+        let tag = Tag::decode(frame.tag())?;
         let prefix = tag.prefix_len();
-        if frame.len < prefix {
+        if frame.len() < prefix {
             return Err("frame shorter than its own header fields");
         }
-        let payload = frame.len - prefix;
+        let payload = frame.len() - prefix;
         let buf = &mut *out.bytes;
         match (asm.total, tag.kind) {
             (None, Kind::Whole) => {
@@ -302,7 +302,7 @@ impl Pipe {
             let mut id = [0u8; HANDLE_ID];
             ring.read(frame, at + i * HANDLE_ID, &mut id);
             let (region, role) = link.claim(u64::from_le_bytes(id))?;
-            got.push(Pipe::adopt(link, region, role, &PipeOptions::new()));
+            got.push(Pipe::adopt(link, region, role, &PipeOptions::new()).map_err(|c| c.0)?);
         }
         Ok(())
     }

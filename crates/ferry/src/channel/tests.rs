@@ -17,7 +17,7 @@ fn hostile() -> (Pipe, Producer<crate::shm::RingView>, Pipe) {
         .max_message(10_000)
         .pipe()
         .unwrap();
-    let forger = Producer::new(a.region.ring(a.role));
+    let forger = Producer::new(a.region.ring(a.role)).unwrap();
     (a, forger, b)
 }
 
@@ -78,7 +78,7 @@ fn a_whole_message_over_the_limit_is_refused() {
         .max_message(100)
         .pipe()
         .unwrap();
-    let mut forger = Producer::new(a.region.ring(a.role));
+    let mut forger = Producer::new(a.region.ring(a.role)).unwrap();
     assert!(forger.try_push(tag(Kind::Whole, 0), &[&[0; 101]]).unwrap());
     expect_protocol(&b, "whole over the limit");
 }
@@ -176,7 +176,10 @@ fn linked_pair() -> (Pipe, Pipe) {
     let id = far.send_region(&la, None).unwrap();
     far.moved_over(&la);
     let (region, role) = lb.claim(id).unwrap();
-    (a, Pipe::adopt(&lb, region, role, &PipeOptions::new()))
+    (
+        a,
+        Pipe::adopt(&lb, region, role, &PipeOptions::new()).unwrap(),
+    )
 }
 
 /// A linked pair whose first large message (block 0, generation 1, in a
@@ -186,7 +189,7 @@ fn after_one_block() -> (Pipe, Producer<crate::shm::RingView>, Pipe) {
     let msg: Vec<u8> = (0..100_000u32).map(|i| i as u8).collect();
     a.send(&msg).unwrap();
     assert_eq!(b.recv().unwrap(), msg);
-    let forger = Producer::new(a.region.ring(a.role));
+    let forger = Producer::new(a.region.ring(a.role)).unwrap();
     (a, forger, b)
 }
 

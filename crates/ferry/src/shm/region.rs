@@ -69,7 +69,9 @@ impl Region {
     }
 
     /// Maps a region a peer sent, checking its seals, size and header.
-    /// The descriptor is closed before this returns.
+    /// The descriptor is closed before this returns. The ring positions
+    /// inside are checked by the ring's sides when they adopt them
+    /// (`Producer::new`, `Consumer::new`), on the values they then use.
     pub fn from_peer(fd: OwnedFd) -> Result<Arc<Self>, &'static str> {
         let object =
             SharedMemory::from_peer(fd, DATA_AT + 2 * MIN_CAPACITY, DATA_AT + 2 * MAX_CAPACITY)?;
@@ -86,7 +88,7 @@ impl Region {
         }
         let capacity = u32::from_le_bytes([c0, c1, c2, c3]) as usize;
         if !capacity.is_power_of_two()
-            || capacity < MIN_CAPACITY
+            || !(MIN_CAPACITY..=MAX_CAPACITY).contains(&capacity)
             || object.len() != DATA_AT + 2 * capacity
         {
             return Err("pipe region's capacity does not match its size");

@@ -123,3 +123,6 @@ fn check_adopted(tail: u64, head: u64, capacity: usize) -> Result<(), Corrupt> {
 
 #[cfg(all(test, not(loom)))]
 mod tests;
+
+#[cfg(all(test, not(loom)))]
+mod proptests;

@@ -3,10 +3,9 @@
 //! and the producer's side alone.
 
 use std::hint::black_box;
-use std::sync::Arc;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use ferry::ring::{Consumer, HeapStorage, Producer};
+use ferry::ring;
 
 /// The ring's data area: room for every size below.
 const CAPACITY: usize = 64 * 1024;
@@ -15,9 +14,7 @@ const SIZES: &[usize] = &[12, 144, 1728, 4096];
 fn push_pop(c: &mut Criterion) {
     let mut group = c.benchmark_group("ring push+pop");
     for &size in SIZES {
-        let storage = HeapStorage::new(CAPACITY);
-        let mut producer = Producer::new(Arc::clone(&storage));
-        let mut consumer = Consumer::new(storage);
+        let (mut producer, mut consumer) = ring::heap(CAPACITY);
         let body = vec![0x5a; size];
         let mut out = Vec::with_capacity(size);
         group.throughput(Throughput::Bytes(size as u64));
@@ -27,7 +24,7 @@ fn push_pop(c: &mut Criterion) {
                 assert_eq!(pushed, Ok(true));
                 let frame = consumer.peek().ok().flatten().expect("a frame");
                 out.clear();
-                consumer.read_append(frame, 0, frame.len, &mut out);
+                consumer.read_append(frame, 0, frame.len(), &mut out);
                 consumer.consume(frame);
                 black_box(&out);
             });
@@ -39,9 +36,7 @@ fn push_pop(c: &mut Criterion) {
 fn push_only(c: &mut Criterion) {
     // Pushes until the ring is full, then drains it untimed: the producer's
     // side alone, 144-byte frames.
-    let storage = HeapStorage::new(CAPACITY);
-    let mut producer = Producer::new(Arc::clone(&storage));
-    let mut consumer = Consumer::new(storage);
+    let (mut producer, mut consumer) = ring::heap(CAPACITY);
     let body = [0x5a; 144];
     c.bench_function("ring push 144 B", |b| {
         b.iter(|| {

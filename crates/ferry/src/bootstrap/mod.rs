@@ -93,7 +93,7 @@ impl Pipe {
         let end = ends
             .pop()
             .ok_or_else(|| protocol("no pipe from the parent"))?;
-        Pipe::adopt(&link, end, &options).map_err(protocol)
+        Pipe::adopt(&link, end, &options).map_err(|why| protocol(why.0))
     }
 }
 

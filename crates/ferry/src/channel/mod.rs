@@ -21,7 +21,7 @@ use std::time::Instant;
 
 use crate::link::{Failure, Link, PeerEnd};
 use crate::ring::event::{self, SysFutex};
-use crate::ring::{Consumer, Producer};
+use crate::ring::{Consumer, Corrupt, Producer};
 use crate::shm::Region;
 use crate::shm::budget::Charge;
 use crate::sync::Ordering;
@@ -84,10 +84,10 @@ impl Pipe {
         role: usize,
         link: Arc<OnceLock<Arc<Link>>>,
         options: &PipeOptions,
-    ) -> Self {
-        Self {
-            tx: Mutex::new(send::Tx::new(Producer::new(region.ring(role)))),
-            rx: Mutex::new(recv::Rx::new(Consumer::new(region.ring(1 - role)))),
+    ) -> Result<Self, Corrupt> {
+        Ok(Self {
+            tx: Mutex::new(send::Tx::new(Producer::new(region.ring(role))?)),
+            rx: Mutex::new(recv::Rx::new(Consumer::new(region.ring(1 - role))?)),
             region,
             role,
             link,
@@ -98,7 +98,7 @@ impl Pipe {
             broken: OnceLock::new(),
             hung_up: AtomicBool::new(false),
             _charge: None,
-        }
+        })
     }
 
     /// An end whose shared memory arrived over `link`.
@@ -106,9 +106,9 @@ impl Pipe {
         link: &Arc<Link>,
         end: PeerEnd,
         options: &PipeOptions,
-    ) -> Result<Self, &'static str> {
+    ) -> Result<Self, Corrupt> {
         let cell = Arc::new(OnceLock::from(Arc::clone(link)));
-        let mut pipe = Self::new(end.region, end.role, cell, options);
+        let mut pipe = Self::new(end.region, end.role, cell, options)?;
         pipe._charge = Some(end.charge);
         Ok(pipe)
     }

@@ -113,8 +113,8 @@ impl PipeOptions {
         let region = Region::create(self.capacity)?;
         let link = Arc::new(OnceLock::new());
         Ok((
-            Pipe::new(Arc::clone(&region), 0, Arc::clone(&link), self),
-            Pipe::new(region, 1, link, self),
+            Pipe::new(Arc::clone(&region), 0, Arc::clone(&link), self)?,
+            Pipe::new(region, 1, link, self)?,
         ))
     }
 

@@ -191,7 +191,7 @@ impl Pipe {
             };
             rx.ring.consume(frame);
             // The tag was checked by `take_frame`; its top half counts handles.
-            let handles = (frame.tag >> 16) as u16;
+            let handles = (frame.tag() >> 16) as u16;
             if handles != 0 {
                 rx.claimed = rx.claimed.wrapping_add(u32::from(handles));
                 // Relaxed: a count the sender only compares; the wake below
@@ -234,14 +234,14 @@ impl Pipe {
         out: &mut Delivery<'_>,
         budget: &mut Deadline,
     ) -> Result<bool, RecvError> {
-        let tag = Tag::decode(frame.tag).map_err(|why| self.corrupt(why))?;
+        let tag = Tag::decode(frame.tag()).map_err(|why| self.corrupt(why))?;
         let prefix = tag.prefix_len();
-        if frame.len < prefix {
+        if frame.len() < prefix {
             return Err(self
                 .corrupt("frame shorter than its own header fields")
                 .into());
         }
-        let payload = frame.len - prefix;
+        let payload = frame.len() - prefix;
         match (asm.total, tag.kind) {
             (None, Kind::Whole) => {
                 self.check_len(payload as u64)?;
@@ -357,7 +357,7 @@ impl Pipe {
             .map_err(|fault| self.fault_to_error(fault))?;
         for end in ends {
             let pipe =
-                Pipe::adopt(link, end, &PipeOptions::new()).map_err(|why| self.corrupt(why))?;
+                Pipe::adopt(link, end, &PipeOptions::new()).map_err(|c| self.corrupt(c.0))?;
             asm.pipes.push(pipe);
         }
         match (held, out.block.as_deref_mut()) {

@@ -18,7 +18,7 @@ fn hostile() -> (Pipe, Producer<crate::shm::RingView>, Pipe) {
         .max_message(10_000)
         .pipe()
         .unwrap();
-    let forger = Producer::new(a.region.ring(a.role));
+    let forger = Producer::new(a.region.ring(a.role)).unwrap();
     (a, forger, b)
 }
 
@@ -79,7 +79,7 @@ fn a_whole_message_over_the_limit_is_refused() {
         .max_message(100)
         .pipe()
         .unwrap();
-    let mut forger = Producer::new(a.region.ring(a.role));
+    let mut forger = Producer::new(a.region.ring(a.role)).unwrap();
     assert!(forger.try_push(tag(Kind::Whole, 0), &[&[0; 101]]).unwrap());
     expect_protocol(&b, "whole over the limit");
 }
@@ -193,7 +193,7 @@ fn after_one_block() -> (Pipe, Producer<crate::shm::RingView>, Pipe) {
     let msg: Vec<u8> = (0..100_000u32).map(|i| i as u8).collect();
     a.send(&msg).unwrap();
     assert_eq!(b.recv().unwrap(), msg);
-    let forger = Producer::new(a.region.ring(a.role));
+    let forger = Producer::new(a.region.ring(a.role)).unwrap();
     (a, forger, b)
 }
 
@@ -287,7 +287,7 @@ fn forged_block_descriptors_are_protocol_errors() {
 fn frames_that_never_complete_a_message_cannot_hold_a_call_past_its_deadline() {
     // A ring full of messages that begin and are aborted, never a whole one.
     let (a, b) = PipeOptions::new().capacity(1 << 20).pipe().unwrap();
-    let mut forger = Producer::new(a.region.ring(a.role));
+    let mut forger = Producer::new(a.region.ring(a.role)).unwrap();
     let total = 100u64.to_le_bytes();
     let mut pairs = 0;
     while forger.try_push(tag(Kind::First, 0), &[&total, &[7; 10]]) == Ok(true) {

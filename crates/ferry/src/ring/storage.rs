@@ -9,6 +9,10 @@ use super::control::Control;
 
 /// Backing memory of one ring.
 ///
+/// The ring's sides adopt a storage only inside this crate (safe code
+/// outside it makes rings with [`super::heap`]), since whoever else holds
+/// the storage could move a position under them.
+///
 /// # Safety
 ///
 /// An implementation promises that, for as long as it lives:
@@ -25,7 +29,7 @@ pub unsafe trait Storage {
     fn capacity(&self) -> usize;
 }
 
-/// A ring on the heap, for tests and in-process use.
+/// A ring on the heap, for tests and in-process use (see [`super::heap`]).
 #[derive(Debug)]
 pub struct HeapStorage {
     control: Control,
@@ -41,7 +45,7 @@ unsafe impl Send for HeapStorage {}
 
 impl HeapStorage {
     /// A ring of `capacity` bytes (a power of two, at least 64).
-    pub fn new(capacity: usize) -> Arc<Self> {
+    pub(crate) fn new(capacity: usize) -> Arc<Self> {
         assert!(
             capacity.is_power_of_two() && capacity >= 64,
             "ring capacity must be a power of two >= 64"

@@ -1,25 +1,53 @@
 //! Ring tests over heap storage; they also run under Miri.
+//!
+//! The unsafe blocks play a hostile producer writing a lying frame header
+//! into the free space a real producer would own, while none writes.
+#![allow(unsafe_code)]
 
 use std::sync::Arc;
 
+use super::copy::copy_in;
 use super::*;
+use crate::sync::Ordering;
 
-fn pair(capacity: usize) -> (Producer<Arc<HeapStorage>>, Consumer<Arc<HeapStorage>>) {
-    let storage = HeapStorage::new(capacity);
-    (Producer::new(Arc::clone(&storage)), Consumer::new(storage))
+type Heap = Arc<HeapStorage>;
+
+/// A producer and a consumer adopting `storage` as it stands.
+fn adopt(storage: &Heap) -> Result<(Producer<Heap>, Consumer<Heap>), Corrupt> {
+    Ok((
+        Producer::new(Arc::clone(storage))?,
+        Consumer::new(Arc::clone(storage))?,
+    ))
 }
 
-fn pop(c: &mut Consumer<Arc<HeapStorage>>) -> Option<(u32, Vec<u8>)> {
+/// Fresh storage whose control block says `tail` and `head`.
+fn storage_at(capacity: usize, tail: u64, head: u64) -> Heap {
+    let storage = HeapStorage::new(capacity);
+    let control = storage.control();
+    control.producer.pos.store(tail, Ordering::Relaxed);
+    control.consumer.pos.store(head, Ordering::Relaxed);
+    storage
+}
+
+/// Both sides of an empty ring whose positions start at `start`, and its
+/// storage for playing the hostile peer.
+fn pair_at(capacity: usize, start: u64) -> (Producer<Heap>, Consumer<Heap>, Heap) {
+    let storage = storage_at(capacity, start, start);
+    let (p, c) = adopt(&storage).expect("consistent positions");
+    (p, c, storage)
+}
+
+fn pop<S: Storage>(c: &mut Consumer<S>) -> Option<(u32, Vec<u8>)> {
     let frame = c.peek().unwrap()?;
     let mut body = Vec::new();
-    c.read_append(frame, 0, frame.len, &mut body);
+    c.read_append(frame, 0, frame.len(), &mut body);
     c.consume(frame);
-    Some((frame.tag, body))
+    Some((frame.tag(), body))
 }
 
 #[test]
 fn frames_come_out_in_order_and_whole() {
-    let (mut p, mut c) = pair(256);
+    let (mut p, mut c) = heap(256);
     assert_eq!(pop(&mut c), None);
     assert!(p.try_push(7, &[b"abc", b"de"]).unwrap());
     assert!(p.try_push(8, &[]).unwrap());
@@ -30,7 +58,7 @@ fn frames_come_out_in_order_and_whole() {
 
 #[test]
 fn a_full_ring_refuses_then_accepts_after_a_pop() {
-    let (mut p, mut c) = pair(64);
+    let (mut p, mut c) = heap(64);
     // 64 bytes hold two frames of 8 + 24 bytes.
     assert!(p.try_push(1, &[&[1; 24]]).unwrap());
     assert!(p.try_push(2, &[&[2; 24]]).unwrap());
@@ -42,10 +70,8 @@ fn a_full_ring_refuses_then_accepts_after_a_pop() {
     assert_eq!(pop(&mut c), Some((3, vec![3; 1])));
 }
 
-#[test]
-fn frames_wrap_around_the_end_intact() {
-    let (mut p, mut c) = pair(128);
-    let rounds = if cfg!(miri) { 40 } else { 2000 };
+/// Pushes and pops `rounds` frames of varying sizes, split in two parts.
+fn stream_through<S: Storage>(p: &mut Producer<S>, c: &mut Consumer<S>, rounds: usize) {
     for i in 0..rounds {
         let len = (i * 7) % 100;
         let body: Vec<u8> = (0..len).map(|b| (b + i) as u8).collect();
@@ -53,13 +79,19 @@ fn frames_wrap_around_the_end_intact() {
             p.try_push(i as u32, &[&body[..len / 2], &body[len / 2..]])
                 .unwrap()
         );
-        assert_eq!(pop(&mut c), Some((i as u32, body)));
+        assert_eq!(pop(c), Some((i as u32, body)));
     }
 }
 
 #[test]
+fn frames_wrap_around_the_end_intact() {
+    let (mut p, mut c) = heap(128);
+    stream_through(&mut p, &mut c, if cfg!(miri) { 40 } else { 2000 });
+}
+
+#[test]
 fn partial_reads_see_the_right_bytes() {
-    let (mut p, mut c) = pair(64);
+    let (mut p, mut c) = heap(64);
     assert!(p.try_push(0, &[&[9; 40]]).unwrap());
     pop(&mut c);
     // This frame wraps: it starts at 48 of 64.
@@ -72,29 +104,160 @@ fn partial_reads_see_the_right_bytes() {
 }
 
 #[test]
-fn impossible_positions_are_corrupt_not_panics() {
-    let (mut p, mut c) = pair(64);
-    let control = p.storage().control();
-    control.producer.pos.store(1000, Ordering::SeqCst);
-    assert!(c.peek().is_err(), "tail beyond head + capacity");
-    control.producer.pos.store(3, Ordering::SeqCst);
-    assert!(c.peek().is_err(), "unaligned tail");
-    control.consumer.pos.store(8, Ordering::SeqCst);
-    assert!(p.free().is_err(), "head beyond tail");
+fn adoption_refuses_unaligned_positions() {
+    for (tail, head) in [(3, 0), (12, 8), (8, 4), (0, 1), (u64::MAX, u64::MAX)] {
+        let storage = storage_at(64, tail, head);
+        assert!(
+            Producer::new(Arc::clone(&storage)).is_err(),
+            "{tail} {head}"
+        );
+        assert!(Consumer::new(storage).is_err(), "{tail} {head}");
+    }
+}
+
+#[test]
+fn adoption_refuses_more_than_capacity_in_flight() {
+    let near_wrap = u64::MAX - 7;
+    for (tail, head) in [
+        (72, 0),
+        (1 << 40, 0),
+        (0, 8),
+        (near_wrap, 0),
+        (72, near_wrap),
+        (near_wrap - 64, near_wrap),
+    ] {
+        let storage = storage_at(64, tail, head);
+        assert!(
+            Producer::new(Arc::clone(&storage)).is_err(),
+            "{tail} {head}"
+        );
+        assert!(Consumer::new(storage).is_err(), "{tail} {head}");
+    }
+}
+
+#[test]
+fn adoption_accepts_consistent_positions_across_the_wrap() {
+    let near_wrap = u64::MAX - 7;
+    for (tail, head) in [
+        (64, 0),
+        (near_wrap, near_wrap),
+        (56, near_wrap),
+        (0, near_wrap - 56),
+    ] {
+        let storage = storage_at(64, tail, head);
+        assert!(adopt(&storage).is_ok(), "{tail} {head}");
+    }
+}
+
+#[test]
+fn positions_near_the_top_work_across_the_wrap() {
+    let start = (u64::MAX - 100) & !7;
+    let (mut p, mut c, storage) = pair_at(128, start);
+    stream_through(&mut p, &mut c, if cfg!(miri) { 60 } else { 3000 });
+    let control = storage.control();
+    let tail = control.producer.pos.load(Ordering::Relaxed);
+    assert!(tail < start, "the positions wrapped past 2^64");
+    assert_eq!(control.consumer.pos.load(Ordering::Relaxed), tail);
+}
+
+#[test]
+fn a_consumer_resumes_frames_that_straddle_the_wrap() {
+    let start = u64::MAX - 7 - 32;
+    let (mut p, c, storage) = pair_at(128, start);
+    drop(c);
+    for i in 0..3u8 {
+        assert!(p.try_push(u32::from(i), &[&[i; 20]]).unwrap());
+    }
+    // The second frame crosses 2^64; a new consumer takes over.
+    let mut c = Consumer::new(storage).unwrap();
+    for i in 0..3u8 {
+        assert_eq!(pop(&mut c), Some((u32::from(i), vec![i; 20])));
+    }
+    assert_eq!(pop(&mut c), None);
+}
+
+/// The attack as it arrives: a peer sends a pipe end whose region says
+/// impossible positions; both sides refuse to adopt it.
+#[test]
+#[cfg_attr(miri, ignore)] // memfd and sockets
+fn a_peer_region_with_impossible_positions_is_refused() {
+    use crate::link::Link;
+    let (sa, sb) = crate::sys::socket_pair().unwrap();
+    let limits = crate::PipeOptions::new().link_limits();
+    let (ours, theirs) = (Link::new(sa, limits), Link::new(sb, limits));
+    for (tail, head) in [(4, 0), (u64::MAX - 3, u64::MAX - 3), (8192, 0)] {
+        let region = crate::shm::Region::create(4096).unwrap();
+        let control = region.control(0);
+        control.producer.pos.store(tail, Ordering::Relaxed);
+        control.consumer.pos.store(head, Ordering::Relaxed);
+        let id = theirs.send_pipe_end(&region, 0, None, None).unwrap();
+        let mut deadline = crate::link::Deadline::new(None);
+        let end = ours
+            .collect(&[id], None, &mut deadline)
+            .unwrap()
+            .0
+            .remove(0);
+        let (adopted, role) = (end.region, end.role);
+        assert!(Producer::new(adopted.ring(role)).is_err(), "{tail} {head}");
+        assert!(Consumer::new(adopted.ring(role)).is_err(), "{tail} {head}");
+        assert!(Consumer::new(adopted.ring(1 - role)).is_ok());
+    }
+}
+
+#[test]
+fn garbage_tails_published_later_are_corrupt() {
+    for start in [0, u64::MAX - 15] {
+        for garbage in [
+            3,
+            start.wrapping_add(72),
+            start.wrapping_sub(8),
+            u64::MAX,
+            1 << 63,
+        ] {
+            let (_p, mut c, storage) = pair_at(64, start);
+            let control = storage.control();
+            control.producer.pos.store(garbage, Ordering::Release);
+            assert_eq!(
+                c.peek(),
+                Err(Corrupt("producer published an impossible write position")),
+                "{start} {garbage}"
+            );
+            assert!(c.is_empty().is_err());
+        }
+    }
+}
+
+#[test]
+fn garbage_heads_published_later_are_corrupt() {
+    for start in [0, u64::MAX - 15] {
+        for garbage in [
+            start.wrapping_add(4),
+            start.wrapping_add(40),
+            start.wrapping_sub(8),
+            u64::MAX,
+            1 << 63,
+        ] {
+            let (mut p, _c, storage) = pair_at(64, start);
+            assert!(p.try_push(1, &[&[1; 24]]).unwrap());
+            storage
+                .control()
+                .consumer
+                .pos
+                .store(garbage, Ordering::Release);
+            assert!(p.free().is_err(), "{start} {garbage}");
+            assert!(p.try_push(2, &[&[2; 40]]).is_err(), "{start} {garbage}");
+        }
+    }
 }
 
 #[test]
 fn a_lying_frame_length_is_corrupt() {
-    let (p, mut c) = pair(64);
+    let (_p, mut c, storage) = pair_at(64, 0);
     // Publish 16 bytes whose header claims a 4000-byte body.
     let header = [0xa0u8, 0x0f, 0, 0, 0, 0, 0, 0];
     // SAFETY: the producer owns this range until it publishes the tail.
-    unsafe { copy_in(p.storage(), 0, &header) };
-    p.storage()
-        .control()
-        .producer
-        .pos
-        .store(16, Ordering::Release);
+    unsafe { copy_in(&storage, 0, &header) };
+    storage.control().producer.pos.store(16, Ordering::Release);
     assert_eq!(
         c.peek(),
         Err(Corrupt("frame length runs past the published data"))
@@ -102,8 +265,69 @@ fn a_lying_frame_length_is_corrupt() {
 }
 
 #[test]
+fn the_largest_claimed_length_is_corrupt_not_an_overflow() {
+    let (_p, mut c, storage) = pair_at(64, u64::MAX - 7);
+    // SAFETY: as above, the range belongs to the (absent) producer.
+    unsafe { copy_in(&storage, u64::MAX - 7, &u64::MAX.to_le_bytes()) };
+    storage.control().producer.pos.store(56, Ordering::Release);
+    assert!(c.peek().is_err());
+}
+
+#[test]
+#[should_panic(expected = "not peeked from this consumer at its read position")]
+fn a_consumed_frame_cannot_be_read_again() {
+    let (mut p, mut c) = heap(64);
+    assert!(p.try_push(1, &[&[1; 8]]).unwrap());
+    let frame = c.peek().unwrap().unwrap();
+    c.consume(frame);
+    assert!(p.try_push(2, &[&[2; 40]]).unwrap());
+    let mut out = Vec::new();
+    c.read_append(frame, 0, frame.len(), &mut out);
+}
+
+#[test]
+#[should_panic(expected = "not peeked from this consumer at its read position")]
+fn a_frame_from_another_consumer_is_refused() {
+    let (mut big_p, mut big_c) = heap(4096);
+    assert!(big_p.try_push(1, &[&[1; 4000]]).unwrap());
+    let frame = big_c.peek().unwrap().unwrap();
+    let (mut p, mut c) = heap(64);
+    assert!(p.try_push(2, &[&[2; 8]]).unwrap());
+    assert!(c.peek().unwrap().is_some());
+    let mut out = vec![0; 4000];
+    c.read(frame, 0, &mut out);
+}
+
+#[test]
+#[should_panic(expected = "not peeked from this consumer at its read position")]
+fn a_frame_is_not_consumed_twice() {
+    let (mut p, mut c) = heap(64);
+    assert!(p.try_push(1, &[&[1; 8]]).unwrap());
+    let frame = c.peek().unwrap().unwrap();
+    c.consume(frame);
+    c.consume(frame);
+}
+
+#[test]
+#[should_panic(expected = "read past the frame body")]
+fn an_overflowing_offset_is_refused() {
+    let (mut p, mut c) = heap(64);
+    assert!(p.try_push(1, &[&[1; 16]]).unwrap());
+    let frame = c.peek().unwrap().unwrap();
+    let mut out = [0u8; 8];
+    c.read(frame, usize::MAX - 3, &mut out);
+}
+
+#[test]
+#[should_panic(expected = "frame body larger than the ring")]
+fn a_body_larger_than_the_ring_is_a_caller_bug() {
+    let (mut p, _c) = heap(64);
+    let _ = p.try_push(1, &[&[0; 40], &[0; 40]]);
+}
+
+#[test]
 fn two_threads_stream_without_loss() {
-    let (mut p, mut c) = pair(256);
+    let (mut p, mut c) = heap(256);
     let count: u32 = if cfg!(miri) { 200 } else { 100_000 };
     let writer = std::thread::spawn(move || {
         for i in 0..count {

@@ -71,7 +71,9 @@ impl Region {
 
     /// Maps a region a peer sent, checking its seals, size (at most
     /// `max_len` bytes: what the link's map budget has left) and header.
-    /// The descriptor is closed before this returns.
+    /// The descriptor is closed before this returns. The ring positions
+    /// inside are checked by the ring's sides when they adopt them
+    /// (`Producer::new`, `Consumer::new`), on the values they then use.
     pub fn from_peer(fd: OwnedFd, max_len: usize) -> Result<Arc<Self>, MapError> {
         let largest = DATA_AT + 2 * MAX_CAPACITY;
         let smallest = DATA_AT + 2 * MIN_CAPACITY;
@@ -92,7 +94,7 @@ impl Region {
         }
         let capacity = u32::from_le_bytes([c0, c1, c2, c3]) as usize;
         if !capacity.is_power_of_two()
-            || capacity < MIN_CAPACITY
+            || !(MIN_CAPACITY..=MAX_CAPACITY).contains(&capacity)
             || object.len() != DATA_AT + 2 * capacity
         {
             return Err("pipe region's capacity does not match its size".into());

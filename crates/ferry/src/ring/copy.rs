@@ -1,0 +1,77 @@
+//! Raw copies into and out of a ring's data area, wrapping at its end.
+//!
+//! Soundness: each function's caller promises the ring range it names is
+//! its own (free space for the producer, published data for the consumer)
+//! and no longer than the capacity; positions are reduced modulo the
+//! capacity, a power of two (the [`Storage`] contract), so every access
+//! lands inside the data area.
+#![allow(unsafe_code)]
+
+use super::Storage;
+
+/// Where position `pos` falls in the data area.
+fn offset<S: Storage>(s: &S, pos: u64) -> usize {
+    (pos as usize) & (s.capacity() - 1)
+}
+
+/// Copies `src` into the ring at position `pos`, wrapping at the end.
+///
+/// # Safety
+/// The range `pos..pos + src.len()` must be owned by the caller (free space
+/// for the producer), and `src.len() <= capacity`.
+pub(super) unsafe fn copy_in<S: Storage>(s: &S, pos: u64, src: &[u8]) {
+    let (cap, at) = (s.capacity(), offset(s, pos));
+    let first = src.len().min(cap - at);
+    // SAFETY: `at + first <= cap` and `src.len() - first <= cap - first`,
+    // so both copies stay inside the data area the caller owns (see above).
+    unsafe {
+        std::ptr::copy_nonoverlapping(src.as_ptr(), s.data().add(at), first);
+        if first < src.len() {
+            std::ptr::copy_nonoverlapping(src.as_ptr().add(first), s.data(), src.len() - first);
+        }
+    }
+}
+
+/// Copies from the ring at position `pos` into `dst`, wrapping at the end.
+///
+/// # Safety
+/// `dst` must be valid for `len` writes; the ring range `pos..pos + len`
+/// must be published to the caller (the consumer), with `len <= capacity`.
+pub(super) unsafe fn copy_out<S: Storage>(s: &S, pos: u64, dst: *mut u8, len: usize) {
+    let (cap, at) = (s.capacity(), offset(s, pos));
+    let first = len.min(cap - at);
+    // SAFETY: as in `copy_in`, both ranges lie inside the data area, and
+    // `dst` is valid for `first + (len - first) = len` bytes.
+    unsafe {
+        std::ptr::copy_nonoverlapping(s.data().add(at), dst, first);
+        if first < len {
+            std::ptr::copy_nonoverlapping(s.data(), dst.add(first), len - first);
+        }
+    }
+}
+
+/// Writes a frame header at position `pos` (8-aligned, so it never wraps).
+///
+/// # Safety
+/// As for [`copy_in`] with 8 bytes; `pos` must be a multiple of 8.
+pub(super) unsafe fn write_header<S: Storage>(s: &S, pos: u64, header: u64) {
+    let at = offset(s, pos);
+    // SAFETY: `at` is 8-aligned and the capacity a power of two >= 64, so
+    // `at + 8 <= capacity`; the caller owns the range.
+    unsafe {
+        s.data()
+            .add(at)
+            .cast::<u64>()
+            .write_unaligned(header.to_le())
+    }
+}
+
+/// Reads the frame header at position `pos` (8-aligned, never wrapping).
+///
+/// # Safety
+/// As for [`copy_out`] with 8 bytes; `pos` must be a multiple of 8.
+pub(super) unsafe fn read_header<S: Storage>(s: &S, pos: u64) -> u64 {
+    let at = offset(s, pos);
+    // SAFETY: as in `write_header`; the range is published to the caller.
+    u64::from_le(unsafe { s.data().add(at).cast::<u64>().read_unaligned() })
+}

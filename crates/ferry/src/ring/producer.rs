@@ -1,0 +1,108 @@
+//! The writing side of a ring.
+//!
+//! Soundness: the producer writes only the free space between its tail and
+//! the consumer's head plus the capacity, which the consumer does not read.
+//! Its cached head and tail are multiples of 8 at most the capacity apart
+//! (checked at adoption and on every re-read of the head), so the free
+//! space it computes is never more than the data area.
+#![allow(unsafe_code)]
+
+use super::copy::{copy_in, write_header};
+use super::{Corrupt, FRAME_ALIGN, FRAME_HEADER, Storage, check_adopted, frame_size};
+use crate::sync::Ordering;
+
+/// The writing side of a ring.
+#[derive(Debug)]
+pub struct Producer<S: Storage> {
+    storage: S,
+    /// Bytes ever written: this side's own position, the only one it trusts.
+    tail: u64,
+    /// The consumer's head as last read and checked: a multiple of 8, at
+    /// most the capacity behind `tail`.
+    head: u64,
+}
+
+impl<S: Storage> Producer<S> {
+    /// The producer of a fresh ring, or one resumed at the published tail.
+    /// Fails if the positions in the control block cannot be true.
+    pub(crate) fn new(storage: S) -> Result<Self, Corrupt> {
+        let control = storage.control();
+        // Relaxed: this side's own word; whoever held this end before handed
+        // it over through a socket or a thread spawn, which orders it.
+        let tail = control.producer.pos.load(Ordering::Relaxed);
+        // Acquire: pairs with the consumer's Release store of its head, as
+        // in `free`: the bytes below it have been read.
+        let head = control.consumer.pos.load(Ordering::Acquire);
+        check_adopted(tail, head, storage.capacity())?;
+        Ok(Self {
+            storage,
+            tail,
+            head,
+        })
+    }
+
+    /// Largest body one frame can carry.
+    pub fn max_body(&self) -> usize {
+        // The header holds the length in 32 bits.
+        (self.storage.capacity() - FRAME_HEADER).min(u32::MAX as usize)
+    }
+
+    /// Free bytes now, after re-reading the consumer's head.
+    pub fn free(&mut self) -> Result<usize, Corrupt> {
+        // Acquire: pairs with the consumer's Release store of its head, so
+        // the bytes it released have been fully read before we reuse them.
+        let head = self.storage.control().consumer.pos.load(Ordering::Acquire);
+        let released = head.wrapping_sub(self.head);
+        if released > self.used() || !head.is_multiple_of(FRAME_ALIGN as u64) {
+            return Err(Corrupt("consumer published an impossible read position"));
+        }
+        self.head = head;
+        Ok(self.free_cached())
+    }
+
+    /// Writes one frame whose body is `parts` concatenated, if it fits now.
+    /// Returns `Ok(false)` (and writes nothing) when it does not.
+    ///
+    /// # Panics
+    /// If the body is longer than [`max_body`](Self::max_body).
+    pub fn try_push(&mut self, tag: u32, parts: &[&[u8]]) -> Result<bool, Corrupt> {
+        let len = parts
+            .iter()
+            .fold(0usize, |sum, p| sum.saturating_add(p.len()));
+        assert!(len <= self.max_body(), "frame body larger than the ring");
+        let size = frame_size(len);
+        if size > self.free_cached() && size > self.free()? {
+            return Ok(false);
+        }
+        let header = len as u64 | u64::from(tag) << 32;
+        // SAFETY: `tail..tail + size` is free space (checked just above), and
+        // it belongs to the producer until the tail is published; the tail
+        // is a multiple of 8 and each part is at most `len <= capacity`.
+        unsafe {
+            write_header(&self.storage, self.tail, header);
+            let mut pos = self.tail.wrapping_add(FRAME_HEADER as u64);
+            for part in parts {
+                copy_in(&self.storage, pos, part);
+                pos = pos.wrapping_add(part.len() as u64);
+            }
+        }
+        self.tail = self.tail.wrapping_add(size as u64);
+        // Release: pairs with the consumer's Acquire load of the tail, so the
+        // frame's bytes are visible before its position is.
+        self.storage
+            .control()
+            .producer
+            .pos
+            .store(self.tail, Ordering::Release);
+        Ok(true)
+    }
+
+    /// Bytes written and not yet released, as last seen (at most capacity).
+    fn used(&self) -> u64 {
+        self.tail.wrapping_sub(self.head)
+    }
+
+    fn free_cached(&self) -> usize {
+        self.storage.capacity() - self.used() as usize
+    }
+}

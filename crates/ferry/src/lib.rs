@@ -84,6 +84,10 @@ pub mod sys;
 #[doc(hidden)]
 pub mod wire;
 
+#[cfg(all(feature = "fuzzing", not(loom)))]
+#[doc(hidden)]
+pub mod fuzzing;
+
 #[cfg(not(loom))]
 pub use bootstrap::spawn;
 #[cfg(not(loom))]

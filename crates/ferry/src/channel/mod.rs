@@ -149,6 +149,11 @@ impl Pipe {
         self.region.capacity()
     }
 
+    #[cfg(feature = "fuzzing")]
+    pub(crate) fn region(&self) -> &Arc<Region> {
+        &self.region
+    }
+
     fn link(&self) -> Option<&Link> {
         self.link.get().map(|l| &**l)
     }

@@ -115,8 +115,14 @@ mod shm;
 mod sync;
 #[cfg(not(loom))]
 pub mod sys;
+// Public but hidden: pure functions over bytes, for the fuzz targets.
 #[cfg(not(loom))]
-mod wire;
+#[doc(hidden)]
+pub mod wire;
+
+#[cfg(all(feature = "fuzzing", not(loom)))]
+#[doc(hidden)]
+pub mod fuzzing;
 
 #[cfg(not(loom))]
 pub use bootstrap::spawn;

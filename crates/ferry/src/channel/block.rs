@@ -12,7 +12,7 @@ use super::{Pipe, RecvError, SendError};
 use crate::link::Link;
 use crate::shm::block::{Block, class_for};
 use crate::shm::pool::Held;
-use crate::wire::frame::{BLOCK_REF, HANDLE_ID, Kind, Tag};
+use crate::wire::frame::{BlockRef, HANDLE_ID, Kind, Tag};
 
 /// Messages of at least this many bytes, on a pipe to another process,
 /// travel out of line in a pool block (see the crate docs for the
@@ -135,10 +135,12 @@ impl Pipe {
         let generation = link
             .with_pool(|pool| pool.commit(id, block))
             .map_err(|e| self.io_error(e))?;
-        let mut head = [0u8; BLOCK_REF];
-        head[..4].copy_from_slice(&id.to_le_bytes());
-        head[4..8].copy_from_slice(&generation.to_le_bytes());
-        head[8..].copy_from_slice(&(len as u64).to_le_bytes());
+        let head = BlockRef {
+            id,
+            generation,
+            len: len as u64,
+        }
+        .encode();
         let tag = Tag {
             kind: Kind::Block,
             handles: (id_bytes.len() / HANDLE_ID) as u16,

@@ -8,11 +8,12 @@ mod recv;
 mod send;
 mod wait;
 
+pub use crate::wire::MAX_HANDLES;
 pub use block::{LOAN_IN_PLACE, Loan, OUT_OF_LINE, SharedBytes};
 pub use error::{BootstrapError, ProtocolError, RecvError, SendError, SendWithError};
 pub use options::PipeOptions;
 pub use recv::Message;
-pub use send::{HANDLE_WINDOW, MAX_HANDLES};
+pub use send::HANDLE_WINDOW;
 pub use wait::Wait;
 
 use std::sync::atomic::{AtomicBool, AtomicU8};
@@ -165,6 +166,11 @@ impl Pipe {
     /// Each direction's ring capacity in bytes.
     pub fn capacity(&self) -> usize {
         self.region.capacity()
+    }
+
+    #[cfg(feature = "fuzzing")]
+    pub(crate) fn region(&self) -> &Arc<Region> {
+        &self.region
     }
 
     fn link(&self) -> Option<&Link> {

@@ -4,13 +4,15 @@ use std::time::{Duration, Instant};
 
 use super::wait::{Stop, Waiter};
 use super::{Pipe, PipeOptions, RecvError};
-use crate::link::{BlockRef, Deadline, Failure, Fault};
+use crate::link::{Deadline, Failure, Fault};
 use crate::ring::event::{self, SysFutex};
 use crate::ring::{Consumer, Corrupt, Frame};
 use crate::shm::RingView;
 use crate::shm::pool::Held;
 use crate::sync::Ordering;
-use crate::wire::frame::{BLOCK_REF, HANDLE_ID, Kind, TOTAL, Tag};
+use crate::wire::frame::{
+    BLOCK_REF, BlockRef, HANDLE_ID, Kind, TOTAL, Tag, decode_handle_id, decode_total,
+};
 
 /// A message together with the pipe ends it carried.
 #[derive(Debug, Default)]
@@ -252,7 +254,7 @@ impl Pipe {
             (None, Kind::First) => {
                 let mut field = [0u8; TOTAL];
                 ring.read(frame, 0, &mut field);
-                let announced = u64::from_le_bytes(field);
+                let announced = decode_total(&field);
                 self.check_len(announced)?;
                 if payload as u64 > announced {
                     return Err(self.corrupt("message length out of range").into());
@@ -311,14 +313,9 @@ impl Pipe {
     fn block_ref(&self, ring: &Consumer<RingView>, frame: Frame) -> Result<BlockRef, RecvError> {
         let mut head = [0u8; BLOCK_REF];
         ring.read(frame, 0, &mut head);
-        let [i0, i1, i2, i3, g0, g1, g2, g3, len @ ..] = head;
-        let len = u64::from_le_bytes(len);
-        self.check_len(len)?;
-        Ok(BlockRef {
-            id: u32::from_le_bytes([i0, i1, i2, i3]),
-            generation: u32::from_le_bytes([g0, g1, g2, g3]),
-            len: len as usize,
-        })
+        let block = BlockRef::decode(&head);
+        self.check_len(block.len)?;
+        Ok(block)
     }
 
     /// Takes from the link what a frame names (its `count` pipe ends, ids
@@ -349,7 +346,7 @@ impl Pipe {
             .map(|i| {
                 let mut id = [0u8; HANDLE_ID];
                 ring.read(frame, at + i * HANDLE_ID, &mut id);
-                u64::from_le_bytes(id)
+                decode_handle_id(&id)
             })
             .collect();
         let (ends, held) = link

@@ -10,10 +10,8 @@ use crate::ring::event::{self, SysFutex};
 use crate::ring::{Corrupt, Producer};
 use crate::shm::RingView;
 use crate::sync::Ordering;
-use crate::wire::frame::{HANDLE_ID, Kind, TOTAL, Tag};
-
-/// Most pipe ends one message may carry.
-pub const MAX_HANDLES: usize = 253;
+use crate::wire::MAX_HANDLES;
+use crate::wire::frame::{HANDLE_ID, Kind, TOTAL, Tag, encode_handle_id, encode_total};
 
 /// Most pipe ends one pipe direction has in flight: sent, and not yet
 /// received by the peer (one message may always carry up to
@@ -252,7 +250,7 @@ impl Pipe {
         if ids.is_empty() && small && bytes.len() <= tx.ring.max_body() / 2 {
             return self.push(tx, whole, &[bytes], deadline);
         }
-        let id_bytes: Vec<u8> = ids.iter().flat_map(|id| id.to_le_bytes()).collect();
+        let id_bytes: Vec<u8> = ids.iter().flat_map(|&id| encode_handle_id(id)).collect();
         if small && id_bytes.len() + bytes.len() <= tx.ring.max_body() / 2 {
             return self.push(tx, whole, &[&id_bytes, bytes], deadline);
         }
@@ -307,7 +305,7 @@ impl Pipe {
         let first_len = piece
             .saturating_sub(TOTAL + id_bytes.len())
             .min(bytes.len());
-        let total = (bytes.len() as u64).to_le_bytes();
+        let total = encode_total(bytes.len() as u64);
         let handles = (id_bytes.len() / HANDLE_ID) as u16;
         let (first, mut rest) = bytes.split_at(first_len);
         self.push(

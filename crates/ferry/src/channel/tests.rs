@@ -60,6 +60,11 @@ fn forged_frames_are_protocol_errors() {
             vec![0; 8],
         ),
         (
+            "more handles than a message may carry",
+            tag(Kind::Whole, 254),
+            vec![0; 254 * 8],
+        ),
+        (
             "handles longer than the frame",
             tag(Kind::Whole, 200),
             vec![0; 8],
@@ -198,12 +203,13 @@ fn after_one_block() -> (Pipe, Producer<crate::shm::RingView>, Pipe) {
 }
 
 fn block_ref(id: u32, generation: u32, len: u64) -> Vec<u8> {
-    [
-        &id.to_le_bytes()[..],
-        &generation.to_le_bytes(),
-        &len.to_le_bytes(),
-    ]
-    .concat()
+    crate::wire::frame::BlockRef {
+        id,
+        generation,
+        len,
+    }
+    .encode()
+    .to_vec()
 }
 
 #[test]

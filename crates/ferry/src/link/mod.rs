@@ -31,15 +31,8 @@ use crate::shm::Region;
 use crate::shm::budget::MapBudget;
 use crate::shm::pool::{Announce, Held, SendPool};
 use crate::sys::ControlSocket;
+use crate::wire::frame::BlockRef;
 use crate::wire::record::Record;
-
-/// A block a frame names: its id, generation and payload length.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct BlockRef {
-    pub(crate) id: u32,
-    pub(crate) generation: u32,
-    pub(crate) len: usize,
-}
 use inbox::{Inbox, Reader};
 
 /// The id of the pipe a spawned child receives from its parent.
@@ -241,7 +234,10 @@ impl Link {
             self.reader().read_record(&mut inbox)?;
         }
         let held = match block {
-            Some(b) => Some(inbox.blocks.take(b.id, b.generation, b.len)?),
+            Some(b) => {
+                let len = usize::try_from(b.len).map_err(|_| "block frame length out of range")?;
+                Some(inbox.blocks.take(b.id, b.generation, len)?)
+            }
             None => None,
         };
         let ends = ids

@@ -1,15 +1,19 @@
 //! One pipe's region: a header, two ring control blocks, two data areas.
 //!
 //! ```text
-//! 0       header (magic "FERRYPIP", version, ring capacity)   64 bytes
+//! 0       header (magic "FERRYPIP", version, ring capacity)   16 bytes
 //! 256     Control of ring 0 (end 0 writes, end 1 reads)       256 bytes
 //! 512     Control of ring 1 (end 1 writes, end 0 reads)       256 bytes
 //! 4096    data of ring 0                                      capacity
 //! 4096+c  data of ring 1                                      capacity
 //! ```
 //!
+//! The layout's constants and the header's encoding are in
+//! [`crate::wire::region`], which asserts the layout at compile time.
+//!
 //! Soundness of the raw accesses: the mapping is exactly `4096 + 2c` bytes
-//! (checked against the sealed object's size before mapping), the control
+//! (a mapping is the sealed object's size, which `RegionHeader::decode`
+//! checks against the capacity before the region is used), the control
 //! blocks are all atomics (valid for any bytes a peer writes) at 128-byte
 //! aligned offsets of a page-aligned mapping, and the data areas are only
 //! reached through the ring's checked raw-pointer copies.
@@ -22,15 +26,10 @@ use std::sync::{Arc, Mutex};
 use super::MapError;
 use crate::ring::{CONTROL_SIZE, Control, Storage};
 use crate::sys::{Mapping, SharedMemory};
-
-const MAGIC: [u8; 8] = *b"FERRYPIP";
-const VERSION: u32 = 1;
-const CONTROL_AT: usize = 256;
-const DATA_AT: usize = 4096;
-/// Smallest ring capacity a region may have.
-pub const MIN_CAPACITY: usize = 4096;
-/// Largest ring capacity a region may have.
-pub const MAX_CAPACITY: usize = 1 << 30;
+use crate::wire::region::{
+    CONTROL_AT, DATA_AT, HEADER_LEN, MAX_CAPACITY, MAX_REGION_LEN, MIN_CAPACITY, MIN_REGION_LEN,
+    RegionHeader,
+};
 
 /// The mapped memory of one pipe, shared by its two ends.
 #[derive(Debug)]
@@ -45,23 +44,20 @@ pub struct Region {
 impl Region {
     /// A new region whose two rings hold `capacity` bytes each.
     pub fn create(capacity: usize) -> io::Result<Arc<Self>> {
-        if !capacity.is_power_of_two() || !(MIN_CAPACITY..=MAX_CAPACITY).contains(&capacity) {
-            return Err(io::Error::new(
+        let header = RegionHeader::new(capacity).ok_or_else(|| {
+            io::Error::new(
                 io::ErrorKind::InvalidInput,
                 format!(
                     "pipe capacity must be a power of two from {MIN_CAPACITY} to {MAX_CAPACITY} bytes, not {capacity}"
                 ),
-            ));
-        }
+            )
+        })?;
         let object = SharedMemory::create("ferry-pipe", DATA_AT + 2 * capacity)?;
         let map = object.map()?;
-        let mut header = [0u8; 16];
-        header[..8].copy_from_slice(&MAGIC);
-        header[8..12].copy_from_slice(&VERSION.to_le_bytes());
-        header[12..16].copy_from_slice(&(capacity as u32).to_le_bytes());
-        // SAFETY: the mapping is at least 4096 bytes and fresh: no one else
-        // sees it yet, and 16 bytes at offset 0 are inside it.
-        unsafe { std::ptr::copy_nonoverlapping(header.as_ptr(), map.as_ptr(), header.len()) };
+        let header = header.encode();
+        // SAFETY: the mapping is DATA_AT + 2 * capacity bytes, more than
+        // HEADER_LEN, and fresh: no one else sees it yet.
+        unsafe { std::ptr::copy_nonoverlapping(header.as_ptr(), map.as_ptr(), HEADER_LEN) };
         Ok(Arc::new(Self {
             map,
             capacity,
@@ -75,33 +71,22 @@ impl Region {
     /// inside are checked by the ring's sides when they adopt them
     /// (`Producer::new`, `Consumer::new`), on the values they then use.
     pub fn from_peer(fd: OwnedFd, max_len: usize) -> Result<Arc<Self>, MapError> {
-        let largest = DATA_AT + 2 * MAX_CAPACITY;
-        let smallest = DATA_AT + 2 * MIN_CAPACITY;
-        let object = SharedMemory::from_peer(fd, smallest, largest)?;
+        let object = SharedMemory::from_peer(fd, MIN_REGION_LEN, MAX_REGION_LEN)?;
         if object.len() > max_len {
             return Err(MapError::Violation(
                 "peer's pipe regions exceed this link's map budget (PipeOptions::max_mapped)",
             ));
         }
         let map = object.map().map_err(MapError::Local)?;
-        let mut header = [0u8; 16];
-        // SAFETY: the mapping is at least DATA_AT bytes (size checked above,
-        // and sealed so it cannot shrink); we copy 16 bytes out of it once.
-        unsafe { std::ptr::copy_nonoverlapping(map.as_ptr(), header.as_mut_ptr(), header.len()) };
-        let [m @ .., v0, v1, v2, v3, c0, c1, c2, c3] = header;
-        if m != MAGIC || u32::from_le_bytes([v0, v1, v2, v3]) != VERSION {
-            return Err("pipe region has a bad magic number or version".into());
-        }
-        let capacity = u32::from_le_bytes([c0, c1, c2, c3]) as usize;
-        if !capacity.is_power_of_two()
-            || !(MIN_CAPACITY..=MAX_CAPACITY).contains(&capacity)
-            || object.len() != DATA_AT + 2 * capacity
-        {
-            return Err("pipe region's capacity does not match its size".into());
-        }
+        let mut header = [0u8; HEADER_LEN];
+        // SAFETY: the mapping is at least MIN_REGION_LEN > HEADER_LEN bytes
+        // (size checked above, and sealed so it cannot shrink); we copy the
+        // header out of it once.
+        unsafe { std::ptr::copy_nonoverlapping(map.as_ptr(), header.as_mut_ptr(), HEADER_LEN) };
+        let header = RegionHeader::decode(&header, object.len())?;
         Ok(Arc::new(Self {
             map,
-            capacity,
+            capacity: header.ring_capacity(),
             object: Mutex::new(None),
         }))
     }
@@ -173,5 +158,42 @@ unsafe impl Storage for RingView {
     }
     fn capacity(&self) -> usize {
         self.region.capacity
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A peer's copy of `region`'s memory object, as if received.
+    fn as_received(region: &Region) -> OwnedFd {
+        region
+            .take_object(|fd| fd.try_clone_to_owned())
+            .expect("object still held")
+            .expect("dup")
+    }
+
+    #[test]
+    fn a_peer_region_is_mapped_with_the_capacity_its_header_names() {
+        let region = Region::create(8192).unwrap();
+        let peer = Region::from_peer(as_received(&region), usize::MAX).unwrap();
+        assert_eq!(peer.capacity(), 8192);
+        let second = Region::create(8192).unwrap();
+        let over_budget = Region::from_peer(as_received(&second), second.len() - 1);
+        assert!(matches!(over_budget, Err(MapError::Violation(why)) if why.contains("map budget")));
+    }
+
+    #[test]
+    fn a_peer_region_whose_header_lies_about_its_capacity_is_refused() {
+        let region = Region::create(MIN_CAPACITY).unwrap();
+        let forged = RegionHeader::new(2 * MIN_CAPACITY).unwrap().encode();
+        // SAFETY: the mapping is more than HEADER_LEN bytes, and this test
+        // alone uses it.
+        unsafe { std::ptr::copy_nonoverlapping(forged.as_ptr(), region.map.as_ptr(), HEADER_LEN) };
+        let refused = Region::from_peer(as_received(&region), usize::MAX);
+        assert!(
+            matches!(refused, Err(MapError::Violation(why)) if why == "pipe region's capacity does not match its size"),
+            "{refused:?}"
+        );
     }
 }

@@ -2,7 +2,8 @@
 //!
 //! A message travels as one `Whole` frame, or, when larger than one frame
 //! may be, as `First`, any number of `More`, and `Last`. The ring's frame
-//! tag (a `u32`) holds `kind | VERSION << 8 | handles << 16`.
+//! tag (a `u32`) holds `kind | VERSION << 8 | handles << 16`, with at most
+//! [`MAX_HANDLES`] handles.
 //!
 //! | kind    | body                                                   |
 //! |---------|--------------------------------------------------------|
@@ -13,7 +14,7 @@
 //! | `Abort` | empty: drop the message begun by `First`                |
 //! | `Block` | `id: u32`, `generation: u32`, `len: u64` of a pool block holding the whole payload, then handle ids |
 
-use super::VERSION;
+use super::{MAX_HANDLES, VERSION};
 
 /// What a frame is, within its message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,7 +45,8 @@ pub const BLOCK_REF: usize = 16;
 pub struct Tag {
     /// The frame's kind.
     pub kind: Kind,
-    /// Handles attached to the message (only on `Whole` and `First`).
+    /// Handles attached to the message (only on `Whole`, `First` and
+    /// `Block`), at most [`MAX_HANDLES`].
     pub handles: u16,
 }
 
@@ -54,7 +56,9 @@ impl Tag {
         self.kind as u32 | u32::from(VERSION) << 8 | u32::from(self.handles) << 16
     }
 
-    /// Unpacks and checks a tag read from the ring.
+    /// Unpacks and checks a tag read from the ring: a known kind, this
+    /// version, and at most [`MAX_HANDLES`] handles, only on the kinds that
+    /// carry them.
     pub fn decode(raw: u32) -> Result<Self, &'static str> {
         let kind = match raw & 0xff {
             1 => Kind::Whole,
@@ -69,13 +73,17 @@ impl Tag {
             return Err("unsupported frame version");
         }
         let handles = (raw >> 16) as u16;
+        if usize::from(handles) > MAX_HANDLES {
+            return Err("too many handles in one message");
+        }
         if handles != 0 && !matches!(kind, Kind::Whole | Kind::First | Kind::Block) {
             return Err("handles on a continuation frame");
         }
         Ok(Self { kind, handles })
     }
 
-    /// Bytes before the payload in this frame's body.
+    /// Bytes before the payload in this frame's body (at most
+    /// `BLOCK_REF + MAX_HANDLES * HANDLE_ID` for a decoded tag).
     pub fn prefix_len(self) -> usize {
         let fixed = match self.kind {
             Kind::First => TOTAL,
@@ -86,35 +94,210 @@ impl Tag {
     }
 }
 
+/// A `Block` frame's descriptor of the pool block holding the payload.
+///
+/// Decoding cannot fail: every bit pattern is some id, generation and
+/// length. Whether the block was announced, the generation is current and
+/// the length fits the block and the receiver's limit is for the receiver
+/// to check against its own state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlockRef {
+    /// The block's number on the link.
+    pub id: u32,
+    /// Bumped each time the sender lends the block again.
+    pub generation: u32,
+    /// Payload bytes in the block.
+    pub len: u64,
+}
+
+impl BlockRef {
+    /// Packs the descriptor: `id`, `generation`, `len`, little-endian.
+    pub fn encode(self) -> [u8; BLOCK_REF] {
+        let mut out = [0u8; BLOCK_REF];
+        out[..4].copy_from_slice(&self.id.to_le_bytes());
+        out[4..8].copy_from_slice(&self.generation.to_le_bytes());
+        out[8..].copy_from_slice(&self.len.to_le_bytes());
+        out
+    }
+
+    /// Unpacks a descriptor copied out of the ring.
+    pub fn decode(bytes: &[u8; BLOCK_REF]) -> Self {
+        let [i0, i1, i2, i3, g0, g1, g2, g3, len @ ..] = *bytes;
+        Self {
+            id: u32::from_le_bytes([i0, i1, i2, i3]),
+            generation: u32::from_le_bytes([g0, g1, g2, g3]),
+            len: u64::from_le_bytes(len),
+        }
+    }
+}
+
+/// Packs a `First` frame's `total` field: the whole message's length.
+pub fn encode_total(total: u64) -> [u8; TOTAL] {
+    total.to_le_bytes()
+}
+
+/// Unpacks a `First` frame's `total` field. Any value decodes; the receiver
+/// checks it against its limit and the first piece's length.
+pub fn decode_total(bytes: &[u8; TOTAL]) -> u64 {
+    u64::from_le_bytes(*bytes)
+}
+
+/// Packs one handle id of a frame body.
+pub fn encode_handle_id(id: u64) -> [u8; HANDLE_ID] {
+    id.to_le_bytes()
+}
+
+/// Unpacks one handle id of a frame body. Any value decodes; the receiver
+/// checks that the peer sent a handle by that id.
+pub fn decode_handle_id(bytes: &[u8; HANDLE_ID]) -> u64 {
+    u64::from_le_bytes(*bytes)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    const KINDS: [Kind; 6] = [
+        Kind::Whole,
+        Kind::First,
+        Kind::More,
+        Kind::Last,
+        Kind::Abort,
+        Kind::Block,
+    ];
+
+    fn carries_handles(kind: Kind) -> bool {
+        matches!(kind, Kind::Whole | Kind::First | Kind::Block)
+    }
+
     #[test]
     fn tags_round_trip() {
-        for kind in [
-            Kind::Whole,
-            Kind::First,
-            Kind::More,
-            Kind::Last,
-            Kind::Abort,
-            Kind::Block,
-        ] {
-            let handles = if matches!(kind, Kind::Whole | Kind::First | Kind::Block) {
-                7
+        for kind in KINDS {
+            let counts: &[u16] = if carries_handles(kind) {
+                &[0, 1, 7, MAX_HANDLES as u16]
             } else {
-                0
+                &[0]
             };
-            let tag = Tag { kind, handles };
-            assert_eq!(Tag::decode(tag.encode()), Ok(tag));
+            for &handles in counts {
+                let tag = Tag { kind, handles };
+                assert_eq!(Tag::decode(tag.encode()), Ok(tag));
+            }
         }
     }
 
     #[test]
-    fn bad_tags_are_refused() {
-        assert!(Tag::decode(0).is_err());
-        assert!(Tag::decode(7 | 1 << 8).is_err());
-        assert!(Tag::decode(1 | 2 << 8).is_err());
-        assert!(Tag::decode(3 | 1 << 8 | 1 << 16).is_err());
+    fn tags_are_packed_as_documented() {
+        let tag = Tag {
+            kind: Kind::First,
+            handles: 0x00fd,
+        };
+        assert_eq!(tag.encode(), 0x00fd_0102);
+    }
+
+    #[test]
+    fn unknown_kinds_are_refused() {
+        for kind in (0..=255u32).filter(|k| !(1..=6).contains(k)) {
+            let raw = kind | u32::from(VERSION) << 8;
+            assert_eq!(Tag::decode(raw), Err("unknown frame kind"), "kind {kind}");
+        }
+    }
+
+    #[test]
+    fn other_versions_are_refused() {
+        for version in (0..=255u32).filter(|&v| v != u32::from(VERSION)) {
+            let raw = Kind::Whole as u32 | version << 8;
+            assert_eq!(
+                Tag::decode(raw),
+                Err("unsupported frame version"),
+                "version {version}"
+            );
+        }
+    }
+
+    #[test]
+    fn more_handles_than_one_socket_message_passes_are_refused() {
+        for kind in KINDS.into_iter().filter(|&k| carries_handles(k)) {
+            for handles in [MAX_HANDLES as u16 + 1, 4096, u16::MAX] {
+                let raw = Tag { kind, handles }.encode();
+                assert_eq!(
+                    Tag::decode(raw),
+                    Err("too many handles in one message"),
+                    "{kind:?} with {handles}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn handles_on_continuation_frames_are_refused() {
+        for kind in KINDS.into_iter().filter(|&k| !carries_handles(k)) {
+            let raw = Tag { kind, handles: 1 }.encode();
+            assert_eq!(
+                Tag::decode(raw),
+                Err("handles on a continuation frame"),
+                "{kind:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn prefixes_count_fixed_fields_and_handle_ids() {
+        let prefix = |kind, handles| Tag { kind, handles }.prefix_len();
+        assert_eq!(prefix(Kind::Whole, 0), 0);
+        assert_eq!(prefix(Kind::Whole, 2), 2 * HANDLE_ID);
+        assert_eq!(prefix(Kind::First, 1), TOTAL + HANDLE_ID);
+        assert_eq!(
+            prefix(Kind::Block, MAX_HANDLES as u16),
+            BLOCK_REF + MAX_HANDLES * HANDLE_ID
+        );
+        assert_eq!(prefix(Kind::Last, 0), 0);
+    }
+
+    #[test]
+    fn block_refs_round_trip() {
+        for block in [
+            BlockRef {
+                id: 0,
+                generation: 0,
+                len: 0,
+            },
+            BlockRef {
+                id: 7,
+                generation: 2,
+                len: 65_536,
+            },
+            BlockRef {
+                id: u32::MAX,
+                generation: u32::MAX,
+                len: u64::MAX,
+            },
+        ] {
+            assert_eq!(BlockRef::decode(&block.encode()), block);
+        }
+    }
+
+    #[test]
+    fn block_refs_are_little_endian_id_generation_len() {
+        let bytes = [1, 0, 0, 0, 2, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0x80];
+        let block = BlockRef::decode(&bytes);
+        assert_eq!(
+            block,
+            BlockRef {
+                id: 1,
+                generation: 0x0102,
+                len: 0x8000_0000_0001_0000,
+            }
+        );
+        assert_eq!(block.encode(), bytes);
+    }
+
+    #[test]
+    fn totals_and_handle_ids_round_trip_little_endian() {
+        for value in [0, 1, 0x0102_0304_0506_0708, u64::MAX] {
+            assert_eq!(decode_total(&encode_total(value)), value);
+            assert_eq!(decode_handle_id(&encode_handle_id(value)), value);
+        }
+        assert_eq!(encode_total(0x0102), [2, 1, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(decode_handle_id(&[0, 0, 0, 0, 0, 0, 0, 1]), 1 << 56);
     }
 }

@@ -60,7 +60,10 @@ impl Record {
         out
     }
 
-    /// Decodes and checks a record.
+    /// Decodes and checks a record: exactly [`RECORD_LEN`] bytes, this
+    /// magic and version, a known kind, and an `arg` and `id` that kind
+    /// allows (the fields a kind does not use must be zero). So every
+    /// record that decodes encodes back to the same bytes.
     pub fn decode(bytes: &[u8]) -> Result<Self, &'static str> {
         let bytes: &[u8; RECORD_LEN] = bytes
             .try_into()
@@ -72,18 +75,28 @@ impl Record {
         let arg = u16::from_le_bytes([a0, a1]);
         let id = u64::from_le_bytes(id);
         match u16::from_le_bytes([k0, k1]) {
-            1 if arg <= 1 => Ok(Self::PipeEnd {
-                role: arg as u8,
+            1 => Ok(Self::PipeEnd {
+                role: Self::role(arg)?,
                 id,
             }),
-            1 => Err("pipe end role is neither 0 nor 1"),
             2 => Ok(Self::Block {
                 class: u8::try_from(arg).map_err(|_| "block class out of range")?,
                 id,
             }),
-            3 => Ok(Self::ReleaseTable),
-            4 => Ok(Self::Retire { id }),
+            3 if arg == 0 && id == 0 => Ok(Self::ReleaseTable),
+            3 => Err("release table record with a non-zero argument or id"),
+            4 if arg == 0 => Ok(Self::Retire { id }),
+            4 => Err("retire record with a non-zero argument"),
             _ => Err("unknown control record kind"),
+        }
+    }
+
+    /// A pipe end's role from a record's `arg`.
+    fn role(arg: u16) -> Result<u8, &'static str> {
+        match arg {
+            0 => Ok(0),
+            1 => Ok(1),
+            _ => Err("pipe end role is neither 0 nor 1"),
         }
     }
 }
@@ -108,13 +121,88 @@ mod tests {
     }
 
     #[test]
-    fn bad_records_are_refused() {
-        let good = Record::PipeEnd { role: 0, id: 9 }.encode();
-        assert!(Record::decode(&good[..15]).is_err());
-        for (at, value) in [(0, b'X'), (4, 9), (6, 2)] {
+    fn records_are_laid_out_as_documented() {
+        let bytes = Record::Block {
+            class: 3,
+            id: 0x0102,
+        }
+        .encode();
+        assert_eq!(
+            bytes,
+            *b"FRY\x01\x02\x00\x03\x00\x02\x01\x00\x00\x00\x00\x00\x00"
+        );
+    }
+
+    #[test]
+    fn records_of_the_wrong_length_are_refused() {
+        let good = Record::Retire { id: 1 }.encode();
+        let mut long = good.to_vec();
+        long.push(0);
+        for bytes in [&[][..], &good[..1], &good[..15], &long] {
+            assert_eq!(
+                Record::decode(bytes),
+                Err("control record of the wrong length"),
+                "{} bytes",
+                bytes.len()
+            );
+        }
+    }
+
+    #[test]
+    fn bad_magic_or_version_is_refused() {
+        let good = Record::ReleaseTable.encode();
+        for at in 0..4 {
             let mut bad = good;
-            bad[at] = value;
-            assert!(Record::decode(&bad).is_err(), "byte {at} = {value}");
+            bad[at] ^= 0x20;
+            assert_eq!(
+                Record::decode(&bad),
+                Err("control record with a bad magic number or version"),
+                "byte {at}"
+            );
+        }
+    }
+
+    /// A record with the given raw fields and the right magic.
+    fn raw(kind: u16, arg: u16, id: u64) -> [u8; RECORD_LEN] {
+        let mut out = Record::ReleaseTable.encode();
+        out[4..6].copy_from_slice(&kind.to_le_bytes());
+        out[6..8].copy_from_slice(&arg.to_le_bytes());
+        out[8..].copy_from_slice(&id.to_le_bytes());
+        out
+    }
+
+    #[test]
+    fn bad_fields_are_refused() {
+        for (what, bytes) in [
+            ("kind 0", raw(0, 0, 0)),
+            ("kind 5", raw(5, 0, 0)),
+            ("kind 0xffff", raw(0xffff, 0, 0)),
+            ("pipe end role 2", raw(1, 2, 9)),
+            ("pipe end role 0xffff", raw(1, 0xffff, 9)),
+            ("block class 256", raw(2, 256, 9)),
+            ("release table with an arg", raw(3, 1, 0)),
+            ("release table with an id", raw(3, 0, 1)),
+            ("retire with an arg", raw(4, 1, 9)),
+        ] {
+            assert!(Record::decode(&bytes).is_err(), "{what}");
+        }
+    }
+
+    #[test]
+    fn every_field_value_a_kind_allows_is_accepted() {
+        for (bytes, record) in [
+            (
+                raw(1, 0, u64::MAX),
+                Record::PipeEnd {
+                    role: 0,
+                    id: u64::MAX,
+                },
+            ),
+            (raw(2, 255, 0), Record::Block { class: 255, id: 0 }),
+            (raw(4, 0, u64::MAX), Record::Retire { id: u64::MAX }),
+        ] {
+            assert_eq!(Record::decode(&bytes), Ok(record));
+            assert_eq!(record.encode(), bytes);
         }
     }
 }

@@ -1,0 +1,1099 @@
+//! Hostile peers: an attacker process that writes its own shared memory and
+//! control socket by hand (`attacker/`, no ferry code) against a victim
+//! process that uses ferry normally.
+//!
+//! Each attack runs in three processes: this test (the orchestrator)
+//! re-runs the test binary as the VICTIM, which spawns it once more, with
+//! `ferry::spawn`, as the ATTACKER. A crash, hang or address-space growth
+//! of the victim is thus isolated and measured. The victim may end only
+//! with messages, `Protocol`, `Disconnected`, `Timeout`/`Empty`/`Full`;
+//! within its deadline; with no more descriptors than it began with; and
+//! with bounded address space. It prints what it saw as one-line reports
+//! (`attacker::report`), and the orchestrator judges them, gathering every
+//! finding before it fails.
+//!
+//! One test per class of attack:
+//! 1. [`bad_ring_positions_in_a_received_pipe_end`]
+//! 2. [`address_space_exhaustion_by_handles`]
+//! 3. [`frames_that_never_complete_a_message`]
+//! 4. [`control_socket_backpressure`] (with an honest two-process check)
+//! 5. [`wake_storm`]
+//!
+//! and two local faults, with an honest ferry peer:
+//! 7. [`out_of_descriptors_is_a_local_error`]
+//! 8. [`disconnected_is_sticky`]
+//!
+//! (Class 6, writable read-only blocks, lives in `tests/sealed_blocks.rs`.)
+
+mod attacker;
+mod common;
+
+use std::collections::BTreeSet;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use attacker::attacks;
+use attacker::report::{Report, Verdict, VictimRun, Watch, outcome, run_victim, stage};
+use common::{ChildGuard, Watchdog, monotonic_ns, secs};
+use ferry::{Pipe, PipeOptions, RecvError, Wait};
+
+/// How long a victim process may run before its own watchdog fires.
+const VICTIM_LIMIT: Duration = Duration::from_secs(25);
+/// How long the orchestrator lets a victim run before killing it as hung.
+const RUN_LIMIT: Duration = Duration::from_secs(30);
+const GIB: u64 = 1 << 30;
+
+/// Plays `role` in `test`: an attack, or the victim.
+fn play(test: &str, role: &str, victim: fn(&str, &str)) {
+    if role.starts_with("attacker-") {
+        attacks::run(role);
+    } else {
+        victim(test, role);
+    }
+}
+
+/// Whether a reported outcome is a `Protocol` error.
+fn is_protocol(outcome: &str) -> bool {
+    outcome.starts_with("Protocol")
+}
+
+/// The variant name of a reported outcome (`Protocol(...)` → `Protocol`).
+fn kind(outcome: &str) -> &str {
+    outcome.split('(').next().unwrap_or(outcome)
+}
+
+/// A victim process under attack: its watchdog, what it measured before
+/// the attack, the attacker it spawned, and the pipe to it.
+struct Victim {
+    dog: Watchdog,
+    fds_before: usize,
+    vm_before: u64,
+    attacker: ChildGuard,
+    boot: Pipe,
+}
+
+impl Victim {
+    /// Starts the victim: spawns this test as `attacker-<attack>`, with
+    /// `options` for the bootstrap pipe.
+    fn start(test: &str, role: &str, attack: &str, options: &PipeOptions) -> Self {
+        let dog = Watchdog::start(format!("victim `{role}`"), VICTIM_LIMIT);
+        let fds_before = common::fd_count();
+        let vm_before = common::vm_peak();
+        let cmd = common::child_command(test, &format!("attacker-{attack}"));
+        let (attacker, boot) = common::spawn_command(&dog, cmd, options);
+        Self {
+            dog,
+            fds_before,
+            vm_before,
+            attacker,
+            boot,
+        }
+    }
+
+    /// Ends the attack: drops `pipes` and the bootstrap pipe, kills and
+    /// reaps the attacker, and prints `report` (the final one) with the
+    /// address-space growth and the descriptor counts.
+    fn finish(self, pipes: Vec<Pipe>, report: Report) {
+        let vm_growth = common::vm_peak().saturating_sub(self.vm_before);
+        let Self {
+            dog,
+            fds_before,
+            mut attacker,
+            boot,
+            ..
+        } = self;
+        drop(pipes);
+        drop(boot);
+        attacker.kill();
+        attacker.wait();
+        let fds_after = settled_fd_count(fds_before);
+        report
+            .num("vm_growth", vm_growth)
+            .num("fds_before", fds_before as u64)
+            .num("fds_after", fds_after as u64)
+            .print();
+        drop(dog);
+    }
+}
+
+/// The descriptor count once it is back to `before`, or after 4 s: the
+/// pool's background reserve gives idle blocks (and their descriptors)
+/// back within about 3 s.
+fn settled_fd_count(before: usize) -> usize {
+    let start = Instant::now();
+    loop {
+        let now = common::fd_count();
+        if now <= before || start.elapsed() > secs(4) {
+            return now;
+        }
+        thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The victim's final report (the one with its descriptor counts).
+fn final_report(run: &VictimRun) -> &Report {
+    run.find("fds_after")
+        .unwrap_or_else(|| panic!("victim `{}` ended without its final report", run.role))
+}
+
+// ---------------------------------------------------------------------
+// 1. Bad ring positions in a received pipe end.
+
+/// Round trips through the end whose positions start near `u64::MAX`.
+const ROUND_TRIPS: u64 = 20;
+
+/// The attacker sends a pipe end of its own 4 KiB region whose ring
+/// positions are (a) not multiples of 8, (b) near `u64::MAX` and
+/// inconsistent, or (c) aligned, consistent and near `u64::MAX`. (a) and
+/// (b) must be refused with `Protocol` (at `recv_with` or at the end's
+/// first use) without a crash; (c) must work: 20 messages of 1,000 bytes
+/// (5 ring capacities, so positions wrap past `u64::MAX`) go round trip
+/// through the attacker, which echoes them by hand.
+#[test]
+fn bad_ring_positions_in_a_received_pipe_end() {
+    let test = this_test!();
+    if let Some(role) = common::role() {
+        return play(test, &role, positions_victim);
+    }
+    let _serial = common::serial();
+    let dog = Watchdog::start(test, secs(90));
+    let mut verdict = Verdict::new();
+    for case in ["a", "b", "c"] {
+        let role = format!("victim-positions-{case}");
+        let run = run_victim(&dog, test, &role, RUN_LIMIT, |_| {});
+        if verdict.survived(&run) {
+            check_positions(&mut verdict, case, &run);
+        }
+    }
+    verdict.finish();
+}
+
+fn check_positions(verdict: &mut Verdict, case: &str, run: &VictimRun) {
+    verdict.no_fd_growth(run);
+    let r = final_report(run);
+    let field = |key| r.get(key).unwrap_or("-");
+    let recv_with = r.str("recv_with");
+    if case == "c" {
+        verdict.check(recv_with == "Ok" && field("echo") == "Ok", || {
+            format!(
+                "(c) aligned positions near u64::MAX must work: recv_with {recv_with}, \
+                 {} of {ROUND_TRIPS} round trips, then {}",
+                field("round_trips"),
+                field("echo")
+            )
+        });
+        return;
+    }
+    let at_once = is_protocol(recv_with);
+    let on_use =
+        recv_with == "Ok" && is_protocol(field("try_send")) && is_protocol(field("try_recv"));
+    verdict.check(at_once || on_use, || {
+        format!(
+            "({case}) impossible positions must give Protocol: recv_with {recv_with}, \
+             then try_send {}, try_recv {}",
+            field("try_send"),
+            field("try_recv")
+        )
+    });
+}
+
+fn positions_victim(test: &str, role: &str) {
+    let case = role.trim_start_matches("victim-positions-");
+    let v = Victim::start(
+        test,
+        role,
+        &format!("positions-{case}"),
+        &PipeOptions::new(),
+    );
+    stage("recv_with");
+    let got = v.boot.recv_with();
+    let report = Report::new().text("recv_with", outcome(&got));
+    let pipes = got.map(|m| m.pipes).unwrap_or_default();
+    let mut report = report.num("ends", pipes.len() as u64);
+    if let Some(end) = pipes.first() {
+        report = match case {
+            "c" => round_trips(end, report),
+            _ => first_use(end, report),
+        };
+    }
+    v.finish(pipes, report);
+}
+
+/// `try_send` (the write that would land out of bounds), then `try_recv`.
+fn first_use(end: &Pipe, report: Report) -> Report {
+    stage("try_send");
+    let sent = end.try_send(b"hello");
+    stage("try_recv");
+    let got = end.try_recv();
+    report
+        .text("try_send", outcome(&sent))
+        .text("try_recv", outcome(&got))
+}
+
+/// Message `seq` of `len` bytes, stamped so any mix-up shows.
+fn pattern(seq: u64, len: usize) -> Vec<u8> {
+    let mut msg = vec![(seq % 251) as u8; len];
+    msg[..8].copy_from_slice(&seq.to_le_bytes());
+    msg
+}
+
+fn round_trips(end: &Pipe, report: Report) -> Report {
+    stage("round trips");
+    for i in 0..ROUND_TRIPS {
+        let msg = pattern(i, 1000);
+        if let Err(e) = end.send(&msg) {
+            return report
+                .num("round_trips", i)
+                .text("echo", format!("send: {e:?}"));
+        }
+        let why = match end.recv_timeout(secs(2)) {
+            Ok(reply) if reply == msg => continue,
+            Ok(reply) => format!("recv: a wrong reply of {} bytes", reply.len()),
+            Err(e) => format!("recv: {e:?}"),
+        };
+        return report.num("round_trips", i).text("echo", why);
+    }
+    report.num("round_trips", ROUND_TRIPS).text("echo", "Ok")
+}
+
+// ---------------------------------------------------------------------
+// 2. Address-space exhaustion by handles.
+
+/// The attacker sends pipe ends of maximal regions (rings of 1 GiB, a
+/// sparse 2 GiB + 4 KiB memfd each), as many as the socket takes, and
+/// then a `Whole` frame whose tag claims (a) 254 or 32,767 handles: the
+/// victim must answer `Protocol` within 1 s, its address space grown by
+/// under 1 GiB; or (b) one handle, the last end sent: the victim must stop
+/// mapping at a bounded total, under 8 GiB with the default options.
+#[test]
+fn address_space_exhaustion_by_handles() {
+    let test = this_test!();
+    if let Some(role) = common::role() {
+        return play(test, &role, handles_victim);
+    }
+    let _serial = common::serial();
+    let dog = Watchdog::start(test, secs(90));
+    let mut verdict = Verdict::new();
+    for attack in ["handles-254", "handles-32767", "regions-ahead"] {
+        let run = run_victim(&dog, test, &format!("victim-{attack}"), RUN_LIMIT, |_| {});
+        if verdict.survived(&run) {
+            check_handles(&mut verdict, attack, &run);
+        }
+    }
+    verdict.finish();
+}
+
+fn check_handles(verdict: &mut Verdict, attack: &str, run: &VictimRun) {
+    verdict.no_fd_growth(run);
+    let r = final_report(run);
+    let (recv_with, micros) = (r.str("recv_with"), r.u64("recv_with_us"));
+    let growth = r.u64("vm_growth");
+    verdict.note(format!(
+        "{attack}: recv_with {recv_with} with {} ends in {} ms; address space +{:.1} GiB",
+        r.u64("ends"),
+        micros / 1000,
+        growth as f64 / GIB as f64
+    ));
+    let bound = match attack {
+        "regions-ahead" => 8 * GIB,
+        _ => {
+            verdict.check(is_protocol(recv_with) && micros < 1_000_000, || {
+                format!(
+                    "{attack}: a tag claiming too many handles must give Protocol within \
+                     1 s: got {recv_with} after {} ms",
+                    micros / 1000
+                )
+            });
+            GIB
+        }
+    };
+    verdict.check(growth < bound, || {
+        format!(
+            "{attack}: address space grew by {:.1} GiB (bound {} GiB)",
+            growth as f64 / GIB as f64,
+            bound / GIB
+        )
+    });
+}
+
+fn handles_victim(test: &str, role: &str) {
+    let attack = role.trim_start_matches("victim-");
+    let v = Victim::start(test, role, attack, &PipeOptions::new());
+    stage("recv_with");
+    let start = Instant::now();
+    let got = v.boot.recv_with();
+    let micros = start.elapsed().as_micros() as u64;
+    stage("try_recv after the attack");
+    let after = v.boot.try_recv();
+    let report = Report::new()
+        .text("recv_with", outcome(&got))
+        .num("recv_with_us", micros)
+        .text("try_recv", outcome(&after));
+    let pipes = got.map(|m| m.pipes).unwrap_or_default();
+    let report = report.num("ends", pipes.len() as u64);
+    v.finish(pipes, report);
+}
+
+// ---------------------------------------------------------------------
+// 3. Frames that never complete a message.
+
+/// The attacker keeps the victim's ring full of frames that never make a
+/// message: `First` + `Abort` pairs, or one `First` and then empty `More`
+/// frames; or one `Whole` frame naming a handle never sent while valid
+/// `Block` + `Retire` records for fresh ids keep the socket busy. Each of
+/// 200 `try_recv` calls must return (`Empty` or `Protocol`) within 20 ms,
+/// and each of 10 `recv_timeout(200 ms)` calls within 250 ms.
+#[test]
+fn frames_that_never_complete_a_message() {
+    let test = this_test!();
+    if let Some(role) = common::role() {
+        return play(test, &role, stuck_victim);
+    }
+    let _serial = common::serial();
+    let dog = Watchdog::start(test, secs(90));
+    let mut verdict = Verdict::new();
+    for attack in ["first-abort", "first-more", "records"] {
+        let run = run_victim(&dog, test, &format!("victim-{attack}"), RUN_LIMIT, |_| {});
+        if verdict.survived(&run) {
+            check_stuck(&mut verdict, attack, &run);
+        }
+    }
+    verdict.finish();
+}
+
+fn check_stuck(verdict: &mut Verdict, attack: &str, run: &VictimRun) {
+    verdict.no_fd_growth(run);
+    let r = final_report(run);
+    let go = r.str("go");
+    verdict.check(go == "Ok", || {
+        format!("{attack}: the attack never began ({go})")
+    });
+    let (try_max, try_kinds) = (r.u64("try_recv_max_us"), r.str("try_recv_outcomes"));
+    let (wait_max, wait_kinds) = (r.u64("recv_timeout_max_us"), r.str("recv_timeout_outcomes"));
+    verdict.note(format!(
+        "{attack}: try_recv max {} ms ({try_kinds}: {}); recv_timeout(200 ms) max {} ms ({wait_kinds})",
+        try_max / 1000,
+        r.str("try_recv_error"),
+        wait_max / 1000
+    ));
+    verdict.check(try_max <= 20_000, || {
+        format!(
+            "{attack}: a try_recv took {} ms (bound 20 ms)",
+            try_max / 1000
+        )
+    });
+    let only = |kinds: &str, allowed: &[&str]| kinds.split(' ').all(|k| allowed.contains(&k));
+    verdict.check(only(try_kinds, &["Empty", "Protocol"]), || {
+        format!("{attack}: try_recv gave {try_kinds} (allowed: Empty, Protocol)")
+    });
+    verdict.check(wait_max <= 250_000, || {
+        format!(
+            "{attack}: a recv_timeout(200 ms) took {} ms (bound 250 ms)",
+            wait_max / 1000
+        )
+    });
+    verdict.check(only(wait_kinds, &["Timeout", "Protocol"]), || {
+        format!("{attack}: recv_timeout gave {wait_kinds} (allowed: Timeout, Protocol)")
+    });
+}
+
+fn stuck_victim(test: &str, role: &str) {
+    let attack = role.trim_start_matches("victim-");
+    // A 64 MiB ring: the victim needs tens of milliseconds to drain it, so
+    // the attacker (which only moves the tail) refills it in time even on
+    // a busy machine.
+    let options = PipeOptions::new().capacity(64 << 20);
+    let v = Victim::start(test, role, attack, &options);
+    stage("go");
+    let go = match v.boot.recv_timeout(secs(10)) {
+        Ok(msg) if msg == b"go" => "Ok".to_string(),
+        other => outcome(&other),
+    };
+    thread::sleep(Duration::from_millis(10));
+    stage("try_recv x200");
+    let tries = time_calls(200, || v.boot.try_recv());
+    stage("recv_timeout x10");
+    let wait = Duration::from_millis(200);
+    let waits = time_calls(10, || v.boot.recv_timeout(wait));
+    let report = Report::new()
+        .text("go", go)
+        .num("try_recv_max_us", tries.longest.as_micros() as u64)
+        .text("try_recv_outcomes", tries.kinds)
+        .text("try_recv_error", tries.first_error)
+        .num("recv_timeout_max_us", waits.longest.as_micros() as u64)
+        .text("recv_timeout_outcomes", waits.kinds);
+    v.finish(Vec::new(), report);
+}
+
+/// How `n` calls of one kind went.
+struct Calls {
+    /// The longest call.
+    longest: Duration,
+    /// The kinds of outcome seen (`Empty`, `Protocol`, ...), space-separated.
+    kinds: String,
+    /// The first error that was not `Empty` or `Timeout`, in full.
+    first_error: String,
+}
+
+/// Calls `call` `n` times, timing each.
+fn time_calls<T>(n: usize, mut call: impl FnMut() -> Result<T, RecvError>) -> Calls {
+    let mut longest = Duration::ZERO;
+    let mut kinds = BTreeSet::new();
+    let mut first_error = None;
+    for _ in 0..n {
+        let start = Instant::now();
+        let result = call();
+        longest = longest.max(start.elapsed());
+        let outcome = outcome(&result);
+        kinds.insert(kind(&outcome).to_string());
+        if !matches!(kind(&outcome), "Ok" | "Empty" | "Timeout") {
+            first_error.get_or_insert(outcome);
+        }
+    }
+    Calls {
+        longest,
+        kinds: kinds.into_iter().collect::<Vec<_>>().join(" "),
+        first_error: first_error.unwrap_or_else(|| "-".into()),
+    }
+}
+
+// ---------------------------------------------------------------------
+// 4. Control-socket backpressure.
+
+/// How long after the attack begins the orchestrator kills the attacker
+/// at the latest (sooner, once the victim's `try_send` loop is done).
+const KILL_AFTER: Duration = Duration::from_secs(5);
+/// Pipe ends the honest check moves over pipe B.
+const MOVED: u64 = 1000;
+/// Round trips of the honest check over pipe A (half 1 MiB, half small).
+const ROUNDS: u64 = 400;
+/// Ends X has moved when Y starts: enough to fill the control socket.
+const CONGESTED: u64 = 250;
+
+/// The attacker never reads its control socket nor consumes its ring. A
+/// helper thread of the victim moves pipe ends to it until that blocks
+/// (documented backpressure); then the victim `try_send`s 1 MiB messages
+/// (each new pool block announced over the socket) for 2 s: every call
+/// must return within 20 ms. The orchestrator then SIGKILLs the attacker:
+/// the moving thread must end with `Disconnected` within 1 s.
+///
+/// Then two honest ferry processes: thread X moves 1,000 pipe ends over
+/// pipe B (whose reader in the child sleeps 1 ms per message) while thread
+/// Y makes 400 round trips (half 1 MiB) over pipe A; all within 60 s, in
+/// order, and never 10 s without progress.
+#[test]
+fn control_socket_backpressure() {
+    let test = this_test!();
+    if let Some(role) = common::role() {
+        if role == "echo" {
+            return echo_child();
+        }
+        return play(test, &role, backpressure_victim);
+    }
+    let _serial = common::serial();
+    let dog = Watchdog::start(test, secs(120));
+    let mut verdict = Verdict::new();
+    let (run, killed_ns) = run_backpressure_victim(&dog, test);
+    if verdict.survived(&run) {
+        check_backpressure(&mut verdict, &run, killed_ns);
+    }
+    honest_backpressure(&dog, test, &mut verdict);
+    verdict.finish();
+}
+
+/// Runs the victim, killing its attacker when its `try_send` loop is done
+/// (or [`KILL_AFTER`] the attack began); returns the run and the
+/// monotonic time of the kill.
+fn run_backpressure_victim(dog: &Watchdog, test: &str) -> (VictimRun, Option<u64>) {
+    let mut attacker: Option<(i32, Instant)> = None;
+    let mut killed_ns = None;
+    let run = run_victim(dog, test, "victim-backpressure", RUN_LIMIT, |event| {
+        if let Some(pid) = event.and_then(|r| r.get("attacker_pid")) {
+            attacker = pid
+                .parse()
+                .ok()
+                .map(|pid| (pid, Instant::now() + KILL_AFTER));
+        }
+        let loop_done = event.is_some_and(|r| r.get("try_send_max_us").is_some());
+        if let Some((pid, deadline)) = attacker
+            && killed_ns.is_none()
+            && (loop_done || Instant::now() >= deadline)
+        {
+            killed_ns = Some(monotonic_ns());
+            let pid = rustix::process::Pid::from_raw(pid).expect("a process id");
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+        }
+    });
+    (run, killed_ns)
+}
+
+fn check_backpressure(verdict: &mut Verdict, run: &VictimRun, killed_ns: Option<u64>) {
+    verdict.no_fd_growth(run);
+    let loop_report = run.find("try_send_max_us").expect("the try_send report");
+    let max = loop_report.u64("try_send_max_us");
+    verdict.note(format!(
+        "backpressure: {} ends moved before the try_send loop; {} try_send calls ({}), max {} ms",
+        loop_report.u64("moved_before_loop"),
+        loop_report.u64("try_send_calls"),
+        loop_report.str("try_send_outcomes"),
+        max / 1000
+    ));
+    verdict.check(max <= 20_000, || {
+        format!("a try_send took {} ms (bound 20 ms)", max / 1000)
+    });
+    let r = final_report(run);
+    let (mover, done_ns) = (r.str("mover"), r.u64("mover_done_ns"));
+    let Some(killed_ns) = killed_ns else {
+        return verdict.fail("the attacker was never killed".into());
+    };
+    let after_kill = done_ns as i64 - killed_ns as i64;
+    verdict.note(format!(
+        "backpressure: the mover ended with {mover} {} ms after the kill, having moved {}",
+        after_kill / 1_000_000,
+        r.u64("moved")
+    ));
+    verdict.check(
+        mover == "Disconnected" && (0..1_000_000_000).contains(&after_kill),
+        || {
+            format!(
+                "the moving thread must end with Disconnected within 1 s of the kill: \
+             {mover} at {} ms after it",
+                after_kill / 1_000_000
+            )
+        },
+    );
+}
+
+fn backpressure_victim(test: &str, role: &str) {
+    let v = Victim::start(test, role, "silent", &PipeOptions::new());
+    let (side, side_far) = ferry::pipe().expect("make a pipe");
+    v.boot
+        .send_with(b"side", vec![side_far])
+        .expect("move a pipe end to the attacker");
+    Report::new()
+        .num("attacker_pid", u64::from(v.attacker.id()))
+        .print();
+    let progress = Arc::new(AtomicU64::new(0));
+    let counter = Arc::clone(&progress);
+    let mover = thread::spawn(move || {
+        let ended = move_until_error(&side, &counter);
+        (side, ended)
+    });
+    stage("waiting for the mover to block");
+    wait_for_stall(&progress);
+    let moved_before = progress.load(Ordering::Relaxed);
+    stage("try_send loop");
+    let (max, calls, kinds) = try_send_for(&v.boot, secs(2));
+    Report::new()
+        .num("try_send_max_us", max.as_micros() as u64)
+        .num("try_send_calls", calls)
+        .text("try_send_outcomes", kinds)
+        .num("moved_before_loop", moved_before)
+        .print();
+    stage("mover after the kill");
+    let (side, (ended, done_ns)) = mover.join().expect("the mover thread");
+    let report = Report::new()
+        .text("mover", ended)
+        .num("mover_done_ns", done_ns)
+        .num("moved", progress.load(Ordering::Relaxed));
+    v.finish(vec![side], report);
+}
+
+/// Moves fresh pipe ends over `side` until that fails; returns the error
+/// and the monotonic time it came.
+fn move_until_error(side: &Pipe, progress: &AtomicU64) -> (String, u64) {
+    loop {
+        let (near, far) = match PipeOptions::new().capacity(4096).pipe() {
+            Ok(ends) => ends,
+            Err(e) => return (format!("pipe: {e}"), monotonic_ns()),
+        };
+        if let Err(e) = side.send_with(b"move", vec![far]) {
+            return (format!("{:?}", e.error), monotonic_ns());
+        }
+        drop(near);
+        // Relaxed: a progress counter, read on its own.
+        progress.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Waits until `progress` has not moved for 100 ms (at most 2 s).
+fn wait_for_stall(progress: &AtomicU64) {
+    let start = Instant::now();
+    // Relaxed (both loads): a progress counter, read on its own.
+    let mut last = (progress.load(Ordering::Relaxed), Instant::now());
+    while start.elapsed() < secs(2) {
+        thread::sleep(Duration::from_millis(10));
+        let now = progress.load(Ordering::Relaxed);
+        if now != last.0 {
+            last = (now, Instant::now());
+        } else if last.1.elapsed() >= Duration::from_millis(100) {
+            return;
+        }
+    }
+}
+
+/// `try_send`s 1 MiB messages for `run`; returns the longest call, the
+/// number of calls and the kinds of outcome seen.
+fn try_send_for(pipe: &Pipe, run: Duration) -> (Duration, u64, String) {
+    let msg = vec![0x5a; 1 << 20];
+    let (mut longest, mut calls, mut kinds) = (Duration::ZERO, 0, BTreeSet::new());
+    let start = Instant::now();
+    while start.elapsed() < run {
+        let call = Instant::now();
+        let result = pipe.try_send(&msg);
+        longest = longest.max(call.elapsed());
+        calls += 1;
+        kinds.insert(kind(&outcome(&result)).to_string());
+    }
+    (
+        longest,
+        calls,
+        kinds.into_iter().collect::<Vec<_>>().join(" "),
+    )
+}
+
+/// The honest half of class 4 (see [`control_socket_backpressure`]).
+fn honest_backpressure(dog: &Watchdog, test: &str, verdict: &mut Verdict) {
+    let (mut child, a) = common::spawn_child(dog, test, "echo", &PipeOptions::new());
+    let (b, b_far) = ferry::pipe().expect("make pipe B");
+    a.send_with(b"B", vec![b_far]).expect("send pipe B");
+    let (a, b) = (Arc::new(a), Arc::new(b));
+    let (moved, echoed) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let start = Instant::now();
+    let x = thread::spawn({
+        let (b, moved) = (Arc::clone(&b), Arc::clone(&moved));
+        move || move_ends(&b, &moved)
+    });
+    // Y starts once X's records fill the socket (it holds about 280).
+    while moved.load(Ordering::Relaxed) < CONGESTED && start.elapsed() < secs(2) {
+        thread::sleep(Duration::from_millis(1));
+    }
+    let y = thread::spawn({
+        let (a, echoed) = (Arc::clone(&a), Arc::clone(&echoed));
+        move || echo_rounds(&a, &echoed)
+    });
+    let counters = [&*moved, &*echoed];
+    if let Err(why) = wait_for_threads(&[&x, &y], &counters, start) {
+        child.kill();
+        return verdict.fail(why);
+    }
+    for (name, thread) in [("X (moving ends)", x), ("Y (round trips)", y)] {
+        match thread.join().expect("a test thread") {
+            Ok(summary) => verdict.note(format!("honest peers: {name}: {summary}")),
+            Err(why) => verdict.fail(format!("honest peers: thread {name}: {why}")),
+        }
+    }
+    let _ = a.send(b"end");
+    let count = b.recv_timeout(secs(30)).map(|m| common::msg_u64(&m));
+    drop((a, b));
+    verdict.check(matches!(count, Ok(MOVED)), || {
+        format!("honest peers: the child's B reader counted {count:?}, not {MOVED}")
+    });
+    verdict.check(child.wait().success(), || {
+        "honest peers: the child failed".into()
+    });
+    verdict.note(format!(
+        "honest peers: everything done in {:?}",
+        start.elapsed()
+    ));
+}
+
+/// Waits for `threads`, failing if `counters` all stand still for 10 s
+/// (a deadlock) or the whole takes over 60 s.
+fn wait_for_threads(
+    threads: &[&thread::JoinHandle<Result<String, String>>],
+    counters: &[&AtomicU64],
+    start: Instant,
+) -> Result<(), String> {
+    // Relaxed (all loads): progress counters, read on their own.
+    let read = || {
+        counters
+            .iter()
+            .map(|c| c.load(Ordering::Relaxed))
+            .collect::<Vec<_>>()
+    };
+    let mut last = (read(), Instant::now());
+    while !threads.iter().all(|t| t.is_finished()) {
+        thread::sleep(Duration::from_millis(50));
+        let now = read();
+        if now != last.0 {
+            last = (now, Instant::now());
+        }
+        let why = if last.1.elapsed() > secs(10) {
+            "no progress for 10 s (a deadlock)"
+        } else if start.elapsed() > secs(60) {
+            "not done within 60 s"
+        } else {
+            continue;
+        };
+        return Err(format!(
+            "honest peers: {why} after {:?}: {} of {MOVED} ends moved, {} of {ROUNDS} round trips",
+            start.elapsed(),
+            last.0[0],
+            last.0[1]
+        ));
+    }
+    Ok(())
+}
+
+/// Thread X: moves `MOVED` fresh pipe ends over `b`, each in a message
+/// carrying its sequence number; says how long it took.
+fn move_ends(b: &Pipe, moved: &AtomicU64) -> Result<String, String> {
+    let start = Instant::now();
+    for seq in 0..MOVED {
+        let (near, far) = PipeOptions::new()
+            .capacity(4096)
+            .pipe()
+            .map_err(|e| format!("pipe: {e}"))?;
+        b.send_with(&seq.to_le_bytes(), vec![far])
+            .map_err(|e| format!("moving end {seq}: {e}"))?;
+        drop(near);
+        // Relaxed: a progress counter, read on its own.
+        moved.fetch_add(1, Ordering::Relaxed);
+    }
+    Ok(format!("done in {:?}", start.elapsed()))
+}
+
+/// Message `seq` of the round trips: 1 MiB when even, 100 bytes when odd.
+fn round_message(seq: u64) -> Vec<u8> {
+    pattern(seq, if seq.is_multiple_of(2) { 1 << 20 } else { 100 })
+}
+
+/// Thread Y: `ROUNDS` round trips over `a`, each checked; says how long
+/// they took.
+fn echo_rounds(a: &Pipe, echoed: &AtomicU64) -> Result<String, String> {
+    let start = Instant::now();
+    let mut slowest = (Duration::ZERO, 0);
+    for seq in 0..ROUNDS {
+        let round = Instant::now();
+        let msg = round_message(seq);
+        a.send(&msg).map_err(|e| format!("send {seq}: {e}"))?;
+        let reply = a.recv().map_err(|e| format!("reply {seq}: {e}"))?;
+        if reply != msg {
+            return Err(format!("reply {seq} differs ({} bytes)", reply.len()));
+        }
+        // Relaxed: a progress counter, read on its own.
+        echoed.fetch_add(1, Ordering::Relaxed);
+        slowest = slowest.max((round.elapsed(), seq));
+    }
+    Ok(format!(
+        "done in {:?}; the slowest round trip, #{}, took {:?}",
+        start.elapsed(),
+        slowest.1,
+        slowest.0
+    ))
+}
+
+/// The honest child: echoes pipe A on one thread, reads pipe B slowly on
+/// another and reports how many ends arrived, in order.
+fn echo_child() {
+    let (_dog, a) = common::child_pipe("echo", secs(90));
+    let b = a.recv_with().expect("pipe B").pipes.pop().expect("one end");
+    let reader = thread::spawn(move || {
+        for seq in 0..MOVED {
+            let msg = b.recv_with().expect("a moved end");
+            assert_eq!(msg.bytes, seq.to_le_bytes(), "ends arrive in order");
+            assert_eq!(msg.pipes.len(), 1, "message {seq} carries one end");
+            thread::sleep(Duration::from_millis(1));
+        }
+        b.send(&common::u64_msg(MOVED)).expect("send the count");
+        b
+    });
+    loop {
+        let msg = a.recv().expect("a message to echo");
+        if msg == b"end" {
+            break;
+        }
+        a.send(&msg).expect("echo");
+    }
+    let b = reader.join().expect("the B reader");
+    // Until the parent has read the count.
+    let _ = b.recv_timeout(secs(30));
+}
+
+// ---------------------------------------------------------------------
+// 5. Wake storm.
+
+/// The attacker bumps the word the victim's blocked `recv` sleeps on and
+/// calls `FUTEX_WAKE` on it, in a loop, for 2 s, publishing nothing. The
+/// victim's thread (with `Wait::Block`, then the default) must use under
+/// 10 % of a CPU over that time, then receive the real message the
+/// attacker publishes at the end within 50 ms.
+#[test]
+fn wake_storm() {
+    let test = this_test!();
+    if let Some(role) = common::role() {
+        return play(test, &role, storm_victim);
+    }
+    let _serial = common::serial();
+    let dog = Watchdog::start(test, secs(90));
+    let mut verdict = Verdict::new();
+    for wait in ["block", "adaptive"] {
+        let run = run_victim(
+            &dog,
+            test,
+            &format!("victim-storm-{wait}"),
+            RUN_LIMIT,
+            |_| {},
+        );
+        if verdict.survived(&run) {
+            check_storm(&mut verdict, wait, &run);
+        }
+    }
+    verdict.finish();
+}
+
+fn check_storm(verdict: &mut Verdict, wait: &str, run: &VictimRun) {
+    verdict.no_fd_growth(run);
+    let r = final_report(run);
+    let recv = r.str("recv");
+    if recv != "Ok" {
+        return verdict.fail(format!("{wait}: recv under a wake storm gave {recv}"));
+    }
+    let (cpu, wall) = (r.u64("cpu_us"), r.u64("wall_us"));
+    let (latency, wakes) = (r.u64("latency_us"), r.u64("wakes"));
+    verdict.note(format!(
+        "{wait}: {wakes} wakes; the blocked thread used {} ms of CPU in {} ms ({}%); \
+         the message came {} us after it was sent",
+        cpu / 1000,
+        wall / 1000,
+        cpu * 100 / wall.max(1),
+        latency
+    ));
+    verdict.check(wakes >= 1000 && wall >= 1_900_000, || {
+        format!(
+            "{wait}: the storm did not happen ({wakes} wakes in {} ms)",
+            wall / 1000
+        )
+    });
+    verdict.check(cpu * 10 < wall, || {
+        format!(
+            "{wait}: the blocked thread used {}% of a CPU during the storm (bound 10%)",
+            cpu * 100 / wall.max(1)
+        )
+    });
+    verdict.check(latency < 50_000, || {
+        format!(
+            "{wait}: the real message took {} ms (bound 50 ms)",
+            latency / 1000
+        )
+    });
+}
+
+fn storm_victim(test: &str, role: &str) {
+    let v = Victim::start(test, role, "wake-storm", &PipeOptions::new());
+    if role.ends_with("block") {
+        v.boot.set_wait(Wait::Block);
+    }
+    stage("recv under the storm");
+    let (cpu_before, start) = (common::thread_cpu_time(), Instant::now());
+    let got = v.boot.recv();
+    let done_ns = monotonic_ns();
+    let (cpu, wall) = (common::thread_cpu_time() - cpu_before, start.elapsed());
+    let mut report = Report::new()
+        .text("recv", outcome(&got))
+        .num("cpu_us", cpu.as_micros() as u64)
+        .num("wall_us", wall.as_micros() as u64);
+    if let Ok(msg) = &got
+        && msg.len() == 16
+    {
+        let word = |at: usize| u64::from_le_bytes(msg[at..at + 8].try_into().expect("8 bytes"));
+        report = report
+            .num("latency_us", done_ns.saturating_sub(word(0)) / 1000)
+            .num("wakes", word(8));
+    }
+    v.finish(Vec::new(), report);
+}
+
+// ---------------------------------------------------------------------
+// 7. Out of descriptors is a local error.
+
+/// The child lowers its descriptor limit so that no descriptor can be
+/// opened, then receives a message carrying a pipe end from its (honest)
+/// parent: the error must be local (not `Protocol`, not `Disconnected`).
+/// With the limit restored, receiving again must deliver the end, and a
+/// message must round-trip through it: the link survives.
+#[test]
+fn out_of_descriptors_is_a_local_error() {
+    let test = this_test!();
+    if common::role().is_some() {
+        return nofile_child();
+    }
+    let _serial = common::serial();
+    let dog = Watchdog::start(test, secs(60));
+    let mut cmd = common::child_command(test, "victim-nofile");
+    cmd.stdout(Stdio::piped());
+    let (child, pipe) = common::spawn_command(&dog, cmd, &PipeOptions::new());
+    let watch = Watch::new(child, "victim-nofile", RUN_LIMIT);
+    let limited = pipe.recv_timeout(secs(10));
+    if matches!(&limited, Ok(m) if m == b"limited") {
+        let (near, far) = ferry::pipe().expect("make a pipe");
+        pipe.send_with(b"end", vec![far]).expect("send a pipe end");
+        if matches!(near.recv_timeout(secs(10)), Ok(m) if m == b"ping") {
+            near.send(b"pong").expect("answer the ping");
+        }
+        let _ = pipe.recv_timeout(secs(10));
+    }
+    drop(pipe);
+    let run = watch.finish(|_| {});
+    let mut verdict = Verdict::new();
+    if verdict.survived(&run) {
+        check_nofile(&mut verdict, &run);
+    }
+    verdict.finish();
+}
+
+fn check_nofile(verdict: &mut Verdict, run: &VictimRun) {
+    let r = run.find("at_limit").expect("the report at the limit");
+    verdict.check(r.str("limit_holds") == "yes", || {
+        "the lowered limit did not stop a new descriptor".into()
+    });
+    let at_limit = r.str("at_limit");
+    verdict.note(format!("recv_with at the descriptor limit gave {at_limit}"));
+    let local = !matches!(kind(at_limit), "Ok" | "Protocol" | "Disconnected");
+    verdict.check(local, || {
+        format!("out of descriptors must be a local error: recv_with gave {at_limit}")
+    });
+    let Some(r) = run.find("after") else {
+        return verdict.fail("the victim never reported the second receive".into());
+    };
+    let (after, trip) = (r.str("after"), r.get("round_trip").unwrap_or("-"));
+    verdict.check(after == "Ok" && trip == "pong", || {
+        format!(
+            "the link must survive: with the limit restored recv_with gave {after}, \
+             and the round trip through the end {trip}"
+        )
+    });
+}
+
+fn nofile_child() {
+    let (_dog, pipe) = common::child_pipe("victim-nofile", VICTIM_LIMIT);
+    let pipe = Arc::new(pipe);
+    let old = rustix::process::getrlimit(rustix::process::Resource::Nofile);
+    set_nofile(Some(lowest_free_fd()), old.maximum);
+    let holds = match std::fs::File::open("/dev/null") {
+        Err(e) => e.raw_os_error() == Some(rustix::io::Errno::MFILE.raw_os_error()),
+        Ok(_) => false,
+    };
+    pipe.send(b"limited").expect("tell the parent");
+    stage("recv_with at the limit");
+    let at_limit = pipe.recv_with();
+    set_nofile(old.current, old.maximum);
+    Report::new()
+        .text("limit_holds", if holds { "yes" } else { "no" })
+        .text("at_limit", outcome(&at_limit))
+        .print();
+    stage("recv_with after the limit");
+    let mut report = Report::new();
+    report = match recv_with_within(&pipe, secs(5)) {
+        None => report.text("after", "nothing within 5 s"),
+        Some(Ok(mut msg)) if msg.pipes.len() == 1 => {
+            let end = msg.pipes.pop().expect("one end");
+            let trip = end.send(b"ping").map(|()| end.recv_timeout(secs(5)));
+            let trip = match trip {
+                Ok(Ok(reply)) => String::from_utf8_lossy(&reply).into_owned(),
+                Ok(e) => outcome(&e),
+                Err(e) => format!("send: {e:?}"),
+            };
+            report.text("after", "Ok").text("round_trip", trip)
+        }
+        Some(Ok(msg)) => report.text("after", format!("Ok with {} ends", msg.pipes.len())),
+        Some(other) => report.text("after", outcome(&other)),
+    };
+    report.print();
+    let _ = pipe.send(b"done");
+}
+
+/// The number the next descriptor would get: the lowest one not open.
+fn lowest_free_fd() -> u64 {
+    use std::os::fd::AsRawFd;
+    let probe = std::fs::File::open("/dev/null").expect("open /dev/null");
+    probe.as_raw_fd() as u64
+}
+
+fn set_nofile(current: Option<u64>, maximum: Option<u64>) {
+    let limit = rustix::process::Rlimit { current, maximum };
+    rustix::process::setrlimit(rustix::process::Resource::Nofile, limit)
+        .expect("set RLIMIT_NOFILE");
+}
+
+/// `recv_with` on another thread, giving up after `limit` (the thread is
+/// left behind: the process ends soon after).
+fn recv_with_within(
+    pipe: &Arc<Pipe>,
+    limit: Duration,
+) -> Option<Result<ferry::Message, RecvError>> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let pipe = Arc::clone(pipe);
+    thread::spawn(move || {
+        let _ = tx.send(pipe.recv_with());
+    });
+    rx.recv_timeout(limit).ok()
+}
+
+// ---------------------------------------------------------------------
+// 8. Disconnected is sticky.
+
+/// Fresh children per trial.
+const TRIALS: usize = 200;
+
+/// After the peer is SIGKILLed and reaped, once a `send` of 1 MiB (which
+/// needs the control socket) has returned `Disconnected`, an immediate
+/// `try_recv` must return `Disconnected`, not `Empty`: every time, over 200
+/// trials. Half the trials also call `try_recv` just before the kill, as an
+/// event loop polling the pipe would.
+#[test]
+fn disconnected_is_sticky() {
+    let test = this_test!();
+    if common::role().is_some() {
+        let (_dog, pipe) = common::child_pipe("sleeper", secs(30));
+        pipe.send(b"ready").expect("ready");
+        thread::sleep(secs(60));
+        return;
+    }
+    let _serial = common::serial();
+    let dog = Watchdog::start(test, secs(60));
+    let mut verdict = Verdict::new();
+    let mut empties = [0usize; 2];
+    let big = vec![1u8; 1 << 20];
+    for trial in 0..TRIALS {
+        let polled = trial % 2;
+        let (mut child, pipe) = common::spawn_child(&dog, test, "sleeper", &PipeOptions::new());
+        assert_eq!(pipe.recv_timeout(secs(10)).expect("ready"), b"ready");
+        if polled == 1 {
+            assert!(matches!(pipe.try_recv(), Err(RecvError::Empty)));
+        }
+        child.kill();
+        child.wait();
+        let sent = pipe.send(&big);
+        if !matches!(sent, Err(ferry::SendError::Disconnected)) {
+            verdict.fail(format!(
+                "trial {trial}: send of 1 MiB to a dead peer gave {sent:?}"
+            ));
+            continue;
+        }
+        match pipe.try_recv() {
+            Err(RecvError::Disconnected) => {}
+            Err(RecvError::Empty) => empties[polled] += 1,
+            other => verdict.fail(format!("trial {trial}: try_recv gave {other:?}")),
+        }
+    }
+    verdict.note(format!(
+        "try_recv said Empty after send said Disconnected in {} of {} plain trials \
+         and {} of {} polled ones",
+        empties[0],
+        TRIALS / 2,
+        empties[1],
+        TRIALS / 2
+    ));
+    verdict.check(empties == [0, 0], || {
+        format!(
+            "Disconnected is not sticky: try_recv said Empty {} times in {TRIALS} trials",
+            empties[0] + empties[1]
+        )
+    });
+    verdict.finish();
+}

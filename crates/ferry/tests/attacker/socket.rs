@@ -36,14 +36,15 @@ pub struct RawSocket {
 }
 
 impl RawSocket {
-    /// Adopts the inherited socket: its number is the text before the first
-    /// `:` of `FERRY_BOOTSTRAP`.
+    /// Adopts the inherited socket: its number is the `fd=` field that
+    /// opens `FERRY_BOOTSTRAP` (`fd=<n>,parent=<pid>,...`).
     pub fn from_bootstrap() -> Self {
         let value = std::env::var(crate::common::BOOTSTRAP_ENV)
             .expect("the attacker runs with FERRY_BOOTSTRAP set by ferry::spawn");
         let raw: i32 = value
-            .split(':')
+            .split(',')
             .next()
+            .and_then(|field| field.strip_prefix("fd="))
             .and_then(|n| n.parse().ok())
             .unwrap_or_else(|| panic!("FERRY_BOOTSTRAP={value:?} names no descriptor"));
         // SAFETY: borrowed only for the `fstat` below, which fails with

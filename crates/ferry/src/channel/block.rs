@@ -12,7 +12,7 @@ use super::{Pipe, RecvError, SendError};
 use crate::link::Link;
 use crate::shm::block::{Block, class_for};
 use crate::shm::pool::Held;
-use crate::wire::frame::{BlockRef, HANDLE_ID, Kind, Tag};
+use crate::wire::frame::{BlockRef, Kind, Tag};
 
 /// Messages of at least this many bytes, on a pipe to another process,
 /// travel out of line in a pool block (see the crate docs for the
@@ -48,14 +48,13 @@ impl Pipe {
         tx: &mut Tx,
         link: &Link,
         bytes: &[u8],
-        id_bytes: &[u8],
         deadline: Option<Instant>,
     ) -> Result<bool, SendError> {
         let Some((id, mut block)) = self.lend_block(link, bytes.len(), deadline)? else {
             return Ok(false);
         };
         block.bytes_mut()[..bytes.len()].copy_from_slice(bytes);
-        self.push_block(tx, link, id, block, bytes.len(), id_bytes, deadline)?;
+        self.push_block(tx, link, id, block, bytes.len(), deadline)?;
         Ok(true)
     }
 
@@ -121,7 +120,6 @@ impl Pipe {
 
     /// Puts a written block back in the pool as sent, and its descriptor
     /// into the ring; undoes the first if the second fails.
-    #[allow(clippy::too_many_arguments)]
     fn push_block(
         &self,
         tx: &mut Tx,
@@ -129,7 +127,6 @@ impl Pipe {
         id: u32,
         block: Block,
         len: usize,
-        id_bytes: &[u8],
         deadline: Option<Instant>,
     ) -> Result<(), SendError> {
         let generation = link
@@ -143,9 +140,9 @@ impl Pipe {
         .encode();
         let tag = Tag {
             kind: Kind::Block,
-            handles: (id_bytes.len() / HANDLE_ID) as u16,
+            handles: 0,
         };
-        let result = self.push(tx, tag, &[&head, id_bytes], deadline);
+        let result = self.push(tx, tag, &[&head], deadline);
         if result.is_err() {
             let _ = link.with_pool(|pool| pool.cancel(id));
         }
@@ -300,7 +297,7 @@ impl Loan<'_> {
                     }
                 };
                 self.pipe
-                    .push_block(&mut tx, link, id, block, self.len, &[], None)
+                    .push_block(&mut tx, link, id, block, self.len, None)
             }
             Slot::Heap(bytes) => self.pipe.send(&bytes),
             Slot::Sent => Ok(()),

@@ -25,6 +25,7 @@ use crate::ring::event::{self, SysFutex};
 use crate::ring::{Consumer, Corrupt, Producer};
 use crate::shm::Region;
 use crate::shm::budget::Charge;
+use crate::shm::region::EndHold;
 use crate::sync::Ordering;
 
 /// One end of a bidirectional message pipe.
@@ -69,6 +70,8 @@ pub struct Pipe {
     /// For an end the peer sent: its region's charge to the link's map
     /// budget, given back when this end (and its mapping) goes.
     _charge: Option<Charge>,
+    /// This process's claim on end `role` of the pipe: held once at most.
+    _hold: EndHold,
 }
 
 /// Creates a pipe whose two ends are in this process, with default options.
@@ -86,7 +89,11 @@ impl Pipe {
         link: Arc<OnceLock<Arc<Link>>>,
         options: &PipeOptions,
     ) -> Result<Self, Corrupt> {
+        let hold = region
+            .hold_end(role)
+            .ok_or(Corrupt("peer sent a pipe end this process already holds"))?;
         Ok(Self {
+            _hold: hold,
             tx: Mutex::new(send::Tx::new(Producer::new(region.ring(role))?)),
             rx: Mutex::new(recv::Rx::new(Consumer::new(region.ring(1 - role))?)),
             region,
@@ -109,6 +116,7 @@ impl Pipe {
         options: &PipeOptions,
     ) -> Result<Self, Corrupt> {
         let cell = Arc::new(OnceLock::from(Arc::clone(link)));
+        link.watch(&end.region, end.role);
         let mut pipe = Self::new(end.region, end.role, cell, options)?;
         pipe._charge = Some(end.charge);
         Ok(pipe)
@@ -130,6 +138,7 @@ impl Pipe {
     /// end is forgotten without closing anything.
     pub(crate) fn moved_over(self, link: &Arc<Link>) {
         let _ = self.link.set(Arc::clone(link));
+        link.watch(&self.region, 1 - self.role);
         // Relaxed: read only by this end's own drop, just below.
         self.moved.store(true, Ordering::Relaxed);
     }

@@ -7,7 +7,7 @@ use super::wait::{Stop, Waiter};
 use super::{Pipe, SendError, SendWithError};
 use crate::link::{Failure, Link};
 use crate::ring::event::{self, SysFutex};
-use crate::ring::{Corrupt, Producer};
+use crate::ring::{Corrupt, FRAME_HEADER, Producer, frame_size};
 use crate::shm::RingView;
 use crate::sync::Ordering;
 use crate::wire::MAX_HANDLES;
@@ -63,13 +63,13 @@ impl Pipe {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn send(&self, bytes: &[u8]) -> Result<(), SendError> {
-        self.send_message(bytes, &[], None)
+        self.send_message(bytes, None)
     }
 
     /// Sends a message if the pipe has room for all of it now; otherwise
     /// returns [`SendError::Full`] having sent nothing.
     pub fn try_send(&self, bytes: &[u8]) -> Result<(), SendError> {
-        self.send_message(bytes, &[], Some(Instant::now()))
+        self.send_message(bytes, Some(Instant::now()))
             .map_err(|e| match e {
                 SendError::Timeout => SendError::Full,
                 other => other,
@@ -79,7 +79,7 @@ impl Pipe {
     /// Sends a message, waiting at most `timeout` for room; on
     /// [`SendError::Timeout`] nothing was delivered.
     pub fn send_timeout(&self, bytes: &[u8], timeout: Duration) -> Result<(), SendError> {
-        self.send_message(bytes, &[], Some(Instant::now() + timeout))
+        self.send_message(bytes, Some(Instant::now() + timeout))
     }
 
     /// Sends a message carrying pipe ends to the process at the other end.
@@ -120,6 +120,13 @@ impl Pipe {
         self.send_with_deadline(bytes, pipes, Some(Instant::now() + timeout))
     }
 
+    /// Moves `pipes` with a message: the ends' records cross the socket
+    /// first, then a `First` frame naming them (with no payload), then the
+    /// payload as `Last` (or `More`…`Last`). Room for that `First` and for
+    /// an `Abort` is waited for before any record leaves, so ends whose
+    /// records went out are always named by a frame: the peer claims them,
+    /// and if the message is then abandoned it drops them (their twins here
+    /// see `Disconnected`); they never pile up unclaimed at the peer.
     fn send_with_deadline(
         &self,
         bytes: &[u8],
@@ -134,33 +141,72 @@ impl Pipe {
             Ok(tx) => tx,
             Err(error) => return Err(SendWithError { error, pipes }),
         };
-        if let Err(error) = self.wait_for_window(&mut tx, pipes.len(), deadline) {
+        if let Err(error) = self.wait_for_room(&mut tx, pipes.len(), deadline) {
             return Err(SendWithError { error, pipes });
         }
-        let mut ids = Vec::with_capacity(pipes.len());
+        let mut id_bytes = Vec::with_capacity(pipes.len() * HANDLE_ID);
         for (i, pipe) in pipes.iter().enumerate() {
-            if let Err(e) = pipe
-                .send_region(link, None, deadline)
-                .map(|id| ids.push(id))
-            {
-                // Ends already sent are dropped (closed): their twins see
-                // `Disconnected`. The rest go back to the caller.
-                return Err(SendWithError {
-                    error: self.io_error(e),
-                    pipes: pipes.into_iter().skip(i + 1).collect(),
-                });
+            match pipe.send_region(link, None, deadline) {
+                Ok(id) => id_bytes.extend_from_slice(&encode_handle_id(id)),
+                Err(e) => {
+                    let error = self.io_error(e);
+                    // The ends already sent are named and dropped; the rest
+                    // (this one included: its object is kept) go back.
+                    let abandoned = self.abandon_ends(&mut tx, &id_bytes);
+                    return Err(SendWithError {
+                        error: abandoned.err().unwrap_or(error),
+                        pipes: pipes.into_iter().skip(i).collect(),
+                    });
+                }
             }
         }
-        self.send_locked(&mut tx, bytes, &ids, deadline)
-            .map_err(|error| SendWithError {
+        let sent = self.push_ends(&mut tx, bytes.len(), &id_bytes, deadline);
+        let sent = sent.and_then(|()| self.push_rest(&mut tx, bytes, deadline));
+        if let Err(error) = sent {
+            return Err(SendWithError {
                 error,
                 pipes: Vec::new(),
-            })?;
-        tx.handles_sent = tx.handles_sent.wrapping_add(ids.len() as u32);
+            });
+        }
         for pipe in pipes {
             pipe.moved_over(link);
         }
         Ok(())
+    }
+
+    /// Pushes the `First` frame announcing a message of `len` bytes and
+    /// naming the ends in `id_bytes` (room for it was waited for).
+    fn push_ends(
+        &self,
+        tx: &mut Tx,
+        len: usize,
+        id_bytes: &[u8],
+        deadline: Option<Instant>,
+    ) -> Result<(), SendError> {
+        let handles = (id_bytes.len() / HANDLE_ID) as u16;
+        let first = Tag {
+            kind: Kind::First,
+            handles,
+        };
+        let total = encode_total(len as u64);
+        self.push(tx, first, &[&total, id_bytes], deadline)?;
+        tx.handles_sent = tx.handles_sent.wrapping_add(u32::from(handles));
+        Ok(())
+    }
+
+    /// Names the ends in `id_bytes`, whose records went out, in a message
+    /// that is at once abandoned, so the peer claims and drops them.
+    fn abandon_ends(&self, tx: &mut Tx, id_bytes: &[u8]) -> Result<(), SendError> {
+        if id_bytes.is_empty() {
+            return Ok(());
+        }
+        let now = Some(Instant::now());
+        self.push_ends(tx, 0, id_bytes, now)?;
+        let abort = Tag {
+            kind: Kind::Abort,
+            handles: 0,
+        };
+        self.push(tx, abort, &[], now)
     }
 
     /// The link the ends will travel over, once they may.
@@ -196,70 +242,63 @@ impl Pipe {
         Ok(link)
     }
 
-    /// Waits until `count` more ends fit in this direction's window.
-    fn wait_for_window(
+    /// Waits until `count` more ends fit in this direction's window and
+    /// the ring has room for the `First` frame naming them and an `Abort`
+    /// (room only grows while the send lock is held).
+    fn wait_for_room(
         &self,
         tx: &mut Tx,
         count: usize,
         deadline: Option<Instant>,
     ) -> Result<(), SendError> {
-        if count == 0 {
-            return Ok(());
-        }
         let scope = self.scope(true);
-        let sent = tx.handles_sent;
-        tx.waiter
+        let need = frame_size(TOTAL + count * HANDLE_ID) + FRAME_HEADER;
+        let Tx {
+            ring,
+            waiter,
+            handles_sent,
+            ..
+        } = tx;
+        let sent = *handles_sent;
+        waiter
             .wait(&scope, deadline, || {
                 // Relaxed: a count only compared here; the receiver's wake
                 // (with its fence) makes us look again.
                 let claimed = scope.peer.handles.load(Ordering::Relaxed);
                 let in_flight = sent.wrapping_sub(claimed) as usize;
-                let room = in_flight == 0 || in_flight + count <= HANDLE_WINDOW;
-                Ok(room.then_some(()))
+                let window = in_flight == 0 || in_flight + count <= HANDLE_WINDOW;
+                Ok((window && ring.free()? >= need).then_some(()))
             })
             .map_err(|stop| stop_to_error(self, stop))
     }
 
-    fn send_message(
-        &self,
-        bytes: &[u8],
-        ids: &[u64],
-        deadline: Option<Instant>,
-    ) -> Result<(), SendError> {
+    fn send_message(&self, bytes: &[u8], deadline: Option<Instant>) -> Result<(), SendError> {
         let mut tx = self.begin_send(bytes.len(), deadline)?;
-        self.send_locked(&mut tx, bytes, ids, deadline)
-    }
-
-    /// Sends a message with the send lock held.
-    fn send_locked(
-        &self,
-        tx: &mut Tx,
-        bytes: &[u8],
-        ids: &[u64],
-        deadline: Option<Instant>,
-    ) -> Result<(), SendError> {
-        let whole = Tag {
-            kind: Kind::Whole,
-            handles: ids.len() as u16,
-        };
         // Between processes, large messages go out of line; one larger than
         // the largest block travels in pieces.
         let small = bytes.len() < self.out_of_line
             || self.link().is_none()
             || crate::shm::block::class_for(bytes.len()).is_none();
-        if ids.is_empty() && small && bytes.len() <= tx.ring.max_body() / 2 {
-            return self.push(tx, whole, &[bytes], deadline);
-        }
-        let id_bytes: Vec<u8> = ids.iter().flat_map(|&id| encode_handle_id(id)).collect();
-        if small && id_bytes.len() + bytes.len() <= tx.ring.max_body() / 2 {
-            return self.push(tx, whole, &[&id_bytes, bytes], deadline);
+        if small && bytes.len() <= tx.ring.max_body() / 2 {
+            let whole = Tag {
+                kind: Kind::Whole,
+                handles: 0,
+            };
+            return self.push(&mut tx, whole, &[bytes], deadline);
         }
         if let Some(link) = self.link.get().filter(|_| !small)
-            && self.send_out_of_line(tx, link, bytes, &id_bytes, deadline)?
+            && self.send_out_of_line(&mut tx, link, bytes, deadline)?
         {
             return Ok(());
         }
-        self.send_pieces(tx, bytes, &id_bytes, deadline)
+        let (first, rest) = bytes.split_at(self.first_piece(&tx).min(bytes.len()));
+        let tag = Tag {
+            kind: Kind::First,
+            handles: 0,
+        };
+        let total = encode_total(bytes.len() as u64);
+        self.push(&mut tx, tag, &[&total, first], deadline)?;
+        self.push_rest(&mut tx, rest, deadline)
     }
 
     /// Checks a message of `len` bytes may be sent, and takes the send lock.
@@ -293,30 +332,21 @@ impl Pipe {
         Ok(tx)
     }
 
-    /// Sends a message too large for one frame as `First`, `More`…, `Last`.
-    fn send_pieces(
+    /// The most payload a `First` frame carries.
+    fn first_piece(&self, tx: &Tx) -> usize {
+        (tx.ring.max_body() / 4).saturating_sub(TOTAL)
+    }
+
+    /// Sends the rest of a message begun with `First`, as `More`…, `Last`
+    /// (an empty `Last` if nothing is left). If a piece cannot be sent, the
+    /// message is aborted (now, or by the next send).
+    fn push_rest(
         &self,
         tx: &mut Tx,
-        bytes: &[u8],
-        id_bytes: &[u8],
+        mut rest: &[u8],
         deadline: Option<Instant>,
     ) -> Result<(), SendError> {
         let piece = tx.ring.max_body() / 4;
-        let first_len = piece
-            .saturating_sub(TOTAL + id_bytes.len())
-            .min(bytes.len());
-        let total = encode_total(bytes.len() as u64);
-        let handles = (id_bytes.len() / HANDLE_ID) as u16;
-        let (first, mut rest) = bytes.split_at(first_len);
-        self.push(
-            tx,
-            Tag {
-                kind: Kind::First,
-                handles,
-            },
-            &[&total, id_bytes, first],
-            deadline,
-        )?;
         loop {
             let (chunk, after) = rest.split_at(piece.min(rest.len()));
             let kind = if after.is_empty() {
@@ -326,19 +356,11 @@ impl Pipe {
             };
             if let Err(e) = self.push(tx, Tag { kind, handles: 0 }, &[chunk], deadline) {
                 tx.owes_abort = !matches!(e, SendError::Disconnected | SendError::Protocol(_));
-                if tx.owes_abort
-                    && self
-                        .push(
-                            tx,
-                            Tag {
-                                kind: Kind::Abort,
-                                handles: 0,
-                            },
-                            &[],
-                            Some(Instant::now()),
-                        )
-                        .is_ok()
-                {
+                let abort = Tag {
+                    kind: Kind::Abort,
+                    handles: 0,
+                };
+                if tx.owes_abort && self.push(tx, abort, &[], Some(Instant::now())).is_ok() {
                     tx.owes_abort = false;
                 }
                 return Err(e);

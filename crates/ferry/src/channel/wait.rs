@@ -58,9 +58,10 @@ const BURST: usize = 256;
 const CHECK_EVERY_WAKES: u32 = 64;
 /// How often a sleeper or spinner asks whether the peer process is alive.
 pub(crate) const LIVENESS: Duration = Duration::from_millis(20);
-/// Wakes in a row without the condition after which a sleeper backs off:
-/// an honest peer wakes a sleeper only after changing the ring, so a run of
-/// empty wakes is a peer ringing the futex in a loop.
+/// Wakes in a row that changed nothing after which a sleeper backs off: an
+/// honest peer wakes a sleeper only after moving its position (or claiming
+/// handles), so a run of wakes that moved nothing is a peer ringing the
+/// futex in a loop.
 const STORM: u32 = 8;
 /// The first and the longest pause of a sleeper backing off from a storm.
 const BACKOFF: (Duration, Duration) = (Duration::from_micros(50), Duration::from_millis(2));
@@ -123,7 +124,12 @@ impl Scope<'_> {
         self.link.and_then(Link::failure)
     }
 
+    /// [`Scope::gone`], after asking the kernel; also reads what the peer
+    /// left on the link's socket (see [`Link::drain`]).
     fn check_gone(&self) -> Option<Failure> {
+        if let Some(link) = self.link {
+            link.drain();
+        }
         self.gone().or_else(|| self.link.and_then(Link::check_peer))
     }
 
@@ -295,11 +301,21 @@ impl Waiter {
                 Ok(Some(r)) => Some(Ok(r)),
                 Err(e) => Some(Err(e.into())),
                 Ok(None) => {
-                    wakes += 1;
+                    wakes = wakes.wrapping_add(1);
                     check_peer |= wakes.is_multiple_of(CHECK_EVERY_WAKES);
+                    let mark = progress(scope.peer);
                     let stop = self.before_sleep(scope, &mut check_peer, deadline, ticket);
-                    // `check_peer` now says whether the sleep timed out.
-                    empty_wakes = if check_peer { 0 } else { empty_wakes + 1 };
+                    // `check_peer` now says whether the nap ended without a
+                    // wake; a wake after which the peer moved is no storm.
+                    empty_wakes = match check_peer || progress(scope.peer) != mark {
+                        true => 0,
+                        false => empty_wakes.saturating_add(1),
+                    };
+                    // Woken for nothing in the ring: perhaps a nudge to read
+                    // the link's socket, which the peer found full.
+                    if let (1.., Some(link)) = (empty_wakes, scope.link) {
+                        link.drain();
+                    }
                     stop
                 }
             };
@@ -341,6 +357,16 @@ impl Waiter {
         *check_peer = event::sleep(&SysFutex, scope.peer, ticket, nap);
         None
     }
+}
+
+/// What the peer side has done so far: its position, and (for a consumer)
+/// the handles it has claimed. A wake that changed neither changed nothing.
+fn progress(peer: &Side) -> (u64, u32) {
+    // Relaxed (both): compared only with earlier reads of the same words.
+    (
+        peer.pos.load(Ordering::Relaxed),
+        peer.handles.load(Ordering::Relaxed),
+    )
 }
 
 /// Pauses a sleeper woken `empty_wakes` times in a row without its condition,

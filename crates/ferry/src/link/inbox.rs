@@ -43,6 +43,17 @@ pub struct Inbox {
     pub blocks: PeerBlocks,
 }
 
+/// What a look at the socket found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Queued {
+    /// A record, now filed in the inbox.
+    Read,
+    /// Nothing queued.
+    Nothing,
+    /// Nothing queued, and the peer has closed its end.
+    HungUp,
+}
+
 /// What reading a record needs from its link.
 pub struct Reader<'a> {
     pub socket: &'a ControlSocket,
@@ -63,15 +74,31 @@ impl Reader<'_> {
     /// Reads one record into `inbox`. The peer sends every record before
     /// the frame that needs it, so an empty socket is a violation.
     pub fn read_record(&self, inbox: &mut Inbox) -> Result<(), Fault> {
+        match self.read_queued(inbox)? {
+            Queued::Read => Ok(()),
+            Queued::Nothing => Err(Fault::Violation(
+                "frame names a pipe end or block that was never sent",
+            )),
+            Queued::HungUp => Err(Fault::Violation(
+                "link closed before a named pipe end or block arrived",
+            )),
+        }
+    }
+
+    /// Reads one record into `inbox` if one is queued.
+    pub fn read_queued(&self, inbox: &mut Inbox) -> Result<Queued, Fault> {
         let mut buf = [0u8; RECORD_LEN + 1];
-        let (record, fds) = self.peek(&mut buf)?;
+        let (record, fds) = match self.peek(&mut buf)? {
+            Ok(read) => read,
+            Err(nothing) => return Ok(nothing),
+        };
         self.apply(inbox, record, fds)?;
         // The record is in the inbox: take it off the socket. Its
         // descriptors arrive a second time and are closed at once (we hold
         // the peeked duplicates); if they cannot be installed, the kernel
         // drops them, which is just as well.
         match self.socket.try_recv(&mut buf) {
-            Ok(Received::Record { .. } | Received::NoRoom) => Ok(()),
+            Ok(Received::Record { .. } | Received::NoRoom) => Ok(Queued::Read),
             Ok(Received::Empty | Received::HungUp) => Err(Fault::Violation(
                 "control record vanished after it was read",
             )),
@@ -79,22 +106,19 @@ impl Reader<'_> {
         }
     }
 
-    /// The next record, decoded, with duplicates of its descriptors; the
-    /// record stays queued.
-    fn peek(&self, buf: &mut [u8]) -> Result<(Record, Vec<OwnedFd>), Fault> {
+    /// The next record, decoded, with duplicates of its descriptors (the
+    /// record stays queued), or why there is none.
+    #[allow(clippy::type_complexity)]
+    fn peek(&self, buf: &mut [u8]) -> Result<Result<(Record, Vec<OwnedFd>), Queued>, Fault> {
         match self.socket.peek(buf) {
             Ok(Received::Record {
                 len,
                 fds,
                 truncated: false,
-            }) if len == RECORD_LEN => Ok((Record::decode(&buf[..len])?, fds)),
+            }) if len == RECORD_LEN => Ok(Ok((Record::decode(&buf[..len])?, fds))),
             Ok(Received::Record { .. }) => Err(Fault::Violation("malformed control record")),
-            Ok(Received::Empty) => Err(Fault::Violation(
-                "frame names a pipe end or block that was never sent",
-            )),
-            Ok(Received::HungUp) => Err(Fault::Violation(
-                "link closed before a named pipe end or block arrived",
-            )),
+            Ok(Received::Empty) => Ok(Err(Queued::Nothing)),
+            Ok(Received::HungUp) => Ok(Err(Queued::HungUp)),
             Ok(Received::NoRoom) => Err(Fault::Local(io::Error::new(
                 io::ErrorKind::QuotaExceeded,
                 "out of file descriptors: could not take a descriptor the peer sent (it stays queued)",

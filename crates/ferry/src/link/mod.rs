@@ -24,19 +24,23 @@ pub(crate) use inbox::PeerEnd;
 use std::io;
 use std::os::fd::BorrowedFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
+use crate::ring::event::{SysFutex, nudge};
 use crate::shm::Region;
 use crate::shm::budget::MapBudget;
 use crate::shm::pool::{Announce, Held, SendPool};
 use crate::sys::ControlSocket;
 use crate::wire::frame::BlockRef;
 use crate::wire::record::Record;
-use inbox::{Inbox, Reader};
+use inbox::{Inbox, Queued, Reader};
 
 /// The id of the pipe a spawned child receives from its parent.
 pub(crate) const BOOTSTRAP_ID: u64 = 0;
+
+/// Most records one [`Link::drain`] reads.
+const DRAIN_MOST: usize = 512;
 
 /// Default cap on the bytes of pool blocks mapped per link direction.
 pub const DEFAULT_POOL_CAP: usize = 64 << 20;
@@ -93,6 +97,9 @@ pub struct Link {
     budget: Arc<MapBudget>,
     /// Retire records the socket had no room for yet.
     unsent_retires: Mutex<Vec<u32>>,
+    /// The ends of this link's pipes held here: their rings are where the
+    /// peer's threads sleep.
+    rings: Mutex<Vec<(Weak<Region>, usize)>>,
     next_id: AtomicU64,
     failed: OnceLock<Failure>,
     /// Set together with `failed`, for a cheap check on the hot path.
@@ -111,6 +118,7 @@ impl Link {
             pool_cap: limits.pool_cap,
             budget: MapBudget::new(limits.max_mapped),
             unsent_retires: Mutex::new(Vec::new()),
+            rings: Mutex::new(Vec::new()),
             next_id: AtomicU64::new(BOOTSTRAP_ID + 1),
             failed: OnceLock::new(),
             down: AtomicBool::new(false),
@@ -193,8 +201,7 @@ impl Link {
         }
         .encode();
         region
-            .take_object(|fd| self.socket.send(&record, &[fd], deadline))
-            .unwrap_or_else(|| Err(io::Error::other("pipe region was already sent")))
+            .send_object(|fd| self.send_record(&record, &[fd], deadline))
             .inspect_err(|e| self.note_io(e))?;
         Ok(id)
     }
@@ -275,9 +282,73 @@ impl Link {
 
     /// Sends a record only if the socket has room now.
     fn send_now(&self, record: &[u8], fds: &[BorrowedFd<'_>]) -> io::Result<()> {
-        self.socket
-            .send(record, fds, Some(Instant::now()))
-            .inspect_err(|e| self.note_io(e))
+        self.send_record(record, fds, Some(Instant::now()))
+    }
+
+    /// Sends a record, waiting for room until `deadline`. A full socket
+    /// means the peer has not read records it has not needed yet: its
+    /// threads asleep on this link's rings are nudged awake to read them
+    /// (see [`Link::drain`]), so a sender never waits on a peer that only
+    /// waits on a ring.
+    fn send_record(
+        &self,
+        record: &[u8],
+        fds: &[BorrowedFd<'_>],
+        deadline: Option<Instant>,
+    ) -> io::Result<()> {
+        loop {
+            match self.socket.try_send(record, fds) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                done => return done.inspect_err(|e| self.note_io(e)),
+            }
+            self.nudge_peer();
+            self.socket
+                .wait_writable(deadline)
+                .inspect_err(|e| self.note_io(e))?;
+        }
+    }
+
+    /// Remembers end `role` of `region` as one of this link's pipes, for
+    /// [`Link::nudge_peer`].
+    pub(crate) fn watch(&self, region: &Arc<Region>, role: usize) {
+        let mut rings = self.rings.lock().unwrap_or_else(|e| e.into_inner());
+        rings.retain(|(region, _)| region.strong_count() > 0);
+        rings.push((Arc::downgrade(region), role));
+    }
+
+    /// Wakes every peer thread asleep on this link's rings, whatever it
+    /// waits for, so it reads the socket.
+    fn nudge_peer(&self) {
+        let rings = self.rings.lock().unwrap_or_else(|e| e.into_inner());
+        for (region, role) in rings.iter() {
+            if let Some(region) = region.upgrade() {
+                nudge(&SysFutex, &region.control(*role).producer);
+                nudge(&SysFutex, &region.control(1 - *role).consumer);
+            }
+        }
+    }
+
+    /// Reads, without waiting, the records the peer has sent and no frame
+    /// has named yet, so its sends never wait on a full socket for long.
+    /// Called by a waiter that was woken for nothing (a nudge) and on its
+    /// periodic liveness checks; a waiter of another thread already
+    /// reading the inbox makes this return at once. A violation found here
+    /// fails the link; a local shortage just stops the reading.
+    pub(crate) fn drain(&self) {
+        let Ok(mut inbox) = self.inbox.try_lock() else {
+            return;
+        };
+        for _ in 0..DRAIN_MOST {
+            if inbox.pipes.len() >= inbox::MAX_PENDING / 2 {
+                return;
+            }
+            match self.reader().read_queued(&mut inbox) {
+                Ok(Queued::Read) => {}
+                Ok(Queued::Nothing) | Err(Fault::Local(_) | Fault::Late) => return,
+                Ok(Queued::HungUp) => return self.fail(Failure::HungUp),
+                Err(Fault::Violation(why)) => return self.fail(Failure::Protocol(why)),
+            }
+        }
     }
 
     /// Sends the retire records that found no room before; `TimedOut` if

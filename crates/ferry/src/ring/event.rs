@@ -37,7 +37,8 @@ use crate::sync::{AtomicU32, Ordering, fence};
 /// How a side sleeps on a shared word and wakes a sleeper.
 pub trait Futex {
     /// Sleeps while `*word == expected`, at most `timeout`; may return
-    /// early. Returns whether the whole `timeout` passed.
+    /// early. Returns whether the sleep ended without a wake (the whole
+    /// `timeout` passed, or a signal interrupted it).
     fn wait(&self, word: &AtomicU32, expected: u32, timeout: Duration) -> bool;
     /// Wakes the sleepers on `word`.
     fn wake(&self, word: &AtomicU32);
@@ -99,4 +100,13 @@ pub fn notify<F: Futex>(futex: &F, me: &Side, peer: &Side) -> bool {
     me.signal.fetch_add(1, Ordering::Release);
     futex.wake(&me.signal);
     true
+}
+
+/// Bumps `me`'s counter and wakes whoever sleeps on it, whether or not it
+/// said it waits: for a side that needs the other side's attention for
+/// something outside the ring (its link's socket is full).
+pub fn nudge<F: Futex>(futex: &F, me: &Side) {
+    // Release: pairs with the sleeper's Acquire ticket load, as in `notify`.
+    me.signal.fetch_add(1, Ordering::Release);
+    futex.wake(&me.signal);
 }

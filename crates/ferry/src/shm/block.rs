@@ -29,7 +29,7 @@
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use crate::sys::{Access, Mapping, SharedMemory};
+use crate::sys::{Access, Mapping, PeerAccess, SharedMemory};
 
 /// Number of size classes: 4 KiB << 0 ..= 4 KiB << 16 (256 MiB).
 pub const CLASSES: usize = 17;
@@ -133,10 +133,10 @@ impl PeerBlock {
             return Err("block class out of range".into());
         }
         let size = class_size(class);
-        let object = SharedMemory::from_peer(fd, size, size)?;
+        let object = SharedMemory::from_peer(fd, size, size, PeerAccess::ReadOnly)?;
         let map = object
             .map_with(Access::ReadOnlyView)
-            .map_err(super::MapError::Local)?;
+            .map_err(super::MapError::from_map_failure)?;
         Ok(Self {
             map,
             held: std::sync::atomic::AtomicBool::new(false),

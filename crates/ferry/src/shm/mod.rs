@@ -29,6 +29,19 @@ pub enum MapError {
     Local(std::io::Error),
 }
 
+impl MapError {
+    /// What a failed `mmap` of a peer's (checked) object says: this
+    /// process's shortage of memory, address space or mappings is local;
+    /// anything else (a mapping the object refuses) is the peer's doing.
+    pub fn from_map_failure(e: std::io::Error) -> Self {
+        if crate::sys::is_shortage(&e) {
+            Self::Local(e)
+        } else {
+            Self::Violation("the peer's shared memory could not be mapped")
+        }
+    }
+}
+
 impl From<&'static str> for MapError {
     fn from(why: &'static str) -> Self {
         Self::Violation(why)

@@ -19,13 +19,14 @@
 //! reached through the ring's checked raw-pointer copies.
 #![allow(unsafe_code)]
 
+use std::collections::BTreeSet;
 use std::io;
 use std::os::fd::{BorrowedFd, OwnedFd};
 use std::sync::{Arc, Mutex};
 
 use super::MapError;
 use crate::ring::{CONTROL_SIZE, Control, Storage};
-use crate::sys::{Mapping, SharedMemory};
+use crate::sys::{Mapping, PeerAccess, SharedMemory};
 use crate::wire::region::{
     CONTROL_AT, DATA_AT, HEADER_LEN, MAX_CAPACITY, MAX_REGION_LEN, MIN_CAPACITY, MIN_REGION_LEN,
     RegionHeader,
@@ -39,6 +40,27 @@ pub struct Region {
     /// The memory object, kept only while this region may still be sent to
     /// another process; dropped once it has been, to keep descriptors few.
     object: Mutex<Option<SharedMemory>>,
+    /// The memory object's identity (device, inode).
+    identity: (u64, u64),
+}
+
+/// The ring ends held in this process: (object identity, role). A ring has
+/// one producer and one consumer; a peer that sends back the end of a pipe
+/// whose end this process already holds (under another id, or the twin of
+/// an end that lives here) would give this process a second producer or
+/// consumer of one ring, so each end is held at most once.
+static HELD: Mutex<BTreeSet<(u64, u64, usize)>> = Mutex::new(BTreeSet::new());
+
+/// A pipe end's place in [`HELD`], given up when dropped.
+#[derive(Debug)]
+pub struct EndHold((u64, u64, usize));
+
+impl Drop for EndHold {
+    fn drop(&mut self) {
+        HELD.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&self.0);
+    }
 }
 
 impl Region {
@@ -53,6 +75,7 @@ impl Region {
             )
         })?;
         let object = SharedMemory::create("ferry-pipe", DATA_AT + 2 * capacity)?;
+        let identity = object.identity()?;
         let map = object.map()?;
         let header = header.encode();
         // SAFETY: the mapping is DATA_AT + 2 * capacity bytes, more than
@@ -62,6 +85,7 @@ impl Region {
             map,
             capacity,
             object: Mutex::new(Some(object)),
+            identity,
         }))
     }
 
@@ -71,13 +95,17 @@ impl Region {
     /// inside are checked by the ring's sides when they adopt them
     /// (`Producer::new`, `Consumer::new`), on the values they then use.
     pub fn from_peer(fd: OwnedFd, max_len: usize) -> Result<Arc<Self>, MapError> {
-        let object = SharedMemory::from_peer(fd, MIN_REGION_LEN, MAX_REGION_LEN)?;
+        let object =
+            SharedMemory::from_peer(fd, MIN_REGION_LEN, MAX_REGION_LEN, PeerAccess::Shared)?;
         if object.len() > max_len {
             return Err(MapError::Violation(
                 "peer's pipe regions exceed this link's map budget (PipeOptions::max_mapped)",
             ));
         }
-        let map = object.map().map_err(MapError::Local)?;
+        let identity = object
+            .identity()
+            .map_err(|_| "fstat failed on shared memory")?;
+        let map = object.map().map_err(MapError::from_map_failure)?;
         let mut header = [0u8; HEADER_LEN];
         // SAFETY: the mapping is at least MIN_REGION_LEN > HEADER_LEN bytes
         // (size checked above, and sealed so it cannot shrink); we copy the
@@ -88,7 +116,23 @@ impl Region {
             map,
             capacity: header.ring_capacity(),
             object: Mutex::new(None),
+            identity,
         }))
+    }
+
+    /// Claims end `role` of this pipe for a `Pipe` of this process; `None`
+    /// if this process holds that end already.
+    pub fn hold_end(&self, role: usize) -> Option<EndHold> {
+        let (dev, ino) = self.identity;
+        let key = (dev, ino, role);
+        let mut held = HELD.lock().unwrap_or_else(|e| e.into_inner());
+        // Not `then_some(EndHold(..))`: that builds the hold even when the
+        // end is taken, and its drop would take the lock held here.
+        if held.insert(key) {
+            Some(EndHold(key))
+        } else {
+            None
+        }
     }
 
     /// Bytes mapped for this region.
@@ -101,15 +145,21 @@ impl Region {
         self.capacity
     }
 
-    /// Runs `f` with the region's memory object, if it may still be sent,
-    /// and forgets the object afterwards (it can be sent once).
-    pub fn take_object<R>(&self, f: impl FnOnce(BorrowedFd<'_>) -> R) -> Option<R> {
-        let object = self
-            .object
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take()?;
-        Some(f(object.fd()))
+    /// Sends the region's memory object with `send`, if it may still be
+    /// sent, and forgets it once `send` succeeds (it can be sent once); on
+    /// failure the object is kept, so the region can still be sent later.
+    pub fn send_object(
+        &self,
+        send: impl FnOnce(BorrowedFd<'_>) -> io::Result<()>,
+    ) -> io::Result<()> {
+        let mut object = self.object.lock().unwrap_or_else(|e| e.into_inner());
+        let fd = object
+            .as_ref()
+            .ok_or_else(|| io::Error::other("pipe region was already sent"))?
+            .fd();
+        send(fd)?;
+        *object = None;
+        Ok(())
     }
 
     /// The control block of ring `index` (0 or 1).
@@ -165,22 +215,50 @@ unsafe impl Storage for RingView {
 mod tests {
     use super::*;
 
-    /// A peer's copy of `region`'s memory object, as if received.
-    fn as_received(region: &Region) -> OwnedFd {
+    /// A peer's copy of `region`'s memory object, as if received from a
+    /// process that made it: `region` itself is gone from this one.
+    fn as_received(region: Arc<Region>) -> OwnedFd {
+        let mut copy = None;
         region
-            .take_object(|fd| fd.try_clone_to_owned())
-            .expect("object still held")
-            .expect("dup")
+            .send_object(|fd| {
+                copy = Some(fd.try_clone_to_owned()?);
+                Ok(())
+            })
+            .expect("object still held");
+        copy.expect("dup")
     }
 
     #[test]
     fn a_peer_region_is_mapped_with_the_capacity_its_header_names() {
         let region = Region::create(8192).unwrap();
-        let peer = Region::from_peer(as_received(&region), usize::MAX).unwrap();
+        let peer = Region::from_peer(as_received(region), usize::MAX).unwrap();
         assert_eq!(peer.capacity(), 8192);
         let second = Region::create(8192).unwrap();
-        let over_budget = Region::from_peer(as_received(&second), second.len() - 1);
+        let len = second.len();
+        let over_budget = Region::from_peer(as_received(second), len - 1);
         assert!(matches!(over_budget, Err(MapError::Violation(why)) if why.contains("map budget")));
+    }
+
+    #[test]
+    fn each_end_is_held_once_in_a_process() {
+        let region = Region::create(8192).unwrap();
+        let mut copy = None;
+        region
+            .send_object(|fd| {
+                copy = Some(fd.try_clone_to_owned()?);
+                Ok(())
+            })
+            .unwrap();
+        let again = Region::from_peer(copy.unwrap(), usize::MAX).unwrap();
+        let end = region.hold_end(0).expect("end 0 is free");
+        assert!(
+            again.hold_end(0).is_none(),
+            "end 0 through a second mapping"
+        );
+        let other = again.hold_end(1).expect("end 1 is free");
+        drop(end);
+        assert!(again.hold_end(0).is_some(), "given up with its hold");
+        drop(other);
     }
 
     #[test]
@@ -190,7 +268,7 @@ mod tests {
         // SAFETY: the mapping is more than HEADER_LEN bytes, and this test
         // alone uses it.
         unsafe { std::ptr::copy_nonoverlapping(forged.as_ptr(), region.map.as_ptr(), HEADER_LEN) };
-        let refused = Region::from_peer(as_received(&region), usize::MAX);
+        let refused = Region::from_peer(as_received(region), usize::MAX);
         assert!(
             matches!(refused, Err(MapError::Violation(why)) if why == "pipe region's capacity does not match its size"),
             "{refused:?}"

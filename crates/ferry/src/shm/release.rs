@@ -15,7 +15,7 @@ use std::io;
 use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use crate::sys::{Mapping, SharedMemory};
+use crate::sys::{Mapping, PeerAccess, SharedMemory};
 
 /// Blocks one link direction may have.
 pub const SLOTS: usize = 65536;
@@ -37,8 +37,8 @@ impl ReleaseTable {
 
     /// Maps a table the peer sent.
     pub fn from_peer(fd: OwnedFd) -> Result<Self, super::MapError> {
-        let object = SharedMemory::from_peer(fd, TABLE_LEN, TABLE_LEN)?;
-        let map = object.map().map_err(super::MapError::Local)?;
+        let object = SharedMemory::from_peer(fd, TABLE_LEN, TABLE_LEN, PeerAccess::Shared)?;
+        let map = object.map().map_err(super::MapError::from_map_failure)?;
         Ok(Self { map })
     }
 

@@ -48,6 +48,6 @@ pub(crate) mod linux;
 pub(crate) use linux::cpu::yield_cpu;
 pub use linux::cpu::{current_cpu, online_cpus, pin_to_cpu};
 pub(crate) use linux::futex::{futex_wait, futex_wake};
-pub(crate) use linux::memory::{Access, Mapping, SharedMemory};
+pub(crate) use linux::memory::{Access, Mapping, PeerAccess, SharedMemory, is_shortage};
 pub(crate) use linux::process::{adopt_inherited, inherit_in_child, parent_pid};
 pub(crate) use linux::socket::{ControlSocket, Received, socket_pair};

@@ -16,7 +16,7 @@
 //!
 //! To carry one more option, add one line to the list in
 //! `bootstrap_fields!` below (and, if some values of it are meaningless,
-//! a check to [`BootstrapEnv::check`]).
+//! a check to `BootstrapEnv::check`).
 
 /// Between fields.
 const SEPARATOR: char = ',';

@@ -11,15 +11,18 @@ use rustix::thread::futex;
 ///
 /// Returns on a wake, a timeout, a signal, or at once if the word no longer
 /// holds `expected`; the caller re-checks its condition in every case.
-/// Returns whether it timed out (`ETIMEDOUT`).
+/// Returns whether the sleep ended without a wake: it timed out
+/// (`ETIMEDOUT`) or a signal interrupted it (`EINTR`).
 pub(crate) fn futex_wait(word: &AtomicU32, expected: u32, timeout: Duration) -> bool {
     let ts = rustix::time::Timespec {
-        tv_sec: timeout.as_secs() as i64,
+        tv_sec: i64::try_from(timeout.as_secs()).unwrap_or(i64::MAX),
         tv_nsec: i64::from(timeout.subsec_nanos()),
     };
     // Every outcome (woken, EAGAIN, ETIMEDOUT, EINTR) means "look again".
-    futex::wait(word, futex::Flags::empty(), expected, Some(&ts))
-        == Err(rustix::io::Errno::TIMEDOUT)
+    matches!(
+        futex::wait(word, futex::Flags::empty(), expected, Some(&ts)),
+        Err(rustix::io::Errno::TIMEDOUT | rustix::io::Errno::INTR)
+    )
 }
 
 /// Wakes up to `n` sleepers on `word`.

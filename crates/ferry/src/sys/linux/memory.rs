@@ -36,11 +36,26 @@ const SIZE_SEALS: SealFlags = SealFlags::SHRINK.union(SealFlags::GROW);
 /// close its seals.
 const SOLE_WRITER_SEALS: SealFlags = SealFlags::FUTURE_WRITE.union(SealFlags::SEAL);
 
+/// `statfs(2)`'s `f_type` of tmpfs/shmem, where `memfd_create` objects live
+/// (hugetlbfs ones, which may fail to map for lack of huge pages, do not).
+const TMPFS_MAGIC: u64 = 0x0102_1994;
+
 /// An anonymous shared-memory object of fixed size.
 #[derive(Debug)]
 pub(crate) struct SharedMemory {
     fd: OwnedFd,
     len: usize,
+}
+
+/// How a received object will be mapped, for the checks that keep the
+/// mapping from failing for a reason the peer chose.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PeerAccess {
+    /// Both sides write it (a pipe region, a release table): it must not be
+    /// sealed against writes.
+    Shared,
+    /// This side only reads it (a pool block).
+    ReadOnly,
 }
 
 impl SharedMemory {
@@ -86,12 +101,27 @@ impl SharedMemory {
     }
 
     /// Adopts an object received from a peer, after checking that it is
-    /// sealed against resizing and that its size lies in `min..=max`.
-    pub(crate) fn from_peer(fd: OwnedFd, min: usize, max: usize) -> Result<Self, &'static str> {
+    /// plain shared memory (tmpfs), sealed against resizing, writable if it
+    /// must be (`access`), and that its size lies in `min..=max`.
+    pub(crate) fn from_peer(
+        fd: OwnedFd,
+        min: usize,
+        max: usize,
+        access: PeerAccess,
+    ) -> Result<Self, &'static str> {
         let seals =
             rustix::fs::fcntl_get_seals(&fd).map_err(|_| "object is not sealable shared memory")?;
         if !seals.contains(SIZE_SEALS) {
             return Err("shared memory is not sealed against resizing");
+        }
+        let write_seals = SealFlags::WRITE | SealFlags::FUTURE_WRITE;
+        if access == PeerAccess::Shared && seals.intersects(write_seals) {
+            return Err("shared memory both sides must write is sealed against writes");
+        }
+        let fs = rustix::fs::fstatfs(&fd).map_err(|_| "fstatfs failed on shared memory")?;
+        #[allow(clippy::unnecessary_cast)] // `f_type`'s width differs by target
+        if fs.f_type as u64 != TMPFS_MAGIC {
+            return Err("shared memory is not a plain memfd (tmpfs)");
         }
         let stat = rustix::fs::fstat(&fd).map_err(|_| "fstat failed on shared memory")?;
         let len = usize::try_from(stat.st_size).map_err(|_| "shared memory size is negative")?;
@@ -107,6 +137,14 @@ impl SharedMemory {
 
     pub(crate) fn fd(&self) -> std::os::fd::BorrowedFd<'_> {
         self.fd.as_fd()
+    }
+
+    /// The object's identity (device and inode): two descriptors of one
+    /// object have the same.
+    pub(crate) fn identity(&self) -> io::Result<(u64, u64)> {
+        let stat = rustix::fs::fstat(&self.fd)?;
+        #[allow(clippy::unnecessary_cast)] // the fields' widths differ by target
+        Ok((stat.st_dev as u64, stat.st_ino as u64))
     }
 
     /// Maps the whole object read-write and shared.
@@ -132,6 +170,14 @@ impl SharedMemory {
             NonNull::new(ptr.cast::<u8>()).ok_or_else(|| io::Error::other("mmap returned null"))?;
         Ok(Mapping { ptr, len: self.len })
     }
+}
+
+/// Whether `e` is this process running short (of memory, address space,
+/// mappings or descriptors), as opposed to something refused.
+pub(crate) fn is_shortage(e: &io::Error) -> bool {
+    let shortages = [Errno::NOMEM, Errno::AGAIN, Errno::MFILE, Errno::NFILE];
+    e.raw_os_error()
+        .is_some_and(|code| shortages.iter().any(|s| s.raw_os_error() == code))
 }
 
 /// How a [`SharedMemory`] object is mapped.

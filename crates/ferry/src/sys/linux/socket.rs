@@ -61,28 +61,10 @@ impl ControlSocket {
         self.fd.as_fd()
     }
 
-    /// Sends one record with `fds` attached, waiting for room in the
-    /// socket until `deadline` (for ever with `None`). Never blocks past the
-    /// deadline: the socket is written with `MSG_DONTWAIT`, and a full socket
-    /// is waited on with `poll`. Errors: `TimedOut` at the deadline (nothing
-    /// was sent), `BrokenPipe` once the peer has closed its end.
-    pub(crate) fn send(
-        &self,
-        bytes: &[u8],
-        fds: &[BorrowedFd<'_>],
-        deadline: Option<Instant>,
-    ) -> io::Result<()> {
-        loop {
-            match self.try_send(bytes, fds) {
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                done => return done,
-            }
-            self.wait_writable(deadline)?;
-        }
-    }
-
-    /// One `sendmsg` that does not block.
-    fn try_send(&self, bytes: &[u8], fds: &[BorrowedFd<'_>]) -> io::Result<()> {
+    /// Sends one record with `fds` attached if the socket has room for it
+    /// now (one `sendmsg` with `MSG_DONTWAIT`): `WouldBlock` if not, and
+    /// `BrokenPipe` once the peer has closed its end.
+    pub(crate) fn try_send(&self, bytes: &[u8], fds: &[BorrowedFd<'_>]) -> io::Result<()> {
         let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(MAX_FDS))];
         let mut control = SendAncillaryBuffer::new(&mut space);
         if !fds.is_empty() && !control.push(SendAncillaryMessage::ScmRights(fds)) {
@@ -107,8 +89,9 @@ impl ControlSocket {
     }
 
     /// Waits until the socket may take a record, the peer hangs up
-    /// (`BrokenPipe`), or `deadline` passes (`TimedOut`).
-    fn wait_writable(&self, deadline: Option<Instant>) -> io::Result<()> {
+    /// (`BrokenPipe`), or `deadline` passes (`TimedOut`; at once if it has
+    /// passed), with `poll`.
+    pub(crate) fn wait_writable(&self, deadline: Option<Instant>) -> io::Result<()> {
         let timeout = match deadline {
             None => None,
             Some(d) => {

@@ -14,8 +14,8 @@
 use std::sync::Arc;
 
 use crate::Pipe;
+use crate::ring::Region;
 use crate::ring::Storage;
-use crate::shm::Region;
 use crate::wire::region::{DATA_AT, region_len as layout_len};
 
 /// Bytes of `pipe`'s shared region: the header, the control blocks and

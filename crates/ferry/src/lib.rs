@@ -107,11 +107,11 @@ mod bootstrap;
 mod channel;
 #[cfg(not(loom))]
 mod link;
-pub mod ring;
 #[cfg(loom)]
-pub mod shm;
+pub mod pool;
 #[cfg(not(loom))]
-mod shm;
+mod pool;
+pub mod ring;
 mod sync;
 #[cfg(not(loom))]
 pub mod sys;
@@ -125,18 +125,18 @@ pub mod wire;
 pub mod fuzzing;
 
 #[cfg(not(loom))]
-pub use bootstrap::spawn;
+pub use bootstrap::{BootstrapError, spawn};
 #[cfg(not(loom))]
-pub use shm::reserve::PoolStats;
+pub use pool::reserve::PoolStats;
 
 /// Where this process's pool blocks came from: made by the background
 /// helper, made on a sender's path, or reused. See [`PoolStats`].
 #[cfg(not(loom))]
 pub fn pool_stats() -> PoolStats {
-    shm::reserve::blocks().stats()
+    pool::reserve::blocks().stats()
 }
 #[cfg(not(loom))]
 pub use channel::{
-    BootstrapError, HANDLE_WINDOW, LOAN_IN_PLACE, Loan, MAX_HANDLES, Message, OUT_OF_LINE, Pipe,
-    PipeOptions, ProtocolError, RecvError, SendError, SendWithError, SharedBytes, Wait, pipe,
+    HANDLE_WINDOW, LOAN_IN_PLACE, Loan, MAX_HANDLES, Message, OUT_OF_LINE, Pipe, PipeOptions,
+    ProtocolError, RecvError, SendError, SendWithError, SharedBytes, Wait, pipe,
 };

@@ -2,7 +2,7 @@
 //!
 //! Under `--cfg loom` the ring's shared words are loom's model atomics and
 //! the futex is modelled with a loom mutex and condition variable (see
-//! [`crate::ring::event`]); otherwise they are `std`'s and the kernel's.
+//! [`crate::ring::wake`]); otherwise they are `std`'s and the kernel's.
 
 #[cfg(loom)]
 pub(crate) use loom::sync::atomic::{AtomicU32, AtomicU64, Ordering, fence};

@@ -237,11 +237,11 @@ fn max_message_reaches_the_child() {
 #[test]
 fn wait_reaches_the_child() {
     match common::role().as_deref() {
-        Some("block") => return assert_eq!(child_pipe().1.wait_strategy(), Wait::Block),
+        Some("block") => return assert_eq!(child_pipe().1.wait_strategy(), Wait::Sleep),
         Some("spin") => return assert_eq!(child_pipe().1.wait_strategy(), Wait::Spin),
         _ => {}
     }
-    for (role, wait) in [("block", Wait::Block), ("spin", Wait::Spin)] {
+    for (role, wait) in [("block", Wait::Sleep), ("spin", Wait::Spin)] {
         with_child(this_test!(), role, &PipeOptions::new().wait(wait), |_| {});
     }
 }

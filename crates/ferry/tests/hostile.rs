@@ -821,7 +821,7 @@ fn echo_child() {
 
 /// The attacker bumps the word the victim's blocked `recv` sleeps on and
 /// calls `FUTEX_WAKE` on it, in a loop, for 2 s, publishing nothing. The
-/// victim's thread (with `Wait::Block`, then the default) must use under
+/// victim's thread (with `Wait::Sleep`, then the default) must use under
 /// 10 % of a CPU over that time, then receive the real message the
 /// attacker publishes at the end within 50 ms.
 #[test]
@@ -888,7 +888,7 @@ fn check_storm(verdict: &mut Verdict, wait: &str, run: &VictimRun) {
 fn storm_victim(test: &str, role: &str) {
     let v = Victim::start(test, role, "wake-storm", &PipeOptions::new());
     if role.ends_with("block") {
-        v.boot.set_wait(Wait::Block);
+        v.boot.set_wait(Wait::Sleep);
     }
     stage("recv under the storm");
     let (cpu_before, start) = (common::thread_cpu_time(), Instant::now());

@@ -39,7 +39,7 @@ fn assert_timed_out(result: Result<(), SendError>, started: Instant, what: &str)
 #[test]
 fn full_pipe_in_process() {
     let dog = common::Watchdog::start(this_test!(), secs(30));
-    for wait in [Wait::Block, Wait::Adaptive, Wait::Spin] {
+    for wait in [Wait::Sleep, Wait::Adaptive, Wait::Spin] {
         let (a, b) = PipeOptions::new()
             .capacity(4096)
             .wait(wait)
@@ -232,7 +232,7 @@ fn spawned_child_end_keeps_the_options() {
         return;
     }
     let dog = common::Watchdog::start(this_test!(), secs(30));
-    let options = PipeOptions::new().max_message(1000).wait(Wait::Block);
+    let options = PipeOptions::new().max_message(1000).wait(Wait::Sleep);
     let (mut child, pipe) = common::spawn_child(&dog, this_test!(), "child", &options);
     let report = pipe.recv().expect("report");
     let after = pipe.recv();

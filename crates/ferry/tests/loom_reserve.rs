@@ -7,7 +7,7 @@
 //! Run with `RUSTFLAGS="--cfg loom" cargo test --release -p ferry --test loom_reserve`.
 #![cfg(loom)]
 
-use ferry::shm::reserve::{Reserve, Tuning};
+use ferry::pool::reserve::{Reserve, Tuning};
 use loom::sync::Arc;
 
 fn make(class: usize) -> std::io::Result<usize> {

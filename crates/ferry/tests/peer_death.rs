@@ -77,7 +77,7 @@ fn sigkill_wakes_a_blocked_recv() {
     }
     let _serial = common::serial();
     let dog = common::Watchdog::start(this_test!(), secs(30));
-    for wait in [Wait::Block, Wait::Adaptive, Wait::Spin] {
+    for wait in [Wait::Sleep, Wait::Adaptive, Wait::Spin] {
         for timed in [false, true] {
             let options = PipeOptions::new().wait(wait);
             let (mut child, pipe) = common::spawn_child(&dog, this_test!(), "sleeper", &options);
@@ -119,7 +119,7 @@ fn sigkill_wakes_a_blocked_recv_on_a_moved_pipe() {
     let _serial = common::serial();
     let dog = common::Watchdog::start(this_test!(), secs(30));
     let (mut child, main) = common::spawn_child(&dog, this_test!(), "holder", &PipeOptions::new());
-    let (a, b) = PipeOptions::new().wait(Wait::Block).pipe().expect("pipe");
+    let (a, b) = PipeOptions::new().wait(Wait::Sleep).pipe().expect("pipe");
     main.send_with(b"pipe", vec![b]).expect("send_with");
     assert_eq!(a.recv().expect("ready"), b"ready");
     let (result, latency) = kill_during(&mut child, || a.recv());
@@ -139,7 +139,7 @@ fn sigkill_wakes_a_blocked_send() {
     }
     let _serial = common::serial();
     let dog = common::Watchdog::start(this_test!(), secs(30));
-    for wait in [Wait::Block, Wait::Adaptive, Wait::Spin] {
+    for wait in [Wait::Sleep, Wait::Adaptive, Wait::Spin] {
         let options = PipeOptions::new().capacity(4096).wait(wait);
         let (mut child, pipe) = common::spawn_child(&dog, this_test!(), "sleeper", &options);
         assert_eq!(pipe.recv().expect("ready"), b"ready");

@@ -41,7 +41,7 @@ fn options(idx: usize) -> PipeOptions {
     } else {
         4096
     };
-    let wait = [Wait::Block, Wait::Adaptive, Wait::Spin][idx % 3];
+    let wait = [Wait::Sleep, Wait::Adaptive, Wait::Spin][idx % 3];
     PipeOptions::new().capacity(capacity).wait(wait)
 }
 

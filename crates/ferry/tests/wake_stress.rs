@@ -1,6 +1,6 @@
 //! The wait/wake protocol across real processes: hundreds of thousands of
 //! tiny round trips and a stream through a tiny ring, with both sides
-//! sleeping on every wait (`Wait::Block`) or after a short spin
+//! sleeping on every wait (`Wait::Sleep`) or after a short spin
 //! (`Wait::Adaptive`).
 //!
 //! A lost wakeup cannot hang ferry for good (a sleeper wakes every 20 ms to
@@ -27,7 +27,7 @@ const MAX_STALLS: usize = 100;
 
 fn wait_named(name: &str) -> Wait {
     match name {
-        "Block" => Wait::Block,
+        "Sleep" => Wait::Sleep,
         "Adaptive" => Wait::Adaptive,
         other => panic!("unknown wait {other}"),
     }
@@ -81,7 +81,7 @@ fn round_trips_block() {
     if let Some(role) = common::role() {
         return echo(&role);
     }
-    round_trips(this_test!(), Wait::Block);
+    round_trips(this_test!(), Wait::Sleep);
 }
 
 /// Both sides spin briefly (if on different CPUs), then sleep.
@@ -116,7 +116,7 @@ fn dawdle(seq: u64, side: u64) {
     }
 }
 
-/// A one-way stream through a 4 KiB ring with `Wait::Block` on both sides:
+/// A one-way stream through a 4 KiB ring with `Wait::Sleep` on both sides:
 /// the sender sleeps on a full ring and the receiver on an empty one,
 /// thousands of times each. The child checks every message and reports a
 /// checksum. The sender prints how many sends stalled but asserts nothing
@@ -125,14 +125,14 @@ fn dawdle(seq: u64, side: u64) {
 /// round-trip tests are the ones that catch lost wakeups; this one checks
 /// that the sleeps on a full ring stay correct.
 #[test]
-fn stream_through_a_tiny_ring_block() {
+fn stream_through_a_tiny_ring_sleeping() {
     if common::role().is_some() {
         return tiny_receiver();
     }
     let _serial = common::serial();
     let dog = common::Watchdog::start(this_test!(), secs(120));
-    let options = PipeOptions::new().capacity(4096).wait(Wait::Block);
-    let (child, pipe) = common::spawn_child(&dog, this_test!(), "Block", &options);
+    let options = PipeOptions::new().capacity(4096).wait(Wait::Sleep);
+    let (child, pipe) = common::spawn_child(&dog, this_test!(), "Sleep", &options);
     let mut rng = XorShift::new(7);
     let mut msg = Vec::new();
     let (mut sum, mut stalls) = (0, 0);
@@ -157,7 +157,7 @@ fn stream_through_a_tiny_ring_block() {
 
 fn tiny_receiver() {
     let (_dog, pipe): (_, Pipe) = common::child_pipe("tiny receiver", secs(120));
-    pipe.set_wait(Wait::Block);
+    pipe.set_wait(Wait::Sleep);
     let mut rng = XorShift::new(7);
     let (mut got, mut want) = (Vec::new(), Vec::new());
     let mut sum = 0;

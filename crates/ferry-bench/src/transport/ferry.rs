@@ -49,7 +49,7 @@ impl Ferry {
     /// Sleep on the futex at once.
     pub const BLOCK: Self = Self {
         name: "ferry-block",
-        wait: Wait::Block,
+        wait: Wait::Sleep,
         payload: Payload::Copied,
     };
     /// The default wait, each message written once in place in a loaned
@@ -68,7 +68,7 @@ impl Transport for Ferry {
 
     fn wait(&self) -> &'static str {
         match self.wait {
-            Wait::Block => "block",
+            Wait::Sleep => "sleep",
             Wait::Spin => "spin",
             Wait::Adaptive => "adaptive",
         }

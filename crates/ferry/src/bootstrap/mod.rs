@@ -12,14 +12,59 @@
 use std::process::{Child, Command};
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use crate::channel::{BootstrapError, Pipe, PipeOptions, ProtocolError};
-use crate::link::{BOOTSTRAP_ID, Deadline, Fault, Link};
+use std::fmt;
+
+use crate::channel::{Pipe, PipeOptions, ProtocolError};
+use crate::link::{Deadline, Fault, Link};
 use crate::sys::{ControlSocket, adopt_inherited, inherit_in_child, parent_pid, socket_pair};
 use crate::wire::bootstrap::BootstrapEnv;
 
 /// The environment variable naming the inherited socket, the parent, and
 /// the options of the child's end (a [`BootstrapEnv`]).
 pub const ENV: &str = "FERRY_BOOTSTRAP";
+
+/// The id of the pipe a spawned child receives from its parent.
+const BOOTSTRAP_ID: u64 = 0;
+const _: () = assert!(BOOTSTRAP_ID < crate::wire::FIRST_PIPE_ID, "a reserved id");
+
+/// Why [`crate::Pipe::from_parent`] or [`crate::spawn`] failed.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum BootstrapError {
+    /// This process was not started by [`crate::spawn`] (the message says how
+    /// that was seen).
+    NotSpawned(String),
+    /// The pipe from the parent was already taken by an earlier call.
+    AlreadyTaken,
+    /// The parent sent something that is not a ferry pipe.
+    Protocol(ProtocolError),
+    /// The operating system refused.
+    Io(std::io::Error),
+}
+
+impl fmt::Display for BootstrapError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::NotSpawned(why) => write!(f, "no ferry pipe from a parent: {why}"),
+            Self::AlreadyTaken => f.write_str("the pipe from the parent was already taken"),
+            Self::Protocol(e) => e.fmt(f),
+            Self::Io(e) => write!(f, "system error during bootstrap: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for BootstrapError {}
+
+impl PipeOptions {
+    /// Spawns `command` as a child process that starts with the other end of
+    /// a pipe (see [`crate::spawn`]).
+    pub fn spawn(
+        &self,
+        command: std::process::Command,
+    ) -> Result<(std::process::Child, Pipe), BootstrapError> {
+        spawn_with(command, self)
+    }
+}
 
 /// Spawns `command` as a child process holding the other end of a new pipe
 /// (default [`PipeOptions`]); the child takes it with [`Pipe::from_parent`].
@@ -141,11 +186,11 @@ mod tests {
     #[test]
     fn every_wait_crosses_the_environment() {
         let on_the_wire = |wait: Wait| match wait {
-            Wait::Block => 0,
+            Wait::Sleep => 0,
             Wait::Spin => 1,
             Wait::Adaptive => 2,
         };
-        for wait in [Wait::Block, Wait::Spin, Wait::Adaptive] {
+        for wait in [Wait::Sleep, Wait::Spin, Wait::Adaptive] {
             assert_eq!(wait.to_u8(), on_the_wire(wait));
         }
         for raw in 0..WAIT_KINDS {

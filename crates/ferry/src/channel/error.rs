@@ -132,31 +132,3 @@ impl fmt::Display for SendWithError {
 }
 
 impl std::error::Error for SendWithError {}
-
-/// Why [`crate::Pipe::from_parent`] or [`crate::spawn`] failed.
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum BootstrapError {
-    /// This process was not started by [`crate::spawn`] (the message says how
-    /// that was seen).
-    NotSpawned(String),
-    /// The pipe from the parent was already taken by an earlier call.
-    AlreadyTaken,
-    /// The parent sent something that is not a ferry pipe.
-    Protocol(ProtocolError),
-    /// The operating system refused.
-    Io(std::io::Error),
-}
-
-impl fmt::Display for BootstrapError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::NotSpawned(why) => write!(f, "no ferry pipe from a parent: {why}"),
-            Self::AlreadyTaken => f.write_str("the pipe from the parent was already taken"),
-            Self::Protocol(e) => e.fmt(f),
-            Self::Io(e) => write!(f, "system error during bootstrap: {e}"),
-        }
-    }
-}
-
-impl std::error::Error for BootstrapError {}

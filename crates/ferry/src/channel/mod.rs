@@ -1,19 +1,20 @@
 //! The public pipe: a bidirectional, bounded message pipe between two ends,
 //! in one process or across two.
 
-mod block;
 mod error;
+mod loan;
 mod options;
+mod out_of_line;
 mod recv;
 mod send;
 mod wait;
 
-pub use crate::wire::MAX_HANDLES;
-pub use block::{LOAN_IN_PLACE, Loan, OUT_OF_LINE, SharedBytes};
-pub use error::{BootstrapError, ProtocolError, RecvError, SendError, SendWithError};
+pub use crate::wire::{HANDLE_WINDOW, MAX_HANDLES};
+pub use error::{ProtocolError, RecvError, SendError, SendWithError};
+pub use loan::{LOAN_IN_PLACE, Loan, SharedBytes};
 pub use options::PipeOptions;
+pub use out_of_line::OUT_OF_LINE;
 pub use recv::Message;
-pub use send::HANDLE_WINDOW;
 pub use wait::Wait;
 
 use std::sync::atomic::{AtomicBool, AtomicU8};
@@ -21,11 +22,11 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Instant;
 
 use crate::link::{Failure, Link, PeerEnd};
-use crate::ring::event::{self, SysFutex};
+use crate::pool::budget::Charge;
+use crate::ring::Region;
+use crate::ring::region::EndHold;
+use crate::ring::wake::{self, SysFutex};
 use crate::ring::{Consumer, Corrupt, Producer};
-use crate::shm::Region;
-use crate::shm::budget::Charge;
-use crate::shm::region::EndHold;
 use crate::sync::Ordering;
 
 /// One end of a bidirectional message pipe.
@@ -268,8 +269,8 @@ impl Drop for Pipe {
         // last frame was published.
         out.producer.closed.store(1, Ordering::Release);
         inbound.consumer.closed.store(1, Ordering::Release);
-        event::notify(&SysFutex, &out.producer, &out.consumer);
-        event::notify(&SysFutex, &inbound.consumer, &inbound.producer);
+        wake::notify(&SysFutex, &out.producer, &out.consumer);
+        wake::notify(&SysFutex, &inbound.consumer, &inbound.producer);
     }
 }
 

@@ -3,7 +3,7 @@
 use std::sync::{Arc, OnceLock};
 
 use super::{Pipe, Wait};
-use crate::shm::Region;
+use crate::ring::Region;
 
 /// Default ring capacity per direction.
 pub const DEFAULT_CAPACITY: usize = 256 * 1024;
@@ -14,7 +14,7 @@ pub const DEFAULT_LIMIT: usize = 256 * 1024 * 1024;
 ///
 /// ```
 /// use ferry::{PipeOptions, Wait};
-/// let (a, b) = PipeOptions::new().capacity(64 * 1024).wait(Wait::Block).pipe()?;
+/// let (a, b) = PipeOptions::new().capacity(64 * 1024).wait(Wait::Sleep).pipe()?;
 /// let reader = std::thread::spawn(move || b.recv());
 /// a.send(&[7; 100_000])?; // larger than the ring: travels in pieces
 /// assert_eq!(reader.join().unwrap()?.len(), 100_000);
@@ -116,14 +116,5 @@ impl PipeOptions {
             Pipe::new(Arc::clone(&region), 0, Arc::clone(&link), self)?,
             Pipe::new(region, 1, link, self)?,
         ))
-    }
-
-    /// Spawns `command` as a child process that starts with the other end of
-    /// a pipe (see [`crate::spawn`]).
-    pub fn spawn(
-        &self,
-        command: std::process::Command,
-    ) -> Result<(std::process::Child, Pipe), super::BootstrapError> {
-        crate::bootstrap::spawn_with(command, self)
     }
 }

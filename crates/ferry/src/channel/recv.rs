@@ -5,10 +5,10 @@ use std::time::{Duration, Instant};
 use super::wait::{Stop, Waiter};
 use super::{Pipe, PipeOptions, RecvError};
 use crate::link::{Deadline, Failure, Fault};
-use crate::ring::event::{self, SysFutex};
+use crate::pool::per_link::Held;
+use crate::ring::RingView;
+use crate::ring::wake::{self, SysFutex};
 use crate::ring::{Consumer, Corrupt, Frame};
-use crate::shm::RingView;
-use crate::shm::pool::Held;
 use crate::sync::Ordering;
 use crate::wire::frame::{
     BLOCK_REF, BlockRef, HANDLE_ID, Kind, TOTAL, Tag, decode_handle_id, decode_total,
@@ -200,7 +200,7 @@ impl Pipe {
                 // (with its fence) tells it to look.
                 scope.me.handles.store(rx.claimed, Ordering::Relaxed);
             }
-            event::notify(&SysFutex, scope.me, scope.peer);
+            wake::notify(&SysFutex, scope.me, scope.peer);
             if done {
                 if let Some(pipes) = out.pipes.as_deref_mut() {
                     *pipes = asm.pipes;

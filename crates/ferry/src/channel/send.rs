@@ -6,22 +6,12 @@ use std::time::{Duration, Instant};
 use super::wait::{Stop, Waiter};
 use super::{Pipe, SendError, SendWithError};
 use crate::link::{Failure, Link};
-use crate::ring::event::{self, SysFutex};
+use crate::ring::RingView;
+use crate::ring::wake::{self, SysFutex};
 use crate::ring::{Corrupt, FRAME_HEADER, Producer, frame_size};
-use crate::shm::RingView;
 use crate::sync::Ordering;
-use crate::wire::MAX_HANDLES;
 use crate::wire::frame::{HANDLE_ID, Kind, TOTAL, Tag, encode_handle_id, encode_total};
-
-/// Most pipe ends one pipe direction has in flight: sent, and not yet
-/// received by the peer (one message may always carry up to
-/// [`MAX_HANDLES`] when none are). Each end crosses the link's control socket as a
-/// record before the message naming it, and the socket is shared by every
-/// pipe of the link; this window keeps one pipe's ends from filling it
-/// (it holds a few hundred records), and it is the backpressure of
-/// [`Pipe::send_with`]: past it, the send waits for the receiver as it
-/// would for room in a full pipe.
-pub const HANDLE_WINDOW: usize = 64;
+use crate::wire::{HANDLE_WINDOW, MAX_HANDLES};
 
 /// The sending half of a pipe end, behind its mutex.
 #[derive(Debug)]
@@ -278,7 +268,7 @@ impl Pipe {
         // the largest block travels in pieces.
         let small = bytes.len() < self.out_of_line
             || self.link().is_none()
-            || crate::shm::block::class_for(bytes.len()).is_none();
+            || crate::pool::block::class_for(bytes.len()).is_none();
         if small && bytes.len() <= tx.ring.max_body() / 2 {
             let whole = Tag {
                 kind: Kind::Whole,
@@ -388,7 +378,7 @@ impl Pipe {
                 ring.try_push(raw, parts).map(|done| done.then_some(()))
             })
             .map_err(|stop| stop_to_error(self, stop))?;
-        event::notify(&SysFutex, scope.me, scope.peer);
+        wake::notify(&SysFutex, scope.me, scope.peer);
         Ok(())
     }
 }

@@ -5,14 +5,14 @@
 use std::time::Duration;
 
 use super::*;
-use crate::channel::block::{LOAN_IN_PLACE, OUT_OF_LINE};
+use crate::channel::{LOAN_IN_PLACE, OUT_OF_LINE};
 use crate::link::GRACE;
 use crate::ring::Producer;
 use crate::sync::Ordering;
 use crate::wire::frame::{Kind, Tag};
 
 /// An honest end `b`, and a raw producer writing into the ring it reads.
-fn hostile() -> (Pipe, Producer<crate::shm::RingView>, Pipe) {
+fn hostile() -> (Pipe, Producer<crate::ring::RingView>, Pipe) {
     let (a, b) = PipeOptions::new()
         .capacity(4096)
         .max_message(10_000)
@@ -193,7 +193,7 @@ fn linked_pair() -> (Pipe, Pipe) {
 
 /// A linked pair whose first large message (block 0, generation 1, in a
 /// 128 KiB block) has been delivered, and a forger on the sender's ring.
-fn after_one_block() -> (Pipe, Producer<crate::shm::RingView>, Pipe) {
+fn after_one_block() -> (Pipe, Producer<crate::ring::RingView>, Pipe) {
     let (a, b) = linked_pair();
     let msg: Vec<u8> = (0..100_000u32).map(|i| i as u8).collect();
     a.send(&msg).unwrap();
@@ -332,7 +332,7 @@ fn free_bytes(pipe: &Pipe) -> usize {
 
 #[test]
 fn a_pipe_keeps_a_window_of_ends_in_flight() {
-    use super::send::HANDLE_WINDOW;
+    use crate::wire::HANDLE_WINDOW;
     let (a, b) = linked_pair();
     let mut twins = Vec::new();
     for i in 0..HANDLE_WINDOW {

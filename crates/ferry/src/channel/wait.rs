@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use crate::link::{Failure, Link};
 use crate::ring::Corrupt;
 use crate::ring::control::Side;
-use crate::ring::event::{self, SysFutex};
+use crate::ring::wake::{self, SysFutex};
 use crate::sync::{Ordering, spin_hint};
 
 /// How a pipe end waits for a message (or for room to send one).
@@ -23,7 +23,7 @@ use crate::sync::{Ordering, spin_hint};
 pub enum Wait {
     /// Sleep on the futex at once. Cheapest in CPU; a cross-CPU wake-up
     /// costs tens of microseconds.
-    Block,
+    Sleep,
     /// Busy-poll and never sleep. Lowest latency for pinned pairs on
     /// different CPUs; burns a CPU while waiting. When the peer is seen on
     /// the same CPU, the spinner yields between polls so the peer can run.
@@ -39,7 +39,7 @@ impl Wait {
     }
     pub(crate) fn from_u8(raw: u8) -> Self {
         match raw {
-            0 => Self::Block,
+            0 => Self::Sleep,
             1 => Self::Spin,
             _ => Self::Adaptive,
         }
@@ -196,7 +196,7 @@ impl Waiter {
         }
         let apart = scope.publish_cpu();
         let spin = match scope.wait {
-            Wait::Block => false,
+            Wait::Sleep => false,
             Wait::Spin => true,
             Wait::Adaptive => apart && online_cpus() > 1,
         };
@@ -295,7 +295,7 @@ impl Waiter {
         let mut check_peer = false;
         loop {
             back_off(empty_wakes, deadline);
-            let ticket = event::prepare(scope.me, scope.peer);
+            let ticket = wake::prepare(scope.me, scope.peer);
             let ready = poll();
             let outcome = match ready {
                 Ok(Some(r)) => Some(Ok(r)),
@@ -319,7 +319,7 @@ impl Waiter {
                     stop
                 }
             };
-            event::done(scope.me);
+            wake::done(scope.me);
             match outcome {
                 Some(Err(Stop::Gone(failure))) => return scope.after_gone(failure, poll),
                 Some(result) => return result,
@@ -354,7 +354,7 @@ impl Waiter {
             }
             nap = nap.min(d - now);
         }
-        *check_peer = event::sleep(&SysFutex, scope.peer, ticket, nap);
+        *check_peer = wake::sleep(&SysFutex, scope.peer, ticket, nap);
         None
     }
 }

@@ -13,14 +13,14 @@ use std::os::fd::OwnedFd;
 use std::sync::Arc;
 
 use super::Fault;
-use crate::shm::budget::{Charge, MapBudget};
-use crate::shm::pool::PeerBlocks;
-use crate::shm::{MapError, Region};
+use crate::pool::budget::{Charge, MapBudget};
+use crate::pool::per_link::PeerBlocks;
+use crate::ring::Region;
+use crate::sys::MapError;
 use crate::sys::{ControlSocket, Received};
 use crate::wire::record::{RECORD_LEN, Record};
 
-/// Most pipe ends a peer may send ahead of the messages that claim them.
-pub const MAX_PENDING: usize = 4096;
+pub use crate::wire::MAX_PENDING;
 
 /// A pipe end the peer sent: its mapped region, which end of it is ours,
 /// and its charge to the link's map budget.

@@ -27,17 +27,14 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
-use crate::ring::event::{SysFutex, nudge};
-use crate::shm::Region;
-use crate::shm::budget::MapBudget;
-use crate::shm::pool::{Announce, Held, SendPool};
+use crate::pool::budget::MapBudget;
+use crate::pool::per_link::{Announce, Held, SendPool};
+use crate::ring::Region;
+use crate::ring::wake::{SysFutex, nudge};
 use crate::sys::ControlSocket;
 use crate::wire::frame::BlockRef;
 use crate::wire::record::Record;
 use inbox::{Inbox, Queued, Reader};
-
-/// The id of the pipe a spawned child receives from its parent.
-pub(crate) const BOOTSTRAP_ID: u64 = 0;
 
 /// Most records one [`Link::drain`] reads.
 const DRAIN_MOST: usize = 512;
@@ -45,7 +42,7 @@ const DRAIN_MOST: usize = 512;
 /// Default cap on the bytes of pool blocks mapped per link direction.
 pub const DEFAULT_POOL_CAP: usize = 64 << 20;
 
-pub(crate) use crate::shm::budget::DEFAULT_MAX_MAPPED;
+pub(crate) use crate::pool::budget::DEFAULT_MAX_MAPPED;
 
 /// Why a link is no longer usable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -119,7 +116,7 @@ impl Link {
             budget: MapBudget::new(limits.max_mapped),
             unsent_retires: Mutex::new(Vec::new()),
             rings: Mutex::new(Vec::new()),
-            next_id: AtomicU64::new(BOOTSTRAP_ID + 1),
+            next_id: AtomicU64::new(crate::wire::FIRST_PIPE_ID),
             failed: OnceLock::new(),
             down: AtomicBool::new(false),
             born: Instant::now(),
@@ -220,7 +217,7 @@ impl Link {
 
     /// Takes what a frame names and the peer sent before it: the pipe ends
     /// `ids` and, for an out-of-line message, its block (checked, see
-    /// [`crate::shm::pool::PeerBlocks::take`]). All or nothing: on any
+    /// [`crate::pool::per_link::PeerBlocks::take`]). All or nothing: on any
     /// error (a late deadline, a local failure) everything read so far
     /// stays filed for the next try.
     pub(crate) fn collect(

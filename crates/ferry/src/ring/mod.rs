@@ -36,19 +36,23 @@
 //! refuses (panics on) one that does not lie in its published range at its
 //! read position, so no safe call reads outside that range.
 //!
-//! Waiting is not here: see [`event`] for the sleep/wake protocol over the
+//! Waiting is not here: see [`wake`] for the sleep/wake protocol over the
 //! same control block.
 
 mod consumer;
 pub mod control;
 mod copy;
-pub mod event;
 mod producer;
+#[cfg(not(loom))]
+pub(crate) mod region;
 pub mod storage;
+pub mod wake;
 
 pub use consumer::{Consumer, Frame};
 pub use control::{CONTROL_SIZE, Control};
 pub use producer::Producer;
+#[cfg(not(loom))]
+pub(crate) use region::{Region, RingView};
 pub use storage::{HeapStorage, Storage};
 
 use std::sync::Arc;

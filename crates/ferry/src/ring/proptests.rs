@@ -7,7 +7,7 @@ use std::collections::VecDeque;
 use proptest::prelude::*;
 
 use super::*;
-use crate::shm::Region;
+use crate::ring::Region;
 use crate::sync::Ordering;
 
 #[derive(Debug, Clone)]

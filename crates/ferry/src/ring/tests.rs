@@ -186,7 +186,7 @@ fn a_peer_region_with_impossible_positions_is_refused() {
     let limits = crate::PipeOptions::new().link_limits();
     let (ours, theirs) = (Link::new(sa, limits), Link::new(sb, limits));
     for (tail, head) in [(4, 0), (u64::MAX - 3, u64::MAX - 3), (8192, 0)] {
-        let region = crate::shm::Region::create(4096).unwrap();
+        let region = crate::ring::Region::create(4096).unwrap();
         let control = region.control(0);
         control.producer.pos.store(tail, Ordering::Relaxed);
         control.consumer.pos.store(head, Ordering::Relaxed);

@@ -51,3 +51,32 @@ pub(crate) use linux::futex::{futex_wait, futex_wake};
 pub(crate) use linux::memory::{Access, Mapping, PeerAccess, SharedMemory, is_shortage};
 pub(crate) use linux::process::{adopt_inherited, inherit_in_child, parent_pid};
 pub(crate) use linux::socket::{ControlSocket, Received, socket_pair};
+
+/// Why memory a peer sent could not be mapped.
+#[derive(Debug)]
+pub(crate) enum MapError {
+    /// The peer sent something it must not (wrong size, unsealed, over budget).
+    Violation(&'static str),
+    /// This process could not map it (out of memory or address space); the
+    /// peer did nothing wrong.
+    Local(std::io::Error),
+}
+
+impl MapError {
+    /// What a failed `mmap` of a peer's (checked) object says: this
+    /// process's shortage of memory, address space or mappings is local;
+    /// anything else (a mapping the object refuses) is the peer's doing.
+    pub(crate) fn from_map_failure(e: std::io::Error) -> Self {
+        if is_shortage(&e) {
+            Self::Local(e)
+        } else {
+            Self::Violation("the peer's shared memory could not be mapped")
+        }
+    }
+}
+
+impl From<&'static str> for MapError {
+    fn from(why: &'static str) -> Self {
+        Self::Violation(why)
+    }
+}

@@ -23,7 +23,7 @@ const SEPARATOR: char = ',';
 /// Between a field's name and its value.
 const EQUALS: char = '=';
 
-/// `Wait` as the wire carries it: 0 `Block`, 1 `Spin`, 2 `Adaptive`; values
+/// `Wait` as the wire carries it: 0 `Sleep`, 1 `Spin`, 2 `Adaptive`; values
 /// from this one up are refused.
 pub const WAIT_KINDS: u8 = 3;
 

@@ -7,13 +7,11 @@
 
 pub mod bootstrap;
 pub mod frame;
+pub mod limits;
 pub mod record;
 pub mod region;
 
 /// The version written into every frame tag and control record.
 pub const VERSION: u8 = 1;
 
-/// Most handles (pipe ends) one message may carry: the kernel's
-/// `SCM_MAX_FD`, the most descriptors one socket message can pass. A sender
-/// refuses more, and so does [`frame::Tag::decode`].
-pub const MAX_HANDLES: usize = 253;
+pub use limits::{FIRST_PIPE_ID, HANDLE_WINDOW, MAX_HANDLES, MAX_PENDING};

@@ -216,7 +216,7 @@ impl<'a> RawRing<'a> {
     /// `signal`, `FUTEX_WAKE`).
     pub fn notify(&self, me: Side) {
         // SeqCst: pairs with the sleeper's fence between setting `waiting`
-        // and re-checking the ring (ferry's `event::prepare`).
+        // and re-checking the ring (ferry's `wake::prepare`).
         fence(Ordering::SeqCst);
         let other = match me {
             Side::Producer => Side::Consumer,

@@ -128,7 +128,7 @@ pub struct PeerBlock {
 
 impl PeerBlock {
     /// Maps a block the peer sent, checking it is sealed and of its class's size.
-    pub fn from_peer(fd: std::os::fd::OwnedFd, class: usize) -> Result<Self, super::MapError> {
+    pub fn from_peer(fd: std::os::fd::OwnedFd, class: usize) -> Result<Self, crate::sys::MapError> {
         if class >= CLASSES {
             return Err("block class out of range".into());
         }
@@ -136,7 +136,7 @@ impl PeerBlock {
         let object = SharedMemory::from_peer(fd, size, size, PeerAccess::ReadOnly)?;
         let map = object
             .map_with(Access::ReadOnlyView)
-            .map_err(super::MapError::from_map_failure)?;
+            .map_err(crate::sys::MapError::from_map_failure)?;
         Ok(Self {
             map,
             held: std::sync::atomic::AtomicBool::new(false),

@@ -36,9 +36,11 @@ impl ReleaseTable {
     }
 
     /// Maps a table the peer sent.
-    pub fn from_peer(fd: OwnedFd) -> Result<Self, super::MapError> {
+    pub fn from_peer(fd: OwnedFd) -> Result<Self, crate::sys::MapError> {
         let object = SharedMemory::from_peer(fd, TABLE_LEN, TABLE_LEN, PeerAccess::Shared)?;
-        let map = object.map().map_err(super::MapError::from_map_failure)?;
+        let map = object
+            .map()
+            .map_err(crate::sys::MapError::from_map_failure)?;
         Ok(Self { map })
     }
 

@@ -1,4 +1,4 @@
-//! Model-checks the sleep/wake protocol of `ferry::ring::event` with loom:
+//! Model-checks the sleep/wake protocol of `ferry::ring::wake` with loom:
 //! every interleaving (and every weak-memory outcome loom models) of a
 //! producer and a consumer that each sleep when they cannot proceed. A lost
 //! wakeup would leave a thread asleep forever, which loom reports as a
@@ -10,7 +10,7 @@
 use std::time::Duration;
 
 use ferry::ring::control::{Control, Side};
-use ferry::ring::event::{self, Futex};
+use ferry::ring::wake::{self, Futex};
 use loom::sync::atomic::{AtomicU32, Ordering};
 use loom::sync::{Arc, Condvar, Mutex};
 
@@ -40,11 +40,11 @@ impl Futex for ModelFutex {
 /// Waits, as `me`, until `ready()` holds, sleeping on `peer`'s counter.
 fn wait_until(futex: &ModelFutex, me: &Side, peer: &Side, ready: impl Fn() -> bool) {
     while !ready() {
-        let ticket = event::prepare(me, peer);
+        let ticket = wake::prepare(me, peer);
         if !ready() {
-            event::sleep(futex, peer, ticket, Duration::MAX);
+            wake::sleep(futex, peer, ticket, Duration::MAX);
         }
-        event::done(me);
+        wake::done(me);
     }
 }
 
@@ -62,14 +62,14 @@ fn run(items: u64, capacity: u64) {
                     i - peer.pos.load(Ordering::Acquire) <= capacity
                 });
                 me.pos.store(i, Ordering::Release);
-                event::notify(&*f2, me, peer);
+                wake::notify(&*f2, me, peer);
             }
         });
         let (me, peer) = (&control.consumer, &control.producer);
         for i in 1..=items {
             wait_until(&futex, me, peer, || peer.pos.load(Ordering::Acquire) >= i);
             me.pos.store(i, Ordering::Release);
-            event::notify(&*futex, me, peer);
+            wake::notify(&*futex, me, peer);
         }
         producer.join().unwrap();
     });

@@ -237,7 +237,7 @@ mod global {
     use std::sync::OnceLock;
 
     use super::{Reserve, Tuning};
-    use crate::shm::block::{Block, CLASSES, class_size};
+    use crate::pool::block::{Block, CLASSES, class_size};
 
     /// Bytes of free blocks the helper aims to keep per active class (at
     /// least one block, at most eight).

@@ -24,8 +24,8 @@ use std::io;
 use std::os::fd::{BorrowedFd, OwnedFd};
 use std::sync::{Arc, Mutex};
 
-use super::MapError;
 use crate::ring::{CONTROL_SIZE, Control, Storage};
+use crate::sys::MapError;
 use crate::sys::{Mapping, PeerAccess, SharedMemory};
 use crate::wire::region::{
     CONTROL_AT, DATA_AT, HEADER_LEN, MAX_CAPACITY, MAX_REGION_LEN, MIN_CAPACITY, MIN_REGION_LEN,

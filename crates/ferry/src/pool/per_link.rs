@@ -18,12 +18,12 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-use super::MapError;
 use super::block::{Block, CLASSES, PeerBlock, class_size};
 use super::budget::{Charge, MapBudget};
 use super::ledger::Ledger;
 use super::release::{ReleaseTable, SLOTS};
 use super::reserve::{self, IDLE};
+use crate::sys::MapError;
 
 /// Most blocks of one size class a link direction maps. A stream that runs
 /// ahead of its receiver waits for blocks to come back beyond this, instead

@@ -27,7 +27,7 @@
 //! Of the two fences one comes first in the single total order of `SeqCst`
 //! operations: if (A) does, the waker sees `waiting == 1` and wakes; if (B)
 //! does, the sleeper's re-check sees the ring change and does not sleep.
-//! `tests/loom_event.rs` checks every interleaving with loom.
+//! `tests/loom_wake.rs` checks every interleaving with loom.
 
 use std::time::Duration;
 

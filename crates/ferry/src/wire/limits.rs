@@ -1,0 +1,31 @@
+//! The protocol's limits: what a sender never exceeds and a receiver
+//! refuses past, on either side of a link.
+
+/// Most handles (pipe ends) one message may carry: the kernel's
+/// `SCM_MAX_FD`, the most descriptors one socket message can pass. A sender
+/// refuses more, and so does [`super::frame::Tag::decode`].
+pub const MAX_HANDLES: usize = 253;
+
+/// Most pipe ends one pipe direction has in flight: sent, and not yet
+/// received by the peer (one message may always carry up to
+/// [`MAX_HANDLES`] when none are). Each end crosses the link's control socket as a
+/// record before the message naming it, and the socket is shared by every
+/// pipe of the link; this window keeps one pipe's ends from filling it
+/// (it holds a few hundred records), and it is the backpressure of
+/// `Pipe::send_with`: past it, the send waits for the receiver as it
+/// would for room in a full pipe.
+pub const HANDLE_WINDOW: usize = 64;
+
+/// Most pipe ends a peer may send ahead of the messages that claim them,
+/// over one link; past it the link is closed as a protocol violation.
+pub const MAX_PENDING: usize = 4096;
+
+/// The first id a link gives a pipe end it sends; the ids below it are
+/// reserved (0 names the pipe a spawned child receives from its parent).
+pub const FIRST_PIPE_ID: u64 = 1;
+
+const _: () = assert!(
+    MAX_HANDLES <= u16::MAX as usize,
+    "a tag counts handles in 16 bits"
+);
+const _: () = assert!(HANDLE_WINDOW <= MAX_PENDING);

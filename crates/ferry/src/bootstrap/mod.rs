@@ -9,8 +9,8 @@
 //! parent is that process, so a grandchild that merely inherited the
 //! environment is refused.
 
+use crate::sync::{AtomicBool, Ordering};
 use std::process::{Child, Command};
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use std::fmt;
 

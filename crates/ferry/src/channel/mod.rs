@@ -17,7 +17,7 @@ pub use out_of_line::OUT_OF_LINE;
 pub use recv::Message;
 pub use wait::Wait;
 
-use std::sync::atomic::{AtomicBool, AtomicU8};
+use crate::sync::{AtomicBool, AtomicU8};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Instant;
 

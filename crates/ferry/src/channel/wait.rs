@@ -8,8 +8,8 @@
 //! more than one CPU is online, for a budget bounded by recent waits, and
 //! otherwise sleeps at once.
 
+use crate::sync::AtomicBool;
 use std::sync::OnceLock;
-use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use crate::link::{Failure, Link};

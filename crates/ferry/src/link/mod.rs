@@ -21,9 +21,9 @@ pub(crate) use deadline::Deadline;
 pub(crate) use deadline::GRACE;
 pub(crate) use inbox::PeerEnd;
 
+use crate::sync::{AtomicBool, AtomicU64, Ordering};
 use std::io;
 use std::os::fd::BorrowedFd;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::{Duration, Instant};
 

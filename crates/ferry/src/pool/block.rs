@@ -26,8 +26,8 @@
 //! between allocation and commit, the receiver until it releases).
 #![allow(unsafe_code)]
 
+use crate::sync::{AtomicBool, Ordering};
 use std::io;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::sys::{Access, Mapping, PeerAccess, SharedMemory};
 
@@ -123,7 +123,7 @@ impl Block {
 pub struct PeerBlock {
     map: Mapping,
     /// Whether a view of it is alive here (so the peer may not reuse it).
-    pub(crate) held: std::sync::atomic::AtomicBool,
+    pub(crate) held: AtomicBool,
 }
 
 impl PeerBlock {
@@ -139,7 +139,7 @@ impl PeerBlock {
             .map_err(crate::sys::MapError::from_map_failure)?;
         Ok(Self {
             map,
-            held: std::sync::atomic::AtomicBool::new(false),
+            held: AtomicBool::new(false),
         })
     }
 

@@ -6,8 +6,8 @@
 //! its link closed with a protocol error instead of growing this process's
 //! address space (one message could otherwise ask for terabytes).
 
+use crate::sync::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Default budget per link: 4 GiB of the peer's memory mapped here.
 pub const DEFAULT_MAX_MAPPED: usize = 4 << 30;

@@ -11,11 +11,11 @@
 //! sent, a range past a block's end, an old generation, or a block this
 //! side still holds.
 
+use crate::sync::Ordering;
 use std::collections::HashMap;
 use std::io;
 use std::os::fd::{BorrowedFd, OwnedFd};
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use super::block::{Block, CLASSES, PeerBlock, class_size};

@@ -11,9 +11,9 @@
 //! page-aligned, and every slot is an `AtomicU32` (valid for any bytes).
 #![allow(unsafe_code)]
 
+use crate::sync::{AtomicU32, Ordering};
 use std::io;
 use std::os::fd::OwnedFd;
-use std::sync::atomic::{AtomicU32, Ordering};
 
 use crate::sys::{Mapping, PeerAccess, SharedMemory};
 

@@ -2,7 +2,7 @@
 //!
 //! The words live in shared memory, so the `FUTEX_PRIVATE_FLAG` is never set.
 
-use std::sync::atomic::AtomicU32;
+use crate::sync::AtomicU32;
 use std::time::Duration;
 
 use rustix::thread::futex;
@@ -20,7 +20,7 @@ pub(crate) fn futex_wait(word: &AtomicU32, expected: u32, timeout: Duration) -> 
     };
     // Every outcome (woken, EAGAIN, ETIMEDOUT, EINTR) means "look again".
     matches!(
-        futex::wait(word, futex::Flags::empty(), expected, Some(&ts)),
+        futex::wait(word.as_std(), futex::Flags::empty(), expected, Some(&ts)),
         Err(rustix::io::Errno::TIMEDOUT | rustix::io::Errno::INTR)
     )
 }
@@ -28,5 +28,5 @@ pub(crate) fn futex_wait(word: &AtomicU32, expected: u32, timeout: Duration) -> 
 /// Wakes up to `n` sleepers on `word`.
 pub(crate) fn futex_wake(word: &AtomicU32, n: u32) {
     // Errors are impossible for a valid, aligned address we hold a reference to.
-    let _ = futex::wake(word, futex::Flags::empty(), n);
+    let _ = futex::wake(word.as_std(), futex::Flags::empty(), n);
 }

@@ -2,9 +2,12 @@
 //!
 //! # What a backend provides
 //!
-//! Every OS backend is one folder below this one, chosen by file, and must
-//! provide the same items (Linux is the first; macOS would map them to Mach
-//! memory entries and kqueue, Windows to sections and wait-on-address):
+//! Every OS backend is one folder below this one, chosen by file (`linux/`;
+//! `shell/` on every other target, which compiles and fails each call with
+//! `ErrorKind::Unsupported`), and must provide the same items, built on the
+//! shared types defined here (`Access`, `PeerAccess`, `Received`, `MapError`).
+//! Linux is the first; macOS would map them to Mach memory entries and
+//! kqueue, Windows to sections and wait-on-address:
 //!
 //! - **Memory** (`linux/memory.rs`): `SharedMemory::create(name, len)`
 //!   making an anonymous shared-memory object of fixed size that every holder
@@ -28,8 +31,9 @@
 //!   sleeping while a shared 32-bit word holds `expected`, and
 //!   `futex_wake(word, n)`. Both must work across processes.
 //! - **Control socket** (`linux/socket.rs`): a connected, message-preserving
-//!   socket pair; `send_with_fds`/`recv_with_fds` carrying bytes plus owned
-//!   handles, never blocking past a deadline; `peek` reading a record
+//!   socket pair; `try_send` (bytes plus borrowed handles, never blocking)
+//!   and `wait_writable(deadline)`, `try_recv` (bytes plus owned handles,
+//!   never blocking); `peek` reading a record
 //!   without taking it off the socket, and telling apart a record whose
 //!   handles this process had no room for; `peer_hung_up` telling, without
 //!   blocking, whether the peer's end is closed (which is how the death of a
@@ -43,14 +47,63 @@
 //! number travels through the rest of the crate, except as the decimal string
 //! a spawned child reads from its environment.
 
-pub(crate) mod linux;
+// The backend, chosen by file: Linux, or a shell that compiles anywhere
+// else and fails every call with `ErrorKind::Unsupported`.
+#[cfg(target_os = "linux")]
+#[path = "linux/mod.rs"]
+mod backend;
+#[cfg(not(target_os = "linux"))]
+#[path = "shell/mod.rs"]
+mod backend;
 
-pub(crate) use linux::cpu::yield_cpu;
-pub use linux::cpu::{current_cpu, online_cpus, pin_to_cpu};
-pub(crate) use linux::futex::{futex_wait, futex_wake};
-pub(crate) use linux::memory::{Access, Mapping, PeerAccess, SharedMemory, is_shortage};
-pub(crate) use linux::process::{adopt_inherited, inherit_in_child, parent_pid};
-pub(crate) use linux::socket::{ControlSocket, Received, socket_pair};
+pub(crate) use backend::cpu::yield_cpu;
+pub use backend::cpu::{current_cpu, online_cpus, pin_to_cpu};
+pub(crate) use backend::futex::{futex_wait, futex_wake};
+pub(crate) use backend::memory::{Mapping, SharedMemory, is_shortage};
+pub(crate) use backend::process::{adopt_inherited, inherit_in_child, parent_pid};
+pub(crate) use backend::socket::{ControlSocket, socket_pair};
+
+/// How a received object will be mapped, for the checks that keep the
+/// mapping from failing for a reason the peer chose.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PeerAccess {
+    /// Both sides write it (a pipe region, a release table): it must not be
+    /// sealed against writes.
+    Shared,
+    /// This side only reads it (a pool block).
+    ReadOnly,
+}
+
+/// How a `SharedMemory` object is mapped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))] // the shell makes none
+pub(crate) enum Access {
+    /// Readable and writable; pages are faulted in on first touch.
+    Lazy,
+    /// Readable and writable, every page faulted in now (`MAP_POPULATE`).
+    Prefaulted,
+    /// Read-only: writes through this mapping fault.
+    ReadOnlyView,
+}
+
+/// What `ControlSocket::try_recv` or `peek` got.
+#[derive(Debug)]
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))] // the shell makes none
+pub(crate) enum Received {
+    /// A record of `len` bytes and the descriptors that came with it.
+    Record {
+        len: usize,
+        fds: Vec<std::os::fd::OwnedFd>,
+        truncated: bool,
+    },
+    /// Nothing queued (non-blocking receive).
+    Empty,
+    /// A record is queued, but this process could not take its descriptors
+    /// (it has run out of them); the record stays queued when peeked.
+    NoRoom,
+    /// The peer closed its end and everything it sent has been read.
+    HungUp,
+}
 
 /// Why memory a peer sent could not be mapped.
 #[derive(Debug)]

@@ -25,6 +25,8 @@ use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::ptr::NonNull;
 
+use crate::sys::{Access, PeerAccess};
+
 use rustix::fs::{MemfdFlags, SealFlags};
 use rustix::io::Errno;
 use rustix::mm::{MapFlags, ProtFlags};
@@ -45,17 +47,6 @@ const TMPFS_MAGIC: u64 = 0x0102_1994;
 pub(crate) struct SharedMemory {
     fd: OwnedFd,
     len: usize,
-}
-
-/// How a received object will be mapped, for the checks that keep the
-/// mapping from failing for a reason the peer chose.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum PeerAccess {
-    /// Both sides write it (a pipe region, a release table): it must not be
-    /// sealed against writes.
-    Shared,
-    /// This side only reads it (a pool block).
-    ReadOnly,
 }
 
 impl SharedMemory {
@@ -178,17 +169,6 @@ pub(crate) fn is_shortage(e: &io::Error) -> bool {
     let shortages = [Errno::NOMEM, Errno::AGAIN, Errno::MFILE, Errno::NFILE];
     e.raw_os_error()
         .is_some_and(|code| shortages.iter().any(|s| s.raw_os_error() == code))
-}
-
-/// How a [`SharedMemory`] object is mapped.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Access {
-    /// Readable and writable; pages are faulted in on first touch.
-    Lazy,
-    /// Readable and writable, every page faulted in now (`MAP_POPULATE`).
-    Prefaulted,
-    /// Read-only: writes through this mapping fault.
-    ReadOnlyView,
 }
 
 /// One shared mapping, unmapped on drop.

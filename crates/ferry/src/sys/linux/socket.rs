@@ -8,6 +8,8 @@ use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::time::{Duration, Instant};
 
+use crate::sys::Received;
+
 use rustix::event::{PollFd, PollFlags};
 use rustix::net::{
     AddressFamily, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, ReturnFlags,
@@ -32,24 +34,6 @@ pub(crate) fn socket_pair() -> io::Result<(ControlSocket, ControlSocket)> {
         None,
     )?;
     Ok((ControlSocket { fd: a }, ControlSocket { fd: b }))
-}
-
-/// What [`ControlSocket::recv`] got.
-#[derive(Debug)]
-pub(crate) enum Received {
-    /// A record of `len` bytes and the descriptors that came with it.
-    Record {
-        len: usize,
-        fds: Vec<OwnedFd>,
-        truncated: bool,
-    },
-    /// Nothing queued (non-blocking receive).
-    Empty,
-    /// A record is queued, but this process could not take its descriptors
-    /// (it has run out of them); the record stays queued when peeked.
-    NoRoom,
-    /// The peer closed its end and everything it sent has been read.
-    HungUp,
 }
 
 impl ControlSocket {

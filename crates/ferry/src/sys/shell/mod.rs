@@ -1,0 +1,183 @@
+//! The backend for every OS that has no real one yet: it compiles, so the
+//! crate builds everywhere, and every call that would need shared memory,
+//! a futex or a control socket fails with `ErrorKind::Unsupported` (or, for
+//! the few calls that cannot fail, gives the answer of a machine with one
+//! CPU). A new backend replaces these items one folder over, with the same
+//! names and signatures (see [`crate::sys`] for what each must promise).
+//!
+//! The types that stand for a live object (`SharedMemory`, `Mapping`,
+//! `ControlSocket`) hold an `Infallible`: no value of them can exist here,
+//! so their methods are never called and need no body.
+
+use std::io;
+
+fn unsupported<T>() -> io::Result<T> {
+    Err(io::Error::new(
+        io::ErrorKind::Unsupported,
+        "ferry has no backend for this operating system yet (Linux only)",
+    ))
+}
+
+pub(crate) mod cpu {
+    use std::io;
+
+    /// The CPU this thread runs on: unknown here, so always 0.
+    pub fn current_cpu() -> usize {
+        0
+    }
+
+    /// CPUs this process may run on, as the standard library sees them.
+    pub fn online_cpus() -> usize {
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    }
+
+    pub fn yield_cpu() {
+        std::thread::yield_now();
+    }
+
+    pub fn pin_to_cpu(_cpu: usize) -> io::Result<()> {
+        super::unsupported()
+    }
+}
+
+pub(crate) mod futex {
+    use std::time::Duration;
+
+    use crate::sync::AtomicU32;
+
+    /// Never reached (no ring can be shared here); sleeps a little, as a
+    /// spurious wakeup would, rather than spin.
+    pub(crate) fn futex_wait(_word: &AtomicU32, _expected: u32, timeout: Duration) -> bool {
+        std::thread::sleep(timeout.min(Duration::from_millis(1)));
+        true
+    }
+
+    pub(crate) fn futex_wake(_word: &AtomicU32, _n: u32) {}
+}
+
+pub(crate) mod memory {
+    use std::convert::Infallible;
+    use std::io;
+    use std::os::fd::{BorrowedFd, OwnedFd};
+
+    use crate::sys::{Access, PeerAccess};
+
+    #[derive(Debug)]
+    pub(crate) struct SharedMemory(Infallible);
+
+    impl SharedMemory {
+        pub(crate) fn create(_name: &str, _len: usize) -> io::Result<Self> {
+            super::unsupported()
+        }
+        pub(crate) fn create_sole_writer(_name: &str, _len: usize) -> io::Result<(Self, Mapping)> {
+            super::unsupported()
+        }
+        pub(crate) fn from_peer(
+            _fd: OwnedFd,
+            _min_len: usize,
+            _max_len: usize,
+            _access: PeerAccess,
+        ) -> Result<Self, &'static str> {
+            Err("shared memory is not supported on this operating system")
+        }
+        pub(crate) fn len(&self) -> usize {
+            match self.0 {}
+        }
+        pub(crate) fn fd(&self) -> BorrowedFd<'_> {
+            match self.0 {}
+        }
+        pub(crate) fn identity(&self) -> io::Result<(u64, u64)> {
+            match self.0 {}
+        }
+        pub(crate) fn map(&self) -> io::Result<Mapping> {
+            match self.0 {}
+        }
+        pub(crate) fn map_with(&self, _access: Access) -> io::Result<Mapping> {
+            match self.0 {}
+        }
+    }
+
+    pub(crate) fn is_shortage(_e: &io::Error) -> bool {
+        false
+    }
+
+    #[derive(Debug)]
+    pub(crate) struct Mapping(Infallible);
+
+    impl Mapping {
+        pub(crate) fn as_ptr(&self) -> *mut u8 {
+            match self.0 {}
+        }
+        pub(crate) fn len(&self) -> usize {
+            match self.0 {}
+        }
+    }
+}
+
+pub(crate) mod process {
+    use std::io;
+    use std::os::fd::{BorrowedFd, OwnedFd, RawFd};
+    use std::process::Command;
+
+    pub(crate) fn inherit_in_child(_cmd: &mut Command, _fd: BorrowedFd<'_>) -> RawFd {
+        -1
+    }
+
+    pub(crate) fn adopt_inherited(_raw: RawFd) -> io::Result<OwnedFd> {
+        super::unsupported()
+    }
+
+    pub(crate) fn parent_pid() -> Option<u32> {
+        None
+    }
+}
+
+pub(crate) mod socket {
+    use std::convert::Infallible;
+    use std::io;
+    use std::os::fd::{BorrowedFd, OwnedFd};
+    use std::time::Instant;
+
+    use crate::sys::Received;
+
+    #[derive(Debug)]
+    pub(crate) struct ControlSocket(Infallible);
+
+    pub(crate) fn socket_pair() -> io::Result<(ControlSocket, ControlSocket)> {
+        super::unsupported()
+    }
+
+    // As the real one, which closes its descriptor.
+    impl Drop for ControlSocket {
+        fn drop(&mut self) {
+            match self.0 {}
+        }
+    }
+
+    impl ControlSocket {
+        pub(crate) fn from_fd(_fd: OwnedFd) -> Self {
+            unreachable!("no descriptor reaches this backend: socket_pair and adopt_inherited fail")
+        }
+        pub(crate) fn as_fd(&self) -> BorrowedFd<'_> {
+            match self.0 {}
+        }
+        pub(crate) fn try_send(&self, _bytes: &[u8], _fds: &[BorrowedFd<'_>]) -> io::Result<()> {
+            match self.0 {}
+        }
+        pub(crate) fn wait_writable(&self, _deadline: Option<Instant>) -> io::Result<()> {
+            match self.0 {}
+        }
+        pub(crate) fn try_recv(&self, _buf: &mut [u8]) -> io::Result<Received> {
+            match self.0 {}
+        }
+        pub(crate) fn peek(&self, _buf: &mut [u8]) -> io::Result<Received> {
+            match self.0 {}
+        }
+        pub(crate) fn shutdown(&self) {
+            match self.0 {}
+        }
+        pub(crate) fn peer_hung_up(&self) -> bool {
+            match self.0 {}
+        }
+    }
+}

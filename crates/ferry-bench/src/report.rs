@@ -877,7 +877,7 @@ mod tests {
     fn row(transport: &'static str, size: usize, p50_us: f64) -> PingpongRow {
         PingpongRow {
             transport,
-            wait: "block",
+            wait: "sleep",
             placement: "unpinned",
             size,
             count: 10,

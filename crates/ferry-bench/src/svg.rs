@@ -182,7 +182,7 @@ fn style(name: &str, index: usize) -> (&'static str, &'static str, f64) {
     let (colour, width) = match name {
         "ferry" => ("#1f4e9c", 3.0),
         "ferry-spin" => ("#1f4e9c", 2.5),
-        "ferry-block" => ("#5b8fd6", 2.5),
+        "ferry-sleep" => ("#5b8fd6", 2.5),
         "ferry-loan" => ("#00a6d6", 3.0),
         "unix-stream" => ("#d62728", 2.0),
         "pipe" => ("#ff7f0e", 2.0),

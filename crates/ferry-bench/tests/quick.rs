@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 /// The transports that every build has; others are added as files.
-const CORE_TRANSPORTS: &[&str] = &["ferry", "ferry-spin", "ferry-block", "unix-stream", "pipe"];
+const CORE_TRANSPORTS: &[&str] = &["ferry", "ferry-spin", "ferry-sleep", "unix-stream", "pipe"];
 /// A hang fails the test after this long instead of stalling CI.
 const WATCHDOG: Duration = Duration::from_secs(300);
 /// Each row's time cap in these tests, so two spinners sharing a CPU while
@@ -173,7 +173,7 @@ fn check_pingpong_row(row: &Value, count: u64) {
     assert!(cpu > 0.0, "no CPU time: {row}");
     check_count(row, count);
     let wait = row["wait"].as_str().unwrap_or_default();
-    assert!(["adaptive", "spin", "block"].contains(&wait), "{row}");
+    assert!(["adaptive", "spin", "sleep"].contains(&wait), "{row}");
 }
 
 #[test]

@@ -239,7 +239,7 @@ fn spawned_child_end_keeps_the_options() {
     let status = child.wait();
     assert_eq!(
         String::from_utf8_lossy(&report),
-        "1000 Block",
+        "1000 Sleep",
         "the child end's limit and wait strategy"
     );
     // The child's end refused the 1001 bytes itself, so the link is intact.

@@ -4,13 +4,14 @@
 //! wakeup would leave a thread asleep forever, which loom reports as a
 //! deadlock.
 //!
-//! Run with `RUSTFLAGS="--cfg loom" cargo test --release -p ferry --test loom_event`.
+//! Run with `RUSTFLAGS="--cfg loom" cargo test --release -p ferry --test loom_wake`.
 #![cfg(loom)]
 
 use std::time::Duration;
 
+use ferry::ring::Corrupt;
 use ferry::ring::control::{Control, Side};
-use ferry::ring::wake::{self, Futex};
+use ferry::ring::wake::{self, Bell, Sleeper};
 use loom::sync::atomic::{AtomicU32, Ordering};
 use loom::sync::{Arc, Condvar, Mutex};
 
@@ -23,7 +24,7 @@ struct ModelFutex {
     cv: Condvar,
 }
 
-impl Futex for ModelFutex {
+impl Bell for ModelFutex {
     fn wait(&self, word: &AtomicU32, expected: u32, _timeout: Duration) -> bool {
         let guard = self.lock.lock().unwrap();
         if word.load(Ordering::SeqCst) == expected {
@@ -37,15 +38,24 @@ impl Futex for ModelFutex {
     }
 }
 
-/// Waits, as `me`, until `ready()` holds, sleeping on `peer`'s counter.
-fn wait_until(futex: &ModelFutex, me: &Side, peer: &Side, ready: impl Fn() -> bool) {
-    while !ready() {
-        let ticket = wake::prepare(me, peer);
-        if !ready() {
-            wake::sleep(futex, peer, ticket, Duration::MAX);
-        }
-        wake::done(me);
+/// A wait for `ready()` to hold, with nothing else to stop it.
+struct Until<F>(F);
+
+impl<F: Fn() -> bool> Sleeper for Until<F> {
+    type Ready = ();
+    type Stop = Corrupt;
+    fn poll(&mut self) -> Result<Option<()>, Corrupt> {
+        Ok((self.0)().then_some(()))
     }
+    fn before_sleep(&mut self, _ran_out: bool) -> Result<Duration, Corrupt> {
+        Ok(Duration::MAX)
+    }
+}
+
+/// Waits, as `me`, until `ready()` holds, sleeping on `peer`'s bell: the
+/// sleep loop every blocking wait of a pipe runs.
+fn wait_until(futex: &ModelFutex, me: &Side, peer: &Side, ready: impl Fn() -> bool) {
+    wake::sleep_until(futex, me, peer, &mut Until(ready)).unwrap();
 }
 
 /// A ring of `capacity` items: the producer waits for room, the consumer

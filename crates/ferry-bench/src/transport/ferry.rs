@@ -48,7 +48,7 @@ impl Ferry {
     };
     /// Sleep on the futex at once.
     pub const BLOCK: Self = Self {
-        name: "ferry-block",
+        name: "ferry-sleep",
         wait: Wait::Sleep,
         payload: Payload::Copied,
     };

@@ -110,7 +110,7 @@ impl Transport for Iceoryx2 {
     }
 
     fn wait(&self) -> &'static str {
-        if self.event { "block" } else { "spin" }
+        if self.event { "sleep" } else { "spin" }
     }
 
     fn spawn(&self, mut command: Command) -> Result<Connection, Error> {

@@ -58,7 +58,7 @@ impl Transport for IpcChannel {
     }
 
     fn wait(&self) -> &'static str {
-        "block"
+        "sleep"
     }
 
     fn spawn(&self, command: Command) -> Result<Connection, Error> {

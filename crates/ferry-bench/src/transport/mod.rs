@@ -31,7 +31,7 @@ pub trait Transport: Debug + Sync {
     /// The name on the command line and in reports.
     fn name(&self) -> &'static str;
 
-    /// How a waiting side waits: `adaptive`, `spin`, or `block` (which is
+    /// How a waiting side waits: `adaptive`, `spin`, or `sleep` (which is
     /// also what the OS's own transports do, sleeping in the kernel).
     fn wait(&self) -> &'static str;
 

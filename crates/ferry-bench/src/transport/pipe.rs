@@ -19,7 +19,7 @@ impl Transport for Pipe {
     }
 
     fn wait(&self) -> &'static str {
-        "block"
+        "sleep"
     }
 
     fn spawn(&self, mut command: Command) -> Result<Connection, Error> {

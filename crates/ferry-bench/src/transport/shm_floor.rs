@@ -319,7 +319,7 @@ impl Transport for ShmFloor {
 
     fn wait(&self) -> &'static str {
         match self.wait {
-            Wait::Futex => "block",
+            Wait::Futex => "sleep",
             Wait::Spin => "spin",
         }
     }

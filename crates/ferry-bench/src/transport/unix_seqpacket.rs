@@ -49,7 +49,7 @@ impl Transport for UnixSeqpacket {
     }
 
     fn wait(&self) -> &'static str {
-        "block"
+        "sleep"
     }
 
     fn spawn(&self, mut command: Command) -> Result<Connection, Error> {

@@ -28,7 +28,7 @@ impl Transport for UnixStream {
     }
 
     fn wait(&self) -> &'static str {
-        "block"
+        "sleep"
     }
 
     fn spawn(&self, mut command: Command) -> Result<Connection, Error> {

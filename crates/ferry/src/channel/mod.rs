@@ -25,7 +25,7 @@ use crate::link::{Failure, Link, PeerEnd};
 use crate::pool::budget::Charge;
 use crate::ring::Region;
 use crate::ring::region::EndHold;
-use crate::ring::wake::{self, SysFutex};
+use crate::ring::wake;
 use crate::ring::{Consumer, Corrupt, Producer};
 use crate::sync::Ordering;
 
@@ -269,8 +269,8 @@ impl Drop for Pipe {
         // last frame was published.
         out.producer.closed.store(1, Ordering::Release);
         inbound.consumer.closed.store(1, Ordering::Release);
-        wake::notify(&SysFutex, &out.producer, &out.consumer);
-        wake::notify(&SysFutex, &inbound.consumer, &inbound.producer);
+        wake::ring(&out.producer, &out.consumer);
+        wake::ring(&inbound.consumer, &inbound.producer);
     }
 }
 

@@ -7,7 +7,7 @@ use super::{Pipe, PipeOptions, RecvError};
 use crate::link::{Deadline, Failure, Fault};
 use crate::pool::per_link::Held;
 use crate::ring::RingView;
-use crate::ring::wake::{self, SysFutex};
+use crate::ring::wake;
 use crate::ring::{Consumer, Corrupt, Frame};
 use crate::sync::Ordering;
 use crate::wire::frame::{
@@ -200,7 +200,7 @@ impl Pipe {
                 // (with its fence) tells it to look.
                 scope.me.handles.store(rx.claimed, Ordering::Relaxed);
             }
-            wake::notify(&SysFutex, scope.me, scope.peer);
+            wake::ring(scope.me, scope.peer);
             if done {
                 if let Some(pipes) = out.pipes.as_deref_mut() {
                     *pipes = asm.pipes;

@@ -7,7 +7,7 @@ use super::wait::{Stop, Waiter};
 use super::{Pipe, SendError, SendWithError};
 use crate::link::{Failure, Link};
 use crate::ring::RingView;
-use crate::ring::wake::{self, SysFutex};
+use crate::ring::wake;
 use crate::ring::{Corrupt, FRAME_HEADER, Producer, frame_size};
 use crate::sync::Ordering;
 use crate::wire::frame::{HANDLE_ID, Kind, TOTAL, Tag, encode_handle_id, encode_total};
@@ -378,7 +378,7 @@ impl Pipe {
                 ring.try_push(raw, parts).map(|done| done.then_some(()))
             })
             .map_err(|stop| stop_to_error(self, stop))?;
-        wake::notify(&SysFutex, scope.me, scope.peer);
+        wake::ring(scope.me, scope.peer);
         Ok(())
     }
 }

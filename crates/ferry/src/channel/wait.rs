@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use crate::link::{Failure, Link};
 use crate::ring::Corrupt;
 use crate::ring::control::Side;
-use crate::ring::wake::{self, SysFutex};
+use crate::ring::wake;
 use crate::sync::{Ordering, spin_hint};
 
 /// How a pipe end waits for a message (or for room to send one).
@@ -58,14 +58,6 @@ const BURST: usize = 256;
 const CHECK_EVERY_WAKES: u32 = 64;
 /// How often a sleeper or spinner asks whether the peer process is alive.
 pub(crate) const LIVENESS: Duration = Duration::from_millis(20);
-/// Wakes in a row that changed nothing after which a sleeper backs off: an
-/// honest peer wakes a sleeper only after moving its position (or claiming
-/// handles), so a run of wakes that moved nothing is a peer ringing the
-/// futex in a loop.
-const STORM: u32 = 8;
-/// The first and the longest pause of a sleeper backing off from a storm.
-const BACKOFF: (Duration, Duration) = (Duration::from_micros(50), Duration::from_millis(2));
-
 /// Why a wait ended without the condition becoming true.
 #[derive(Debug)]
 pub(crate) enum Stop {
@@ -280,108 +272,78 @@ impl Waiter {
         }
     }
 
-    /// Sleeps on the futex until woken with the condition true. Reads no
-    /// clock unless there is a deadline: the peer process is checked after
-    /// a sleep that ran its full [`LIVENESS`] nap, and every few wakes.
+    /// Sleeps on the ring's bell until woken with the condition true
+    /// ([`wake::sleep_until`]). Reads no clock unless there is a deadline:
+    /// the peer process is checked after a sleep that ran its full
+    /// [`LIVENESS`] nap, and every few wakes.
     fn block<R>(
         &mut self,
         scope: &Scope<'_>,
         deadline: Option<Instant>,
         poll: &mut impl FnMut() -> Result<Option<R>, Corrupt>,
     ) -> Result<R, Stop> {
-        let mut wakes = 0u32;
-        // Wakes in a row that ended early without the condition.
-        let mut empty_wakes = 0u32;
-        let mut check_peer = false;
-        loop {
-            back_off(empty_wakes, deadline);
-            let ticket = wake::prepare(scope.me, scope.peer);
-            let ready = poll();
-            let outcome = match ready {
-                Ok(Some(r)) => Some(Ok(r)),
-                Err(e) => Some(Err(e.into())),
-                Ok(None) => {
-                    wakes = wakes.wrapping_add(1);
-                    check_peer |= wakes.is_multiple_of(CHECK_EVERY_WAKES);
-                    let mark = progress(scope.peer);
-                    let stop = self.before_sleep(scope, &mut check_peer, deadline, ticket);
-                    // `check_peer` now says whether the nap ended without a
-                    // wake; a wake after which the peer moved is no storm.
-                    empty_wakes = match check_peer || progress(scope.peer) != mark {
-                        true => 0,
-                        false => empty_wakes.saturating_add(1),
-                    };
-                    // Woken for nothing in the ring: perhaps a nudge to read
-                    // the link's socket, which the peer found full.
-                    if let (1.., Some(link)) = (empty_wakes, scope.link) {
-                        link.drain();
-                    }
-                    stop
-                }
-            };
-            wake::done(scope.me);
-            match outcome {
-                Some(Err(Stop::Gone(failure))) => return scope.after_gone(failure, poll),
-                Some(result) => return result,
-                None => {}
-            }
+        let mut sleeper = Blocked {
+            scope,
+            deadline,
+            poll,
+            wakes: 0,
+        };
+        match wake::sleep_until(&wake::BELL, scope.me, scope.peer, &mut sleeper) {
+            Err(Stop::Gone(failure)) => scope.after_gone(failure, poll),
+            result => result,
         }
     }
+}
 
-    /// Checks for the peer's death and the deadline, then sleeps; returns
-    /// `Some` when the wait must end instead. Sets `check_peer` when the
-    /// sleep timed out, for the next round to ask the kernel.
-    fn before_sleep<R>(
-        &self,
-        scope: &Scope<'_>,
-        check_peer: &mut bool,
-        deadline: Option<Instant>,
-        ticket: u32,
-    ) -> Option<Result<R, Stop>> {
-        if let Some(failure) = scope.gone() {
-            return Some(Err(Stop::Gone(failure)));
+/// A pipe's blocking wait, as the sleep loop sees it.
+struct Blocked<'s, 'a, P> {
+    scope: &'s Scope<'a>,
+    deadline: Option<Instant>,
+    poll: &'s mut P,
+    /// Sleeps so far, to ask the kernel about the peer every few.
+    wakes: u32,
+}
+
+impl<R, P: FnMut() -> Result<Option<R>, Corrupt>> wake::Sleeper for Blocked<'_, '_, P> {
+    type Ready = R;
+    type Stop = Stop;
+
+    fn poll(&mut self) -> Result<Option<R>, Corrupt> {
+        (self.poll)()
+    }
+
+    /// Checks for the peer's death and the deadline; asks the kernel after
+    /// a nap that ran out and every [`CHECK_EVERY_WAKES`] sleeps.
+    fn before_sleep(&mut self, ran_out: bool) -> Result<Duration, Stop> {
+        self.wakes = self.wakes.wrapping_add(1);
+        if let Some(failure) = self.scope.gone() {
+            return Err(Stop::Gone(failure));
         }
-        if std::mem::take(check_peer)
-            && let Some(failure) = scope.check_gone()
+        if (ran_out || self.wakes.is_multiple_of(CHECK_EVERY_WAKES))
+            && let Some(failure) = self.scope.check_gone()
         {
-            return Some(Err(Stop::Gone(failure)));
+            return Err(Stop::Gone(failure));
         }
         let mut nap = LIVENESS;
-        if let Some(d) = deadline {
+        if let Some(d) = self.deadline {
             let now = Instant::now();
             if now >= d {
-                return Some(Err(Stop::Timeout));
+                return Err(Stop::Timeout);
             }
             nap = nap.min(d - now);
         }
-        *check_peer = wake::sleep(&SysFutex, scope.peer, ticket, nap);
-        None
+        Ok(nap)
     }
-}
 
-/// What the peer side has done so far: its position, and (for a consumer)
-/// the handles it has claimed. A wake that changed neither changed nothing.
-fn progress(peer: &Side) -> (u64, u32) {
-    // Relaxed (both): compared only with earlier reads of the same words.
-    (
-        peer.pos.load(Ordering::Relaxed),
-        peer.handles.load(Ordering::Relaxed),
-    )
-}
-
-/// Pauses a sleeper woken `empty_wakes` times in a row without its condition,
-/// once that looks like a storm: 50 µs, doubling up to 2 ms, never past the
-/// deadline. Bounds what a peer ringing the futex in a loop costs this
-/// process (a few hundred wakes per second) at the price of delaying a real
-/// message by at most one pause while the storm lasts.
-fn back_off(empty_wakes: u32, deadline: Option<Instant>) {
-    let Some(extra) = empty_wakes.checked_sub(STORM) else {
-        return;
-    };
-    let (first, longest) = BACKOFF;
-    let mut pause = first.saturating_mul(1 << extra.min(16)).min(longest);
-    if let Some(d) = deadline {
-        pause = pause.min(d.saturating_duration_since(Instant::now()));
+    /// Woken for nothing in the ring: perhaps a nudge to read the link's
+    /// socket, which the peer found full.
+    fn woken_for_nothing(&mut self) {
+        if let Some(link) = self.scope.link {
+            link.drain();
+        }
     }
-    std::thread::sleep(pause);
+
+    fn deadline(&self) -> Option<Instant> {
+        self.deadline
+    }
 }

@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 use crate::pool::budget::MapBudget;
 use crate::pool::per_link::{Announce, Held, SendPool};
 use crate::ring::Region;
-use crate::ring::wake::{SysFutex, nudge};
+use crate::ring::wake;
 use crate::sys::ControlSocket;
 use crate::wire::frame::BlockRef;
 use crate::wire::record::Record;
@@ -319,8 +319,8 @@ impl Link {
         let rings = self.rings.lock().unwrap_or_else(|e| e.into_inner());
         for (region, role) in rings.iter() {
             if let Some(region) = region.upgrade() {
-                nudge(&SysFutex, &region.control(*role).producer);
-                nudge(&SysFutex, &region.control(1 - *role).consumer);
+                wake::ring_anyway(&region.control(*role).producer);
+                wake::ring_anyway(&region.control(1 - *role).consumer);
             }
         }
     }

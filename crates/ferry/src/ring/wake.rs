@@ -27,15 +27,27 @@
 //! Of the two fences one comes first in the single total order of `SeqCst`
 //! operations: if (A) does, the waker sees `waiting == 1` and wakes; if (B)
 //! does, the sleeper's re-check sees the ring change and does not sleep.
-//! `tests/loom_wake.rs` checks every interleaving with loom.
+//! `tests/loom_wake.rs` checks every interleaving with loom, running the
+//! sleep loop below ([`sleep_until`]) itself, the one every blocking wait
+//! of a pipe runs.
+//!
+//! # The seam
+//!
+//! How a sleeper is woken is a [`Bell`]: the kernel's futex on the side's
+//! `signal` word today ([`SysFutex`]); an eventfd, or a doorbell shared by
+//! many rings, for waiting on many pipes at once. The protocol above is the
+//! same for any bell; which one a ring's sides use is chosen here, once
+//! ([`BELL`]), and the crate rings and sleeps only through [`ring`],
+//! [`ring_anyway`] and [`sleep_until`], never by naming a futex.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use super::Corrupt;
 use super::control::Side;
 use crate::sync::{AtomicU32, Ordering, fence};
 
 /// How a side sleeps on a shared word and wakes a sleeper.
-pub trait Futex {
+pub trait Bell {
     /// Sleeps while `*word == expected`, at most `timeout`; may return
     /// early. Returns whether the sleep ended without a wake (the whole
     /// `timeout` passed, or a signal interrupted it).
@@ -49,8 +61,12 @@ pub trait Futex {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct SysFutex;
 
+/// The bell every ring of this process is woken by.
 #[cfg(not(loom))]
-impl Futex for SysFutex {
+pub(crate) const BELL: SysFutex = SysFutex;
+
+#[cfg(not(loom))]
+impl Bell for SysFutex {
     fn wait(&self, word: &AtomicU32, expected: u32, timeout: Duration) -> bool {
         crate::sys::futex_wait(word, expected, timeout)
     }
@@ -75,7 +91,7 @@ pub fn prepare(me: &Side, peer: &Side) -> u32 {
 
 /// Sleeps on `peer`'s counter unless it has moved past `ticket`; returns
 /// whether the whole `timeout` passed.
-pub fn sleep<F: Futex>(futex: &F, peer: &Side, ticket: u32, timeout: Duration) -> bool {
+pub fn sleep<B: Bell>(futex: &B, peer: &Side, ticket: u32, timeout: Duration) -> bool {
     futex.wait(&peer.signal, ticket, timeout)
 }
 
@@ -88,7 +104,7 @@ pub fn done(me: &Side) {
 
 /// Tells `peer` that `me` changed the ring, waking it if it sleeps.
 /// Returns whether a wake system call was made.
-pub fn notify<F: Futex>(futex: &F, me: &Side, peer: &Side) -> bool {
+pub fn notify<B: Bell>(futex: &B, me: &Side, peer: &Side) -> bool {
     // (B) in the module comment: pairs with fence (A) in `prepare`, ordering
     // our ring change before the read of the peer's flag.
     fence(Ordering::SeqCst);
@@ -105,8 +121,120 @@ pub fn notify<F: Futex>(futex: &F, me: &Side, peer: &Side) -> bool {
 /// Bumps `me`'s counter and wakes whoever sleeps on it, whether or not it
 /// said it waits: for a side that needs the other side's attention for
 /// something outside the ring (its link's socket is full).
-pub fn nudge<F: Futex>(futex: &F, me: &Side) {
+pub fn nudge<B: Bell>(futex: &B, me: &Side) {
     // Release: pairs with the sleeper's Acquire ticket load, as in `notify`.
     me.signal.fetch_add(1, Ordering::Release);
     futex.wake(&me.signal);
+}
+
+/// Tells `peer` that `me` changed the ring, with this process's [`BELL`].
+#[cfg(not(loom))]
+pub(crate) fn ring(me: &Side, peer: &Side) -> bool {
+    notify(&BELL, me, peer)
+}
+
+/// [`nudge`] with this process's [`BELL`].
+#[cfg(not(loom))]
+pub(crate) fn ring_anyway(me: &Side) {
+    nudge(&BELL, me);
+}
+
+/// What a sleeping wait asks of its caller, between sleeps.
+pub trait Sleeper {
+    /// What the wait waits for.
+    type Ready;
+    /// Why it can end without it; a broken ring is one reason.
+    type Stop: From<Corrupt>;
+    /// Whether the condition holds now (called after announcing the sleep,
+    /// so a change from now on rings the bell).
+    fn poll(&mut self) -> Result<Option<Self::Ready>, Corrupt>;
+    /// Called before each sleep: how long to sleep at most, or why not to
+    /// (the peer is gone, the deadline passed). `ran_out` says the last
+    /// sleep ended without a wake.
+    fn before_sleep(&mut self, ran_out: bool) -> Result<Duration, Self::Stop>;
+    /// Woken without the condition and without the peer moving: a nudge
+    /// (see [`nudge`]) or a storm.
+    fn woken_for_nothing(&mut self) {}
+    /// The deadline a storm's back-off must not pass.
+    fn deadline(&self) -> Option<Instant> {
+        None
+    }
+}
+
+/// Wakes in a row that changed nothing after which a sleeper backs off: an
+/// honest peer rings only after moving its position (or claiming handles),
+/// so a run of wakes that moved nothing is a peer ringing in a loop.
+const STORM: u32 = 8;
+/// The first and the longest pause of a sleeper backing off from a storm.
+const BACKOFF: (Duration, Duration) = (Duration::from_micros(50), Duration::from_millis(2));
+
+/// Sleeps as `me` on `peer`'s bell until the sleeper's condition holds or
+/// it says stop: announce, poll, sleep, repeat. Every blocking wait of a
+/// pipe is this loop; `tests/loom_wake.rs` model-checks it.
+pub fn sleep_until<B: Bell, S: Sleeper>(
+    bell: &B,
+    me: &Side,
+    peer: &Side,
+    sleeper: &mut S,
+) -> Result<S::Ready, S::Stop> {
+    // Wakes in a row that ended early, without the condition or progress.
+    let mut empty_wakes = 0u32;
+    let mut ran_out = false;
+    loop {
+        back_off(empty_wakes, sleeper.deadline());
+        let ticket = prepare(me, peer);
+        let outcome = match sleeper.poll() {
+            Ok(Some(ready)) => Some(Ok(ready)),
+            Err(e) => Some(Err(e.into())),
+            Ok(None) => {
+                let mark = progress(peer);
+                match sleeper.before_sleep(ran_out) {
+                    Err(stop) => Some(Err(stop)),
+                    Ok(nap) => {
+                        ran_out = sleep(bell, peer, ticket, nap);
+                        // A wake after which the peer moved is no storm.
+                        empty_wakes = match ran_out || progress(peer) != mark {
+                            true => 0,
+                            false => empty_wakes.saturating_add(1),
+                        };
+                        if empty_wakes > 0 {
+                            sleeper.woken_for_nothing();
+                        }
+                        None
+                    }
+                }
+            }
+        };
+        done(me);
+        if let Some(outcome) = outcome {
+            return outcome;
+        }
+    }
+}
+
+/// What the peer side has done so far: its position, and (for a consumer)
+/// the handles it has claimed. A wake that changed neither changed nothing.
+fn progress(peer: &Side) -> (u64, u32) {
+    // Relaxed (both): compared only with earlier reads of the same words.
+    (
+        peer.pos.load(Ordering::Relaxed),
+        peer.handles.load(Ordering::Relaxed),
+    )
+}
+
+/// Pauses a sleeper woken `empty_wakes` times in a row for nothing, once
+/// that looks like a storm: 50 µs, doubling up to 2 ms, never past the
+/// deadline. Bounds what a peer ringing in a loop costs this process (a few
+/// hundred wakes per second) at the price of delaying a real message by at
+/// most one pause while the storm lasts.
+fn back_off(empty_wakes: u32, deadline: Option<Instant>) {
+    let Some(extra) = empty_wakes.checked_sub(STORM) else {
+        return;
+    };
+    let (first, longest) = BACKOFF;
+    let mut pause = first.saturating_mul(1 << extra.min(16)).min(longest);
+    if let Some(d) = deadline {
+        pause = pause.min(d.saturating_duration_since(Instant::now()));
+    }
+    std::thread::sleep(pause);
 }

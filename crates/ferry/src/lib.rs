@@ -116,7 +116,6 @@ mod sync;
 #[cfg(not(loom))]
 pub mod sys;
 // Public but hidden: pure functions over bytes, for the fuzz targets.
-#[cfg(not(loom))]
 #[doc(hidden)]
 pub mod wire;
 

@@ -31,21 +31,7 @@ use std::io;
 
 use crate::sys::{Access, Mapping, PeerAccess, SharedMemory};
 
-/// Number of size classes: 4 KiB << 0 ..= 4 KiB << 16 (256 MiB).
-pub const CLASSES: usize = 17;
-/// The smallest block.
-pub const MIN_BLOCK: usize = 4096;
-
-/// Bytes in a block of `class`.
-pub const fn class_size(class: usize) -> usize {
-    MIN_BLOCK << class
-}
-
-/// The smallest class holding `len` bytes, if any does.
-pub fn class_for(len: usize) -> Option<usize> {
-    let class = len.max(MIN_BLOCK).next_power_of_two().trailing_zeros() as usize - 12;
-    (class < CLASSES).then_some(class)
-}
+pub use crate::wire::pool::{CLASSES, class_for, class_size};
 
 /// Set once the kernel has refused to seal a block: later blocks fail at
 /// once instead of each making and mapping an object first.

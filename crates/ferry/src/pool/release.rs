@@ -17,9 +17,9 @@ use std::os::fd::OwnedFd;
 
 use crate::sys::{Mapping, PeerAccess, SharedMemory};
 
-/// Blocks one link direction may have.
-pub const SLOTS: usize = 65536;
-const TABLE_LEN: usize = SLOTS * size_of::<AtomicU32>();
+use crate::wire::pool::RELEASE_TABLE_LEN as TABLE_LEN;
+pub use crate::wire::pool::SLOTS;
+const _: () = assert!(TABLE_LEN == SLOTS * size_of::<AtomicU32>());
 
 /// A release table, on either side.
 #[derive(Debug)]

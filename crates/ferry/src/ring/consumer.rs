@@ -107,9 +107,10 @@ impl<S: Storage> Consumer<S> {
         // SAFETY: `available > 0` and positions are multiples of 8, so a
         // whole 8-byte header lies in the published range at the head.
         let header = unsafe { read_header(&self.storage, self.head) };
+        let (len, tag) = crate::wire::ring::decode_frame_header(header);
         let frame = Frame {
-            len: header as u32,
-            tag: (header >> 32) as u32,
+            len,
+            tag,
             at: self.head,
         };
         if frame.size() > available {

@@ -43,15 +43,21 @@ pub struct Control {
     pub consumer: Side,
 }
 
-/// Bytes a [`Control`] block occupies in shared memory.
-pub const CONTROL_SIZE: usize = 256;
+pub use crate::wire::ring::CONTROL_SIZE;
 
+// The layout `wire/ring.rs` specifies, word by word.
 #[cfg(not(loom))]
 const _: () = {
-    assert!(size_of::<Side>() == 128);
-    assert!(align_of::<Side>() == 128);
+    use crate::wire::ring as wire;
+    use std::mem::offset_of;
+    assert!(size_of::<Side>() == wire::SIDE_SIZE);
+    assert!(align_of::<Side>() == wire::SIDE_SIZE);
     assert!(size_of::<Control>() == CONTROL_SIZE);
-    assert!(std::mem::offset_of!(Control, consumer) == 128);
-    assert!(std::mem::offset_of!(Side, signal) == 64);
-    assert!(std::mem::offset_of!(Side, handles) == 80);
+    assert!(offset_of!(Control, consumer) == wire::CONSUMER_SIDE);
+    assert!(offset_of!(Side, pos) == wire::POS);
+    assert!(offset_of!(Side, signal) == wire::SIGNAL);
+    assert!(offset_of!(Side, waiting) == wire::WAITING);
+    assert!(offset_of!(Side, closed) == wire::CLOSED);
+    assert!(offset_of!(Side, cpu) == wire::CPU);
+    assert!(offset_of!(Side, handles) == wire::HANDLES);
 };

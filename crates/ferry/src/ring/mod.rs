@@ -2,7 +2,7 @@
 //!
 //! A frame is an 8-byte ring header (`len: u32` body bytes, `tag: u32`
 //! opaque to the ring, both little-endian) followed by `len` body bytes,
-//! padded to 8 bytes. Positions are byte counters modulo 2^64: they grow
+//! padded to 8 bytes (the bytes are specified in `wire/ring.rs`). Positions are byte counters modulo 2^64: they grow
 //! and wrap, every computation on them wraps, and every check is made on
 //! distances (`tail - head <= capacity`), never on their order as numbers.
 //! A frame may wrap around the end of the data area, its header never does.
@@ -57,10 +57,7 @@ pub use storage::{HeapStorage, Storage};
 
 use std::sync::Arc;
 
-/// Bytes of the ring's own frame header.
-pub const FRAME_HEADER: usize = 8;
-/// Frames start on this alignment.
-pub const FRAME_ALIGN: usize = 8;
+pub use crate::wire::ring::{FRAME_ALIGN, FRAME_HEADER, frame_size};
 
 /// The peer broke the ring's rules: it published a position or frame length
 /// that cannot be true. The ring must not be used again.
@@ -80,12 +77,6 @@ impl From<Corrupt> for std::io::Error {
     fn from(corrupt: Corrupt) -> Self {
         Self::new(std::io::ErrorKind::InvalidData, corrupt)
     }
-}
-
-/// Bytes a frame with a body of `len` bytes takes in the ring (`len` at
-/// most a ring's [`Producer::max_body`]).
-pub const fn frame_size(len: usize) -> usize {
-    (FRAME_HEADER + len).next_multiple_of(FRAME_ALIGN)
 }
 
 /// A fresh ring of `capacity` bytes on the heap (a power of two, at least

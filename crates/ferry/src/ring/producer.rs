@@ -74,7 +74,8 @@ impl<S: Storage> Producer<S> {
         if size > self.free_cached() && size > self.free()? {
             return Ok(false);
         }
-        let header = len as u64 | u64::from(tag) << 32;
+        // `len <= max_body() <= u32::MAX`, checked above.
+        let header = crate::wire::ring::encode_frame_header(len as u32, tag);
         // SAFETY: `tail..tail + size` is free space (checked just above), and
         // it belongs to the producer until the tail is published; the tail
         // is a multiple of 8 and each part is at most `len <= capacity`.

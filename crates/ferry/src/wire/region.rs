@@ -13,7 +13,7 @@
 //! everything the rest of the crate derives from the capacity lies inside
 //! the mapping.
 
-use crate::ring::{CONTROL_SIZE, Control, FRAME_ALIGN};
+use super::ring::{CONTROL_SIZE, FRAME_ALIGN, SIDE_SIZE};
 
 /// Opens every pipe region.
 pub const MAGIC: [u8; 8] = *b"FERRYPIP";
@@ -44,7 +44,7 @@ const _: () = {
     assert!(MIN_CAPACITY >= 64);
     // Header, then both control blocks at their alignment, then the data.
     assert!(HEADER_LEN <= CONTROL_AT);
-    assert!(CONTROL_AT.is_multiple_of(align_of::<Control>()));
+    assert!(CONTROL_AT.is_multiple_of(SIDE_SIZE));
     assert!(CONTROL_AT + 2 * CONTROL_SIZE <= DATA_AT);
     // Data areas start page-aligned, so frame headers (8-aligned) are too.
     assert!(DATA_AT.is_multiple_of(4096) && DATA_AT.is_multiple_of(FRAME_ALIGN));

@@ -127,6 +127,8 @@ pub mod fuzzing;
 pub use bootstrap::{BootstrapError, spawn};
 #[cfg(not(loom))]
 pub use pool::reserve::PoolStats;
+#[cfg(not(loom))]
+pub use wire::Violation;
 
 /// Where this process's pool blocks came from: made by the background
 /// helper, made on a sender's path, or reused. See [`PoolStats`].

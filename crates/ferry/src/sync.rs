@@ -56,15 +56,6 @@ macro_rules! atomic {
                 self.0.compare_exchange(current, new, success, failure)
             }
             #[inline]
-            pub fn fetch_update(
-                &self,
-                set: Ordering,
-                fetch: Ordering,
-                f: impl FnMut($int) -> Option<$int>,
-            ) -> Result<$int, $int> {
-                self.0.fetch_update(set, fetch, f)
-            }
-            #[inline]
             pub fn get_mut(&mut self) -> &mut $int {
                 self.0.get_mut()
             }

@@ -10,6 +10,7 @@
 //! environment is refused.
 
 use crate::sync::{AtomicBool, Ordering};
+use crate::wire::Violation;
 use std::process::{Child, Command};
 
 use std::fmt;
@@ -126,18 +127,18 @@ impl Pipe {
         })?;
         let options = options_of(&env);
         let link = Link::new(ControlSocket::from_fd(fd), options.link_limits());
-        let protocol = |why| BootstrapError::Protocol(ProtocolError(why));
+        let protocol = |why: Violation| BootstrapError::Protocol(ProtocolError::from(why));
         let mut ends = link
             .collect(&[BOOTSTRAP_ID], None, &mut Deadline::new(None))
             .map_err(|fault| match fault {
                 Fault::Local(e) => BootstrapError::Io(e),
                 Fault::Violation(why) => protocol(why),
-                Fault::Late => protocol("no pipe from the parent"),
+                Fault::Late => protocol(Violation::NoBootstrapPipe),
             })?
             .0;
         let end = ends
             .pop()
-            .ok_or_else(|| protocol("no pipe from the parent"))?;
+            .ok_or_else(|| protocol(Violation::NoBootstrapPipe))?;
         Pipe::adopt(&link, end, &options).map_err(|why| protocol(why.0))
     }
 }

@@ -3,15 +3,41 @@
 use std::fmt;
 
 use crate::link::Failure;
+use crate::wire::Violation;
 
 /// The peer broke the wire rules (a bad position, length, kind, handle or
 /// region). The link it came over has been shut down.
+///
+/// ```
+/// use ferry::{ProtocolError, Violation};
+/// let e = ProtocolError::from(Violation::TooManyHandles);
+/// assert_eq!(e.violation().code(), 9);
+/// assert!(e.to_string().contains("too many handles"));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ProtocolError(pub &'static str);
+pub struct ProtocolError(Violation);
+
+impl ProtocolError {
+    /// Which rule the peer broke.
+    pub fn violation(&self) -> Violation {
+        self.0
+    }
+}
+
+impl From<Violation> for ProtocolError {
+    fn from(violation: Violation) -> Self {
+        Self(violation)
+    }
+}
 
 impl fmt::Display for ProtocolError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "peer broke the ferry protocol: {}", self.0)
+        write!(
+            f,
+            "peer broke the ferry protocol: {} (violation {})",
+            self.0,
+            self.0.code()
+        )
     }
 }
 

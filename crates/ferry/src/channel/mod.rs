@@ -18,6 +18,7 @@ pub use recv::Message;
 pub use wait::Wait;
 
 use crate::sync::{AtomicBool, AtomicU8};
+use crate::wire::Violation;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Instant;
 
@@ -64,7 +65,7 @@ pub struct Pipe {
     /// Set once this end has been sent away; its drop then closes nothing.
     moved: AtomicBool,
     /// A protocol failure seen on a pipe with no link.
-    broken: OnceLock<&'static str>,
+    broken: OnceLock<Violation>,
     /// Set once any call on this end has seen the peer gone: every later
     /// call says so too (after the messages still queued are received).
     hung_up: AtomicBool,
@@ -92,7 +93,7 @@ impl Pipe {
     ) -> Result<Self, Corrupt> {
         let hold = region
             .hold_end(role)
-            .ok_or(Corrupt("peer sent a pipe end this process already holds"))?;
+            .ok_or(Corrupt(Violation::EndHeldTwice))?;
         Ok(Self {
             _hold: hold,
             tx: Mutex::new(send::Tx::new(Producer::new(region.ring(role))?)),
@@ -189,7 +190,7 @@ impl Pipe {
 
     fn failure(&self) -> Option<Failure> {
         if let Some(why) = self.broken.get() {
-            return Some(Failure::Protocol(why));
+            return Some(Failure::Protocol(*why));
         }
         let link = self.link().and_then(Link::failure);
         // Relaxed: a sticky flag; what it stands for was seen by this
@@ -225,7 +226,7 @@ impl Pipe {
     }
 
     /// Records a violation by the peer and shuts the link.
-    fn corrupt(&self, why: &'static str) -> Failure {
+    fn corrupt(&self, why: Violation) -> Failure {
         let _ = self.broken.set(why);
         if let Some(link) = self.link() {
             link.fail(Failure::Protocol(why));

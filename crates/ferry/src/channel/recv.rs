@@ -1,5 +1,6 @@
 //! Receiving: frames out of the ring, checked, into whole messages.
 
+use crate::wire::Violation;
 use std::time::{Duration, Instant};
 
 use super::wait::{Stop, Waiter};
@@ -239,9 +240,7 @@ impl Pipe {
         let tag = Tag::decode(frame.tag()).map_err(|why| self.corrupt(why))?;
         let prefix = tag.prefix_len();
         if frame.len() < prefix {
-            return Err(self
-                .corrupt("frame shorter than its own header fields")
-                .into());
+            return Err(self.corrupt(Violation::FrameTooShort).into());
         }
         let payload = frame.len() - prefix;
         match (asm.total, tag.kind) {
@@ -257,7 +256,7 @@ impl Pipe {
                 let announced = decode_total(&field);
                 self.check_len(announced)?;
                 if payload as u64 > announced {
-                    return Err(self.corrupt("message length out of range").into());
+                    return Err(self.corrupt(Violation::MessageLengthOutOfRange).into());
                 }
                 self.take_handles(ring, frame, TOTAL, tag.handles, None, asm, out, budget)?;
                 ring.read_append(frame, prefix, payload, out.bytes);
@@ -267,12 +266,12 @@ impl Pipe {
             (Some(expected), Kind::More | Kind::Last) => {
                 let buf = &mut *out.bytes;
                 if buf.len() + payload > expected {
-                    return Err(self.corrupt("message pieces longer than announced").into());
+                    return Err(self.corrupt(Violation::PiecesTooLong).into());
                 }
                 ring.read_append(frame, 0, payload, buf);
                 let last = tag.kind == Kind::Last;
                 if last && buf.len() != expected {
-                    return Err(self.corrupt("message pieces shorter than announced").into());
+                    return Err(self.corrupt(Violation::PiecesTooShort).into());
                 }
                 Ok(last)
             }
@@ -295,16 +294,14 @@ impl Pipe {
                 )?;
                 Ok(true)
             }
-            _ => Err(self.corrupt("frame out of sequence").into()),
+            _ => Err(self.corrupt(Violation::FrameOutOfSequence).into()),
         }
     }
 
     /// Refuses a message longer than this end accepts.
     fn check_len(&self, len: u64) -> Result<(), RecvError> {
         match len > self.limit as u64 {
-            true => Err(self
-                .corrupt("message longer than the receiver's limit")
-                .into()),
+            true => Err(self.corrupt(Violation::MessageTooLarge).into()),
             false => Ok(()),
         }
     }
@@ -338,9 +335,7 @@ impl Pipe {
             return Ok(());
         }
         let Some(link) = self.link.get() else {
-            return Err(self
-                .corrupt("pipe ends or blocks sent over a pipe inside one process")
-                .into());
+            return Err(self.corrupt(Violation::HandlesWithinProcess).into());
         };
         let ids: Vec<u64> = (0..usize::from(count))
             .map(|i| {

@@ -7,6 +7,7 @@
 //! of address space) leaves the record where it was, for a later call to
 //! try again: the peer is never blamed and nothing is lost.
 
+use crate::wire::Violation;
 use std::collections::HashMap;
 use std::io;
 use std::os::fd::OwnedFd;
@@ -76,12 +77,8 @@ impl Reader<'_> {
     pub fn read_record(&self, inbox: &mut Inbox) -> Result<(), Fault> {
         match self.read_queued(inbox)? {
             Queued::Read => Ok(()),
-            Queued::Nothing => Err(Fault::Violation(
-                "frame names a pipe end or block that was never sent",
-            )),
-            Queued::HungUp => Err(Fault::Violation(
-                "link closed before a named pipe end or block arrived",
-            )),
+            Queued::Nothing => Err(Fault::Violation(Violation::NeverSent)),
+            Queued::HungUp => Err(Fault::Violation(Violation::ClosedBeforeArrival)),
         }
     }
 
@@ -99,9 +96,9 @@ impl Reader<'_> {
         // drops them, which is just as well.
         match self.socket.try_recv(&mut buf) {
             Ok(Received::Record { .. } | Received::NoRoom) => Ok(Queued::Read),
-            Ok(Received::Empty | Received::HungUp) => Err(Fault::Violation(
-                "control record vanished after it was read",
-            )),
+            Ok(Received::Empty | Received::HungUp) => {
+                Err(Fault::Violation(Violation::RecordVanished))
+            }
             Err(e) => Err(Fault::Local(e)),
         }
     }
@@ -116,7 +113,7 @@ impl Reader<'_> {
                 fds,
                 truncated: false,
             }) if len == RECORD_LEN => Ok(Ok((Record::decode(&buf[..len])?, fds))),
-            Ok(Received::Record { .. }) => Err(Fault::Violation("malformed control record")),
+            Ok(Received::Record { .. }) => Err(Fault::Violation(Violation::MalformedRecord)),
             Ok(Received::Empty) => Ok(Err(Queued::Nothing)),
             Ok(Received::HungUp) => Ok(Err(Queued::HungUp)),
             Ok(Received::NoRoom) => Err(Fault::Local(io::Error::new(
@@ -132,15 +129,13 @@ impl Reader<'_> {
         if let Record::Retire { id } = record {
             return match fds.is_empty() {
                 true => Ok(inbox.blocks.retire(id)?),
-                false => Err(Fault::Violation("retire record with a descriptor")),
+                false => Err(Fault::Violation(Violation::RetireWithDescriptor)),
             };
         }
         let fd: OwnedFd = fds
             .pop()
             .filter(|_| fds.is_empty())
-            .ok_or(Fault::Violation(
-                "control record without exactly one descriptor",
-            ))?;
+            .ok_or(Fault::Violation(Violation::RecordDescriptorCount))?;
         match record {
             Record::PipeEnd { role, id } => self.file_pipe_end(inbox, fd, usize::from(role), id),
             Record::Block { class, id } => {
@@ -161,10 +156,10 @@ impl Reader<'_> {
         id: u64,
     ) -> Result<(), Fault> {
         if inbox.pipes.len() >= MAX_PENDING {
-            return Err(Fault::Violation("peer sent too many unclaimed pipe ends"));
+            return Err(Fault::Violation(Violation::TooManyPendingEnds));
         }
         if inbox.pipes.contains_key(&id) {
-            return Err(Fault::Violation("peer sent a pipe end id twice"));
+            return Err(Fault::Violation(Violation::PipeEndIdTwice));
         }
         // Records are read under the inbox lock, so nothing else charges
         // this budget between the look and the charge below.

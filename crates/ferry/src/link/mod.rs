@@ -22,6 +22,7 @@ pub(crate) use deadline::GRACE;
 pub(crate) use inbox::PeerEnd;
 
 use crate::sync::{AtomicBool, AtomicU64, Ordering};
+use crate::wire::Violation;
 use std::io;
 use std::os::fd::BorrowedFd;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
@@ -50,14 +51,14 @@ pub enum Failure {
     /// The peer process closed its end or died.
     HungUp,
     /// The peer broke the wire rules; the link was shut down.
-    Protocol(&'static str),
+    Protocol(Violation),
 }
 
 /// Why reading what the peer sent over the link did not succeed.
 #[derive(Debug)]
 pub(crate) enum Fault {
     /// The peer broke the wire rules.
-    Violation(&'static str),
+    Violation(Violation),
     /// This process could not take what the peer sent (out of descriptors
     /// or memory); the peer did nothing wrong, and nothing was lost.
     Local(io::Error),
@@ -65,8 +66,8 @@ pub(crate) enum Fault {
     Late,
 }
 
-impl From<&'static str> for Fault {
-    fn from(why: &'static str) -> Self {
+impl From<Violation> for Fault {
+    fn from(why: Violation) -> Self {
         Self::Violation(why)
     }
 }
@@ -239,7 +240,7 @@ impl Link {
         }
         let held = match block {
             Some(b) => {
-                let len = usize::try_from(b.len).map_err(|_| "block frame length out of range")?;
+                let len = usize::try_from(b.len).map_err(|_| Violation::BlockLengthOutOfRange)?;
                 Some(inbox.blocks.take(b.id, b.generation, len)?)
             }
             None => None,
@@ -250,7 +251,7 @@ impl Link {
                 inbox
                     .pipes
                     .remove(id)
-                    .ok_or(Fault::Violation("a message names one pipe end twice"))
+                    .ok_or(Fault::Violation(Violation::PipeEndNamedTwice))
             })
             .collect::<Result<_, _>>()?;
         Ok((ends, held))

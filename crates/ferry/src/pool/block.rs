@@ -27,6 +27,7 @@
 #![allow(unsafe_code)]
 
 use crate::sync::{AtomicBool, Ordering};
+use crate::wire::Violation;
 use std::io;
 
 use crate::sys::{Access, Mapping, PeerAccess, SharedMemory};
@@ -116,7 +117,7 @@ impl PeerBlock {
     /// Maps a block the peer sent, checking it is sealed and of its class's size.
     pub fn from_peer(fd: std::os::fd::OwnedFd, class: usize) -> Result<Self, crate::sys::MapError> {
         if class >= CLASSES {
-            return Err("block class out of range".into());
+            return Err(Violation::BlockClassOutOfRange.into());
         }
         let size = class_size(class);
         let object = SharedMemory::from_peer(fd, size, size, PeerAccess::ReadOnly)?;

@@ -7,6 +7,7 @@
 //! address space (one message could otherwise ask for terabytes).
 
 use crate::sync::{AtomicUsize, Ordering};
+use crate::wire::Violation;
 use std::sync::Arc;
 
 /// Default budget per link: 4 GiB of the peer's memory mapped here.
@@ -42,15 +43,23 @@ impl MapBudget {
     }
 
     /// Charges `bytes`, or refuses if that would pass the cap.
-    pub fn charge(self: &Arc<Self>, bytes: usize) -> Result<Charge, &'static str> {
-        // Relaxed: the counter orders nothing else; the update is atomic.
-        self.used
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |used| {
-                used.checked_add(bytes).filter(|&total| total <= self.cap)
-            })
-            .map_err(
-                |_| "peer's shared memory exceeds this link's map budget (PipeOptions::max_mapped)",
-            )?;
+    pub fn charge(self: &Arc<Self>, bytes: usize) -> Result<Charge, Violation> {
+        // Relaxed (all): the counter orders nothing else; the
+        // compare-exchange makes the check and the update one step.
+        let mut used = self.used.load(Ordering::Relaxed);
+        loop {
+            let total = used
+                .checked_add(bytes)
+                .filter(|&total| total <= self.cap)
+                .ok_or(Violation::MapBudgetExceeded)?;
+            match self
+                .used
+                .compare_exchange(used, total, Ordering::Relaxed, Ordering::Relaxed)
+            {
+                Ok(_) => break,
+                Err(now) => used = now,
+            }
+        }
         Ok(Charge {
             budget: Arc::clone(self),
             bytes,

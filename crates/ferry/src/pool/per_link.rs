@@ -12,6 +12,7 @@
 //! side still holds.
 
 use crate::sync::Ordering;
+use crate::wire::Violation;
 use std::collections::HashMap;
 use std::io;
 use std::os::fd::{BorrowedFd, OwnedFd};
@@ -237,15 +238,15 @@ impl PeerBlocks {
         let id = u32::try_from(id)
             .ok()
             .filter(|&i| (i as usize) < SLOTS)
-            .ok_or("block id out of range")?;
+            .ok_or(Violation::BlockIdOutOfRange)?;
         if self.blocks.contains_key(&id) {
-            return Err("block announced twice".into());
+            return Err(Violation::BlockAnnouncedTwice.into());
         }
         let size = (class < CLASSES)
             .then(|| class_size(class))
-            .ok_or("block class out of range")?;
+            .ok_or(Violation::BlockClassOutOfRange)?;
         if self.mapped + size > cap {
-            return Err("peer's blocks exceed this link's shared-memory cap".into());
+            return Err(Violation::PoolCapExceeded.into());
         }
         let charge = budget.charge(size)?;
         let block = PeerBlock::from_peer(fd, class)?;
@@ -267,7 +268,7 @@ impl PeerBlocks {
     /// Maps the peer's release table.
     pub fn set_table(&mut self, fd: OwnedFd) -> Result<(), MapError> {
         if self.table.is_some() {
-            return Err("release table announced twice".into());
+            return Err(Violation::ReleaseTableTwice.into());
         }
         self.table = Some(Arc::new(ReleaseTable::from_peer(fd)?));
         Ok(())
@@ -275,12 +276,12 @@ impl PeerBlocks {
 
     /// Forgets block `id`, which the peer retired. A view still held keeps
     /// its mapping until dropped.
-    pub fn retire(&mut self, id: u64) -> Result<(), &'static str> {
-        let id = u32::try_from(id).map_err(|_| "block id out of range")?;
+    pub fn retire(&mut self, id: u64) -> Result<(), Violation> {
+        let id = u32::try_from(id).map_err(|_| Violation::BlockIdOutOfRange)?;
         let known = self
             .blocks
             .remove(&id)
-            .ok_or("retire of a block never announced")?;
+            .ok_or(Violation::RetireUnannounced)?;
         self.mapped -= known.block.block.len();
         Ok(())
     }
@@ -292,26 +293,26 @@ impl PeerBlocks {
 
     /// Takes block `id` at `generation` holding `len` bytes, after checking
     /// all three against what the peer announced and what this side holds.
-    pub fn take(&mut self, id: u32, generation: u32, len: usize) -> Result<Held, &'static str> {
+    pub fn take(&mut self, id: u32, generation: u32, len: usize) -> Result<Held, Violation> {
         let table = self
             .table
             .clone()
-            .ok_or("block frame before the release table")?;
+            .ok_or(Violation::BlockBeforeReleaseTable)?;
         let known = self
             .blocks
             .get_mut(&id)
-            .ok_or("frame names a block never announced")?;
+            .ok_or(Violation::BlockNeverAnnounced)?;
         if len > known.block.block.len() {
-            return Err("block frame length past the block's end");
+            return Err(Violation::BlockPastEnd);
         }
         if generation <= known.last_generation
             && !(known.last_generation > u32::MAX / 2 && generation < 1 << 16)
         {
-            return Err("block frame with a stale generation");
+            return Err(Violation::StaleGeneration);
         }
         // Acquire: pairs with the Release store when the last view dropped.
         if known.block.block.held.swap(true, Ordering::Acquire) {
-            return Err("block sent again while this side still holds it");
+            return Err(Violation::BlockHeldTwice);
         }
         known.last_generation = generation;
         Ok(Held {

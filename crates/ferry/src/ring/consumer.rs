@@ -12,6 +12,7 @@
 use super::copy::{copy_out, read_header};
 use super::{Corrupt, FRAME_ALIGN, FRAME_HEADER, Storage, check_adopted};
 use crate::sync::Ordering;
+use crate::wire::Violation;
 
 /// One frame at a consumer's read position, as [`Consumer::peek`] found it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -91,7 +92,7 @@ impl<S: Storage> Consumer<S> {
         let tail = self.storage.control().producer.pos.load(Ordering::Acquire);
         let available = tail.wrapping_sub(self.head);
         if available > self.storage.capacity() as u64 || !tail.is_multiple_of(FRAME_ALIGN as u64) {
-            return Err(Corrupt("producer published an impossible write position"));
+            return Err(Corrupt(Violation::BadWritePosition));
         }
         self.tail = tail;
         Ok(available)
@@ -114,7 +115,7 @@ impl<S: Storage> Consumer<S> {
             at: self.head,
         };
         if frame.size() > available {
-            return Err(Corrupt("frame length runs past the published data"));
+            return Err(Corrupt(Violation::FrameOverrun));
         }
         Ok(Some(frame))
     }

@@ -55,6 +55,7 @@ pub use producer::Producer;
 pub(crate) use region::{Region, RingView};
 pub use storage::{HeapStorage, Storage};
 
+use crate::wire::Violation;
 use std::sync::Arc;
 
 pub use crate::wire::ring::{FRAME_ALIGN, FRAME_HEADER, frame_size};
@@ -62,11 +63,11 @@ pub use crate::wire::ring::{FRAME_ALIGN, FRAME_HEADER, frame_size};
 /// The peer broke the ring's rules: it published a position or frame length
 /// that cannot be true. The ring must not be used again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Corrupt(pub &'static str);
+pub struct Corrupt(pub Violation);
 
 impl std::fmt::Display for Corrupt {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.0)
+        f.write_str(self.0.message())
     }
 }
 
@@ -106,12 +107,10 @@ pub fn heap(capacity: usize) -> (Producer<Arc<HeapStorage>>, Consumer<Arc<HeapSt
 fn check_adopted(tail: u64, head: u64, capacity: usize) -> Result<(), Corrupt> {
     let align = FRAME_ALIGN as u64;
     if !tail.is_multiple_of(align) || !head.is_multiple_of(align) {
-        return Err(Corrupt("ring position is not a multiple of 8"));
+        return Err(Corrupt(Violation::UnalignedPosition));
     }
     if tail.wrapping_sub(head) > capacity as u64 {
-        return Err(Corrupt(
-            "ring positions are further apart than its capacity",
-        ));
+        return Err(Corrupt(Violation::PositionsTooFarApart));
     }
     Ok(())
 }

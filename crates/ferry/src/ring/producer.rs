@@ -10,6 +10,7 @@
 use super::copy::{copy_in, write_header};
 use super::{Corrupt, FRAME_ALIGN, FRAME_HEADER, Storage, check_adopted, frame_size};
 use crate::sync::Ordering;
+use crate::wire::Violation;
 
 /// The writing side of a ring.
 #[derive(Debug)]
@@ -54,7 +55,7 @@ impl<S: Storage> Producer<S> {
         let head = self.storage.control().consumer.pos.load(Ordering::Acquire);
         let released = head.wrapping_sub(self.head);
         if released > self.used() || !head.is_multiple_of(FRAME_ALIGN as u64) {
-            return Err(Corrupt("consumer published an impossible read position"));
+            return Err(Corrupt(Violation::BadReadPosition));
         }
         self.head = head;
         Ok(self.free_cached())

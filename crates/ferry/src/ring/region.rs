@@ -19,6 +19,7 @@
 //! reached through the ring's checked raw-pointer copies.
 #![allow(unsafe_code)]
 
+use crate::wire::Violation;
 use std::collections::BTreeSet;
 use std::io;
 use std::os::fd::{BorrowedFd, OwnedFd};
@@ -98,13 +99,9 @@ impl Region {
         let object =
             SharedMemory::from_peer(fd, MIN_REGION_LEN, MAX_REGION_LEN, PeerAccess::Shared)?;
         if object.len() > max_len {
-            return Err(MapError::Violation(
-                "peer's pipe regions exceed this link's map budget (PipeOptions::max_mapped)",
-            ));
+            return Err(MapError::Violation(Violation::RegionsOverBudget));
         }
-        let identity = object
-            .identity()
-            .map_err(|_| "fstat failed on shared memory")?;
+        let identity = object.identity().map_err(|_| Violation::StatFailed)?;
         let map = object.map().map_err(MapError::from_map_failure)?;
         let mut header = [0u8; HEADER_LEN];
         // SAFETY: the mapping is at least MIN_REGION_LEN > HEADER_LEN bytes
@@ -236,7 +233,9 @@ mod tests {
         let second = Region::create(8192).unwrap();
         let len = second.len();
         let over_budget = Region::from_peer(as_received(second), len - 1);
-        assert!(matches!(over_budget, Err(MapError::Violation(why)) if why.contains("map budget")));
+        assert!(
+            matches!(over_budget, Err(MapError::Violation(why)) if why == Violation::RegionsOverBudget)
+        );
     }
 
     #[test]
@@ -270,7 +269,7 @@ mod tests {
         unsafe { std::ptr::copy_nonoverlapping(forged.as_ptr(), region.map.as_ptr(), HEADER_LEN) };
         let refused = Region::from_peer(as_received(region), usize::MAX);
         assert!(
-            matches!(refused, Err(MapError::Violation(why)) if why == "pipe region's capacity does not match its size"),
+            matches!(refused, Err(MapError::Violation(why)) if why == Violation::RegionCapacityMismatch),
             "{refused:?}"
         );
     }

@@ -4,6 +4,7 @@
 //! into the free space a real producer would own, while none writes.
 #![allow(unsafe_code)]
 
+use crate::wire::Violation;
 use std::sync::Arc;
 
 use super::copy::copy_in;
@@ -219,7 +220,7 @@ fn garbage_tails_published_later_are_corrupt() {
             control.producer.pos.store(garbage, Ordering::Release);
             assert_eq!(
                 c.peek(),
-                Err(Corrupt("producer published an impossible write position")),
+                Err(Corrupt(Violation::BadWritePosition)),
                 "{start} {garbage}"
             );
             assert!(c.is_empty().is_err());
@@ -258,10 +259,7 @@ fn a_lying_frame_length_is_corrupt() {
     // SAFETY: the producer owns this range until it publishes the tail.
     unsafe { copy_in(&storage, 0, &header) };
     storage.control().producer.pos.store(16, Ordering::Release);
-    assert_eq!(
-        c.peek(),
-        Err(Corrupt("frame length runs past the published data"))
-    );
+    assert_eq!(c.peek(), Err(Corrupt(Violation::FrameOverrun)));
 }
 
 #[test]

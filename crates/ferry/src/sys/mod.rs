@@ -46,6 +46,7 @@
 //! Handles are `OwnedFd`/`BorrowedFd` from the first line; no raw descriptor
 //! number travels through the rest of the crate, except as the decimal string
 //! a spawned child reads from its environment.
+use crate::wire::Violation;
 
 // The backend, chosen by file: Linux, or a shell that compiles anywhere
 // else and fails every call with `ErrorKind::Unsupported`.
@@ -109,7 +110,7 @@ pub(crate) enum Received {
 #[derive(Debug)]
 pub(crate) enum MapError {
     /// The peer sent something it must not (wrong size, unsealed, over budget).
-    Violation(&'static str),
+    Violation(Violation),
     /// This process could not map it (out of memory or address space); the
     /// peer did nothing wrong.
     Local(std::io::Error),
@@ -123,13 +124,13 @@ impl MapError {
         if is_shortage(&e) {
             Self::Local(e)
         } else {
-            Self::Violation("the peer's shared memory could not be mapped")
+            Self::Violation(Violation::Unmappable)
         }
     }
 }
 
-impl From<&'static str> for MapError {
-    fn from(why: &'static str) -> Self {
+impl From<Violation> for MapError {
+    fn from(why: Violation) -> Self {
         Self::Violation(why)
     }
 }

@@ -268,7 +268,8 @@ mod tests {
             (state % below as u64) as usize
         };
         let (mut accepted, mut refused) = (0, 0);
-        for _ in 0..20_000 {
+        let rounds = if cfg!(miri) { 400 } else { 20_000 };
+        for _ in 0..rounds {
             let mut bytes = good.clone().into_bytes();
             for _ in 0..=next(3) {
                 let at = next(bytes.len() + 1);
@@ -288,7 +289,7 @@ mod tests {
             }
         }
         assert!(
-            accepted > 100 && refused > 100,
+            accepted > rounds / 200 && refused > rounds / 200,
             "{accepted} accepted, {refused} refused"
         );
     }

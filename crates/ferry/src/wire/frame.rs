@@ -14,7 +14,7 @@
 //! | `Abort` | empty: drop the message begun by `First`                |
 //! | `Block` | `id: u32`, `generation: u32`, `len: u64` of a pool block holding the whole payload, then handle ids |
 
-use super::{MAX_HANDLES, VERSION};
+use super::{MAX_HANDLES, VERSION, Violation};
 
 /// What a frame is, within its message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,7 +59,7 @@ impl Tag {
     /// Unpacks and checks a tag read from the ring: a known kind, this
     /// version, and at most [`MAX_HANDLES`] handles, only on the kinds that
     /// carry them.
-    pub fn decode(raw: u32) -> Result<Self, &'static str> {
+    pub fn decode(raw: u32) -> Result<Self, Violation> {
         let kind = match raw & 0xff {
             1 => Kind::Whole,
             2 => Kind::First,
@@ -67,17 +67,17 @@ impl Tag {
             4 => Kind::Last,
             5 => Kind::Abort,
             6 => Kind::Block,
-            _ => return Err("unknown frame kind"),
+            _ => return Err(Violation::UnknownFrameKind),
         };
         if (raw >> 8) & 0xff != u32::from(VERSION) {
-            return Err("unsupported frame version");
+            return Err(Violation::UnsupportedFrameVersion);
         }
         let handles = (raw >> 16) as u16;
         if usize::from(handles) > MAX_HANDLES {
-            return Err("too many handles in one message");
+            return Err(Violation::TooManyHandles);
         }
         if handles != 0 && !matches!(kind, Kind::Whole | Kind::First | Kind::Block) {
-            return Err("handles on a continuation frame");
+            return Err(Violation::HandlesOnContinuation);
         }
         Ok(Self { kind, handles })
     }
@@ -198,7 +198,11 @@ mod tests {
     fn unknown_kinds_are_refused() {
         for kind in (0..=255u32).filter(|k| !(1..=6).contains(k)) {
             let raw = kind | u32::from(VERSION) << 8;
-            assert_eq!(Tag::decode(raw), Err("unknown frame kind"), "kind {kind}");
+            assert_eq!(
+                Tag::decode(raw),
+                Err(Violation::UnknownFrameKind),
+                "kind {kind}"
+            );
         }
     }
 
@@ -208,7 +212,7 @@ mod tests {
             let raw = Kind::Whole as u32 | version << 8;
             assert_eq!(
                 Tag::decode(raw),
-                Err("unsupported frame version"),
+                Err(Violation::UnsupportedFrameVersion),
                 "version {version}"
             );
         }
@@ -221,7 +225,7 @@ mod tests {
                 let raw = Tag { kind, handles }.encode();
                 assert_eq!(
                     Tag::decode(raw),
-                    Err("too many handles in one message"),
+                    Err(Violation::TooManyHandles),
                     "{kind:?} with {handles}"
                 );
             }
@@ -234,7 +238,7 @@ mod tests {
             let raw = Tag { kind, handles: 1 }.encode();
             assert_eq!(
                 Tag::decode(raw),
-                Err("handles on a continuation frame"),
+                Err(Violation::HandlesOnContinuation),
                 "{kind:?}"
             );
         }

@@ -25,8 +25,10 @@ pub mod pool;
 pub mod record;
 pub mod region;
 pub mod ring;
+pub mod violation;
 
 /// The version written into every frame tag and control record.
 pub const VERSION: u8 = 1;
 
 pub use limits::{FIRST_PIPE_ID, HANDLE_WINDOW, MAX_HANDLES, MAX_PENDING};
+pub use violation::Violation;

@@ -10,6 +10,8 @@
 //! | 3 [`Record::ReleaseTable`] | 0 | 0 | the table where the receiver hands blocks back |
 //! | 4 [`Record::Retire`] | 0 | the block's number | none: the sender unmapped the (free) block; unmap it too |
 
+use super::Violation;
+
 use super::VERSION;
 
 /// Bytes in one record.
@@ -64,13 +66,11 @@ impl Record {
     /// magic and version, a known kind, and an `arg` and `id` that kind
     /// allows (the fields a kind does not use must be zero). So every
     /// record that decodes encodes back to the same bytes.
-    pub fn decode(bytes: &[u8]) -> Result<Self, &'static str> {
-        let bytes: &[u8; RECORD_LEN] = bytes
-            .try_into()
-            .map_err(|_| "control record of the wrong length")?;
+    pub fn decode(bytes: &[u8]) -> Result<Self, Violation> {
+        let bytes: &[u8; RECORD_LEN] = bytes.try_into().map_err(|_| Violation::RecordLength)?;
         let [m0, m1, m2, m3, k0, k1, a0, a1, id @ ..] = *bytes;
         if u32::from_le_bytes([m0, m1, m2, m3]) != MAGIC {
-            return Err("control record with a bad magic number or version");
+            return Err(Violation::RecordMagic);
         }
         let arg = u16::from_le_bytes([a0, a1]);
         let id = u64::from_le_bytes(id);
@@ -80,23 +80,23 @@ impl Record {
                 id,
             }),
             2 => Ok(Self::Block {
-                class: u8::try_from(arg).map_err(|_| "block class out of range")?,
+                class: u8::try_from(arg).map_err(|_| Violation::BlockClassOutOfRange)?,
                 id,
             }),
             3 if arg == 0 && id == 0 => Ok(Self::ReleaseTable),
-            3 => Err("release table record with a non-zero argument or id"),
+            3 => Err(Violation::ReleaseTableRecordArgs),
             4 if arg == 0 => Ok(Self::Retire { id }),
-            4 => Err("retire record with a non-zero argument"),
-            _ => Err("unknown control record kind"),
+            4 => Err(Violation::RetireRecordArg),
+            _ => Err(Violation::UnknownRecordKind),
         }
     }
 
     /// A pipe end's role from a record's `arg`.
-    fn role(arg: u16) -> Result<u8, &'static str> {
+    fn role(arg: u16) -> Result<u8, Violation> {
         match arg {
             0 => Ok(0),
             1 => Ok(1),
-            _ => Err("pipe end role is neither 0 nor 1"),
+            _ => Err(Violation::BadPipeEndRole),
         }
     }
 }
@@ -141,7 +141,7 @@ mod tests {
         for bytes in [&[][..], &good[..1], &good[..15], &long] {
             assert_eq!(
                 Record::decode(bytes),
-                Err("control record of the wrong length"),
+                Err(Violation::RecordLength),
                 "{} bytes",
                 bytes.len()
             );
@@ -156,7 +156,7 @@ mod tests {
             bad[at] ^= 0x20;
             assert_eq!(
                 Record::decode(&bad),
-                Err("control record with a bad magic number or version"),
+                Err(Violation::RecordMagic),
                 "byte {at}"
             );
         }

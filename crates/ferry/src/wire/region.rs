@@ -13,6 +13,8 @@
 //! everything the rest of the crate derives from the capacity lies inside
 //! the mapping.
 
+use super::Violation;
+
 use super::ring::{CONTROL_SIZE, FRAME_ALIGN, SIDE_SIZE};
 
 /// Opens every pipe region.
@@ -99,19 +101,19 @@ impl RegionHeader {
     /// is `object_len` bytes: the magic and version must match, the
     /// capacity must be [valid](valid_capacity), and the object exactly as
     /// long as the layout with that capacity.
-    pub fn decode(bytes: &[u8; HEADER_LEN], object_len: usize) -> Result<Self, &'static str> {
+    pub fn decode(bytes: &[u8; HEADER_LEN], object_len: usize) -> Result<Self, Violation> {
         let [m @ .., v0, v1, v2, v3, c0, c1, c2, c3] = *bytes;
         if m != MAGIC || u32::from_le_bytes([v0, v1, v2, v3]) != VERSION {
-            return Err("pipe region has a bad magic number or version");
+            return Err(Violation::RegionMagic);
         }
         let header = Self {
             capacity: u32::from_le_bytes([c0, c1, c2, c3]),
         };
         if !valid_capacity(header.ring_capacity()) {
-            return Err("pipe region's capacity is not a power of two in range");
+            return Err(Violation::RegionCapacityRange);
         }
         if region_len(header.ring_capacity()) != Some(object_len) {
-            return Err("pipe region's capacity does not match its size");
+            return Err(Violation::RegionCapacityMismatch);
         }
         Ok(header)
     }
@@ -167,7 +169,7 @@ mod tests {
             bad[at] ^= 0x40;
             assert_eq!(
                 RegionHeader::decode(&bad, MIN_REGION_LEN),
-                Err("pipe region has a bad magic number or version"),
+                Err(Violation::RegionMagic),
                 "byte {at}"
             );
         }
@@ -181,7 +183,7 @@ mod tests {
             let len = region_len(capacity as usize).unwrap();
             assert_eq!(
                 RegionHeader::decode(&bad, len),
-                Err("pipe region's capacity is not a power of two in range"),
+                Err(Violation::RegionCapacityRange),
                 "capacity {capacity}"
             );
         }
@@ -194,7 +196,7 @@ mod tests {
         for object_len in [0, len - 1, len + 1, len * 2, MIN_REGION_LEN, usize::MAX] {
             assert_eq!(
                 RegionHeader::decode(&good, object_len),
-                Err("pipe region's capacity does not match its size"),
+                Err(Violation::RegionCapacityMismatch),
                 "object of {object_len} bytes"
             );
         }

@@ -21,6 +21,7 @@
 //! `len` can fault with `SIGBUS`. The mapping is unmapped once, on drop.
 #![allow(unsafe_code)]
 
+use crate::wire::Violation;
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::ptr::NonNull;
@@ -99,25 +100,24 @@ impl SharedMemory {
         min: usize,
         max: usize,
         access: PeerAccess,
-    ) -> Result<Self, &'static str> {
-        let seals =
-            rustix::fs::fcntl_get_seals(&fd).map_err(|_| "object is not sealable shared memory")?;
+    ) -> Result<Self, Violation> {
+        let seals = rustix::fs::fcntl_get_seals(&fd).map_err(|_| Violation::NotSealable)?;
         if !seals.contains(SIZE_SEALS) {
-            return Err("shared memory is not sealed against resizing");
+            return Err(Violation::NotSealedAgainstResize);
         }
         let write_seals = SealFlags::WRITE | SealFlags::FUTURE_WRITE;
         if access == PeerAccess::Shared && seals.intersects(write_seals) {
-            return Err("shared memory both sides must write is sealed against writes");
+            return Err(Violation::SealedAgainstWrites);
         }
-        let fs = rustix::fs::fstatfs(&fd).map_err(|_| "fstatfs failed on shared memory")?;
+        let fs = rustix::fs::fstatfs(&fd).map_err(|_| Violation::StatfsFailed)?;
         #[allow(clippy::unnecessary_cast)] // `f_type`'s width differs by target
         if fs.f_type as u64 != TMPFS_MAGIC {
-            return Err("shared memory is not a plain memfd (tmpfs)");
+            return Err(Violation::NotTmpfs);
         }
-        let stat = rustix::fs::fstat(&fd).map_err(|_| "fstat failed on shared memory")?;
-        let len = usize::try_from(stat.st_size).map_err(|_| "shared memory size is negative")?;
+        let stat = rustix::fs::fstat(&fd).map_err(|_| Violation::StatFailed)?;
+        let len = usize::try_from(stat.st_size).map_err(|_| Violation::NegativeSize)?;
         if len < min || len > max {
-            return Err("shared memory size out of range");
+            return Err(Violation::SizeOutOfRange);
         }
         Ok(Self { fd, len })
     }

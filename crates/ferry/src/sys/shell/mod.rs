@@ -77,8 +77,8 @@ pub(crate) mod memory {
             _min_len: usize,
             _max_len: usize,
             _access: PeerAccess,
-        ) -> Result<Self, &'static str> {
-            Err("shared memory is not supported on this operating system")
+        ) -> Result<Self, crate::wire::Violation> {
+            Err(crate::wire::Violation::NotSealable)
         }
         pub(crate) fn len(&self) -> usize {
             match self.0 {}

@@ -138,6 +138,6 @@ pub fn pool_stats() -> PoolStats {
 }
 #[cfg(not(loom))]
 pub use channel::{
-    HANDLE_WINDOW, LOAN_IN_PLACE, Loan, MAX_HANDLES, Message, OUT_OF_LINE, Pipe, PipeOptions,
-    ProtocolError, RecvError, SendError, SendWithError, SharedBytes, Wait, pipe,
+    End, HANDLE_WINDOW, LOAN_IN_PLACE, Loan, MAX_HANDLES, Message, OUT_OF_LINE, Pipe, PipeOptions,
+    ProtocolError, Receiver, RecvError, SendError, SendWithError, Sender, SharedBytes, Wait, pipe,
 };

@@ -208,8 +208,8 @@ fn oversize_message_across_processes() {
         ),
         "{refused}"
     );
-    assert_eq!(refused.pipes.len(), 1, "the pipe end handed back");
-    pipe.send_with(b"next", refused.pipes).expect("send_with");
+    assert_eq!(refused.ends.len(), 1, "the pipe end handed back");
+    pipe.send_with(b"next", refused.ends).expect("send_with");
     assert_eq!(a.recv().expect("recv"), b"hello");
     drop(pipe);
     child.wait_ok();

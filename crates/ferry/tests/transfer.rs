@@ -264,7 +264,12 @@ fn send_with_refusals_hand_the_pipes_back() {
         matches!(refused.error, SendError::NotTransferable(_)),
         "{refused}"
     );
-    let p = refused.pipes.into_iter().next().expect("handed back");
+    let p = refused
+        .ends
+        .into_iter()
+        .next()
+        .and_then(ferry::End::into_pipe)
+        .expect("handed back");
     p.send(b"still works").expect("send");
     assert_eq!(q.recv().expect("recv"), b"still works");
 
@@ -279,7 +284,12 @@ fn send_with_refusals_hand_the_pipes_back() {
         matches!(refused.error, SendError::NotTransferable(_)),
         "{refused}"
     );
-    let a = refused.pipes.into_iter().next().expect("handed back");
+    let a = refused
+        .ends
+        .into_iter()
+        .next()
+        .and_then(ferry::End::into_pipe)
+        .expect("handed back");
     main.send(b"again").expect("again");
     round_trip(&a, "a after");
     // The bootstrap pipe itself (its twin is in the child).
@@ -287,7 +297,12 @@ fn send_with_refusals_hand_the_pipes_back() {
     let refused = spare
         .send_with(b"main", vec![main])
         .expect_err("in-process link");
-    let main = refused.pipes.into_iter().next().expect("main handed back");
+    let main = refused
+        .ends
+        .into_iter()
+        .next()
+        .and_then(ferry::End::into_pipe)
+        .expect("main handed back");
     // One more end than a message may carry.
     let (here, there): (Vec<Pipe>, Vec<Pipe>) = pipes(254).into_iter().unzip();
     let refused = main.send_with(b"too many", there).expect_err("254 ends");
@@ -295,8 +310,13 @@ fn send_with_refusals_hand_the_pipes_back() {
         matches!(refused.error, SendError::NotTransferable(_)),
         "{refused}"
     );
-    assert_eq!(refused.pipes.len(), 254);
-    let back = refused.pipes.into_iter().zip(here).collect();
+    assert_eq!(refused.ends.len(), 254);
+    let back = refused
+        .ends
+        .into_iter()
+        .map(|end| end.into_pipe().expect("a pipe end"))
+        .zip(here)
+        .collect();
     // The most a message may carry, made of the ends just handed back.
     let mut back: Vec<(Pipe, Pipe)> = back;
     back.truncate(253);
@@ -327,9 +347,9 @@ fn send_with_both_ends_of_one_pipe() {
                 matches!(refused.error, SendError::NotTransferable(_)),
                 "refused with {:?}, {} of 2 ends handed back",
                 refused.error,
-                refused.pipes.len()
+                refused.ends.len()
             );
-            assert_eq!(refused.pipes.len(), 2, "both ends handed back");
+            assert_eq!(refused.ends.len(), 2, "both ends handed back");
         }
     }
     send_to_counter(&main, "after both", pipes(3));

@@ -88,9 +88,8 @@ pub(crate) fn spawn_with(
     let (ours, theirs) = socket_pair().map_err(BootstrapError::Io)?;
     let (near, far) = options.pipe().map_err(BootstrapError::Io)?;
     let link = Link::new(ours, options.link_limits());
-    far.send_region(&link, Some(BOOTSTRAP_ID), None)
+    far.send_whole(&link, BOOTSTRAP_ID)
         .map_err(BootstrapError::Io)?;
-    far.moved_over(&link);
     let env = BootstrapEnv {
         fd: inherit_in_child(&mut command, theirs.as_fd()),
         parent: std::process::id(),

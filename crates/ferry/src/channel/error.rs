@@ -141,14 +141,14 @@ impl From<Failure> for RecvError {
     }
 }
 
-/// A failed [`crate::Pipe::send_with`]: the error, and the pipe ends that
+/// A failed [`crate::Sender::send_with`]: the error, and the ends that
 /// were not sent (all of them, unless the link failed part way).
 #[derive(Debug)]
 pub struct SendWithError {
     /// What went wrong.
     pub error: SendError,
-    /// The pipe ends handed back.
-    pub pipes: Vec<crate::Pipe>,
+    /// The ends handed back.
+    pub ends: Vec<super::End>,
 }
 
 impl fmt::Display for SendWithError {

@@ -4,7 +4,8 @@
 use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
 
-use super::{Pipe, RecvError, SendError};
+use super::receiver::Delivery;
+use super::{Pipe, Receiver, RecvError, SendError, Sender};
 use crate::pool::block::Block;
 use crate::pool::per_link::Held;
 
@@ -24,14 +25,14 @@ use crate::pool::per_link::Held;
 /// | 32 KiB | 2.73 / 2.85 | 6.27 / 6.96 |
 pub const LOAN_IN_PLACE: usize = 16 * 1024;
 
-impl Pipe {
+impl Sender {
     /// Lends a writable slot of `len` bytes for a message written in place.
     ///
     /// On a pipe to another process a slot of at least [`LOAN_IN_PLACE`]
     /// bytes (16 KiB, or the pipe's out-of-line threshold if that is lower)
     /// is a shared-memory block, and [`Loan::send`] sends it without
     /// copying; the receiver can read it in place with
-    /// [`Pipe::recv_shared`]. Otherwise the slot is ordinary memory and
+    /// [`Receiver::recv_shared`]. Otherwise the slot is ordinary memory and
     /// sending copies it: for a smaller message, whose copy costs less than
     /// a block; on a pipe within one process; for more than 256 MiB, the
     /// largest block; or when the link's pool is at its cap with every block
@@ -48,12 +49,49 @@ impl Pipe {
     pub fn loan(&self, len: usize) -> Result<Loan<'_>, SendError> {
         Ok(Loan {
             slot: self.lend_slot(len)?,
-            pipe: PipeRef::Borrowed(self),
+            sender: SenderRef::Borrowed(self),
             len,
         })
     }
 
-    /// [`loan`](Pipe::loan) for a pipe in an [`Arc`]: the loan keeps the
+    /// [`loan`](Sender::loan) for a sender in an [`Arc`]: the loan keeps
+    /// the sender alive instead of borrowing it (see [`Pipe::loan_owned`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`Sender::loan`].
+    pub fn loan_owned(self: &Arc<Self>, len: usize) -> Result<Loan<'static>, SendError> {
+        Ok(Loan {
+            slot: self.lend_slot(len)?,
+            sender: SenderRef::Sender(Arc::clone(self)),
+            len,
+        })
+    }
+
+    /// The slot of a loan of `len` bytes: a block of the link's pool, or
+    /// ordinary memory (see [`Sender::loan`]).
+    fn lend_slot(&self, len: usize) -> Result<Slot, SendError> {
+        if len > self.half.limit {
+            return Err(SendError::TooLarge {
+                len,
+                limit: self.half.limit,
+            });
+        }
+        let block = match self.half.link.get() {
+            Some(link) if len >= LOAN_IN_PLACE.min(self.out_of_line) => {
+                self.lend_block(link, len, None)?
+            }
+            _ => None,
+        };
+        Ok(match block {
+            Some(lent) => Slot::Block(lent),
+            None => Slot::Heap(vec![0; len]),
+        })
+    }
+}
+
+impl Pipe {
+    /// [`Sender::loan_owned`] for a pipe in an [`Arc`]: the loan keeps the
     /// pipe alive instead of borrowing it, so a struct can hold a pipe and
     /// the loan being written together. While any such loan lives, the pipe
     /// cannot be taken out of its `Arc` (to send it to another process).
@@ -74,45 +112,41 @@ impl Pipe {
     /// assert_eq!(&*b.recv_shared()?, b"hello");
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`Sender::loan`].
     pub fn loan_owned(self: &Arc<Self>, len: usize) -> Result<Loan<'static>, SendError> {
         Ok(Loan {
-            slot: self.lend_slot(len)?,
-            pipe: PipeRef::Shared(Arc::clone(self)),
+            slot: self.sender().lend_slot(len)?,
+            sender: SenderRef::Pipe(Arc::clone(self)),
             len,
         })
     }
+}
 
-    /// The slot of a loan of `len` bytes: a block of the link's pool, or
-    /// ordinary memory (see [`Pipe::loan`]).
-    fn lend_slot(&self, len: usize) -> Result<Slot, SendError> {
-        if len > self.limit {
-            return Err(SendError::TooLarge {
-                len,
-                limit: self.limit,
-            });
-        }
-        let block = match self.link.get() {
-            Some(link) if len >= LOAN_IN_PLACE.min(self.out_of_line) => {
-                self.lend_block(link, len, None)?
-            }
-            _ => None,
-        };
-        Ok(match block {
-            Some(lent) => Slot::Block(lent),
-            None => Slot::Heap(vec![0; len]),
-        })
-    }
-
+impl Receiver {
     /// Receives the next message as a view: a large message from another
     /// process is read in place in shared memory (its block goes back to
     /// the sender's pool when the view is dropped); others are copied.
+    ///
+    /// ```
+    /// let (a, b) = ferry::pipe()?;
+    /// a.send(b"seen in place")?;
+    /// assert_eq!(&*b.recv_shared()?, b"seen in place");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`Receiver::recv`].
     pub fn recv_shared(&self) -> Result<SharedBytes, RecvError> {
         let mut bytes = Vec::new();
         let mut held = None;
         self.recv_message(
-            &mut super::recv::Delivery {
+            &mut Delivery {
                 bytes: &mut bytes,
-                pipes: None,
+                ends: None,
                 block: Some(&mut held),
             },
             None,
@@ -131,30 +165,32 @@ enum Slot {
     Sent,
 }
 
-/// The pipe a loan is sent on: borrowed, or kept alive by the loan.
+/// The sender a loan is sent on: borrowed, or kept alive by the loan.
 #[derive(Debug)]
-enum PipeRef<'a> {
-    Borrowed(&'a Pipe),
-    Shared(Arc<Pipe>),
+enum SenderRef<'a> {
+    Borrowed(&'a Sender),
+    Sender(Arc<Sender>),
+    Pipe(Arc<Pipe>),
 }
 
-impl Deref for PipeRef<'_> {
-    type Target = Pipe;
-    fn deref(&self) -> &Pipe {
+impl Deref for SenderRef<'_> {
+    type Target = Sender;
+    fn deref(&self) -> &Sender {
         match self {
-            Self::Borrowed(pipe) => pipe,
-            Self::Shared(pipe) => pipe,
+            Self::Borrowed(sender) => sender,
+            Self::Sender(sender) => sender,
+            Self::Pipe(pipe) => pipe.sender(),
         }
     }
 }
 
-/// A writable slot for one message, from [`Pipe::loan`] (borrowing the
-/// pipe) or [`Pipe::loan_owned`] (`Loan<'static>`, keeping an `Arc`'d pipe
+/// A writable slot for one message, from [`Sender::loan`] (borrowing the
+/// sender) or [`Pipe::loan_owned`] (`Loan<'static>`, keeping an `Arc`'d pipe
 /// alive). Write it, then [`send`](Loan::send) it; dropping it unsent gives
 /// the slot back.
 #[derive(Debug)]
 pub struct Loan<'a> {
-    pipe: PipeRef<'a>,
+    sender: SenderRef<'a>,
     slot: Slot,
     len: usize,
 }
@@ -164,18 +200,18 @@ impl Loan<'_> {
     pub fn send(mut self) -> Result<(), SendError> {
         match std::mem::replace(&mut self.slot, Slot::Sent) {
             Slot::Block((id, block)) => {
-                let link = self.pipe.link().ok_or(SendError::Disconnected)?;
-                let mut tx = match self.pipe.begin_send(self.len, None) {
+                let link = self.sender.half.link().ok_or(SendError::Disconnected)?;
+                let mut tx = match self.sender.begin_send(self.len, None) {
                     Ok(tx) => tx,
                     Err(e) => {
                         self.slot = Slot::Block((id, block));
                         return Err(e);
                     }
                 };
-                self.pipe
+                self.sender
                     .push_block(&mut tx, link, id, block, self.len, None)
             }
-            Slot::Heap(bytes) => self.pipe.send(&bytes),
+            Slot::Heap(bytes) => self.sender.send(&bytes),
             Slot::Sent => Ok(()),
         }
     }
@@ -205,7 +241,7 @@ impl DerefMut for Loan<'_> {
 impl Drop for Loan<'_> {
     fn drop(&mut self) {
         if let Slot::Block((id, block)) = std::mem::replace(&mut self.slot, Slot::Sent)
-            && let Some(link) = self.pipe.link()
+            && let Some(link) = self.sender.half.link()
         {
             let _ = link.with_pool(|pool| pool.give_back(id, block));
         }

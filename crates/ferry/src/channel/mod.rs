@@ -1,12 +1,16 @@
 //! The public pipe: a bidirectional, bounded message pipe between two ends,
-//! in one process or across two.
+//! in one process or across two. Each end is a [`Sender`] (`sender.rs`,
+//! large messages out of line in `out_of_line.rs`) and a [`Receiver`]
+//! (`receiver.rs`), each owning one side of one ring (`half.rs`); loans and
+//! shared views are in `loan.rs`, waiting in `wait.rs`.
 
 mod error;
+mod half;
 mod loan;
 mod options;
 mod out_of_line;
-mod recv;
-mod send;
+mod receiver;
+mod sender;
 mod wait;
 
 pub use crate::wire::{HANDLE_WINDOW, MAX_HANDLES};
@@ -14,23 +18,21 @@ pub use error::{ProtocolError, RecvError, SendError, SendWithError};
 pub use loan::{LOAN_IN_PLACE, Loan, SharedBytes};
 pub use options::PipeOptions;
 pub use out_of_line::OUT_OF_LINE;
-pub use recv::Message;
+pub use receiver::{Message, Receiver};
+pub use sender::Sender;
 pub use wait::Wait;
 
-use crate::sync::{AtomicBool, AtomicU8};
-use crate::wire::Violation;
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
-use std::time::Instant;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-use crate::link::{Failure, Link, PeerEnd};
-use crate::pool::budget::Charge;
-use crate::ring::Region;
-use crate::ring::region::EndHold;
-use crate::ring::wake;
-use crate::ring::{Consumer, Corrupt, Producer};
-use crate::sync::Ordering;
+use crate::link::{Link, PeerEnd};
+use crate::ring::region::Part;
+use crate::ring::{Corrupt, Region};
+use crate::wire::record::Carried;
+use half::{Half, LinkCell};
 
-/// One end of a bidirectional message pipe.
+/// One end of a bidirectional message pipe: a [`Sender`] and a
+/// [`Receiver`] together.
 ///
 /// Messages are byte strings of any length from 0 up to the pipe's limit
 /// (256 MiB unless set with [`PipeOptions::max_message`]). Each direction is
@@ -39,6 +41,7 @@ use crate::sync::Ordering;
 ///
 /// A `Pipe` may be shared between threads (`&Pipe` is enough to send and to
 /// receive): sends are serialized with each other, and so are receives.
+/// [`Pipe::split`] gives the two halves to own apart.
 ///
 /// ```
 /// let (a, b) = ferry::pipe()?;
@@ -50,228 +53,470 @@ use crate::sync::Ordering;
 /// ```
 #[derive(Debug)]
 pub struct Pipe {
-    region: Arc<Region>,
-    /// This end writes ring `role` and reads ring `1 - role`.
-    role: usize,
-    tx: Mutex<send::Tx>,
-    rx: Mutex<recv::Rx>,
-    /// The link to the process holding the other end; unset while both ends
-    /// live in this process (shared with the twin until one end moves).
-    link: Arc<OnceLock<Arc<Link>>>,
-    wait: AtomicU8,
-    limit: usize,
-    /// Messages from this many bytes travel out of line (to another process).
-    out_of_line: usize,
-    /// Set once this end has been sent away; its drop then closes nothing.
-    moved: AtomicBool,
-    /// A protocol failure seen on a pipe with no link.
-    broken: OnceLock<Violation>,
-    /// Set once any call on this end has seen the peer gone: every later
-    /// call says so too (after the messages still queued are received).
-    hung_up: AtomicBool,
-    /// For an end the peer sent: its region's charge to the link's map
-    /// budget, given back when this end (and its mapping) goes.
-    _charge: Option<Charge>,
-    /// This process's claim on end `role` of the pipe: held once at most.
-    _hold: EndHold,
+    /// Writes ring `role`.
+    tx: Sender,
+    /// Reads ring `1 - role`.
+    rx: Receiver,
 }
 
 /// Creates a pipe whose two ends are in this process, with default options.
 ///
-/// Either end can later be sent to another process with
-/// [`Pipe::send_with`]; the two ends keep talking through shared memory.
+/// Either end (or either half of one) can later be sent to another process
+/// with [`Pipe::send_with`]; the two ends keep talking through shared
+/// memory.
+///
+/// # Errors
+///
+/// [`std::io::Error`] if the shared memory cannot be made (for example, out
+/// of memory or descriptors).
+///
+/// ```
+/// let (a, b) = ferry::pipe()?;
+/// a.send(b"hi")?;
+/// assert_eq!(b.recv()?, b"hi");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn pipe() -> std::io::Result<(Pipe, Pipe)> {
     PipeOptions::new().pipe()
 }
 
-impl Pipe {
-    fn new(
-        region: Arc<Region>,
-        role: usize,
-        link: Arc<OnceLock<Arc<Link>>>,
-        options: &PipeOptions,
-    ) -> Result<Self, Corrupt> {
-        let hold = region
-            .hold_end(role)
-            .ok_or(Corrupt(Violation::EndHeldTwice))?;
-        Ok(Self {
-            _hold: hold,
-            tx: Mutex::new(send::Tx::new(Producer::new(region.ring(role))?)),
-            rx: Mutex::new(recv::Rx::new(Consumer::new(region.ring(1 - role))?)),
-            region,
-            role,
-            link,
-            wait: AtomicU8::new(options.wait.to_u8()),
-            limit: options.limit,
-            out_of_line: options.out_of_line,
-            moved: AtomicBool::new(false),
-            broken: OnceLock::new(),
-            hung_up: AtomicBool::new(false),
-            _charge: None,
+/// Something that can travel inside a message: a whole pipe end, or one
+/// half of one.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum End {
+    /// A whole pipe end.
+    Pipe(Pipe),
+    /// A sending half.
+    Sender(Sender),
+    /// A receiving half.
+    Receiver(Receiver),
+}
+
+impl From<Pipe> for End {
+    fn from(pipe: Pipe) -> Self {
+        Self::Pipe(pipe)
+    }
+}
+
+impl From<Sender> for End {
+    fn from(sender: Sender) -> Self {
+        Self::Sender(sender)
+    }
+}
+
+impl From<Receiver> for End {
+    fn from(receiver: Receiver) -> Self {
+        Self::Receiver(receiver)
+    }
+}
+
+impl End {
+    /// The halves this end is made of.
+    fn halves(&self) -> impl Iterator<Item = &Half> {
+        let (a, b) = match self {
+            Self::Pipe(pipe) => (&pipe.tx.half, Some(&pipe.rx.half)),
+            Self::Sender(sender) => (&sender.half, None),
+            Self::Receiver(receiver) => (&receiver.half, None),
+        };
+        std::iter::once(a).chain(b)
+    }
+
+    /// Whether the other side of each of its rings is in this process
+    /// (only then may it move).
+    fn is_local(&self) -> bool {
+        self.halves().all(|h| h.link.get().is_none())
+    }
+
+    /// Whether `self` and `other` hold sides of one ring.
+    fn shares_a_ring(&self, other: &Self) -> bool {
+        self.halves().any(|a| {
+            other
+                .halves()
+                .any(|b| Arc::ptr_eq(&a.region, &b.region) && a.ring() == b.ring())
         })
     }
 
-    /// An end whose shared memory arrived over `link`.
-    pub(crate) fn adopt(
-        link: &Arc<Link>,
-        end: PeerEnd,
-        options: &PipeOptions,
-    ) -> Result<Self, Corrupt> {
-        let cell = Arc::new(OnceLock::from(Arc::clone(link)));
-        link.watch(&end.region, end.role);
-        let mut pipe = Self::new(end.region, end.role, cell, options)?;
-        pipe._charge = Some(end.charge);
-        Ok(pipe)
+    /// What of its pipe this end is, as the wire names it.
+    fn carried(&self) -> Carried {
+        // Rings are 0 or 1, so the casts are exact.
+        match self {
+            Self::Pipe(pipe) => Carried::Pipe {
+                role: pipe.tx.half.ring() as u8,
+            },
+            Self::Sender(sender) => Carried::Sender {
+                ring: sender.half.ring() as u8,
+            },
+            Self::Receiver(receiver) => Carried::Receiver {
+                ring: receiver.half.ring() as u8,
+            },
+        }
     }
 
     /// Sends this end's shared memory over `link` (the first step of moving
     /// it), waiting for room until `deadline`; returns the id the peer
     /// claims it by.
-    pub(crate) fn send_region(
-        &self,
-        link: &Link,
-        id: Option<u64>,
-        deadline: Option<Instant>,
-    ) -> std::io::Result<u64> {
-        link.send_pipe_end(&self.region, self.role, id, deadline)
+    fn send_region(&self, link: &Link, deadline: Option<Instant>) -> std::io::Result<u64> {
+        let region = &self.halves().next().expect("an end has a half").region;
+        // Once a whole end has left, its twin here can no longer move; a
+        // half leaves the rest of its pipe movable, so the object stays.
+        let last = matches!(self, Self::Pipe(_));
+        link.send_pipe_end(region, self.carried(), last, None, deadline)
     }
 
-    /// Completes a move: the twin left here now answers to `link`, and this
+    /// Completes a move: the sides left here now answer to `link`, and this
     /// end is forgotten without closing anything.
-    pub(crate) fn moved_over(self, link: &Arc<Link>) {
-        let _ = self.link.set(Arc::clone(link));
-        link.watch(&self.region, 1 - self.role);
-        // Relaxed: read only by this end's own drop, just below.
-        self.moved.store(true, Ordering::Relaxed);
+    fn moved_over(self, link: &Arc<Link>) {
+        for half in self.halves() {
+            half.moved_over(link);
+        }
     }
 
-    /// How this end waits.
+    /// An end (or half) whose shared memory arrived over `link`.
+    pub(crate) fn adopt(
+        link: &Arc<Link>,
+        end: PeerEnd,
+        options: &PipeOptions,
+    ) -> Result<Self, Corrupt> {
+        let cell: LinkCell = Arc::new(std::sync::OnceLock::from(Arc::clone(link)));
+        let charge = Arc::new(end.charge);
+        let half = |part| {
+            link.watch(&end.region, part);
+            let mut half = Half::new(Arc::clone(&end.region), part, Arc::clone(&cell), options)?;
+            half.charge = Some(Arc::clone(&charge));
+            Ok::<_, Corrupt>(half)
+        };
+        Ok(match end.end {
+            Carried::Pipe { role } => {
+                let role = usize::from(role);
+                let tx = half(Part::Producer(role))?;
+                let rx = half(Part::Consumer(1 - role))?;
+                Self::Pipe(Pipe::join(tx, rx, options)?)
+            }
+            Carried::Sender { ring } => Self::Sender(Sender::new(
+                half(Part::Producer(usize::from(ring)))?,
+                options,
+            )?),
+            Carried::Receiver { ring } => {
+                Self::Receiver(Receiver::new(half(Part::Consumer(usize::from(ring)))?)?)
+            }
+        })
+    }
+
+    /// The whole pipe end, if this is one.
+    pub fn into_pipe(self) -> Option<Pipe> {
+        match self {
+            Self::Pipe(pipe) => Some(pipe),
+            _ => None,
+        }
+    }
+}
+
+impl Pipe {
+    /// End `role` of the pipe in `region`, whose rings' link cells are
+    /// `links`.
+    fn new(
+        region: &Arc<Region>,
+        role: usize,
+        links: &[LinkCell; 2],
+        options: &PipeOptions,
+    ) -> Result<Self, Corrupt> {
+        let tx = Half::new(
+            Arc::clone(region),
+            Part::Producer(role),
+            Arc::clone(&links[role]),
+            options,
+        )?;
+        let rx = Half::new(
+            Arc::clone(region),
+            Part::Consumer(1 - role),
+            Arc::clone(&links[1 - role]),
+            options,
+        )?;
+        Self::join(tx, rx, options)
+    }
+
+    fn join(mut tx: Half, mut rx: Half, options: &PipeOptions) -> Result<Self, Corrupt> {
+        tx.joined = true;
+        rx.joined = true;
+        Ok(Self {
+            tx: Sender::new(tx, options)?,
+            rx: Receiver::new(rx)?,
+        })
+    }
+
+    /// An end whose shared memory arrived over `link` (the pipe a spawned
+    /// child gets from its parent).
+    pub(crate) fn adopt(
+        link: &Arc<Link>,
+        end: PeerEnd,
+        options: &PipeOptions,
+    ) -> Result<Self, Corrupt> {
+        match End::adopt(link, end, options)? {
+            End::Pipe(pipe) => Ok(pipe),
+            _ => Err(Corrupt(crate::wire::Violation::BadPipeEndRole)),
+        }
+    }
+
+    /// Sends this whole end's shared memory over `link` under `id` (how a
+    /// spawned child gets its pipe); the end is then forgotten here.
+    pub(crate) fn send_whole(self, link: &Arc<Link>, id: u64) -> std::io::Result<()> {
+        let end = End::Pipe(self);
+        let region = &end.halves().next().expect("an end has a half").region;
+        link.send_pipe_end(region, end.carried(), true, Some(id), None)?;
+        end.moved_over(link);
+        Ok(())
+    }
+
+    /// The two halves, to own apart: sending and receiving no longer share
+    /// a value (one thread may own each, or one may travel to another
+    /// process with [`Sender::send_with`]).
+    ///
+    /// ```
+    /// let (a, b) = ferry::pipe()?;
+    /// let (a_tx, a_rx) = a.split();
+    /// std::thread::spawn(move || a_tx.send(b"from a thread"));
+    /// assert_eq!(b.recv()?, b"from a thread");
+    /// b.send(b"back")?;
+    /// assert_eq!(a_rx.recv()?, b"back");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn split(self) -> (Sender, Receiver) {
+        let Self { mut tx, mut rx } = self;
+        tx.half.joined = false;
+        rx.half.joined = false;
+        (tx, rx)
+    }
+
+    /// This end's sending half.
+    pub fn sender(&self) -> &Sender {
+        &self.tx
+    }
+
+    /// This end's receiving half.
+    pub fn receiver(&self) -> &Receiver {
+        &self.rx
+    }
+
+    /// How this end waits (both halves).
     pub fn wait_strategy(&self) -> Wait {
-        // Relaxed: a setting, read on its own.
-        Wait::from_u8(self.wait.load(Ordering::Relaxed))
+        self.tx.wait_strategy()
     }
 
     /// Changes how this end waits, from the next wait on.
     pub fn set_wait(&self, wait: Wait) {
-        // Relaxed: a setting, read on its own.
-        self.wait.store(wait.to_u8(), Ordering::Relaxed);
+        self.tx.set_wait(wait);
+        self.rx.set_wait(wait);
     }
 
     /// The largest message this end sends or accepts.
     pub fn max_message(&self) -> usize {
-        self.limit
+        self.tx.max_message()
     }
 
     /// Sets the largest message this end sends or accepts.
     pub fn set_max_message(&mut self, limit: usize) {
-        self.limit = limit;
+        self.tx.set_max_message(limit);
+        self.rx.set_max_message(limit);
     }
 
     /// Sets the size from which messages to another process travel out of
     /// line, in a shared-memory block ([`OUT_OF_LINE`] by default;
     /// `usize::MAX` never).
     pub fn set_out_of_line(&mut self, bytes: usize) {
-        self.out_of_line = bytes;
+        self.tx.set_out_of_line(bytes);
     }
 
     /// Each direction's ring capacity in bytes.
     pub fn capacity(&self) -> usize {
-        self.region.capacity()
+        self.tx.capacity()
     }
 
-    #[cfg(feature = "fuzzing")]
+    #[cfg(any(test, feature = "fuzzing"))]
     pub(crate) fn region(&self) -> &Arc<Region> {
-        &self.region
+        &self.tx.half.region
     }
 
-    fn link(&self) -> Option<&Link> {
-        self.link.get().map(|l| &**l)
+    /// The ring this end writes (it reads the other).
+    #[cfg(test)]
+    pub(crate) fn role(&self) -> usize {
+        self.tx.half.ring()
     }
 
-    fn failure(&self) -> Option<Failure> {
-        if let Some(why) = self.broken.get() {
-            return Some(Failure::Protocol(*why));
-        }
-        let link = self.link().and_then(Link::failure);
-        // Relaxed: a sticky flag; what it stands for was seen by this
-        // process already.
-        match (link, self.hung_up.load(Ordering::Relaxed)) {
-            (None, true) => Some(Failure::HungUp),
-            (link, _) => link,
-        }
+    // ---- sending: see `Sender` ----
+
+    /// Sends a message, waiting while the pipe is full ([`Sender::send`]).
+    ///
+    /// # Errors
+    ///
+    /// See [`Sender::send`].
+    pub fn send(&self, bytes: &[u8]) -> Result<(), SendError> {
+        self.tx.send(bytes)
     }
 
-    /// Records that a call saw the peer gone, so every later call says so.
-    fn gone(&self, failure: Failure) -> Failure {
-        if failure == Failure::HungUp {
-            // Relaxed: see `failure`.
-            self.hung_up.store(true, Ordering::Relaxed);
-        }
-        failure
+    /// Sends a message if there is room now ([`Sender::try_send`]).
+    ///
+    /// # Errors
+    ///
+    /// See [`Sender::try_send`].
+    pub fn try_send(&self, bytes: &[u8]) -> Result<(), SendError> {
+        self.tx.try_send(bytes)
     }
 
-    /// Turns a failed socket write into the error it stands for: the peer
-    /// gone (recorded on the link and this end), or a local failure.
-    fn io_error(&self, e: std::io::Error) -> SendError {
-        if let Some(link) = self.link() {
-            link.note_io(&e);
-        }
-        match e.kind() {
-            std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::ConnectionReset => {
-                self.gone(Failure::HungUp).into()
-            }
-            std::io::ErrorKind::TimedOut => SendError::Timeout,
-            _ => SendError::Io(e),
-        }
+    /// Sends a message, waiting at most `timeout` ([`Sender::send_timeout`]).
+    ///
+    /// # Errors
+    ///
+    /// See [`Sender::send_timeout`].
+    pub fn send_timeout(&self, bytes: &[u8], timeout: Duration) -> Result<(), SendError> {
+        self.tx.send_timeout(bytes, timeout)
     }
 
-    /// Records a violation by the peer and shuts the link.
-    fn corrupt(&self, why: Violation) -> Failure {
-        let _ = self.broken.set(why);
-        if let Some(link) = self.link() {
-            link.fail(Failure::Protocol(why));
-        }
-        Failure::Protocol(why)
+    /// Sends a message carrying pipe ends or halves ([`Sender::send_with`]).
+    ///
+    /// # Errors
+    ///
+    /// See [`Sender::send_with`].
+    pub fn send_with<E: Into<End>>(&self, bytes: &[u8], ends: Vec<E>) -> Result<(), SendWithError> {
+        self.tx.send_with(bytes, ends)
     }
 
-    fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-        mutex.lock().unwrap_or_else(|e| e.into_inner())
+    /// [`Sender::try_send_with`].
+    ///
+    /// # Errors
+    ///
+    /// See [`Sender::try_send_with`].
+    pub fn try_send_with<E: Into<End>>(
+        &self,
+        bytes: &[u8],
+        ends: Vec<E>,
+    ) -> Result<(), SendWithError> {
+        self.tx.try_send_with(bytes, ends)
     }
 
-    fn scope<'a>(&'a self, sending: bool) -> wait::Scope<'a> {
-        let out = self.region.control(self.role);
-        let inbound = self.region.control(1 - self.role);
-        let (me, peer, my_other) = if sending {
-            (&out.producer, &out.consumer, &inbound.consumer)
-        } else {
-            (&inbound.consumer, &inbound.producer, &out.producer)
-        };
-        wait::Scope {
-            wait: self.wait_strategy(),
-            me,
-            peer,
-            my_other,
-            link: self.link(),
-            hung_up: &self.hung_up,
-            drain: !sending,
-        }
+    /// [`Sender::send_with_timeout`].
+    ///
+    /// # Errors
+    ///
+    /// See [`Sender::send_with_timeout`].
+    pub fn send_with_timeout<E: Into<End>>(
+        &self,
+        bytes: &[u8],
+        ends: Vec<E>,
+        timeout: Duration,
+    ) -> Result<(), SendWithError> {
+        self.tx.send_with_timeout(bytes, ends, timeout)
+    }
+
+    /// A slot to write one message in place ([`Sender::loan`]).
+    ///
+    /// # Errors
+    ///
+    /// See [`Sender::loan`].
+    pub fn loan(&self, len: usize) -> Result<Loan<'_>, SendError> {
+        self.tx.loan(len)
+    }
+
+    // ---- receiving: see `Receiver` ----
+
+    /// Receives the next message, waiting for it ([`Receiver::recv`]).
+    ///
+    /// # Errors
+    ///
+    /// See [`Receiver::recv`].
+    pub fn recv(&self) -> Result<Vec<u8>, RecvError> {
+        self.rx.recv()
+    }
+
+    /// Receives the next message into `buf` ([`Receiver::recv_into`]).
+    ///
+    /// # Errors
+    ///
+    /// See [`Receiver::recv_into`].
+    pub fn recv_into(&self, buf: &mut Vec<u8>) -> Result<(), RecvError> {
+        self.rx.recv_into(buf)
+    }
+
+    /// Receives a message if one is waiting ([`Receiver::try_recv`]).
+    ///
+    /// # Errors
+    ///
+    /// See [`Receiver::try_recv`].
+    pub fn try_recv(&self) -> Result<Vec<u8>, RecvError> {
+        self.rx.try_recv()
+    }
+
+    /// Receives a message, waiting at most `timeout`
+    /// ([`Receiver::recv_timeout`]).
+    ///
+    /// # Errors
+    ///
+    /// See [`Receiver::recv_timeout`].
+    pub fn recv_timeout(&self, timeout: Duration) -> Result<Vec<u8>, RecvError> {
+        self.rx.recv_timeout(timeout)
+    }
+
+    /// Receives the next message with the ends it carries
+    /// ([`Receiver::recv_with`]).
+    ///
+    /// # Errors
+    ///
+    /// See [`Receiver::recv_with`].
+    pub fn recv_with(&self) -> Result<Message, RecvError> {
+        self.rx.recv_with()
+    }
+
+    /// Receives the next message as a view ([`Receiver::recv_shared`]).
+    ///
+    /// # Errors
+    ///
+    /// See [`Receiver::recv_shared`].
+    pub fn recv_shared(&self) -> Result<SharedBytes, RecvError> {
+        self.rx.recv_shared()
     }
 }
 
-impl Drop for Pipe {
-    fn drop(&mut self) {
-        // Relaxed: `moved` is only written through `&self` by this end's owner.
-        if self.moved.load(Ordering::Relaxed) {
-            return;
+/// Settings both halves have.
+macro_rules! half_settings {
+    ($half:ty) => {
+        impl $half {
+            /// How this half waits.
+            pub fn wait_strategy(&self) -> Wait {
+                self.half.wait_strategy()
+            }
+
+            /// Changes how this half waits, from the next wait on.
+            pub fn set_wait(&self, wait: Wait) {
+                self.half.set_wait(wait);
+            }
+
+            /// The largest message this half sends or accepts.
+            pub fn max_message(&self) -> usize {
+                self.half.limit
+            }
+
+            /// Sets the largest message this half sends or accepts.
+            pub fn set_max_message(&mut self, limit: usize) {
+                self.half.limit = limit;
+            }
+
+            /// The ring's capacity in bytes.
+            pub fn capacity(&self) -> usize {
+                self.half.region.capacity()
+            }
         }
-        let out = self.region.control(self.role);
-        let inbound = self.region.control(1 - self.role);
-        // Release: pairs with the peer's Acquire load of `closed`, after our
-        // last frame was published.
-        out.producer.closed.store(1, Ordering::Release);
-        inbound.consumer.closed.store(1, Ordering::Release);
-        wake::ring(&out.producer, &out.consumer);
-        wake::ring(&inbound.consumer, &inbound.producer);
+    };
+}
+
+half_settings!(Sender);
+half_settings!(Receiver);
+
+impl Sender {
+    /// Sets the size from which messages to another process travel out of
+    /// line, in a shared-memory block ([`OUT_OF_LINE`] by default;
+    /// `usize::MAX` never).
+    pub fn set_out_of_line(&mut self, bytes: usize) {
+        self.out_of_line = bytes;
     }
 }
 

@@ -111,10 +111,11 @@ impl PipeOptions {
     /// Makes a pipe with both ends in this process.
     pub fn pipe(&self) -> std::io::Result<(Pipe, Pipe)> {
         let region = Region::create(self.capacity)?;
-        let link = Arc::new(OnceLock::new());
+        // One cell per ring, shared by its two sides while both are here.
+        let links = [Arc::new(OnceLock::new()), Arc::new(OnceLock::new())];
         Ok((
-            Pipe::new(Arc::clone(&region), 0, Arc::clone(&link), self)?,
-            Pipe::new(region, 1, link, self)?,
+            Pipe::new(&region, 0, &links, self)?,
+            Pipe::new(&region, 1, &links, self)?,
         ))
     }
 }

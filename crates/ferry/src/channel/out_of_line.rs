@@ -4,8 +4,8 @@
 
 use std::time::{Duration, Instant};
 
-use super::send::Tx;
-use super::{Pipe, SendError};
+use super::sender::Tx;
+use super::{SendError, Sender};
 use crate::link::Link;
 use crate::pool::block::{Block, class_for};
 use crate::wire::frame::{BlockRef, Kind, Tag};
@@ -19,7 +19,7 @@ pub const OUT_OF_LINE: usize = 64 * 1024;
 /// link's pool at its cap, before sending through the ring instead.
 const PATIENCE: Duration = Duration::from_millis(2);
 
-impl Pipe {
+impl Sender {
     /// Copies `bytes` into a block and sends its descriptor; `Ok(false)` if
     /// the pool has no block to give (at its cap with every block out), for
     /// the caller to send through the ring instead.
@@ -78,7 +78,7 @@ impl Pipe {
                     crate::pool::reserve::blocks().count_ring_fallback();
                     return Ok(None);
                 }
-                Err(e) => return Err(self.io_error(e)),
+                Err(e) => return Err(self.half.io_error(e)),
                 Ok(Some(None)) => {}
             }
             let now = Instant::now();
@@ -111,7 +111,7 @@ impl Pipe {
     ) -> Result<(), SendError> {
         let generation = link
             .with_pool(|pool| pool.commit(id, block))
-            .map_err(|e| self.io_error(e))?;
+            .map_err(|e| self.half.io_error(e))?;
         let head = BlockRef {
             id,
             generation,

@@ -18,7 +18,7 @@ fn hostile() -> (Pipe, Producer<crate::ring::RingView>, Pipe) {
         .max_message(10_000)
         .pipe()
         .unwrap();
-    let forger = Producer::new(a.region.ring(a.role)).unwrap();
+    let forger = Producer::new(a.region().ring(a.role())).unwrap();
     (a, forger, b)
 }
 
@@ -84,7 +84,7 @@ fn a_whole_message_over_the_limit_is_refused() {
         .max_message(100)
         .pipe()
         .unwrap();
-    let mut forger = Producer::new(a.region.ring(a.role)).unwrap();
+    let mut forger = Producer::new(a.region().ring(a.role())).unwrap();
     assert!(forger.try_push(tag(Kind::Whole, 0), &[&[0; 101]]).unwrap());
     expect_protocol(&b, "whole over the limit");
 }
@@ -116,15 +116,15 @@ fn pieces_that_disagree_with_their_total_are_refused() {
 #[test]
 fn impossible_ring_positions_are_refused() {
     let (a, b) = PipeOptions::new().capacity(4096).pipe().unwrap();
-    a.region
-        .control(a.role)
+    a.region()
+        .control(a.role())
         .producer
         .pos
         .store(1 << 40, Ordering::Release);
     expect_protocol(&b, "tail far beyond the head");
     let (a, b) = PipeOptions::new().capacity(4096).pipe().unwrap();
-    b.region
-        .control(a.role)
+    b.region()
+        .control(a.role())
         .consumer
         .pos
         .store(1 << 40, Ordering::Release);
@@ -179,8 +179,8 @@ fn linked_pair() -> (Pipe, Pipe) {
         crate::link::Link::new(sb, PipeOptions::new().pool_cap(1 << 30).link_limits()),
     );
     let (a, far) = PipeOptions::new().pipe().unwrap();
-    let id = far.send_region(&la, None, None).unwrap();
-    far.moved_over(&la);
+    let id = 1;
+    far.send_whole(&la, id).unwrap();
     let mut deadline = crate::link::Deadline::new(None);
     let end = lb
         .collect(&[id], None, &mut deadline)
@@ -198,7 +198,7 @@ fn after_one_block() -> (Pipe, Producer<crate::ring::RingView>, Pipe) {
     let msg: Vec<u8> = (0..100_000u32).map(|i| i as u8).collect();
     a.send(&msg).unwrap();
     assert_eq!(b.recv().unwrap(), msg);
-    let forger = Producer::new(a.region.ring(a.role)).unwrap();
+    let forger = Producer::new(a.region().ring(a.role())).unwrap();
     (a, forger, b)
 }
 
@@ -293,7 +293,7 @@ fn forged_block_descriptors_are_protocol_errors() {
 fn frames_that_never_complete_a_message_cannot_hold_a_call_past_its_deadline() {
     // A ring full of messages that begin and are aborted, never a whole one.
     let (a, b) = PipeOptions::new().capacity(1 << 20).pipe().unwrap();
-    let mut forger = Producer::new(a.region.ring(a.role)).unwrap();
+    let mut forger = Producer::new(a.region().ring(a.role())).unwrap();
     let total = 100u64.to_le_bytes();
     let mut pairs = 0;
     while forger.try_push(tag(Kind::First, 0), &[&total, &[7; 10]]) == Ok(true) {
@@ -322,7 +322,7 @@ fn frames_that_never_complete_a_message_cannot_hold_a_call_past_its_deadline() {
 
 /// Bytes free in the ring `pipe` writes (its peer's reads caught up).
 fn free_bytes(pipe: &Pipe) -> usize {
-    let control = pipe.region.control(pipe.role);
+    let control = pipe.region().control(pipe.role());
     // Acquire: pairs with the consumer's Release store of its head.
     let head = control.consumer.pos.load(Ordering::Acquire);
     // Relaxed: our own (the forger's) last store.
@@ -344,10 +344,10 @@ fn a_pipe_keeps_a_window_of_ends_in_flight() {
     let (near, far) = crate::pipe().unwrap();
     let refused = a.try_send_with(b"one too many", vec![far]).unwrap_err();
     assert!(matches!(refused.error, SendError::Full), "{refused}");
-    assert_eq!(refused.pipes.len(), 1, "the end is handed back");
+    assert_eq!(refused.ends.len(), 1, "the end is handed back");
     let started = std::time::Instant::now();
     let refused = a
-        .send_with_timeout(b"one too many", refused.pipes, Duration::from_millis(20))
+        .send_with_timeout(b"one too many", refused.ends, Duration::from_millis(20))
         .unwrap_err();
     assert!(matches!(refused.error, SendError::Timeout), "{refused}");
     assert!(started.elapsed() >= Duration::from_millis(20));
@@ -356,7 +356,7 @@ fn a_pipe_keeps_a_window_of_ends_in_flight() {
     assert_eq!(got.pipes.len(), 1);
     got.pipes[0].send(b"moved").unwrap();
     assert_eq!(twins[0].recv().unwrap(), b"moved");
-    a.try_send_with(b"now it fits", refused.pipes).unwrap();
+    a.try_send_with(b"now it fits", refused.ends).unwrap();
     drop(near);
     for _ in 0..HANDLE_WINDOW {
         assert_eq!(b.recv_with().unwrap().pipes.len(), 1);

@@ -92,8 +92,9 @@ pub(crate) struct Scope<'a> {
     pub(crate) me: &'a Side,
     /// The side that will change the ring.
     pub(crate) peer: &'a Side,
-    /// My side of the other ring, where my CPU is published too.
-    pub(crate) my_other: &'a Side,
+    /// My side of the other ring, where my CPU is published too, while
+    /// this process holds both halves of the pipe end.
+    pub(crate) my_other: Option<&'a Side>,
     pub(crate) link: Option<&'a Link>,
     /// The pipe end's record that a call already saw the peer gone.
     pub(crate) hung_up: &'a AtomicBool,
@@ -149,7 +150,7 @@ impl Scope<'_> {
     fn publish_cpu(&self) -> bool {
         let mine = crate::sys::current_cpu() as u32 + 1;
         // Relaxed (all): a scheduling hint; a stale value costs only speed.
-        for side in [self.me, self.my_other] {
+        for side in std::iter::once(self.me).chain(self.my_other) {
             if side.cpu.load(Ordering::Relaxed) != mine {
                 side.cpu.store(mine, Ordering::Relaxed);
             }

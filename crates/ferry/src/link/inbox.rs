@@ -19,18 +19,18 @@ use crate::pool::per_link::PeerBlocks;
 use crate::ring::Region;
 use crate::sys::MapError;
 use crate::sys::{ControlSocket, Received};
-use crate::wire::record::{RECORD_LEN, Record};
+use crate::wire::record::{Carried, RECORD_LEN, Record};
 
 pub use crate::wire::MAX_PENDING;
 
-/// A pipe end the peer sent: its mapped region, which end of it is ours,
-/// and its charge to the link's map budget.
+/// A pipe end (or half) the peer sent: its mapped region, what of it is
+/// ours, and its charge to the link's map budget.
 #[derive(Debug)]
 pub struct PeerEnd {
     /// The pipe's shared memory.
     pub region: Arc<Region>,
-    /// The end (0 or 1) this process now holds.
-    pub role: usize,
+    /// What of the pipe this process now holds.
+    pub end: Carried,
     /// Held for as long as the region is mapped here.
     pub charge: Charge,
 }
@@ -137,7 +137,7 @@ impl Reader<'_> {
             .filter(|_| fds.is_empty())
             .ok_or(Fault::Violation(Violation::RecordDescriptorCount))?;
         match record {
-            Record::PipeEnd { role, id } => self.file_pipe_end(inbox, fd, usize::from(role), id),
+            Record::PipeEnd { end, id } => self.file_pipe_end(inbox, fd, end, id),
             Record::Block { class, id } => {
                 Ok(inbox
                     .blocks
@@ -152,7 +152,7 @@ impl Reader<'_> {
         &self,
         inbox: &mut Inbox,
         fd: OwnedFd,
-        role: usize,
+        end: Carried,
         id: u64,
     ) -> Result<(), Fault> {
         if inbox.pipes.len() >= MAX_PENDING {
@@ -169,7 +169,7 @@ impl Reader<'_> {
             id,
             PeerEnd {
                 region,
-                role,
+                end,
                 charge,
             },
         );

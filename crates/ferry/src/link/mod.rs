@@ -31,10 +31,11 @@ use std::time::{Duration, Instant};
 use crate::pool::budget::MapBudget;
 use crate::pool::per_link::{Announce, Held, SendPool};
 use crate::ring::Region;
+use crate::ring::region::Part;
 use crate::ring::wake;
 use crate::sys::ControlSocket;
 use crate::wire::frame::BlockRef;
-use crate::wire::record::Record;
+use crate::wire::record::{Carried, Record};
 use inbox::{Inbox, Queued, Reader};
 
 /// Most records one [`Link::drain`] reads.
@@ -97,7 +98,7 @@ pub struct Link {
     unsent_retires: Mutex<Vec<u32>>,
     /// The ends of this link's pipes held here: their rings are where the
     /// peer's threads sleep.
-    rings: Mutex<Vec<(Weak<Region>, usize)>>,
+    rings: Mutex<Vec<(Weak<Region>, Part)>>,
     next_id: AtomicU64,
     failed: OnceLock<Failure>,
     /// Set together with `failed`, for a cheap check on the hot path.
@@ -181,25 +182,23 @@ impl Link {
         }
     }
 
-    /// Sends the shared memory of a pipe end (`role` 0 or 1) to the peer,
-    /// waiting for room in the socket until `deadline`, and returns the id
-    /// a message frame must name to claim it.
+    /// Sends the shared memory of a pipe with what of it (`end`) the peer
+    /// now holds, waiting for room in the socket until `deadline`, and
+    /// returns the id a message frame must name to claim it. `last`: no
+    /// other part of this pipe can travel after this one.
     pub(crate) fn send_pipe_end(
         &self,
         region: &Region,
-        role: usize,
+        end: Carried,
+        last: bool,
         id: Option<u64>,
         deadline: Option<Instant>,
     ) -> io::Result<u64> {
         // Relaxed: ids need only be unique, not ordered with anything.
         let id = id.unwrap_or_else(|| self.next_id.fetch_add(1, Ordering::Relaxed));
-        let record = Record::PipeEnd {
-            role: role as u8,
-            id,
-        }
-        .encode();
+        let record = Record::PipeEnd { end, id }.encode();
         region
-            .send_object(|fd| self.send_record(&record, &[fd], deadline))
+            .send_object(last, |fd| self.send_record(&record, &[fd], deadline))
             .inspect_err(|e| self.note_io(e))?;
         Ok(id)
     }
@@ -306,22 +305,24 @@ impl Link {
         }
     }
 
-    /// Remembers end `role` of `region` as one of this link's pipes, for
-    /// [`Link::nudge_peer`].
-    pub(crate) fn watch(&self, region: &Arc<Region>, role: usize) {
+    /// Remembers side `part` of `region`'s rings, held here, as one whose
+    /// peer is across this link, for [`Link::nudge_peer`].
+    pub(crate) fn watch(&self, region: &Arc<Region>, part: Part) {
         let mut rings = self.rings.lock().unwrap_or_else(|e| e.into_inner());
         rings.retain(|(region, _)| region.strong_count() > 0);
-        rings.push((Arc::downgrade(region), role));
+        rings.push((Arc::downgrade(region), part));
     }
 
     /// Wakes every peer thread asleep on this link's rings, whatever it
     /// waits for, so it reads the socket.
     fn nudge_peer(&self) {
         let rings = self.rings.lock().unwrap_or_else(|e| e.into_inner());
-        for (region, role) in rings.iter() {
+        for (region, part) in rings.iter() {
             if let Some(region) = region.upgrade() {
-                wake::ring_anyway(&region.control(*role).producer);
-                wake::ring_anyway(&region.control(1 - *role).consumer);
+                match *part {
+                    Part::Producer(ring) => wake::ring_anyway(&region.control(ring).producer),
+                    Part::Consumer(ring) => wake::ring_anyway(&region.control(ring).consumer),
+                }
             }
         }
     }

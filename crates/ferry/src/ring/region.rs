@@ -45,16 +45,25 @@ pub struct Region {
     identity: (u64, u64),
 }
 
-/// The ring ends held in this process: (object identity, role). A ring has
-/// one producer and one consumer; a peer that sends back the end of a pipe
-/// whose end this process already holds (under another id, or the twin of
-/// an end that lives here) would give this process a second producer or
-/// consumer of one ring, so each end is held at most once.
-static HELD: Mutex<BTreeSet<(u64, u64, usize)>> = Mutex::new(BTreeSet::new());
+/// A side of one of a region's rings: its producer or its consumer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Part {
+    /// Writes ring `.0`.
+    Producer(usize),
+    /// Reads ring `.0`.
+    Consumer(usize),
+}
 
-/// A pipe end's place in [`HELD`], given up when dropped.
+/// The ring sides held in this process: (object identity, side). A ring
+/// has one producer and one consumer; a peer that sends back a pipe end or
+/// half whose side this process already holds (under another id, or the
+/// twin of one that lives here) would give this process a second producer
+/// or consumer of one ring, so each side is held at most once.
+static HELD: Mutex<BTreeSet<(u64, u64, Part)>> = Mutex::new(BTreeSet::new());
+
+/// A ring side's place in [`HELD`], given up when dropped.
 #[derive(Debug)]
-pub struct EndHold((u64, u64, usize));
+pub struct EndHold((u64, u64, Part));
 
 impl Drop for EndHold {
     fn drop(&mut self) {
@@ -117,11 +126,11 @@ impl Region {
         }))
     }
 
-    /// Claims end `role` of this pipe for a `Pipe` of this process; `None`
-    /// if this process holds that end already.
-    pub fn hold_end(&self, role: usize) -> Option<EndHold> {
+    /// Claims side `part` of one of this pipe's rings for a half of this
+    /// process; `None` if this process holds that side already.
+    pub fn hold(&self, part: Part) -> Option<EndHold> {
         let (dev, ino) = self.identity;
-        let key = (dev, ino, role);
+        let key = (dev, ino, part);
         let mut held = HELD.lock().unwrap_or_else(|e| e.into_inner());
         // Not `then_some(EndHold(..))`: that builds the hold even when the
         // end is taken, and its drop would take the lock held here.
@@ -143,10 +152,12 @@ impl Region {
     }
 
     /// Sends the region's memory object with `send`, if it may still be
-    /// sent, and forgets it once `send` succeeds (it can be sent once); on
+    /// sent; once `send` succeeds and `last` says no other part of the pipe
+    /// can travel any more, forgets it (to keep descriptors few). On
     /// failure the object is kept, so the region can still be sent later.
     pub fn send_object(
         &self,
+        last: bool,
         send: impl FnOnce(BorrowedFd<'_>) -> io::Result<()>,
     ) -> io::Result<()> {
         let mut object = self.object.lock().unwrap_or_else(|e| e.into_inner());
@@ -155,7 +166,9 @@ impl Region {
             .ok_or_else(|| io::Error::other("pipe region was already sent"))?
             .fd();
         send(fd)?;
-        *object = None;
+        if last {
+            *object = None;
+        }
         Ok(())
     }
 
@@ -217,7 +230,7 @@ mod tests {
     fn as_received(region: Arc<Region>) -> OwnedFd {
         let mut copy = None;
         region
-            .send_object(|fd| {
+            .send_object(true, |fd| {
                 copy = Some(fd.try_clone_to_owned()?);
                 Ok(())
             })
@@ -243,20 +256,23 @@ mod tests {
         let region = Region::create(8192).unwrap();
         let mut copy = None;
         region
-            .send_object(|fd| {
+            .send_object(true, |fd| {
                 copy = Some(fd.try_clone_to_owned()?);
                 Ok(())
             })
             .unwrap();
         let again = Region::from_peer(copy.unwrap(), usize::MAX).unwrap();
-        let end = region.hold_end(0).expect("end 0 is free");
+        let end = region.hold(Part::Producer(0)).expect("producer 0 is free");
         assert!(
-            again.hold_end(0).is_none(),
-            "end 0 through a second mapping"
+            again.hold(Part::Producer(0)).is_none(),
+            "producer 0 through a second mapping"
         );
-        let other = again.hold_end(1).expect("end 1 is free");
+        let other = again.hold(Part::Consumer(0)).expect("consumer 0 is free");
         drop(end);
-        assert!(again.hold_end(0).is_some(), "given up with its hold");
+        assert!(
+            again.hold(Part::Producer(0)).is_some(),
+            "given up with its hold"
+        );
         drop(other);
     }
 

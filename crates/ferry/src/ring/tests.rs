@@ -191,14 +191,17 @@ fn a_peer_region_with_impossible_positions_is_refused() {
         let control = region.control(0);
         control.producer.pos.store(tail, Ordering::Relaxed);
         control.consumer.pos.store(head, Ordering::Relaxed);
-        let id = theirs.send_pipe_end(&region, 0, None, None).unwrap();
+        let end = crate::wire::record::Carried::Pipe { role: 0 };
+        let id = theirs
+            .send_pipe_end(&region, end, true, None, None)
+            .unwrap();
         let mut deadline = crate::link::Deadline::new(None);
         let end = ours
             .collect(&[id], None, &mut deadline)
             .unwrap()
             .0
             .remove(0);
-        let (adopted, role) = (end.region, end.role);
+        let (adopted, role) = (end.region, 0);
         assert!(Producer::new(adopted.ring(role)).is_err(), "{tail} {head}");
         assert!(Consumer::new(adopted.ring(role)).is_err(), "{tail} {head}");
         assert!(Consumer::new(adopted.ring(1 - role)).is_ok());

@@ -37,8 +37,8 @@
 //! `signal` word today ([`SysFutex`]); an eventfd, or a doorbell shared by
 //! many rings, for waiting on many pipes at once. The protocol above is the
 //! same for any bell; which one a ring's sides use is chosen here, once
-//! ([`BELL`]), and the crate rings and sleeps only through [`ring`],
-//! [`ring_anyway`] and [`sleep_until`], never by naming a futex.
+//! (`BELL`), and the crate rings and sleeps only through `ring`,
+//! `ring_anyway` and [`sleep_until`], never by naming a futex.
 
 use std::time::{Duration, Instant};
 

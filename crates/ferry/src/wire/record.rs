@@ -5,7 +5,7 @@
 //!
 //! | kind | `arg` | `id` | descriptor |
 //! |------|-------|------|------------|
-//! | 1 [`Record::PipeEnd`] | end `role` (0 or 1) now the receiver's | claimed by the message frame naming `id` | the pipe's region |
+//! | 1 [`Record::PipeEnd`] | what of the pipe is now the receiver's ([`Carried`]) | claimed by the message frame naming `id` | the pipe's region |
 //! | 2 [`Record::Block`] | size class | the block's number on this link | the block |
 //! | 3 [`Record::ReleaseTable`] | 0 | 0 | the table where the receiver hands blocks back |
 //! | 4 [`Record::Retire`] | 0 | the block's number | none: the sender unmapped the (free) block; unmap it too |
@@ -19,13 +19,62 @@ pub const RECORD_LEN: usize = 16;
 /// Magic number opening every record: "FRY" and the version.
 pub const MAGIC: u32 = u32::from_le_bytes([b'F', b'R', b'Y', VERSION]);
 
+/// What of a pipe a [`Record::PipeEnd`] hands over, as its `arg`: 0 or 1
+/// a whole end (it writes ring `role` and reads the other), 2 or 3 the
+/// sending half of ring `arg - 2`, 4 or 5 the receiving half of ring
+/// `arg - 4`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Carried {
+    /// A whole pipe end: writes ring `role`, reads ring `1 - role`.
+    Pipe {
+        /// 0 or 1.
+        role: u8,
+    },
+    /// The sending half of ring `ring` alone.
+    Sender {
+        /// 0 or 1.
+        ring: u8,
+    },
+    /// The receiving half of ring `ring` alone.
+    Receiver {
+        /// 0 or 1.
+        ring: u8,
+    },
+}
+
+impl Carried {
+    /// The record's `arg` for it.
+    pub const fn encode(self) -> u16 {
+        match self {
+            Self::Pipe { role } => role as u16,
+            Self::Sender { ring } => 2 + ring as u16,
+            Self::Receiver { ring } => 4 + ring as u16,
+        }
+    }
+
+    /// Decodes a record's `arg`.
+    pub const fn decode(arg: u16) -> Result<Self, Violation> {
+        match arg {
+            0 | 1 => Ok(Self::Pipe { role: arg as u8 }),
+            2 | 3 => Ok(Self::Sender {
+                ring: (arg - 2) as u8,
+            }),
+            4 | 5 => Ok(Self::Receiver {
+                ring: (arg - 4) as u8,
+            }),
+            _ => Err(Violation::BadPipeEndRole),
+        }
+    }
+}
+
 /// One control record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Record {
-    /// The shared memory of a pipe whose end `role` now belongs to the receiver.
+    /// The shared memory of a pipe, part of which now belongs to the
+    /// receiver.
     PipeEnd {
-        /// Which end of the pipe (0 or 1) the receiver now holds.
-        role: u8,
+        /// What of the pipe the receiver now holds.
+        end: Carried,
         /// The id by which a message frame claims it.
         id: u64,
     },
@@ -49,7 +98,7 @@ impl Record {
     /// Encodes the record.
     pub fn encode(self) -> [u8; RECORD_LEN] {
         let (kind, arg, id) = match self {
-            Self::PipeEnd { role, id } => (1u16, u16::from(role), id),
+            Self::PipeEnd { end, id } => (1u16, end.encode(), id),
             Self::Block { class, id } => (2, u16::from(class), id),
             Self::ReleaseTable => (3, 0, 0),
             Self::Retire { id } => (4, 0, id),
@@ -76,7 +125,7 @@ impl Record {
         let id = u64::from_le_bytes(id);
         match u16::from_le_bytes([k0, k1]) {
             1 => Ok(Self::PipeEnd {
-                role: Self::role(arg)?,
+                end: Carried::decode(arg)?,
                 id,
             }),
             2 => Ok(Self::Block {
@@ -90,15 +139,6 @@ impl Record {
             _ => Err(Violation::UnknownRecordKind),
         }
     }
-
-    /// A pipe end's role from a record's `arg`.
-    fn role(arg: u16) -> Result<u8, Violation> {
-        match arg {
-            0 => Ok(0),
-            1 => Ok(1),
-            _ => Err(Violation::BadPipeEndRole),
-        }
-    }
 }
 
 #[cfg(test)]
@@ -106,10 +146,22 @@ mod tests {
     use super::*;
 
     #[test]
+    fn every_carried_part_round_trips_and_others_are_refused() {
+        for arg in 0..6 {
+            assert_eq!(Carried::decode(arg).map(Carried::encode), Ok(arg));
+        }
+        assert_eq!(Carried::decode(2), Ok(Carried::Sender { ring: 0 }));
+        assert_eq!(Carried::decode(5), Ok(Carried::Receiver { ring: 1 }));
+        for arg in [6, 7, 0x100, u16::MAX] {
+            assert_eq!(Carried::decode(arg), Err(Violation::BadPipeEndRole));
+        }
+    }
+
+    #[test]
     fn records_round_trip() {
         for rec in [
             Record::PipeEnd {
-                role: 1,
+                end: Carried::Pipe { role: 1 },
                 id: 0xdead_beef_1234,
             },
             Record::Block { class: 8, id: 77 },
@@ -177,7 +229,7 @@ mod tests {
             ("kind 0", raw(0, 0, 0)),
             ("kind 5", raw(5, 0, 0)),
             ("kind 0xffff", raw(0xffff, 0, 0)),
-            ("pipe end role 2", raw(1, 2, 9)),
+            ("pipe end arg 6", raw(1, 6, 9)),
             ("pipe end role 0xffff", raw(1, 0xffff, 9)),
             ("block class 256", raw(2, 256, 9)),
             ("release table with an arg", raw(3, 1, 0)),
@@ -194,7 +246,7 @@ mod tests {
             (
                 raw(1, 0, u64::MAX),
                 Record::PipeEnd {
-                    role: 0,
+                    end: Carried::Pipe { role: 0 },
                     id: u64::MAX,
                 },
             ),

@@ -53,7 +53,7 @@ pub enum Violation {
     RecordMagic = 19,
     /// Unknown control record kind.
     UnknownRecordKind = 20,
-    /// Pipe end role is neither 0 nor 1.
+    /// Pipe end record names no end or half of a pipe.
     BadPipeEndRole = 21,
     /// Block class out of range.
     BlockClassOutOfRange = 22,
@@ -162,7 +162,7 @@ impl Violation {
             Self::RecordLength => "control record of the wrong length",
             Self::RecordMagic => "control record with a bad magic number or version",
             Self::UnknownRecordKind => "unknown control record kind",
-            Self::BadPipeEndRole => "pipe end role is neither 0 nor 1",
+            Self::BadPipeEndRole => "pipe end record names no end or half of a pipe",
             Self::BlockClassOutOfRange => "block class out of range",
             Self::ReleaseTableRecordArgs => "release table record with a non-zero argument or id",
             Self::RetireRecordArg => "retire record with a non-zero argument",

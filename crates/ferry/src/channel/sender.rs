@@ -1,10 +1,12 @@
-//! Sending: messages into frames, frames into the ring.
+//! The sending half of a pipe end: messages into frames, frames into the
+//! ring it alone writes.
 
-use std::sync::{Arc, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use super::half::{Half, lock};
 use super::wait::{Stop, Waiter};
-use super::{Pipe, SendError, SendWithError};
+use super::{End, SendError, SendWithError};
 use crate::link::{Failure, Link};
 use crate::ring::RingView;
 use crate::ring::wake;
@@ -35,15 +37,44 @@ impl Tx {
     }
 }
 
-fn stop_to_error(pipe: &Pipe, stop: Stop) -> SendError {
+fn stop_to_error(half: &Half, stop: Stop) -> SendError {
     match stop {
         Stop::Timeout => SendError::Timeout,
-        Stop::Gone(failure) => pipe.gone(failure).into(),
-        Stop::Corrupt(Corrupt(why)) => pipe.corrupt(why).into(),
+        Stop::Gone(failure) => half.gone(failure).into(),
+        Stop::Corrupt(Corrupt(why)) => half.corrupt(why).into(),
     }
 }
 
-impl Pipe {
+/// The sending half of a pipe end: it alone writes its ring. Made by
+/// [`Pipe::split`](super::Pipe::split) (a [`Pipe`](super::Pipe) is a
+/// `Sender` and a [`Receiver`](super::Receiver)); it can travel to another
+/// process inside a message, as a pipe end can.
+///
+/// ```
+/// let (a, b) = ferry::pipe()?;
+/// let (tx, _rx) = a.split();
+/// tx.send(b"one way")?;
+/// assert_eq!(b.recv()?, b"one way");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug)]
+pub struct Sender {
+    pub(super) half: Half,
+    tx: Mutex<Tx>,
+    /// Messages from this many bytes travel out of line (to another process).
+    pub(super) out_of_line: usize,
+}
+
+impl Sender {
+    pub(super) fn new(half: Half, options: &super::PipeOptions) -> Result<Self, Corrupt> {
+        let ring = Producer::new(half.region.ring(half.ring()))?;
+        Ok(Self {
+            half,
+            tx: Mutex::new(Tx::new(ring)),
+            out_of_line: options.out_of_line,
+        })
+    }
+
     /// Sends a message, waiting while the pipe is full.
     ///
     /// ```
@@ -72,25 +103,41 @@ impl Pipe {
         self.send_message(bytes, Some(Instant::now() + timeout))
     }
 
-    /// Sends a message carrying pipe ends to the process at the other end.
+    /// Sends a message carrying pipe ends (or halves of them: a [`Pipe`],
+    /// a [`Sender`], a [`Receiver`]) to the process at the other end.
     ///
     /// Each attached end must have its twin in this process (as both ends of
-    /// [`crate::pipe()`] do), and this pipe must lead to another process.
-    /// The moved end and its twin then talk through shared memory, watched
-    /// over by this pipe's link; no descriptor stays open per pipe.
-    /// The receiver takes them with [`Pipe::recv_with`].
+    /// [`crate::pipe()`] do; for a half, the other side of its ring), and
+    /// this pipe must lead to another process. The moved end and its twin
+    /// then talk through shared memory, watched over by this pipe's link;
+    /// no descriptor stays open per pipe. The receiver takes them with
+    /// [`Receiver::recv_with`].
     ///
     /// At most [`HANDLE_WINDOW`] ends are in flight per pipe direction (sent
     /// and not yet received); past that this waits for the receiver, as
-    /// [`Pipe::send`] waits for room in a full pipe.
-    pub fn send_with(&self, bytes: &[u8], pipes: Vec<Pipe>) -> Result<(), SendWithError> {
-        self.send_with_deadline(bytes, pipes, None)
+    /// [`Sender::send`] waits for room in a full pipe.
+    ///
+    /// # Errors
+    ///
+    /// As [`Sender::send`], and [`SendError::NotTransferable`] for ends that
+    /// cannot travel (see its text); every end not sent is handed back in
+    /// the [`SendWithError`].
+    ///
+    /// [`Pipe`]: super::Pipe
+    /// [`Receiver`]: super::Receiver
+    /// [`Receiver::recv_with`]: super::Receiver::recv_with
+    pub fn send_with<E: Into<End>>(&self, bytes: &[u8], ends: Vec<E>) -> Result<(), SendWithError> {
+        self.send_with_deadline(bytes, into_ends(ends), None)
     }
 
-    /// [`Pipe::send_with`] if the pipe has room for the message and its
+    /// [`Sender::send_with`] if the pipe has room for the message and its
     /// ends now; otherwise [`SendError::Full`], with every end handed back.
-    pub fn try_send_with(&self, bytes: &[u8], pipes: Vec<Pipe>) -> Result<(), SendWithError> {
-        self.send_with_deadline(bytes, pipes, Some(Instant::now()))
+    pub fn try_send_with<E: Into<End>>(
+        &self,
+        bytes: &[u8],
+        ends: Vec<E>,
+    ) -> Result<(), SendWithError> {
+        self.send_with_deadline(bytes, into_ends(ends), Some(Instant::now()))
             .map_err(|mut e| {
                 if let SendError::Timeout = e.error {
                     e.error = SendError::Full;
@@ -99,18 +146,18 @@ impl Pipe {
             })
     }
 
-    /// [`Pipe::send_with`], waiting at most `timeout` for room; on
+    /// [`Sender::send_with`], waiting at most `timeout` for room; on
     /// [`SendError::Timeout`] the ends not sent are handed back.
-    pub fn send_with_timeout(
+    pub fn send_with_timeout<E: Into<End>>(
         &self,
         bytes: &[u8],
-        pipes: Vec<Pipe>,
+        ends: Vec<E>,
         timeout: Duration,
     ) -> Result<(), SendWithError> {
-        self.send_with_deadline(bytes, pipes, Some(Instant::now() + timeout))
+        self.send_with_deadline(bytes, into_ends(ends), Some(Instant::now() + timeout))
     }
 
-    /// Moves `pipes` with a message: the ends' records cross the socket
+    /// Moves `ends` with a message: the ends' records cross the socket
     /// first, then a `First` frame naming them (with no payload), then the
     /// payload as `Last` (or `More`…`Last`). Room for that `First` and for
     /// an `Abort` is waited for before any record leaves, so ends whose
@@ -120,32 +167,32 @@ impl Pipe {
     fn send_with_deadline(
         &self,
         bytes: &[u8],
-        pipes: Vec<Pipe>,
+        ends: Vec<End>,
         deadline: Option<Instant>,
     ) -> Result<(), SendWithError> {
-        let link = match self.check_transfer(bytes, &pipes) {
+        let link = match self.check_transfer(bytes, &ends) {
             Ok(link) => link,
-            Err(error) => return Err(SendWithError { error, pipes }),
+            Err(error) => return Err(SendWithError { error, ends }),
         };
         let mut tx = match self.begin_send(bytes.len(), deadline) {
             Ok(tx) => tx,
-            Err(error) => return Err(SendWithError { error, pipes }),
+            Err(error) => return Err(SendWithError { error, ends }),
         };
-        if let Err(error) = self.wait_for_room(&mut tx, pipes.len(), deadline) {
-            return Err(SendWithError { error, pipes });
+        if let Err(error) = self.wait_for_room(&mut tx, ends.len(), deadline) {
+            return Err(SendWithError { error, ends });
         }
-        let mut id_bytes = Vec::with_capacity(pipes.len() * HANDLE_ID);
-        for (i, pipe) in pipes.iter().enumerate() {
-            match pipe.send_region(link, None, deadline) {
+        let mut id_bytes = Vec::with_capacity(ends.len() * HANDLE_ID);
+        for (i, end) in ends.iter().enumerate() {
+            match end.send_region(link, deadline) {
                 Ok(id) => id_bytes.extend_from_slice(&encode_handle_id(id)),
                 Err(e) => {
-                    let error = self.io_error(e);
+                    let error = self.half.io_error(e);
                     // The ends already sent are named and dropped; the rest
                     // (this one included: its object is kept) go back.
                     let abandoned = self.abandon_ends(&mut tx, &id_bytes);
                     return Err(SendWithError {
                         error: abandoned.err().unwrap_or(error),
-                        pipes: pipes.into_iter().skip(i).collect(),
+                        ends: ends.into_iter().skip(i).collect(),
                     });
                 }
             }
@@ -155,11 +202,11 @@ impl Pipe {
         if let Err(error) = sent {
             return Err(SendWithError {
                 error,
-                pipes: Vec::new(),
+                ends: Vec::new(),
             });
         }
-        for pipe in pipes {
-            pipe.moved_over(link);
+        for end in ends {
+            end.moved_over(link);
         }
         Ok(())
     }
@@ -200,33 +247,32 @@ impl Pipe {
     }
 
     /// The link the ends will travel over, once they may.
-    fn check_transfer(&self, bytes: &[u8], pipes: &[Pipe]) -> Result<&Arc<Link>, SendError> {
-        let Some(link) = self.link.get() else {
+    fn check_transfer(&self, bytes: &[u8], ends: &[End]) -> Result<&Arc<Link>, SendError> {
+        let Some(link) = self.half.link.get() else {
             return Err(SendError::NotTransferable(
                 "pipe ends travel only over a pipe to another process",
             ));
         };
-        if pipes.len() > MAX_HANDLES {
+        if ends.len() > MAX_HANDLES {
             return Err(SendError::NotTransferable(
                 "more than 253 pipe ends in one message",
             ));
         }
-        if pipes.iter().any(|p| p.link.get().is_some()) {
+        if !ends.iter().all(End::is_local) {
             return Err(SendError::NotTransferable(
-                "only a pipe end whose twin is in this process can be sent",
+                "only a pipe end (or half) whose twin is in this process can be sent",
             ));
         }
-        let twins =
-            |(i, p): (usize, &Pipe)| pipes[..i].iter().any(|q| Arc::ptr_eq(&p.region, &q.region));
-        if pipes.iter().enumerate().any(twins) {
+        let twins = |(i, e): (usize, &End)| ends[..i].iter().any(|f| e.shares_a_ring(f));
+        if ends.iter().enumerate().any(twins) {
             return Err(SendError::NotTransferable(
-                "both ends of one pipe cannot travel together",
+                "both sides of one ring cannot travel together",
             ));
         }
-        if bytes.len() > self.limit {
+        if bytes.len() > self.half.limit {
             return Err(SendError::TooLarge {
                 len: bytes.len(),
-                limit: self.limit,
+                limit: self.half.limit,
             });
         }
         Ok(link)
@@ -241,7 +287,7 @@ impl Pipe {
         count: usize,
         deadline: Option<Instant>,
     ) -> Result<(), SendError> {
-        let scope = self.scope(true);
+        let scope = self.half.scope();
         let need = frame_size(TOTAL + count * HANDLE_ID) + FRAME_HEADER;
         let Tx {
             ring,
@@ -259,7 +305,7 @@ impl Pipe {
                 let window = in_flight == 0 || in_flight + count <= HANDLE_WINDOW;
                 Ok((window && ring.free()? >= need).then_some(()))
             })
-            .map_err(|stop| stop_to_error(self, stop))
+            .map_err(|stop| stop_to_error(&self.half, stop))
     }
 
     fn send_message(&self, bytes: &[u8], deadline: Option<Instant>) -> Result<(), SendError> {
@@ -267,7 +313,7 @@ impl Pipe {
         // Between processes, large messages go out of line; one larger than
         // the largest block travels in pieces.
         let small = bytes.len() < self.out_of_line
-            || self.link().is_none()
+            || self.half.link().is_none()
             || crate::pool::block::class_for(bytes.len()).is_none();
         if small && bytes.len() <= tx.ring.max_body() / 2 {
             let whole = Tag {
@@ -276,7 +322,7 @@ impl Pipe {
             };
             return self.push(&mut tx, whole, &[bytes], deadline);
         }
-        if let Some(link) = self.link.get().filter(|_| !small)
+        if let Some(link) = self.half.link.get().filter(|_| !small)
             && self.send_out_of_line(&mut tx, link, bytes, deadline)?
         {
             return Ok(());
@@ -297,19 +343,19 @@ impl Pipe {
         len: usize,
         deadline: Option<Instant>,
     ) -> Result<MutexGuard<'_, Tx>, SendError> {
-        if len > self.limit {
+        if len > self.half.limit {
             return Err(SendError::TooLarge {
                 len,
-                limit: self.limit,
+                limit: self.half.limit,
             });
         }
-        if let Some(failure) = self.failure() {
+        if let Some(failure) = self.half.failure() {
             return Err(failure.into());
         }
-        let mut tx = Self::lock(&self.tx);
+        let mut tx = lock(&self.tx);
         // Acquire: pairs with the Release store in the peer's drop.
-        if self.scope(true).peer.closed.load(Ordering::Acquire) != 0 {
-            return Err(self.gone(Failure::HungUp).into());
+        if self.half.scope().peer.closed.load(Ordering::Acquire) != 0 {
+            return Err(self.half.gone(Failure::HungUp).into());
         }
         if tx.owes_abort {
             let abort = Tag {
@@ -370,15 +416,19 @@ impl Pipe {
         parts: &[&[u8]],
         deadline: Option<Instant>,
     ) -> Result<(), SendError> {
-        let scope = self.scope(true);
+        let scope = self.half.scope();
         let Tx { ring, waiter, .. } = tx;
         let raw = tag.encode();
         waiter
             .wait(&scope, deadline, || {
                 ring.try_push(raw, parts).map(|done| done.then_some(()))
             })
-            .map_err(|stop| stop_to_error(self, stop))?;
+            .map_err(|stop| stop_to_error(&self.half, stop))?;
         wake::ring(scope.me, scope.peer);
         Ok(())
     }
+}
+
+fn into_ends<E: Into<End>>(ends: Vec<E>) -> Vec<End> {
+    ends.into_iter().map(Into::into).collect()
 }

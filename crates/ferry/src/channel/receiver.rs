@@ -1,10 +1,13 @@
-//! Receiving: frames out of the ring, checked, into whole messages.
+//! The receiving half of a pipe end: frames out of the ring it alone
+//! reads, checked, into whole messages.
 
 use crate::wire::Violation;
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use super::half::{Half, lock};
 use super::wait::{Stop, Waiter};
-use super::{Pipe, PipeOptions, RecvError};
+use super::{End, Pipe, PipeOptions, RecvError, Sender};
 use crate::link::{Deadline, Failure, Fault};
 use crate::pool::per_link::Held;
 use crate::ring::RingView;
@@ -15,13 +18,30 @@ use crate::wire::frame::{
     BLOCK_REF, BlockRef, HANDLE_ID, Kind, TOTAL, Tag, decode_handle_id, decode_total,
 };
 
-/// A message together with the pipe ends it carried.
+/// A message together with the pipe ends (and halves) it carried, each
+/// kind in the order it was attached.
 #[derive(Debug, Default)]
 pub struct Message {
     /// The payload.
     pub bytes: Vec<u8>,
-    /// Pipe ends sent with [`Pipe::send_with`], now owned by this process.
+    /// Pipe ends sent with [`Sender::send_with`], now owned by this process.
     pub pipes: Vec<Pipe>,
+    /// Sending halves that came with the message.
+    pub senders: Vec<Sender>,
+    /// Receiving halves that came with the message.
+    pub receivers: Vec<Receiver>,
+}
+
+impl Message {
+    fn take_ends(&mut self, ends: Vec<End>) {
+        for end in ends {
+            match end {
+                End::Pipe(pipe) => self.pipes.push(pipe),
+                End::Sender(sender) => self.senders.push(sender),
+                End::Receiver(receiver) => self.receivers.push(receiver),
+            }
+        }
+    }
 }
 
 /// A message whose pieces are still arriving, kept across a timeout.
@@ -29,7 +49,7 @@ pub struct Message {
 struct Partial {
     bytes: Vec<u8>,
     total: usize,
-    pipes: Vec<Pipe>,
+    ends: Vec<End>,
 }
 
 /// The message being put together from frames.
@@ -38,7 +58,7 @@ struct Assembly {
     /// The announced length, between `First` and `Last`.
     total: Option<usize>,
     /// Pipe ends claimed so far.
-    pipes: Vec<Pipe>,
+    ends: Vec<End>,
 }
 
 /// Where a received message goes.
@@ -46,7 +66,7 @@ pub(super) struct Delivery<'a> {
     /// The payload, unless it is handed over as a block.
     pub(super) bytes: &'a mut Vec<u8>,
     /// Attached pipe ends, if the caller takes them (else they are dropped).
-    pub(super) pipes: Option<&'a mut Vec<Pipe>>,
+    pub(super) ends: Option<&'a mut Vec<End>>,
     /// An out-of-line payload's block, if the caller reads it in place.
     pub(super) block: Option<&'a mut Option<Held>>,
 }
@@ -55,7 +75,7 @@ impl<'a> Delivery<'a> {
     fn bytes(bytes: &'a mut Vec<u8>) -> Self {
         Self {
             bytes,
-            pipes: None,
+            ends: None,
             block: None,
         }
     }
@@ -83,12 +103,45 @@ impl Rx {
     }
 }
 
-impl Pipe {
+fn stop_to_error(half: &Half, stop: Stop) -> RecvError {
+    match stop {
+        Stop::Timeout => RecvError::Timeout,
+        Stop::Gone(failure) => half.gone(failure).into(),
+        Stop::Corrupt(Corrupt(why)) => half.corrupt(why).into(),
+    }
+}
+
+/// The receiving half of a pipe end: it alone reads its ring. Made by
+/// [`Pipe::split`] (a [`Pipe`] is a [`Sender`] and a `Receiver`); it can
+/// travel to another process inside a message, as a pipe end can.
+///
+/// ```
+/// let (a, b) = ferry::pipe()?;
+/// let (_tx, rx) = b.split();
+/// a.send(b"one way")?;
+/// assert_eq!(rx.recv()?, b"one way");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug)]
+pub struct Receiver {
+    pub(super) half: Half,
+    rx: Mutex<Rx>,
+}
+
+impl Receiver {
+    pub(super) fn new(half: Half) -> Result<Self, Corrupt> {
+        let ring = Consumer::new(half.region.ring(half.ring()))?;
+        Ok(Self {
+            half,
+            rx: Mutex::new(Rx::new(ring)),
+        })
+    }
+
     /// Receives the next message, waiting for it.
     ///
     /// Returns [`RecvError::Disconnected`] once the other end is gone and
     /// every message it sent has been received. Pipe ends attached to the
-    /// message are dropped (use [`Pipe::recv_with`] to keep them).
+    /// message are dropped (use [`Receiver::recv_with`] to keep them).
     pub fn recv(&self) -> Result<Vec<u8>, RecvError> {
         let mut bytes = Vec::new();
         self.recv_into(&mut bytes)?;
@@ -133,15 +186,24 @@ impl Pipe {
         Ok(bytes)
     }
 
-    /// Receives the next message with the pipe ends it carries.
+    /// Receives the next message with the pipe ends (and halves) it
+    /// carries.
+    ///
+    /// # Errors
+    ///
+    /// As [`Receiver::recv`]; also [`RecvError::Io`] when this process
+    /// cannot take an end the peer sent (out of descriptors or address
+    /// space): the message stays queued.
     pub fn recv_with(&self) -> Result<Message, RecvError> {
         let mut message = Message::default();
+        let mut ends = Vec::new();
         let delivery = &mut Delivery {
             bytes: &mut message.bytes,
-            pipes: Some(&mut message.pipes),
+            ends: Some(&mut ends),
             block: None,
         };
         self.recv_message(delivery, None)?;
+        message.take_ends(ends);
         Ok(message)
     }
 
@@ -150,11 +212,11 @@ impl Pipe {
         out: &mut Delivery<'_>,
         deadline: Option<Instant>,
     ) -> Result<(), RecvError> {
-        if let Some(failure @ Failure::Protocol(_)) = self.failure() {
+        if let Some(failure @ Failure::Protocol(_)) = self.half.failure() {
             return Err(failure.into());
         }
-        let scope = self.scope(false);
-        let mut rx = Self::lock(&self.rx);
+        let scope = self.half.scope();
+        let mut rx = lock(&self.rx);
         let rx = &mut *rx;
         out.bytes.clear();
         let mut asm = Assembly::default();
@@ -162,7 +224,7 @@ impl Pipe {
             *out.bytes = partial.bytes;
             asm = Assembly {
                 total: Some(partial.total),
-                pipes: partial.pipes,
+                ends: partial.ends,
             };
         }
         // Every frame is a step: a peer that keeps publishing frames that
@@ -174,7 +236,7 @@ impl Pipe {
                 false => Err(Stop::Timeout),
             };
             let taken = waited
-                .map_err(|stop| self.stop_to_error(stop))
+                .map_err(|stop| stop_to_error(&self.half, stop))
                 .and_then(|frame| {
                     let done = self.take_frame(&rx.ring, frame, &mut asm, out, &mut budget)?;
                     Ok((frame, done))
@@ -186,7 +248,7 @@ impl Pipe {
                         rx.partial = Some(Partial {
                             bytes: std::mem::take(out.bytes),
                             total,
-                            pipes: asm.pipes,
+                            ends: asm.ends,
                         });
                     }
                     return Err(e);
@@ -203,25 +265,17 @@ impl Pipe {
             }
             wake::ring(scope.me, scope.peer);
             if done {
-                if let Some(pipes) = out.pipes.as_deref_mut() {
-                    *pipes = asm.pipes;
+                if let Some(ends) = out.ends.as_deref_mut() {
+                    *ends = asm.ends;
                 }
                 return Ok(());
             }
         }
     }
 
-    fn stop_to_error(&self, stop: Stop) -> RecvError {
-        match stop {
-            Stop::Timeout => RecvError::Timeout,
-            Stop::Gone(failure) => self.gone(failure).into(),
-            Stop::Corrupt(Corrupt(why)) => self.corrupt(why).into(),
-        }
-    }
-
     fn fault_to_error(&self, fault: Fault) -> RecvError {
         match fault {
-            Fault::Violation(why) => self.corrupt(why).into(),
+            Fault::Violation(why) => self.half.corrupt(why).into(),
             Fault::Local(e) => RecvError::Io(e),
             Fault::Late => RecvError::Timeout,
         }
@@ -237,10 +291,10 @@ impl Pipe {
         out: &mut Delivery<'_>,
         budget: &mut Deadline,
     ) -> Result<bool, RecvError> {
-        let tag = Tag::decode(frame.tag()).map_err(|why| self.corrupt(why))?;
+        let tag = Tag::decode(frame.tag()).map_err(|why| self.half.corrupt(why))?;
         let prefix = tag.prefix_len();
         if frame.len() < prefix {
-            return Err(self.corrupt(Violation::FrameTooShort).into());
+            return Err(self.half.corrupt(Violation::FrameTooShort).into());
         }
         let payload = frame.len() - prefix;
         match (asm.total, tag.kind) {
@@ -256,7 +310,7 @@ impl Pipe {
                 let announced = decode_total(&field);
                 self.check_len(announced)?;
                 if payload as u64 > announced {
-                    return Err(self.corrupt(Violation::MessageLengthOutOfRange).into());
+                    return Err(self.half.corrupt(Violation::MessageLengthOutOfRange).into());
                 }
                 self.take_handles(ring, frame, TOTAL, tag.handles, None, asm, out, budget)?;
                 ring.read_append(frame, prefix, payload, out.bytes);
@@ -266,12 +320,12 @@ impl Pipe {
             (Some(expected), Kind::More | Kind::Last) => {
                 let buf = &mut *out.bytes;
                 if buf.len() + payload > expected {
-                    return Err(self.corrupt(Violation::PiecesTooLong).into());
+                    return Err(self.half.corrupt(Violation::PiecesTooLong).into());
                 }
                 ring.read_append(frame, 0, payload, buf);
                 let last = tag.kind == Kind::Last;
                 if last && buf.len() != expected {
-                    return Err(self.corrupt(Violation::PiecesTooShort).into());
+                    return Err(self.half.corrupt(Violation::PiecesTooShort).into());
                 }
                 Ok(last)
             }
@@ -294,14 +348,14 @@ impl Pipe {
                 )?;
                 Ok(true)
             }
-            _ => Err(self.corrupt(Violation::FrameOutOfSequence).into()),
+            _ => Err(self.half.corrupt(Violation::FrameOutOfSequence).into()),
         }
     }
 
     /// Refuses a message longer than this end accepts.
     fn check_len(&self, len: u64) -> Result<(), RecvError> {
-        match len > self.limit as u64 {
-            true => Err(self.corrupt(Violation::MessageTooLarge).into()),
+        match len > self.half.limit as u64 {
+            true => Err(self.half.corrupt(Violation::MessageTooLarge).into()),
             false => Ok(()),
         }
     }
@@ -334,8 +388,8 @@ impl Pipe {
         if count == 0 && block.is_none() {
             return Ok(());
         }
-        let Some(link) = self.link.get() else {
-            return Err(self.corrupt(Violation::HandlesWithinProcess).into());
+        let Some(link) = self.half.link.get() else {
+            return Err(self.half.corrupt(Violation::HandlesWithinProcess).into());
         };
         let ids: Vec<u64> = (0..usize::from(count))
             .map(|i| {
@@ -348,9 +402,9 @@ impl Pipe {
             .collect(&ids, block, budget)
             .map_err(|fault| self.fault_to_error(fault))?;
         for end in ends {
-            let pipe =
-                Pipe::adopt(link, end, &PipeOptions::new()).map_err(|c| self.corrupt(c.0))?;
-            asm.pipes.push(pipe);
+            let end =
+                End::adopt(link, end, &PipeOptions::new()).map_err(|c| self.half.corrupt(c.0))?;
+            asm.ends.push(end);
         }
         match (held, out.block.as_deref_mut()) {
             (Some(held), Some(slot)) => *slot = Some(held),

@@ -50,9 +50,15 @@ fn recv_all_then_disconnected(pipe: &Pipe) {
     }
     assert!(started.elapsed() < secs(1), "slow to see the end");
     assert!(matches!(pipe.recv(), Err(RecvError::Disconnected)));
-    assert!(matches!(pipe.try_recv(), Err(RecvError::Disconnected)));
+    assert!(matches!(
+        pipe.try_recv(),
+        Err(ferry::TryRecvError::Disconnected)
+    ));
     assert!(matches!(pipe.send(b"x"), Err(SendError::Disconnected)));
-    assert!(matches!(pipe.try_send(b"x"), Err(SendError::Disconnected)));
+    assert!(matches!(
+        pipe.try_send(b"x"),
+        Err(ferry::TrySendError::Disconnected)
+    ));
 }
 
 /// The child sends the stream, drops its end and stays alive (until its
@@ -178,9 +184,12 @@ fn in_process_drop_with_messages_in_flight() {
     assert!(matches!(b.send(b"three"), Err(SendError::Disconnected)));
     assert_eq!(b.recv().expect("one"), b"one");
     assert_eq!(b.try_recv().expect("two"), b"two");
-    assert!(matches!(b.try_recv(), Err(RecvError::Disconnected)));
+    assert!(matches!(
+        b.try_recv(),
+        Err(ferry::TryRecvError::Disconnected)
+    ));
     assert!(matches!(
         b.recv_timeout(secs(5)),
-        Err(RecvError::Disconnected)
+        Err(ferry::RecvTimeoutError::Disconnected)
     ));
 }

@@ -42,7 +42,7 @@ use std::time::{Duration, Instant};
 use attacker::attacks;
 use attacker::report::{Report, Verdict, VictimRun, Watch, outcome, run_victim, stage};
 use common::{ChildGuard, Watchdog, monotonic_ns, secs};
-use ferry::{Pipe, PipeOptions, RecvError, Wait};
+use ferry::{Pipe, PipeOptions, RecvError, TryRecvError, Wait};
 
 /// How long a victim process may run before its own watchdog fires.
 const VICTIM_LIMIT: Duration = Duration::from_secs(25);
@@ -445,7 +445,7 @@ struct Calls {
 }
 
 /// Calls `call` `n` times, timing each.
-fn time_calls<T>(n: usize, mut call: impl FnMut() -> Result<T, RecvError>) -> Calls {
+fn time_calls<T, E: std::fmt::Debug>(n: usize, mut call: impl FnMut() -> Result<T, E>) -> Calls {
     let mut longest = Duration::ZERO;
     let mut kinds = BTreeSet::new();
     let mut first_error = None;
@@ -1070,7 +1070,7 @@ fn disconnected_is_sticky() {
         let (mut child, pipe) = common::spawn_child(&dog, test, "sleeper", &PipeOptions::new());
         assert_eq!(pipe.recv_timeout(secs(10)).expect("ready"), b"ready");
         if polled == 1 {
-            assert!(matches!(pipe.try_recv(), Err(RecvError::Empty)));
+            assert!(matches!(pipe.try_recv(), Err(TryRecvError::Empty)));
         }
         child.kill();
         child.wait();
@@ -1082,8 +1082,8 @@ fn disconnected_is_sticky() {
             continue;
         }
         match pipe.try_recv() {
-            Err(RecvError::Disconnected) => {}
-            Err(RecvError::Empty) => empties[polled] += 1,
+            Err(TryRecvError::Disconnected) => {}
+            Err(TryRecvError::Empty) => empties[polled] += 1,
             other => verdict.fail(format!("trial {trial}: try_recv gave {other:?}")),
         }
     }

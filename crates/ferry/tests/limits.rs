@@ -9,7 +9,9 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use common::{msg_u64, secs, u64_msg};
-use ferry::{Pipe, PipeOptions, RecvError, SendError, Wait};
+use ferry::{
+    Pipe, PipeOptions, RecvError, SendError, SendTimeoutError, TryRecvError, TrySendError, Wait,
+};
 
 /// Message `seq` of a stream: 1 to 2,000 bytes, stamped with `seq`.
 fn small(seq: u64) -> Vec<u8> {
@@ -27,9 +29,9 @@ fn doomed() -> Vec<u8> {
 
 const SHORT: Duration = Duration::from_millis(50);
 
-fn assert_timed_out(result: Result<(), SendError>, started: Instant, what: &str) {
+fn assert_timed_out(result: Result<(), SendTimeoutError>, started: Instant, what: &str) {
     assert!(
-        matches!(result, Err(SendError::Timeout)),
+        matches!(result, Err(SendTimeoutError::Timeout)),
         "{what}: {result:?}"
     );
     assert!(started.elapsed() >= SHORT, "{what}: gave up early");
@@ -46,13 +48,13 @@ fn full_pipe_in_process() {
             .pipe()
             .expect("pipe");
         // A message in pieces, refused part way: nothing of it arrives.
-        assert!(matches!(a.try_send(&doomed()), Err(SendError::Full)));
+        assert!(matches!(a.try_send(&doomed()), Err(TrySendError::Full)));
         let mut sent = 0;
         while a.try_send(&small(sent)).is_ok() {
             sent += 1;
         }
         assert!(sent > 0, "{wait:?}: nothing fit an empty ring");
-        assert!(matches!(a.try_send(&small(sent)), Err(SendError::Full)));
+        assert!(matches!(a.try_send(&small(sent)), Err(TrySendError::Full)));
         let started = Instant::now();
         assert_timed_out(a.send_timeout(&small(sent), SHORT), started, "small");
         let started = Instant::now();
@@ -60,12 +62,12 @@ fn full_pipe_in_process() {
         for seq in 0..sent {
             assert_eq!(b.try_recv().expect("queued message"), small(seq), "{seq}");
         }
-        assert!(matches!(b.try_recv(), Err(RecvError::Empty)));
+        assert!(matches!(b.try_recv(), Err(TryRecvError::Empty)));
         a.try_send(&small(sent)).expect("room after draining");
         a.send_timeout(&small(sent + 1), SHORT).expect("room");
         assert_eq!(b.recv().expect("recv"), small(sent));
         assert_eq!(b.recv().expect("recv"), small(sent + 1));
-        assert!(matches!(b.try_recv(), Err(RecvError::Empty)));
+        assert!(matches!(b.try_recv(), Err(TryRecvError::Empty)));
     }
     drop(dog);
 }
@@ -88,7 +90,7 @@ fn full_pipe_across_processes() {
     let mut stdin = child.take_stdin();
     assert_eq!(pipe.recv().expect("ready"), b"ready");
 
-    assert!(matches!(pipe.try_send(&doomed()), Err(SendError::Full)));
+    assert!(matches!(pipe.try_send(&doomed()), Err(TrySendError::Full)));
     let mut sent = 0;
     while pipe.try_send(&small(sent)).is_ok() {
         sent += 1;
@@ -98,7 +100,10 @@ fn full_pipe_across_processes() {
     assert_timed_out(pipe.send_timeout(&small(sent), SHORT), started, "small");
     let started = Instant::now();
     assert_timed_out(pipe.send_timeout(&doomed(), SHORT), started, "pieces");
-    assert!(matches!(pipe.try_send(&small(sent)), Err(SendError::Full)));
+    assert!(matches!(
+        pipe.try_send(&small(sent)),
+        Err(TrySendError::Full)
+    ));
 
     writeln!(stdin, "drain").expect("tell the child to drain");
     // Blocking sends now succeed as the child drains, pieces and all.
@@ -153,7 +158,7 @@ fn oversize_message_in_process() {
     assert_too_large(&a, 1000);
     a.send(&[1; 1000]).expect("exactly the limit");
     assert_eq!(b.recv().expect("recv"), [1; 1000]);
-    assert!(matches!(b.try_recv(), Err(RecvError::Empty)));
+    assert!(matches!(b.try_recv(), Err(TryRecvError::Empty)));
 }
 
 /// Every send call refuses `limit + 1` bytes.
@@ -161,8 +166,12 @@ fn assert_too_large(pipe: &Pipe, limit: usize) {
     let over = vec![0; limit + 1];
     let too_large = |r: Result<(), SendError>| matches!(r, Err(SendError::TooLarge { len, limit: l }) if len == limit + 1 && l == limit);
     assert!(too_large(pipe.send(&over)));
-    assert!(too_large(pipe.try_send(&over)));
-    assert!(too_large(pipe.send_timeout(&over, secs(1))));
+    assert!(
+        matches!(pipe.try_send(&over), Err(TrySendError::TooLarge { len, limit: l }) if len == limit + 1 && l == limit)
+    );
+    assert!(
+        matches!(pipe.send_timeout(&over, secs(1)), Err(SendTimeoutError::TooLarge { len, limit: l }) if len == limit + 1 && l == limit)
+    );
 }
 
 /// The default limit is 256 MiB. The oversize buffer is never touched, so

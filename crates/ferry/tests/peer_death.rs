@@ -46,21 +46,27 @@ fn kill_during<R: Send>(child: &mut ChildGuard, blocked: impl FnOnce() -> R) -> 
 /// Every later call on a pipe whose peer is gone fails at once.
 fn assert_all_calls_disconnected(pipe: &Pipe) {
     assert!(matches!(pipe.recv(), Err(RecvError::Disconnected)));
-    assert!(matches!(pipe.try_recv(), Err(RecvError::Disconnected)));
+    assert!(matches!(
+        pipe.try_recv(),
+        Err(ferry::TryRecvError::Disconnected)
+    ));
     let started = Instant::now();
     assert!(matches!(
         pipe.recv_timeout(secs(5)),
-        Err(RecvError::Disconnected)
+        Err(ferry::RecvTimeoutError::Disconnected)
     ));
     assert!(
         started.elapsed() < BOUND,
         "recv_timeout waited on a dead peer"
     );
     assert!(matches!(pipe.send(b"x"), Err(SendError::Disconnected)));
-    assert!(matches!(pipe.try_send(b"x"), Err(SendError::Disconnected)));
+    assert!(matches!(
+        pipe.try_send(b"x"),
+        Err(ferry::TrySendError::Disconnected)
+    ));
     assert!(matches!(
         pipe.send_timeout(b"x", secs(5)),
-        Err(SendError::Disconnected)
+        Err(ferry::SendTimeoutError::Disconnected)
     ));
     assert!(matches!(
         pipe.send(&vec![7; 1 << 20]),
@@ -86,13 +92,13 @@ fn sigkill_wakes_a_blocked_recv() {
                 if timed {
                     pipe.recv_timeout(secs(10))
                 } else {
-                    pipe.recv()
+                    pipe.recv().map_err(Into::into)
                 }
             });
             let call = if timed { "recv_timeout" } else { "recv" };
             eprintln!("{wait:?} {call}: Disconnected {latency:?} after SIGKILL");
             assert!(
-                matches!(result, Err(RecvError::Disconnected)),
+                matches!(result, Err(ferry::RecvTimeoutError::Disconnected)),
                 "{wait:?} {call}: {result:?}"
             );
             assert!(

@@ -8,7 +8,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::{XorShift, checksum, msg_u64, secs, u64_msg};
-use ferry::{PipeOptions, RecvError, SendError};
+use ferry::{PipeOptions, RecvError, SendError, SendTimeoutError};
 
 const MIB: usize = 1 << 20;
 
@@ -86,7 +86,7 @@ fn a_peer_killed_while_holding_blocks_frees_them_and_nothing_hangs() {
     // The pool is at its cap and every block is held: a send waits.
     assert!(matches!(
         pipe.send_timeout(&vec![2; MIB], Duration::from_millis(100)),
-        Err(SendError::Timeout)
+        Err(SendTimeoutError::Timeout)
     ));
     child.kill();
     let killed = Instant::now();

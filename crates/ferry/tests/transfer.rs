@@ -153,7 +153,10 @@ fn thousand_pipes_over_one_link_keep_fds_bounded() {
     drop(main);
     child.wait_ok();
     for (n, end) in ends.iter().enumerate() {
-        assert!(matches!(end.try_recv(), Err(RecvError::Disconnected)));
+        assert!(matches!(
+            end.try_recv(),
+            Err(ferry::TryRecvError::Disconnected)
+        ));
         assert!(matches!(end.send(b"x"), Err(SendError::Disconnected)));
         // A blocking receive on a `Spin` end looks for a gone peer only
         // every 20 ms; a sample keeps the test quick.

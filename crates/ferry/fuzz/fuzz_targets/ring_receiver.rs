@@ -35,7 +35,7 @@ use ferry::ring::control::{Control, Side};
 use ferry::ring::{CONTROL_SIZE, FRAME_HEADER};
 use ferry::wire::VERSION;
 use ferry::wire::region::{CONTROL_AT, DATA_AT};
-use ferry::{Pipe, PipeOptions, RecvError, SendError};
+use ferry::{Pipe, PipeOptions, RecvTimeoutError, TryRecvError, TrySendError};
 use libfuzzer_sys::fuzz_target;
 
 const CAPACITY: usize = 4096;
@@ -312,8 +312,8 @@ impl World {
         let peer_gone = self.end(other(from)).is_none();
         match result {
             Ok(()) => self.queued[ring_of(from)].push_back((len, fill)),
-            Err(SendError::Full) => {}
-            Err(SendError::Disconnected) if peer_gone => {}
+            Err(TrySendError::Full) => {}
+            Err(TrySendError::Disconnected) if peer_gone => {}
             Err(e) => panic!("an honest send of {len} bytes failed: {e:?}"),
         }
     }
@@ -321,8 +321,16 @@ impl World {
     fn recv(&mut self, on: End, how: How) {
         let Some(pipe) = self.end(on) else { return };
         let result = match how {
-            How::Try => pipe.try_recv(),
-            How::TimeoutZero => pipe.recv_timeout(Duration::ZERO),
+            How::Try => pipe.try_recv().map_err(|e| match e {
+                TryRecvError::Empty => Missing::Nothing,
+                TryRecvError::Disconnected => Missing::Gone,
+                e => Missing::Failed(format!("{e:?}")),
+            }),
+            How::TimeoutZero => pipe.recv_timeout(Duration::ZERO).map_err(|e| match e {
+                RecvTimeoutError::Timeout => Missing::Nothing,
+                RecvTimeoutError::Disconnected => Missing::Gone,
+                e => Missing::Failed(format!("{e:?}")),
+            }),
         };
         if self.tainted {
             return;
@@ -334,15 +342,25 @@ impl World {
                 let (len, fill) = queue.pop_front().expect("a message nobody sent");
                 assert!(bytes.len() == len && bytes.iter().all(|&b| b == fill));
             }
-            Err(RecvError::Empty | RecvError::Timeout) => {
+            Err(Missing::Nothing) => {
                 assert!(queue.is_empty(), "a sent message did not arrive");
             }
-            Err(RecvError::Disconnected) => {
+            Err(Missing::Gone) => {
                 assert!(peer_gone && queue.is_empty(), "disconnected too early");
             }
-            Err(e) => panic!("an honest receive failed: {e:?}"),
+            Err(Missing::Failed(e)) => panic!("an honest receive failed: {e}"),
         }
     }
+}
+
+/// Why a receive gave no message, whichever call it was.
+enum Missing {
+    /// Nothing waiting (`Empty`, or a zero timeout's `Timeout`).
+    Nothing,
+    /// The peer is gone.
+    Gone,
+    /// Anything else, which an honest exchange never gives.
+    Failed(String),
 }
 
 fn other(end: End) -> End {

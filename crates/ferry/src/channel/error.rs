@@ -43,87 +43,32 @@ impl fmt::Display for ProtocolError {
 
 impl std::error::Error for ProtocolError {}
 
-/// Why a send failed. The caller keeps its bytes, so nothing is lost.
+/// How a send went wrong inside the crate, whichever call it was; each
+/// public call turns it into its own error type.
 #[derive(Debug)]
-#[non_exhaustive]
-pub enum SendError {
-    /// The receiving end is gone (dropped, or its process exited or died).
+pub(crate) enum SendFault {
     Disconnected,
-    /// The pipe is full (only from `try_send`). Nothing was sent.
-    Full,
-    /// The pipe stayed full until the deadline (only from `send_timeout`).
-    /// Nothing was sent.
+    /// The deadline passed (a `try_` call's deadline is now).
     Timeout,
-    /// The message is longer than this pipe's limit. Nothing was sent.
     TooLarge {
-        /// The message's length.
         len: usize,
-        /// The pipe's limit.
         limit: usize,
     },
-    /// Pipe ends were attached that cannot travel (see [`crate::Pipe::send_with`]).
     NotTransferable(&'static str),
-    /// The peer broke the protocol; the link is shut down.
     Protocol(ProtocolError),
-    /// The operating system refused (for example, out of descriptors).
     Io(std::io::Error),
 }
 
-/// Why a receive failed.
+/// How a receive went wrong inside the crate (see [`SendFault`]).
 #[derive(Debug)]
-#[non_exhaustive]
-pub enum RecvError {
-    /// The sending end is gone and every message it sent has been received.
+pub(crate) enum RecvFault {
     Disconnected,
-    /// Nothing to receive now (only from `try_recv`).
-    Empty,
-    /// Nothing arrived before the deadline (only from `recv_timeout`).
     Timeout,
-    /// The peer broke the protocol; the link is shut down.
     Protocol(ProtocolError),
-    /// This process could not take what the peer sent (for example, it is
-    /// out of file descriptors or address space). The peer did nothing
-    /// wrong and nothing was lost: the message stays queued, and a later
-    /// call receives it once the shortage is over.
     Io(std::io::Error),
 }
 
-impl fmt::Display for SendError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Disconnected => f.write_str("the receiving end of the pipe is gone"),
-            Self::Full => f.write_str("the pipe is full"),
-            Self::Timeout => f.write_str("the pipe stayed full until the deadline"),
-            Self::TooLarge { len, limit } => write!(
-                f,
-                "message of {len} bytes exceeds the pipe's limit of {limit} bytes"
-            ),
-            Self::NotTransferable(why) => write!(f, "pipe end cannot be sent: {why}"),
-            Self::Protocol(e) => e.fmt(f),
-            Self::Io(e) => write!(f, "system error while sending: {e}"),
-        }
-    }
-}
-
-impl fmt::Display for RecvError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Disconnected => f.write_str("the sending end of the pipe is gone"),
-            Self::Empty => f.write_str("no message is waiting"),
-            Self::Timeout => f.write_str("no message arrived before the deadline"),
-            Self::Protocol(e) => e.fmt(f),
-            Self::Io(e) => write!(
-                f,
-                "system error while receiving (the message stays queued): {e}"
-            ),
-        }
-    }
-}
-
-impl std::error::Error for SendError {}
-impl std::error::Error for RecvError {}
-
-impl From<Failure> for SendError {
+impl From<Failure> for SendFault {
     fn from(failure: Failure) -> Self {
         match failure {
             Failure::HungUp => Self::Disconnected,
@@ -132,7 +77,7 @@ impl From<Failure> for SendError {
     }
 }
 
-impl From<Failure> for RecvError {
+impl From<Failure> for RecvFault {
     fn from(failure: Failure) -> Self {
         match failure {
             Failure::HungUp => Self::Disconnected,
@@ -141,20 +86,250 @@ impl From<Failure> for RecvError {
     }
 }
 
-/// A failed [`crate::Sender::send_with`]: the error, and the ends that
+/// A deadline that cannot pass was reported passed: never expected, and
+/// reported as the OS's timeout rather than a panic.
+fn timed_out() -> std::io::Error {
+    std::io::ErrorKind::TimedOut.into()
+}
+
+/// Defines one send error type: the variants every send shares, plus the
+/// one (if any) its operation adds.
+macro_rules! send_error {
+    ($(#[$doc:meta])* $name:ident $(, $(#[$extra_doc:meta])* $extra:ident => $text:literal)?) => {
+        $(#[$doc])*
+        #[derive(Debug)]
+        #[non_exhaustive]
+        pub enum $name {
+            $($(#[$extra_doc])* $extra,)?
+            /// The receiving end is gone (dropped, or its process exited or
+            /// died).
+            Disconnected,
+            /// The message is longer than this pipe's limit. Nothing was sent.
+            TooLarge {
+                /// The message's length.
+                len: usize,
+                /// The pipe's limit.
+                limit: usize,
+            },
+            /// Pipe ends were attached that cannot travel (see
+            /// [`crate::Sender::send_with`]).
+            NotTransferable(&'static str),
+            /// The peer broke the protocol; the link is shut down.
+            Protocol(ProtocolError),
+            /// The operating system refused (for example, out of descriptors).
+            Io(std::io::Error),
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                match self {
+                    $(Self::$extra => f.write_str($text),)?
+                    Self::Disconnected => f.write_str("the receiving end of the pipe is gone"),
+                    Self::TooLarge { len, limit } => write!(
+                        f,
+                        "message of {len} bytes exceeds the pipe's limit of {limit} bytes"
+                    ),
+                    Self::NotTransferable(why) => write!(f, "pipe end cannot be sent: {why}"),
+                    Self::Protocol(e) => e.fmt(f),
+                    Self::Io(e) => write!(f, "system error while sending: {e}"),
+                }
+            }
+        }
+
+        impl std::error::Error for $name {
+            fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+                match self {
+                    Self::Protocol(e) => Some(e),
+                    Self::Io(e) => Some(e),
+                    _ => None,
+                }
+            }
+        }
+
+        impl From<SendFault> for $name {
+            fn from(fault: SendFault) -> Self {
+                match fault {
+                    SendFault::Disconnected => Self::Disconnected,
+                    SendFault::Timeout => send_error!(@timeout $($extra)?),
+                    SendFault::TooLarge { len, limit } => Self::TooLarge { len, limit },
+                    SendFault::NotTransferable(why) => Self::NotTransferable(why),
+                    SendFault::Protocol(e) => Self::Protocol(e),
+                    SendFault::Io(e) => Self::Io(e),
+                }
+            }
+        }
+    };
+    (@timeout $extra:ident) => { Self::$extra };
+    (@timeout) => { Self::Io(timed_out()) };
+}
+
+send_error! {
+    /// Why [`send`](crate::Sender::send) (or another call that waits as
+    /// long as it takes) failed. The caller keeps its bytes, so nothing is
+    /// lost; nothing of the message was delivered.
+    SendError
+}
+
+send_error! {
+    /// Why [`try_send`](crate::Sender::try_send) failed. The caller keeps
+    /// its bytes; nothing of the message was delivered.
+    TrySendError,
+    /// The pipe has no room for the message now.
+    Full => "the pipe is full"
+}
+
+send_error! {
+    /// Why [`send_timeout`](crate::Sender::send_timeout) failed. The caller
+    /// keeps its bytes; nothing of the message was delivered.
+    SendTimeoutError,
+    /// The pipe stayed full until the deadline.
+    Timeout => "the pipe stayed full until the deadline"
+}
+
+/// Defines one receive error type, as [`send_error!`] does.
+macro_rules! recv_error {
+    ($(#[$doc:meta])* $name:ident $(, $(#[$extra_doc:meta])* $extra:ident => $text:literal)?) => {
+        $(#[$doc])*
+        #[derive(Debug)]
+        #[non_exhaustive]
+        pub enum $name {
+            $($(#[$extra_doc])* $extra,)?
+            /// The sending end is gone and every message it sent has been
+            /// received.
+            Disconnected,
+            /// The peer broke the protocol; the link is shut down.
+            Protocol(ProtocolError),
+            /// This process could not take what the peer sent (for example,
+            /// it is out of file descriptors or address space). The peer did
+            /// nothing wrong and nothing was lost: the message stays queued,
+            /// and a later call receives it once the shortage is over.
+            Io(std::io::Error),
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                match self {
+                    $(Self::$extra => f.write_str($text),)?
+                    Self::Disconnected => f.write_str("the sending end of the pipe is gone"),
+                    Self::Protocol(e) => e.fmt(f),
+                    Self::Io(e) => write!(
+                        f,
+                        "system error while receiving (the message stays queued): {e}"
+                    ),
+                }
+            }
+        }
+
+        impl std::error::Error for $name {
+            fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+                match self {
+                    Self::Protocol(e) => Some(e),
+                    Self::Io(e) => Some(e),
+                    _ => None,
+                }
+            }
+        }
+
+        impl From<RecvFault> for $name {
+            fn from(fault: RecvFault) -> Self {
+                match fault {
+                    RecvFault::Disconnected => Self::Disconnected,
+                    RecvFault::Timeout => recv_error!(@timeout $($extra)?),
+                    RecvFault::Protocol(e) => Self::Protocol(e),
+                    RecvFault::Io(e) => Self::Io(e),
+                }
+            }
+        }
+    };
+    (@timeout $extra:ident) => { Self::$extra };
+    (@timeout) => { Self::Io(timed_out()) };
+}
+
+recv_error! {
+    /// Why [`recv`](crate::Receiver::recv) (or another call that waits as
+    /// long as it takes) failed.
+    RecvError
+}
+
+recv_error! {
+    /// Why [`try_recv`](crate::Receiver::try_recv) failed.
+    TryRecvError,
+    /// No message is waiting now.
+    Empty => "no message is waiting"
+}
+
+recv_error! {
+    /// Why [`recv_timeout`](crate::Receiver::recv_timeout) failed.
+    RecvTimeoutError,
+    /// No message arrived before the deadline.
+    Timeout => "no message arrived before the deadline"
+}
+
+/// Every error of a call that waits as long as it takes is also one its
+/// `try_` and `_timeout` forms can give.
+macro_rules! widen_send {
+    ($($to:ident),+) => {$(
+        impl From<SendError> for $to {
+            fn from(e: SendError) -> Self {
+                match e {
+                    SendError::Disconnected => Self::Disconnected,
+                    SendError::TooLarge { len, limit } => Self::TooLarge { len, limit },
+                    SendError::NotTransferable(why) => Self::NotTransferable(why),
+                    SendError::Protocol(e) => Self::Protocol(e),
+                    SendError::Io(e) => Self::Io(e),
+                }
+            }
+        }
+    )+};
+}
+
+widen_send!(TrySendError, SendTimeoutError);
+
+impl From<RecvError> for TryRecvError {
+    fn from(e: RecvError) -> Self {
+        match e {
+            RecvError::Disconnected => Self::Disconnected,
+            RecvError::Protocol(e) => Self::Protocol(e),
+            RecvError::Io(e) => Self::Io(e),
+        }
+    }
+}
+
+impl From<RecvError> for RecvTimeoutError {
+    fn from(e: RecvError) -> Self {
+        match e {
+            RecvError::Disconnected => Self::Disconnected,
+            RecvError::Protocol(e) => Self::Protocol(e),
+            RecvError::Io(e) => Self::Io(e),
+        }
+    }
+}
+
+/// A failed [`crate::Sender::send_with`] (or its `try_` and `_timeout`
+/// forms, whose error types `E` it carries): the error, and the ends that
 /// were not sent (all of them, unless the link failed part way).
 #[derive(Debug)]
-pub struct SendWithError {
+pub struct SendWithError<E = SendError> {
     /// What went wrong.
-    pub error: SendError,
+    pub error: E,
     /// The ends handed back.
     pub ends: Vec<super::End>,
 }
 
-impl fmt::Display for SendWithError {
+impl SendWithError<SendFault> {
+    /// The error as the public call that failed reports it.
+    pub(crate) fn convert<E: From<SendFault>>(self) -> SendWithError<E> {
+        SendWithError {
+            error: self.error.into(),
+            ends: self.ends,
+        }
+    }
+}
+
+impl<E: fmt::Display> fmt::Display for SendWithError<E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         self.error.fmt(f)
     }
 }
 
-impl std::error::Error for SendWithError {}
+impl<E: fmt::Debug + fmt::Display> std::error::Error for SendWithError<E> {}

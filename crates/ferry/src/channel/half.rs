@@ -5,8 +5,9 @@
 
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
+use super::PipeOptions;
+use super::error::SendFault;
 use super::wait::{self, Wait};
-use super::{PipeOptions, SendError};
 use crate::link::{Failure, Link};
 use crate::pool::budget::Charge;
 use crate::ring::region::{EndHold, Part};
@@ -119,7 +120,7 @@ impl Half {
 
     /// Turns a failed socket write into the error it stands for: the peer
     /// gone (recorded on the link and this half), or a local failure.
-    pub(super) fn io_error(&self, e: std::io::Error) -> SendError {
+    pub(super) fn io_error(&self, e: std::io::Error) -> SendFault {
         if let Some(link) = self.link() {
             link.note_io(&e);
         }
@@ -127,8 +128,8 @@ impl Half {
             std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::ConnectionReset => {
                 self.gone(Failure::HungUp).into()
             }
-            std::io::ErrorKind::TimedOut => SendError::Timeout,
-            _ => SendError::Io(e),
+            std::io::ErrorKind::TimedOut => SendFault::Timeout,
+            _ => SendFault::Io(e),
         }
     }
 

@@ -4,6 +4,7 @@
 use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
 
+use super::error::SendFault;
 use super::receiver::Delivery;
 use super::{Pipe, Receiver, RecvError, SendError, Sender};
 use crate::pool::block::Block;
@@ -48,7 +49,7 @@ impl Sender {
     /// ```
     pub fn loan(&self, len: usize) -> Result<Loan<'_>, SendError> {
         Ok(Loan {
-            slot: self.lend_slot(len)?,
+            slot: self.lend_slot(len).map_err(SendError::from)?,
             sender: SenderRef::Borrowed(self),
             len,
         })
@@ -62,7 +63,7 @@ impl Sender {
     /// As [`Sender::loan`].
     pub fn loan_owned(self: &Arc<Self>, len: usize) -> Result<Loan<'static>, SendError> {
         Ok(Loan {
-            slot: self.lend_slot(len)?,
+            slot: self.lend_slot(len).map_err(SendError::from)?,
             sender: SenderRef::Sender(Arc::clone(self)),
             len,
         })
@@ -70,9 +71,9 @@ impl Sender {
 
     /// The slot of a loan of `len` bytes: a block of the link's pool, or
     /// ordinary memory (see [`Sender::loan`]).
-    fn lend_slot(&self, len: usize) -> Result<Slot, SendError> {
+    fn lend_slot(&self, len: usize) -> Result<Slot, SendFault> {
         if len > self.half.limit {
-            return Err(SendError::TooLarge {
+            return Err(SendFault::TooLarge {
                 len,
                 limit: self.half.limit,
             });
@@ -118,7 +119,7 @@ impl Pipe {
     /// As [`Sender::loan`].
     pub fn loan_owned(self: &Arc<Self>, len: usize) -> Result<Loan<'static>, SendError> {
         Ok(Loan {
-            slot: self.sender().lend_slot(len)?,
+            slot: self.sender().lend_slot(len).map_err(SendError::from)?,
             sender: SenderRef::Pipe(Arc::clone(self)),
             len,
         })
@@ -150,7 +151,8 @@ impl Receiver {
                 block: Some(&mut held),
             },
             None,
-        )?;
+        )
+        .map_err(RecvError::from)?;
         Ok(SharedBytes(match held {
             Some(held) => Shared::Block(held),
             None => Shared::Owned(bytes),
@@ -205,11 +207,12 @@ impl Loan<'_> {
                     Ok(tx) => tx,
                     Err(e) => {
                         self.slot = Slot::Block((id, block));
-                        return Err(e);
+                        return Err(e.into());
                     }
                 };
-                self.sender
-                    .push_block(&mut tx, link, id, block, self.len, None)
+                Ok(self
+                    .sender
+                    .push_block(&mut tx, link, id, block, self.len, None)?)
             }
             Slot::Heap(bytes) => self.sender.send(&bytes),
             Slot::Sent => Ok(()),

@@ -14,7 +14,10 @@ mod sender;
 mod wait;
 
 pub use crate::wire::{HANDLE_WINDOW, MAX_HANDLES};
-pub use error::{ProtocolError, RecvError, SendError, SendWithError};
+pub use error::{
+    ProtocolError, RecvError, RecvTimeoutError, SendError, SendTimeoutError, SendWithError,
+    TryRecvError, TrySendError,
+};
 pub use loan::{LOAN_IN_PLACE, Loan, SharedBytes};
 pub use options::PipeOptions;
 pub use out_of_line::OUT_OF_LINE;
@@ -359,7 +362,7 @@ impl Pipe {
     /// # Errors
     ///
     /// See [`Sender::try_send`].
-    pub fn try_send(&self, bytes: &[u8]) -> Result<(), SendError> {
+    pub fn try_send(&self, bytes: &[u8]) -> Result<(), TrySendError> {
         self.tx.try_send(bytes)
     }
 
@@ -368,7 +371,7 @@ impl Pipe {
     /// # Errors
     ///
     /// See [`Sender::send_timeout`].
-    pub fn send_timeout(&self, bytes: &[u8], timeout: Duration) -> Result<(), SendError> {
+    pub fn send_timeout(&self, bytes: &[u8], timeout: Duration) -> Result<(), SendTimeoutError> {
         self.tx.send_timeout(bytes, timeout)
     }
 
@@ -390,7 +393,7 @@ impl Pipe {
         &self,
         bytes: &[u8],
         ends: Vec<E>,
-    ) -> Result<(), SendWithError> {
+    ) -> Result<(), SendWithError<TrySendError>> {
         self.tx.try_send_with(bytes, ends)
     }
 
@@ -404,7 +407,7 @@ impl Pipe {
         bytes: &[u8],
         ends: Vec<E>,
         timeout: Duration,
-    ) -> Result<(), SendWithError> {
+    ) -> Result<(), SendWithError<SendTimeoutError>> {
         self.tx.send_with_timeout(bytes, ends, timeout)
     }
 
@@ -442,7 +445,7 @@ impl Pipe {
     /// # Errors
     ///
     /// See [`Receiver::try_recv`].
-    pub fn try_recv(&self) -> Result<Vec<u8>, RecvError> {
+    pub fn try_recv(&self) -> Result<Vec<u8>, TryRecvError> {
         self.rx.try_recv()
     }
 
@@ -452,7 +455,7 @@ impl Pipe {
     /// # Errors
     ///
     /// See [`Receiver::recv_timeout`].
-    pub fn recv_timeout(&self, timeout: Duration) -> Result<Vec<u8>, RecvError> {
+    pub fn recv_timeout(&self, timeout: Duration) -> Result<Vec<u8>, RecvTimeoutError> {
         self.rx.recv_timeout(timeout)
     }
 

@@ -4,8 +4,9 @@
 
 use std::time::{Duration, Instant};
 
+use super::Sender;
+use super::error::SendFault;
 use super::sender::Tx;
-use super::{SendError, Sender};
 use crate::link::Link;
 use crate::pool::block::{Block, class_for};
 use crate::wire::frame::{BlockRef, Kind, Tag};
@@ -29,7 +30,7 @@ impl Sender {
         link: &Link,
         bytes: &[u8],
         deadline: Option<Instant>,
-    ) -> Result<bool, SendError> {
+    ) -> Result<bool, SendFault> {
         let Some((id, mut block)) = self.lend_block(link, bytes.len(), deadline)? else {
             return Ok(false);
         };
@@ -51,7 +52,7 @@ impl Sender {
         link: &Link,
         len: usize,
         deadline: Option<Instant>,
-    ) -> Result<Option<(u32, Block)>, SendError> {
+    ) -> Result<Option<(u32, Block)>, SendFault> {
         let Some(class) = class_for(len) else {
             return Ok(None);
         };
@@ -88,7 +89,7 @@ impl Sender {
                 return Ok(None);
             }
             if deadline.is_some_and(|d| now >= d) {
-                return Err(SendError::Timeout);
+                return Err(SendFault::Timeout);
             }
             // Give the CPU away between looks: a block comes back only
             // when the receiver has read a message, and on a shared CPU it
@@ -108,7 +109,7 @@ impl Sender {
         block: Block,
         len: usize,
         deadline: Option<Instant>,
-    ) -> Result<(), SendError> {
+    ) -> Result<(), SendFault> {
         let generation = link
             .with_pool(|pool| pool.commit(id, block))
             .map_err(|e| self.half.io_error(e))?;

@@ -5,9 +5,10 @@ use crate::wire::Violation;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use super::error::RecvFault;
 use super::half::{Half, lock};
 use super::wait::{Stop, Waiter};
-use super::{End, Pipe, PipeOptions, RecvError, Sender};
+use super::{End, Pipe, PipeOptions, RecvError, RecvTimeoutError, Sender, TryRecvError};
 use crate::link::{Deadline, Failure, Fault};
 use crate::pool::per_link::Held;
 use crate::ring::RingView;
@@ -103,9 +104,9 @@ impl Rx {
     }
 }
 
-fn stop_to_error(half: &Half, stop: Stop) -> RecvError {
+fn stop_to_error(half: &Half, stop: Stop) -> RecvFault {
     match stop {
-        Stop::Timeout => RecvError::Timeout,
+        Stop::Timeout => RecvFault::Timeout,
         Stop::Gone(failure) => half.gone(failure).into(),
         Stop::Corrupt(Corrupt(why)) => half.corrupt(why).into(),
     }
@@ -137,11 +138,24 @@ impl Receiver {
         })
     }
 
-    /// Receives the next message, waiting for it.
+    /// Receives the next message, waiting for it. Pipe ends attached to
+    /// the message are dropped (use [`Receiver::recv_with`] to keep them).
     ///
-    /// Returns [`RecvError::Disconnected`] once the other end is gone and
-    /// every message it sent has been received. Pipe ends attached to the
-    /// message are dropped (use [`Receiver::recv_with`] to keep them).
+    /// ```
+    /// let (a, b) = ferry::pipe()?;
+    /// a.send(b"hello")?;
+    /// assert_eq!(b.recv()?, b"hello");
+    /// drop(a);
+    /// assert!(matches!(b.recv(), Err(ferry::RecvError::Disconnected)));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`RecvError::Disconnected`] once the sending end is gone and every
+    /// message it sent has been received; [`RecvError::Protocol`] if the
+    /// peer broke the protocol; [`RecvError::Io`] if this process could not
+    /// take what the peer sent (the message stays queued).
     pub fn recv(&self) -> Result<Vec<u8>, RecvError> {
         let mut bytes = Vec::new();
         self.recv_into(&mut bytes)?;
@@ -161,23 +175,50 @@ impl Receiver {
     /// }
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`Receiver::recv`].
     pub fn recv_into(&self, buf: &mut Vec<u8>) -> Result<(), RecvError> {
-        self.recv_message(&mut Delivery::bytes(buf), None)
+        Ok(self.recv_message(&mut Delivery::bytes(buf), None)?)
     }
 
-    /// Receives a message if one is waiting, else [`RecvError::Empty`].
-    pub fn try_recv(&self) -> Result<Vec<u8>, RecvError> {
+    /// Receives a message if one is waiting, never waiting.
+    ///
+    /// ```
+    /// let (a, b) = ferry::pipe()?;
+    /// assert!(matches!(b.try_recv(), Err(ferry::TryRecvError::Empty)));
+    /// a.send(b"now")?;
+    /// assert_eq!(b.try_recv()?, b"now");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`TryRecvError::Empty`] when no whole message is waiting; the rest
+    /// as [`Receiver::recv`].
+    pub fn try_recv(&self) -> Result<Vec<u8>, TryRecvError> {
         let mut bytes = Vec::new();
-        match self.recv_message(&mut Delivery::bytes(&mut bytes), Some(Instant::now())) {
-            Ok(()) => Ok(bytes),
-            Err(RecvError::Timeout) => Err(RecvError::Empty),
-            Err(e) => Err(e),
-        }
+        self.recv_message(&mut Delivery::bytes(&mut bytes), Some(Instant::now()))?;
+        Ok(bytes)
     }
 
     /// Receives a message, waiting at most `timeout`. A message that was
     /// arriving in pieces when time ran out is kept for the next call.
-    pub fn recv_timeout(&self, timeout: Duration) -> Result<Vec<u8>, RecvError> {
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let (_a, b) = ferry::pipe()?;
+    /// let late = b.recv_timeout(Duration::from_millis(5));
+    /// assert!(matches!(late, Err(ferry::RecvTimeoutError::Timeout)));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`RecvTimeoutError::Timeout`] when nothing arrived in time; the rest
+    /// as [`Receiver::recv`].
+    pub fn recv_timeout(&self, timeout: Duration) -> Result<Vec<u8>, RecvTimeoutError> {
         let mut bytes = Vec::new();
         self.recv_message(
             &mut Delivery::bytes(&mut bytes),
@@ -211,7 +252,7 @@ impl Receiver {
         &self,
         out: &mut Delivery<'_>,
         deadline: Option<Instant>,
-    ) -> Result<(), RecvError> {
+    ) -> Result<(), RecvFault> {
         if let Some(failure @ Failure::Protocol(_)) = self.half.failure() {
             return Err(failure.into());
         }
@@ -244,7 +285,7 @@ impl Receiver {
             let (frame, done) = match taken {
                 Ok(taken) => taken,
                 Err(e) => {
-                    if let (Some(total), RecvError::Timeout | RecvError::Io(_)) = (asm.total, &e) {
+                    if let (Some(total), RecvFault::Timeout | RecvFault::Io(_)) = (asm.total, &e) {
                         rx.partial = Some(Partial {
                             bytes: std::mem::take(out.bytes),
                             total,
@@ -273,11 +314,11 @@ impl Receiver {
         }
     }
 
-    fn fault_to_error(&self, fault: Fault) -> RecvError {
+    fn fault_to_error(&self, fault: Fault) -> RecvFault {
         match fault {
             Fault::Violation(why) => self.half.corrupt(why).into(),
-            Fault::Local(e) => RecvError::Io(e),
-            Fault::Late => RecvError::Timeout,
+            Fault::Local(e) => RecvFault::Io(e),
+            Fault::Late => RecvFault::Timeout,
         }
     }
 
@@ -290,7 +331,7 @@ impl Receiver {
         asm: &mut Assembly,
         out: &mut Delivery<'_>,
         budget: &mut Deadline,
-    ) -> Result<bool, RecvError> {
+    ) -> Result<bool, RecvFault> {
         let tag = Tag::decode(frame.tag()).map_err(|why| self.half.corrupt(why))?;
         let prefix = tag.prefix_len();
         if frame.len() < prefix {
@@ -353,7 +394,7 @@ impl Receiver {
     }
 
     /// Refuses a message longer than this end accepts.
-    fn check_len(&self, len: u64) -> Result<(), RecvError> {
+    fn check_len(&self, len: u64) -> Result<(), RecvFault> {
         match len > self.half.limit as u64 {
             true => Err(self.half.corrupt(Violation::MessageTooLarge).into()),
             false => Ok(()),
@@ -361,7 +402,7 @@ impl Receiver {
     }
 
     /// The block a `Block` frame names, its length checked.
-    fn block_ref(&self, ring: &Consumer<RingView>, frame: Frame) -> Result<BlockRef, RecvError> {
+    fn block_ref(&self, ring: &Consumer<RingView>, frame: Frame) -> Result<BlockRef, RecvFault> {
         let mut head = [0u8; BLOCK_REF];
         ring.read(frame, 0, &mut head);
         let block = BlockRef::decode(&head);
@@ -384,7 +425,7 @@ impl Receiver {
         asm: &mut Assembly,
         out: &mut Delivery<'_>,
         budget: &mut Deadline,
-    ) -> Result<(), RecvError> {
+    ) -> Result<(), RecvFault> {
         if count == 0 && block.is_none() {
             return Ok(());
         }

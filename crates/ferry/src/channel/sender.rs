@@ -4,9 +4,10 @@
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use super::error::SendFault;
 use super::half::{Half, lock};
 use super::wait::{Stop, Waiter};
-use super::{End, SendError, SendWithError};
+use super::{End, SendError, SendTimeoutError, SendWithError, TrySendError};
 use crate::link::{Failure, Link};
 use crate::ring::RingView;
 use crate::ring::wake;
@@ -37,9 +38,9 @@ impl Tx {
     }
 }
 
-fn stop_to_error(half: &Half, stop: Stop) -> SendError {
+fn stop_to_error(half: &Half, stop: Stop) -> SendFault {
     match stop {
-        Stop::Timeout => SendError::Timeout,
+        Stop::Timeout => SendFault::Timeout,
         Stop::Gone(failure) => half.gone(failure).into(),
         Stop::Corrupt(Corrupt(why)) => half.corrupt(why).into(),
     }
@@ -83,24 +84,55 @@ impl Sender {
     /// assert_eq!(b.recv()?, b"");
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`SendError::Disconnected`] once the receiving end is gone;
+    /// [`SendError::TooLarge`] past the pipe's limit (nothing sent);
+    /// [`SendError::Protocol`] if the peer broke the protocol;
+    /// [`SendError::Io`] if the OS refused (a large message's shared memory).
     pub fn send(&self, bytes: &[u8]) -> Result<(), SendError> {
-        self.send_message(bytes, None)
+        Ok(self.send_message(bytes, None)?)
     }
 
-    /// Sends a message if the pipe has room for all of it now; otherwise
-    /// returns [`SendError::Full`] having sent nothing.
-    pub fn try_send(&self, bytes: &[u8]) -> Result<(), SendError> {
-        self.send_message(bytes, Some(Instant::now()))
-            .map_err(|e| match e {
-                SendError::Timeout => SendError::Full,
-                other => other,
-            })
+    /// Sends a message if the pipe has room for all of it now, never
+    /// waiting.
+    ///
+    /// ```
+    /// let (a, b) = ferry::PipeOptions::new().capacity(4096).pipe()?;
+    /// while a.try_send(&[0; 1000]).is_ok() {}
+    /// assert!(matches!(a.try_send(&[0; 1000]), Err(ferry::TrySendError::Full)));
+    /// b.recv()?;
+    /// a.try_send(&[0; 1000])?; // room again
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`TrySendError::Full`] when there is no room now (nothing sent); the
+    /// rest as [`Sender::send`].
+    pub fn try_send(&self, bytes: &[u8]) -> Result<(), TrySendError> {
+        Ok(self.send_message(bytes, Some(Instant::now()))?)
     }
 
-    /// Sends a message, waiting at most `timeout` for room; on
-    /// [`SendError::Timeout`] nothing was delivered.
-    pub fn send_timeout(&self, bytes: &[u8], timeout: Duration) -> Result<(), SendError> {
-        self.send_message(bytes, Some(Instant::now() + timeout))
+    /// Sends a message, waiting at most `timeout` for room.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let (a, _b) = ferry::PipeOptions::new().capacity(4096).pipe()?;
+    /// while a.try_send(&[0; 1000]).is_ok() {}
+    /// let late = a.send_timeout(&[0; 1000], Duration::from_millis(5));
+    /// assert!(matches!(late, Err(ferry::SendTimeoutError::Timeout)));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`SendTimeoutError::Timeout`] if the pipe stayed full until the
+    /// deadline (nothing of the message was delivered); the rest as
+    /// [`Sender::send`].
+    pub fn send_timeout(&self, bytes: &[u8], timeout: Duration) -> Result<(), SendTimeoutError> {
+        Ok(self.send_message(bytes, Some(Instant::now() + timeout))?)
     }
 
     /// Sends a message carrying pipe ends (or halves of them: a [`Pipe`],
@@ -128,33 +160,40 @@ impl Sender {
     /// [`Receiver::recv_with`]: super::Receiver::recv_with
     pub fn send_with<E: Into<End>>(&self, bytes: &[u8], ends: Vec<E>) -> Result<(), SendWithError> {
         self.send_with_deadline(bytes, into_ends(ends), None)
+            .map_err(SendWithError::convert)
     }
 
     /// [`Sender::send_with`] if the pipe has room for the message and its
-    /// ends now; otherwise [`SendError::Full`], with every end handed back.
+    /// ends now.
+    ///
+    /// # Errors
+    ///
+    /// [`TrySendError::Full`] when there is no room now, with every end
+    /// handed back; the rest as [`Sender::send_with`].
     pub fn try_send_with<E: Into<End>>(
         &self,
         bytes: &[u8],
         ends: Vec<E>,
-    ) -> Result<(), SendWithError> {
+    ) -> Result<(), SendWithError<TrySendError>> {
         self.send_with_deadline(bytes, into_ends(ends), Some(Instant::now()))
-            .map_err(|mut e| {
-                if let SendError::Timeout = e.error {
-                    e.error = SendError::Full;
-                }
-                e
-            })
+            .map_err(SendWithError::convert)
     }
 
-    /// [`Sender::send_with`], waiting at most `timeout` for room; on
-    /// [`SendError::Timeout`] the ends not sent are handed back.
+    /// [`Sender::send_with`], waiting at most `timeout` for room.
+    ///
+    /// # Errors
+    ///
+    /// [`SendTimeoutError::Timeout`] if there was no room by the deadline,
+    /// with the ends not sent handed back; the rest as
+    /// [`Sender::send_with`].
     pub fn send_with_timeout<E: Into<End>>(
         &self,
         bytes: &[u8],
         ends: Vec<E>,
         timeout: Duration,
-    ) -> Result<(), SendWithError> {
+    ) -> Result<(), SendWithError<SendTimeoutError>> {
         self.send_with_deadline(bytes, into_ends(ends), Some(Instant::now() + timeout))
+            .map_err(SendWithError::convert)
     }
 
     /// Moves `ends` with a message: the ends' records cross the socket
@@ -169,7 +208,7 @@ impl Sender {
         bytes: &[u8],
         ends: Vec<End>,
         deadline: Option<Instant>,
-    ) -> Result<(), SendWithError> {
+    ) -> Result<(), SendWithError<SendFault>> {
         let link = match self.check_transfer(bytes, &ends) {
             Ok(link) => link,
             Err(error) => return Err(SendWithError { error, ends }),
@@ -219,7 +258,7 @@ impl Sender {
         len: usize,
         id_bytes: &[u8],
         deadline: Option<Instant>,
-    ) -> Result<(), SendError> {
+    ) -> Result<(), SendFault> {
         let handles = (id_bytes.len() / HANDLE_ID) as u16;
         let first = Tag {
             kind: Kind::First,
@@ -233,7 +272,7 @@ impl Sender {
 
     /// Names the ends in `id_bytes`, whose records went out, in a message
     /// that is at once abandoned, so the peer claims and drops them.
-    fn abandon_ends(&self, tx: &mut Tx, id_bytes: &[u8]) -> Result<(), SendError> {
+    fn abandon_ends(&self, tx: &mut Tx, id_bytes: &[u8]) -> Result<(), SendFault> {
         if id_bytes.is_empty() {
             return Ok(());
         }
@@ -247,30 +286,30 @@ impl Sender {
     }
 
     /// The link the ends will travel over, once they may.
-    fn check_transfer(&self, bytes: &[u8], ends: &[End]) -> Result<&Arc<Link>, SendError> {
+    fn check_transfer(&self, bytes: &[u8], ends: &[End]) -> Result<&Arc<Link>, SendFault> {
         let Some(link) = self.half.link.get() else {
-            return Err(SendError::NotTransferable(
+            return Err(SendFault::NotTransferable(
                 "pipe ends travel only over a pipe to another process",
             ));
         };
         if ends.len() > MAX_HANDLES {
-            return Err(SendError::NotTransferable(
+            return Err(SendFault::NotTransferable(
                 "more than 253 pipe ends in one message",
             ));
         }
         if !ends.iter().all(End::is_local) {
-            return Err(SendError::NotTransferable(
+            return Err(SendFault::NotTransferable(
                 "only a pipe end (or half) whose twin is in this process can be sent",
             ));
         }
         let twins = |(i, e): (usize, &End)| ends[..i].iter().any(|f| e.shares_a_ring(f));
         if ends.iter().enumerate().any(twins) {
-            return Err(SendError::NotTransferable(
+            return Err(SendFault::NotTransferable(
                 "both sides of one ring cannot travel together",
             ));
         }
         if bytes.len() > self.half.limit {
-            return Err(SendError::TooLarge {
+            return Err(SendFault::TooLarge {
                 len: bytes.len(),
                 limit: self.half.limit,
             });
@@ -286,7 +325,7 @@ impl Sender {
         tx: &mut Tx,
         count: usize,
         deadline: Option<Instant>,
-    ) -> Result<(), SendError> {
+    ) -> Result<(), SendFault> {
         let scope = self.half.scope();
         let need = frame_size(TOTAL + count * HANDLE_ID) + FRAME_HEADER;
         let Tx {
@@ -308,7 +347,7 @@ impl Sender {
             .map_err(|stop| stop_to_error(&self.half, stop))
     }
 
-    fn send_message(&self, bytes: &[u8], deadline: Option<Instant>) -> Result<(), SendError> {
+    fn send_message(&self, bytes: &[u8], deadline: Option<Instant>) -> Result<(), SendFault> {
         let mut tx = self.begin_send(bytes.len(), deadline)?;
         // Between processes, large messages go out of line; one larger than
         // the largest block travels in pieces.
@@ -342,9 +381,9 @@ impl Sender {
         &self,
         len: usize,
         deadline: Option<Instant>,
-    ) -> Result<MutexGuard<'_, Tx>, SendError> {
+    ) -> Result<MutexGuard<'_, Tx>, SendFault> {
         if len > self.half.limit {
-            return Err(SendError::TooLarge {
+            return Err(SendFault::TooLarge {
                 len,
                 limit: self.half.limit,
             });
@@ -381,7 +420,7 @@ impl Sender {
         tx: &mut Tx,
         mut rest: &[u8],
         deadline: Option<Instant>,
-    ) -> Result<(), SendError> {
+    ) -> Result<(), SendFault> {
         let piece = tx.ring.max_body() / 4;
         loop {
             let (chunk, after) = rest.split_at(piece.min(rest.len()));
@@ -391,7 +430,7 @@ impl Sender {
                 Kind::More
             };
             if let Err(e) = self.push(tx, Tag { kind, handles: 0 }, &[chunk], deadline) {
-                tx.owes_abort = !matches!(e, SendError::Disconnected | SendError::Protocol(_));
+                tx.owes_abort = !matches!(e, SendFault::Disconnected | SendFault::Protocol(_));
                 let abort = Tag {
                     kind: Kind::Abort,
                     handles: 0,
@@ -415,7 +454,7 @@ impl Sender {
         tag: Tag,
         parts: &[&[u8]],
         deadline: Option<Instant>,
-    ) -> Result<(), SendError> {
+    ) -> Result<(), SendFault> {
         let scope = self.half.scope();
         let Tx { ring, waiter, .. } = tx;
         let raw = tag.encode();

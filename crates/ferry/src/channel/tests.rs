@@ -28,11 +28,11 @@ fn tag(kind: Kind, handles: u16) -> u32 {
 
 fn expect_protocol(b: &Pipe, what: &str) {
     match b.recv_timeout(Duration::from_secs(5)) {
-        Err(RecvError::Protocol(e)) => eprintln!("{what}: {e}"),
+        Err(RecvTimeoutError::Protocol(e)) => eprintln!("{what}: {e}"),
         other => panic!("{what}: expected a protocol error, got {other:?}"),
     }
     assert!(
-        matches!(b.try_recv(), Err(RecvError::Protocol(_))),
+        matches!(b.try_recv(), Err(TryRecvError::Protocol(_))),
         "{what}: the pipe stays broken"
     );
 }
@@ -133,7 +133,7 @@ fn impossible_ring_positions_are_refused() {
         .map(|_| a.send_timeout(&[0; 1000], Duration::from_secs(5)))
         .find(Result::is_err);
     match outcome {
-        Some(Err(SendError::Protocol(e))) => eprintln!("head beyond tail: {e}"),
+        Some(Err(SendTimeoutError::Protocol(e))) => eprintln!("head beyond tail: {e}"),
         other => panic!("expected a protocol error, got {other:?}"),
     }
 }
@@ -163,7 +163,9 @@ fn random_garbage_never_panics() {
         loop {
             match b.try_recv() {
                 Ok(msg) => assert!(msg.len() <= 10_000),
-                Err(RecvError::Protocol(_) | RecvError::Disconnected | RecvError::Empty) => break,
+                Err(
+                    TryRecvError::Protocol(_) | TryRecvError::Disconnected | TryRecvError::Empty,
+                ) => break,
                 Err(e) => panic!("unexpected {e:?}"),
             }
         }
@@ -309,8 +311,8 @@ fn frames_that_never_complete_a_message_cannot_hold_a_call_past_its_deadline() {
     loop {
         calls += 1;
         match b.try_recv() {
-            Err(RecvError::Empty) if a.capacity() - 64 <= free_bytes(&a) => break,
-            Err(RecvError::Empty) => {}
+            Err(TryRecvError::Empty) if a.capacity() - 64 <= free_bytes(&a) => break,
+            Err(TryRecvError::Empty) => {}
             other => panic!("expected Empty, got {other:?}"),
         }
         assert!(calls <= 2 * pairs, "the ring never drained");
@@ -343,13 +345,16 @@ fn a_pipe_keeps_a_window_of_ends_in_flight() {
     }
     let (near, far) = crate::pipe().unwrap();
     let refused = a.try_send_with(b"one too many", vec![far]).unwrap_err();
-    assert!(matches!(refused.error, SendError::Full), "{refused}");
+    assert!(matches!(refused.error, TrySendError::Full), "{refused}");
     assert_eq!(refused.ends.len(), 1, "the end is handed back");
     let started = std::time::Instant::now();
     let refused = a
         .send_with_timeout(b"one too many", refused.ends, Duration::from_millis(20))
         .unwrap_err();
-    assert!(matches!(refused.error, SendError::Timeout), "{refused}");
+    assert!(
+        matches!(refused.error, SendTimeoutError::Timeout),
+        "{refused}"
+    );
     assert!(started.elapsed() >= Duration::from_millis(20));
     // The receiver takes one: one more may go.
     let got = b.recv_with().unwrap();

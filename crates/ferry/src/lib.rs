@@ -100,6 +100,7 @@
 //!
 //! Linux only for now: memfd, futex, `SOCK_SEQPACKET` and `SCM_RIGHTS`.
 //! [`sys`] documents what another OS backend must provide.
+#![warn(missing_docs, unreachable_pub, missing_debug_implementations)]
 
 #[cfg(not(loom))]
 mod bootstrap;

@@ -23,12 +23,14 @@ pub(crate) use std::sync::atomic::{Ordering, fence};
 #[cfg(not(loom))]
 macro_rules! atomic {
     ($name:ident, $int:ty $(, $arith:ident)?) => {
-        #[allow(clippy::disallowed_types)]
+        // `pub`, not `pub(crate)`: the public ring's control block has
+        // fields of these types (reachable, though not by name).
+        #[allow(clippy::disallowed_types, unreachable_pub)]
         #[repr(transparent)]
         #[derive(Debug, Default)]
         pub struct $name(std::sync::atomic::$name);
 
-        #[allow(dead_code, clippy::disallowed_types)]
+        #[allow(dead_code, clippy::disallowed_types, unreachable_pub)]
         impl $name {
             pub const fn new(value: $int) -> Self {
                 Self(std::sync::atomic::$name::new(value))
@@ -73,7 +75,7 @@ macro_rules! atomic {
         $(atomic!(@$arith $name, $int);)?
     };
     (@arith $name:ident, $int:ty) => {
-        #[allow(dead_code)]
+        #[allow(dead_code, unreachable_pub)]
         impl $name {
             #[inline]
             pub fn fetch_add(&self, value: $int, order: Ordering) -> $int {

@@ -22,7 +22,7 @@ use crate::wire::bootstrap::BootstrapEnv;
 
 /// The environment variable naming the inherited socket, the parent, and
 /// the options of the child's end (a [`BootstrapEnv`]).
-pub const ENV: &str = "FERRY_BOOTSTRAP";
+pub(crate) const ENV: &str = "FERRY_BOOTSTRAP";
 
 /// The id of the pipe a spawned child receives from its parent.
 const BOOTSTRAP_ID: u64 = 0;

@@ -6,9 +6,9 @@ use super::{Pipe, Wait};
 use crate::ring::Region;
 
 /// Default ring capacity per direction.
-pub const DEFAULT_CAPACITY: usize = 256 * 1024;
+pub(super) const DEFAULT_CAPACITY: usize = 256 * 1024;
 /// Default largest message.
-pub const DEFAULT_LIMIT: usize = 256 * 1024 * 1024;
+pub(super) const DEFAULT_LIMIT: usize = 256 * 1024 * 1024;
 
 /// Settings for a new pipe.
 ///

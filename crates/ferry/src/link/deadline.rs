@@ -10,24 +10,24 @@
 use std::time::Instant;
 
 /// Steps a call may take before it looks at its deadline.
-pub const GRACE: u32 = 64;
+pub(crate) const GRACE: u32 = 64;
 
 /// When a call must return, and how much it has done.
 #[derive(Debug, Clone, Copy)]
-pub struct Deadline {
+pub(crate) struct Deadline {
     at: Option<Instant>,
     steps: u32,
 }
 
 impl Deadline {
     /// A deadline at `at` (`None`: the call may wait for ever).
-    pub fn new(at: Option<Instant>) -> Self {
+    pub(crate) fn new(at: Option<Instant>) -> Self {
         Self { at, steps: 0 }
     }
 
     /// Counts one step; `false` once the deadline has passed and the free
     /// steps are spent: the caller stops and reports a timeout.
-    pub fn step(&mut self) -> bool {
+    pub(crate) fn step(&mut self) -> bool {
         let Some(at) = self.at else {
             return true;
         };

@@ -21,12 +21,12 @@ use crate::sys::MapError;
 use crate::sys::{ControlSocket, Received};
 use crate::wire::record::{Carried, RECORD_LEN, Record};
 
-pub use crate::wire::MAX_PENDING;
+pub(super) use crate::wire::MAX_PENDING;
 
 /// A pipe end (or half) the peer sent: its mapped region, what of it is
 /// ours, and its charge to the link's map budget.
 #[derive(Debug)]
-pub struct PeerEnd {
+pub(crate) struct PeerEnd {
     /// The pipe's shared memory.
     pub region: Arc<Region>,
     /// What of the pipe this process now holds.
@@ -37,7 +37,7 @@ pub struct PeerEnd {
 
 /// Records read and not yet used.
 #[derive(Debug, Default)]
-pub struct Inbox {
+pub(super) struct Inbox {
     /// Pipe ends, by id, until a message claims them.
     pub pipes: HashMap<u64, PeerEnd>,
     /// The peer's blocks and release table.
@@ -46,7 +46,7 @@ pub struct Inbox {
 
 /// What a look at the socket found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Queued {
+pub(super) enum Queued {
     /// A record, now filed in the inbox.
     Read,
     /// Nothing queued.
@@ -56,7 +56,7 @@ pub enum Queued {
 }
 
 /// What reading a record needs from its link.
-pub struct Reader<'a> {
+pub(super) struct Reader<'a> {
     pub socket: &'a ControlSocket,
     pub budget: &'a Arc<MapBudget>,
     pub pool_cap: usize,
@@ -74,7 +74,7 @@ impl From<MapError> for Fault {
 impl Reader<'_> {
     /// Reads one record into `inbox`. The peer sends every record before
     /// the frame that needs it, so an empty socket is a violation.
-    pub fn read_record(&self, inbox: &mut Inbox) -> Result<(), Fault> {
+    pub(super) fn read_record(&self, inbox: &mut Inbox) -> Result<(), Fault> {
         match self.read_queued(inbox)? {
             Queued::Read => Ok(()),
             Queued::Nothing => Err(Fault::Violation(Violation::NeverSent)),
@@ -83,7 +83,7 @@ impl Reader<'_> {
     }
 
     /// Reads one record into `inbox` if one is queued.
-    pub fn read_queued(&self, inbox: &mut Inbox) -> Result<Queued, Fault> {
+    pub(super) fn read_queued(&self, inbox: &mut Inbox) -> Result<Queued, Fault> {
         let mut buf = [0u8; RECORD_LEN + 1];
         let (record, fds) = match self.peek(&mut buf)? {
             Ok(read) => read,

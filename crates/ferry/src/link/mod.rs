@@ -42,13 +42,13 @@ use inbox::{Inbox, Queued, Reader};
 const DRAIN_MOST: usize = 512;
 
 /// Default cap on the bytes of pool blocks mapped per link direction.
-pub const DEFAULT_POOL_CAP: usize = 64 << 20;
+pub(crate) const DEFAULT_POOL_CAP: usize = 64 << 20;
 
 pub(crate) use crate::pool::budget::DEFAULT_MAX_MAPPED;
 
 /// Why a link is no longer usable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Failure {
+pub(crate) enum Failure {
     /// The peer process closed its end or died.
     HungUp,
     /// The peer broke the wire rules; the link was shut down.
@@ -84,7 +84,7 @@ pub(crate) struct LinkLimits {
 
 /// One end of the connection to a peer process.
 #[derive(Debug)]
-pub struct Link {
+pub(crate) struct Link {
     socket: ControlSocket,
     /// What the peer sent over the socket, as far as read.
     inbox: Mutex<Inbox>,
@@ -127,7 +127,7 @@ impl Link {
     }
 
     /// Why the link is down, if it is, without a system call.
-    pub fn failure(&self) -> Option<Failure> {
+    pub(crate) fn failure(&self) -> Option<Failure> {
         // Acquire: pairs with the Release store in `fail`, after `failed` was set.
         if self.down.load(Ordering::Acquire) {
             self.failed.get().copied()
@@ -137,7 +137,7 @@ impl Link {
     }
 
     /// Asks the kernel whether the peer has gone (one `poll`), and records it.
-    pub fn check_peer(&self) -> Option<Failure> {
+    pub(crate) fn check_peer(&self) -> Option<Failure> {
         if let Some(failure) = self.failure() {
             return Some(failure);
         }
@@ -149,7 +149,7 @@ impl Link {
 
     /// Like [`Link::check_peer`], but makes the system call at most once per
     /// `interval` across all callers, for paths that must not pay it often.
-    pub fn check_peer_every(&self, interval: Duration) -> Option<Failure> {
+    pub(crate) fn check_peer_every(&self, interval: Duration) -> Option<Failure> {
         let now = self.born.elapsed().as_nanos() as u64;
         // Relaxed: a rate limit only; a race costs one extra `poll`.
         let last = self.checked_at.load(Ordering::Relaxed);
@@ -162,7 +162,7 @@ impl Link {
 
     /// Marks the link down. A protocol failure also shuts the socket, so
     /// the peer sees the hang-up at once.
-    pub fn fail(&self, failure: Failure) {
+    pub(crate) fn fail(&self, failure: Failure) {
         let _ = self.failed.set(failure);
         // Release: orders `failed` (which `OnceLock` also publishes) before the flag.
         self.down.store(true, Ordering::Release);

@@ -32,7 +32,7 @@ use std::io;
 
 use crate::sys::{Access, Mapping, PeerAccess, SharedMemory};
 
-pub use crate::wire::pool::{CLASSES, class_for, class_size};
+pub(crate) use crate::wire::pool::{CLASSES, class_for, class_size};
 
 /// Set once the kernel has refused to seal a block: later blocks fail at
 /// once instead of each making and mapping an object first.
@@ -41,7 +41,7 @@ static SEALING_REFUSED: AtomicBool = AtomicBool::new(false);
 /// A block this process made: mapped read-write and pre-faulted, the only
 /// mapping through which it can be written.
 #[derive(Debug)]
-pub struct Block {
+pub(crate) struct Block {
     map: Mapping,
     /// Kept until the block is sent to the peer of the link that uses it.
     object: Option<SharedMemory>,
@@ -51,7 +51,7 @@ impl Block {
     /// Makes a block of `class`, every page faulted in, sealed so that no
     /// one else can write it. Fails with [`io::ErrorKind::Unsupported`]
     /// where the kernel cannot seal it so.
-    pub fn create(class: usize) -> io::Result<Self> {
+    pub(crate) fn create(class: usize) -> io::Result<Self> {
         // Relaxed (load and store): a latch on its own; a thread that misses
         // it only tries the seal once more.
         if SEALING_REFUSED.load(Ordering::Relaxed) {
@@ -75,18 +75,18 @@ impl Block {
     }
 
     /// The block's size in bytes.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.map.len()
     }
 
     /// The memory object, to send to the peer once; `None` afterwards.
-    pub fn take_object(&mut self) -> Option<SharedMemory> {
+    pub(crate) fn take_object(&mut self) -> Option<SharedMemory> {
         self.object.take()
     }
 
     /// The block's bytes, to read back what this side wrote (no peer can
     /// have changed them: see the module comment).
-    pub fn bytes(&self) -> &[u8] {
+    pub(crate) fn bytes(&self) -> &[u8] {
         // SAFETY: the mapping is `len` readable bytes alive as long as
         // `self`; no `&mut` slice of it exists while `&self` is borrowed.
         unsafe { std::slice::from_raw_parts(self.map.as_ptr(), self.map.len()) }
@@ -97,7 +97,7 @@ impl Block {
     /// The receiver may still read a block the sender has reallocated only if
     /// it broke the protocol (released it early); what it then sees is its
     /// own problem, never ours: it cannot write what we read back.
-    pub fn bytes_mut(&mut self) -> &mut [u8] {
+    pub(crate) fn bytes_mut(&mut self) -> &mut [u8] {
         // SAFETY: the mapping is `len` bytes, readable and writable, alive as
         // long as `self`; `&mut self` makes this the only slice in this
         // process (see the module comment for the peer).
@@ -107,7 +107,7 @@ impl Block {
 
 /// A block the peer made, mapped read-only here.
 #[derive(Debug)]
-pub struct PeerBlock {
+pub(crate) struct PeerBlock {
     map: Mapping,
     /// Whether a view of it is alive here (so the peer may not reuse it).
     pub(crate) held: AtomicBool,
@@ -115,7 +115,10 @@ pub struct PeerBlock {
 
 impl PeerBlock {
     /// Maps a block the peer sent, checking it is sealed and of its class's size.
-    pub fn from_peer(fd: std::os::fd::OwnedFd, class: usize) -> Result<Self, crate::sys::MapError> {
+    pub(crate) fn from_peer(
+        fd: std::os::fd::OwnedFd,
+        class: usize,
+    ) -> Result<Self, crate::sys::MapError> {
         if class >= CLASSES {
             return Err(Violation::BlockClassOutOfRange.into());
         }
@@ -131,7 +134,7 @@ impl PeerBlock {
     }
 
     /// The block's size in bytes.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.map.len()
     }
 
@@ -139,7 +142,7 @@ impl PeerBlock {
     ///
     /// A hostile peer can change these bytes while they are read: callers
     /// that parse them copy them out first.
-    pub fn bytes(&self, len: usize) -> &[u8] {
+    pub(crate) fn bytes(&self, len: usize) -> &[u8] {
         assert!(len <= self.map.len(), "view past the end of a block");
         // SAFETY: `len` is within the mapping (asserted), which is readable
         // and lives as long as `self`.

@@ -11,25 +11,25 @@ use crate::wire::Violation;
 use std::sync::Arc;
 
 /// Default budget per link: 4 GiB of the peer's memory mapped here.
-pub const DEFAULT_MAX_MAPPED: usize = 4 << 30;
+pub(crate) const DEFAULT_MAX_MAPPED: usize = 4 << 30;
 
 /// One link's budget of bytes mapped for its peer.
 #[derive(Debug)]
-pub struct MapBudget {
+pub(crate) struct MapBudget {
     used: AtomicUsize,
     cap: usize,
 }
 
 /// Bytes charged to a budget, given back on drop.
 #[derive(Debug)]
-pub struct Charge {
+pub(crate) struct Charge {
     budget: Arc<MapBudget>,
     bytes: usize,
 }
 
 impl MapBudget {
     /// A budget of `cap` bytes.
-    pub fn new(cap: usize) -> Arc<Self> {
+    pub(crate) fn new(cap: usize) -> Arc<Self> {
         Arc::new(Self {
             used: AtomicUsize::new(0),
             cap,
@@ -37,13 +37,13 @@ impl MapBudget {
     }
 
     /// Bytes that may still be mapped.
-    pub fn remaining(&self) -> usize {
+    pub(crate) fn remaining(&self) -> usize {
         // Relaxed: a counter on its own; `charge` re-checks atomically.
         self.cap.saturating_sub(self.used.load(Ordering::Relaxed))
     }
 
     /// Charges `bytes`, or refuses if that would pass the cap.
-    pub fn charge(self: &Arc<Self>, bytes: usize) -> Result<Charge, Violation> {
+    pub(crate) fn charge(self: &Arc<Self>, bytes: usize) -> Result<Charge, Violation> {
         // Relaxed (all): the counter orders nothing else; the
         // compare-exchange makes the check and the update one step.
         let mut used = self.used.load(Ordering::Relaxed);

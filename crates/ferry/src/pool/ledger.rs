@@ -6,6 +6,9 @@
 //! a block comes back only when the peer reports exactly the generation it
 //! was sent with, so a peer can delay a block but never free one twice or
 //! free one it was never sent.
+// Public to the loom model tests (`tests/loom_reserve.rs`), which build
+// the crate with `--cfg loom`; crate-private otherwise.
+#![cfg_attr(not(loom), allow(unreachable_pub))]
 
 use std::time::{Duration, Instant};
 

@@ -5,12 +5,18 @@
 //! pointers, and everything read from it is checked before use.
 
 #[cfg(not(loom))]
-pub mod block;
+pub(crate) mod block;
 #[cfg(not(loom))]
-pub mod budget;
+pub(crate) mod budget;
+#[cfg(loom)]
 pub mod ledger;
 #[cfg(not(loom))]
-pub mod per_link;
+pub(crate) mod ledger;
 #[cfg(not(loom))]
-pub mod release;
+pub(crate) mod per_link;
+#[cfg(not(loom))]
+pub(crate) mod release;
+#[cfg(loom)]
 pub mod reserve;
+#[cfg(not(loom))]
+pub(crate) mod reserve;

@@ -30,7 +30,7 @@ use crate::sys::MapError;
 /// ahead of its receiver waits for blocks to come back beyond this, instead
 /// of mapping one block per message in flight (small blocks would otherwise
 /// reach the byte cap only after thousands of mappings).
-pub const MAX_PER_CLASS: usize = 64;
+pub(crate) const MAX_PER_CLASS: usize = 64;
 
 /// Most bytes of one size class a link direction keeps in flight (at
 /// least [`MIN_PER_CLASS`] blocks). A sender that runs further ahead of its
@@ -40,21 +40,21 @@ pub const MAX_PER_CLASS: usize = 64;
 /// reference machine's last-level cache is 32 MiB). Smaller budgets were
 /// up to 7% faster across CPUs but 1.2–4× slower on one, where the sender
 /// then gives its CPU to the receiver every few messages.
-pub const CLASS_BYTES: usize = 8 << 20;
+pub(crate) const CLASS_BYTES: usize = 8 << 20;
 
 /// Blocks of one class a link direction may always have, however large:
 /// one being written, one in the ring, one held by the receiver, and one
 /// on its way back.
-pub const MIN_PER_CLASS: usize = 4;
+pub(crate) const MIN_PER_CLASS: usize = 4;
 
 /// The most blocks of `class` a link direction maps.
-pub fn per_class(class: usize) -> usize {
+pub(crate) fn per_class(class: usize) -> usize {
     (CLASS_BYTES / class_size(class)).clamp(MIN_PER_CLASS, MAX_PER_CLASS)
 }
 
 /// The sending side's blocks on one link.
 #[derive(Debug)]
-pub struct SendPool {
+pub(crate) struct SendPool {
     /// Each block by id, or `None` while it is lent out to be written.
     blocks: Vec<Option<Block>>,
     ledger: Ledger,
@@ -66,7 +66,7 @@ pub struct SendPool {
 impl SendPool {
     /// A pool that maps at most `cap` bytes; `announce` sends the release
     /// table's descriptor to the peer.
-    pub fn new(
+    pub(crate) fn new(
         cap: usize,
         announce: impl FnOnce(BorrowedFd<'_>) -> io::Result<()>,
     ) -> io::Result<Self> {
@@ -82,7 +82,7 @@ impl SendPool {
     }
 
     /// Every block back, for a peer that is gone.
-    pub fn reclaim_all(&mut self) {
+    pub(crate) fn reclaim_all(&mut self) {
         self.ledger.reclaim_all();
     }
 
@@ -92,7 +92,11 @@ impl SendPool {
     /// room; `Ok(None)` if that is not enough (the caller then sends through
     /// the ring instead). Free blocks of classes idle
     /// for [`IDLE`] are retired on the way, so memory returns to the OS.
-    pub fn alloc(&mut self, class: usize, peer: &dyn Announce) -> io::Result<Option<(u32, Block)>> {
+    pub(crate) fn alloc(
+        &mut self,
+        class: usize,
+        peer: &dyn Announce,
+    ) -> io::Result<Option<(u32, Block)>> {
         let idle = self.ledger.retire_idle(Instant::now(), IDLE);
         self.retire(&idle, peer)?;
         let table = &self.table;
@@ -139,24 +143,24 @@ impl SendPool {
     }
 
     /// Whether a block of `class` can ever be had within the cap.
-    pub fn fits(&self, class: usize) -> bool {
+    pub(crate) fn fits(&self, class: usize) -> bool {
         class_size(class) <= self.cap
     }
 
     /// Takes back lent block `id`, now written and about to be named in a
     /// frame; returns the generation that frame must carry.
-    pub fn commit(&mut self, id: u32, block: Block) -> u32 {
+    pub(crate) fn commit(&mut self, id: u32, block: Block) -> u32 {
         self.blocks[id as usize] = Some(block);
         self.ledger.commit(id)
     }
 
     /// Undoes a `commit` whose frame could not be sent.
-    pub fn cancel(&mut self, id: u32) {
+    pub(crate) fn cancel(&mut self, id: u32) {
         self.ledger.cancel(id);
     }
 
     /// Takes back lent block `id` unsent, onto its free list.
-    pub fn give_back(&mut self, id: u32, block: Block) {
+    pub(crate) fn give_back(&mut self, id: u32, block: Block) {
         self.blocks[id as usize] = Some(block);
         self.ledger.give_back(id);
     }
@@ -169,7 +173,7 @@ impl Drop for SendPool {
 }
 
 /// The peer of a link, as the pool speaks to it.
-pub trait Announce {
+pub(crate) trait Announce {
     /// Sends a new block's descriptor: `id`, size `class`.
     fn announce(&self, id: u32, class: usize, fd: BorrowedFd<'_>) -> io::Result<()>;
     /// Tells the peer block `id` is gone.
@@ -192,7 +196,7 @@ struct Mapped {
 
 /// The receiving side's view of the peer's blocks on one link.
 #[derive(Debug, Default)]
-pub struct PeerBlocks {
+pub(crate) struct PeerBlocks {
     blocks: HashMap<u32, Known>,
     table: Option<Arc<ReleaseTable>>,
     mapped: usize,
@@ -200,7 +204,7 @@ pub struct PeerBlocks {
 
 /// A block the receiver holds until it drops this.
 #[derive(Debug)]
-pub struct Held {
+pub(crate) struct Held {
     block: Arc<Mapped>,
     table: Arc<ReleaseTable>,
     id: u32,
@@ -210,7 +214,7 @@ pub struct Held {
 
 impl Held {
     /// The message's bytes (see [`PeerBlock::bytes`] on what a peer may do).
-    pub fn bytes(&self) -> &[u8] {
+    pub(crate) fn bytes(&self) -> &[u8] {
         self.block.block.bytes(self.len)
     }
 }
@@ -227,7 +231,7 @@ impl PeerBlocks {
     /// Maps a block the peer announced, within `cap` bytes of blocks in
     /// all and within the link's map `budget`; both are checked before
     /// anything is mapped.
-    pub fn insert(
+    pub(crate) fn insert(
         &mut self,
         id: u64,
         class: usize,
@@ -266,7 +270,7 @@ impl PeerBlocks {
     }
 
     /// Maps the peer's release table.
-    pub fn set_table(&mut self, fd: OwnedFd) -> Result<(), MapError> {
+    pub(crate) fn set_table(&mut self, fd: OwnedFd) -> Result<(), MapError> {
         if self.table.is_some() {
             return Err(Violation::ReleaseTableTwice.into());
         }
@@ -276,7 +280,7 @@ impl PeerBlocks {
 
     /// Forgets block `id`, which the peer retired. A view still held keeps
     /// its mapping until dropped.
-    pub fn retire(&mut self, id: u64) -> Result<(), Violation> {
+    pub(crate) fn retire(&mut self, id: u64) -> Result<(), Violation> {
         let id = u32::try_from(id).map_err(|_| Violation::BlockIdOutOfRange)?;
         let known = self
             .blocks
@@ -287,13 +291,13 @@ impl PeerBlocks {
     }
 
     /// Whether block `id` has been announced.
-    pub fn knows(&self, id: u32) -> bool {
+    pub(crate) fn knows(&self, id: u32) -> bool {
         self.blocks.contains_key(&id)
     }
 
     /// Takes block `id` at `generation` holding `len` bytes, after checking
     /// all three against what the peer announced and what this side holds.
-    pub fn take(&mut self, id: u32, generation: u32, len: usize) -> Result<Held, Violation> {
+    pub(crate) fn take(&mut self, id: u32, generation: u32, len: usize) -> Result<Held, Violation> {
         let table = self
             .table
             .clone()

@@ -18,25 +18,25 @@ use std::os::fd::OwnedFd;
 use crate::sys::{Mapping, PeerAccess, SharedMemory};
 
 use crate::wire::pool::RELEASE_TABLE_LEN as TABLE_LEN;
-pub use crate::wire::pool::SLOTS;
+pub(crate) use crate::wire::pool::SLOTS;
 const _: () = assert!(TABLE_LEN == SLOTS * size_of::<AtomicU32>());
 
 /// A release table, on either side.
 #[derive(Debug)]
-pub struct ReleaseTable {
+pub(crate) struct ReleaseTable {
     map: Mapping,
 }
 
 impl ReleaseTable {
     /// Makes a table; returns it and the object to send to the peer.
-    pub fn create() -> io::Result<(Self, SharedMemory)> {
+    pub(crate) fn create() -> io::Result<(Self, SharedMemory)> {
         let object = SharedMemory::create("ferry-release", TABLE_LEN)?;
         let map = object.map()?;
         Ok((Self { map }, object))
     }
 
     /// Maps a table the peer sent.
-    pub fn from_peer(fd: OwnedFd) -> Result<Self, crate::sys::MapError> {
+    pub(crate) fn from_peer(fd: OwnedFd) -> Result<Self, crate::sys::MapError> {
         let object = SharedMemory::from_peer(fd, TABLE_LEN, TABLE_LEN, PeerAccess::Shared)?;
         let map = object
             .map()
@@ -56,7 +56,7 @@ impl ReleaseTable {
     }
 
     /// Receiver: hands block `id` of generation `generation` back.
-    pub fn release(&self, id: u32, generation: u32) {
+    pub(crate) fn release(&self, id: u32, generation: u32) {
         if let Some(slot) = self.slot(id) {
             // Release: pairs with the sender's Acquire in `is_released`; our
             // reads of the block happen before it may be rewritten.
@@ -65,7 +65,7 @@ impl ReleaseTable {
     }
 
     /// Sender: whether block `id` has been released at `generation`.
-    pub fn is_released(&self, id: u32, generation: u32) -> bool {
+    pub(crate) fn is_released(&self, id: u32, generation: u32) -> bool {
         // Acquire: pairs with the receiver's Release store in `release`.
         self.slot(id)
             .is_some_and(|s| s.load(Ordering::Acquire) == generation)

@@ -15,6 +15,9 @@
 //! waiting under one hold of the same lock, so a kick can never fall
 //! between its look and its sleep. The reserve is generic over what it
 //! holds so that `tests/loom_reserve.rs` can model-check exactly this code.
+// Public to the loom model tests (`tests/loom_reserve.rs`), which build
+// the crate with `--cfg loom`; crate-private otherwise.
+#![cfg_attr(not(loom), allow(unreachable_pub))]
 
 use std::time::{Duration, Instant};
 

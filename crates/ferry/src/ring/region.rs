@@ -35,7 +35,7 @@ use crate::wire::region::{
 
 /// The mapped memory of one pipe, shared by its two ends.
 #[derive(Debug)]
-pub struct Region {
+pub(crate) struct Region {
     map: Mapping,
     capacity: usize,
     /// The memory object, kept only while this region may still be sent to
@@ -47,7 +47,7 @@ pub struct Region {
 
 /// A side of one of a region's rings: its producer or its consumer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Part {
+pub(crate) enum Part {
     /// Writes ring `.0`.
     Producer(usize),
     /// Reads ring `.0`.
@@ -63,7 +63,7 @@ static HELD: Mutex<BTreeSet<(u64, u64, Part)>> = Mutex::new(BTreeSet::new());
 
 /// A ring side's place in [`HELD`], given up when dropped.
 #[derive(Debug)]
-pub struct EndHold((u64, u64, Part));
+pub(crate) struct EndHold((u64, u64, Part));
 
 impl Drop for EndHold {
     fn drop(&mut self) {
@@ -75,7 +75,7 @@ impl Drop for EndHold {
 
 impl Region {
     /// A new region whose two rings hold `capacity` bytes each.
-    pub fn create(capacity: usize) -> io::Result<Arc<Self>> {
+    pub(crate) fn create(capacity: usize) -> io::Result<Arc<Self>> {
         let header = RegionHeader::new(capacity).ok_or_else(|| {
             io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -104,7 +104,7 @@ impl Region {
     /// The descriptor is closed before this returns. The ring positions
     /// inside are checked by the ring's sides when they adopt them
     /// (`Producer::new`, `Consumer::new`), on the values they then use.
-    pub fn from_peer(fd: OwnedFd, max_len: usize) -> Result<Arc<Self>, MapError> {
+    pub(crate) fn from_peer(fd: OwnedFd, max_len: usize) -> Result<Arc<Self>, MapError> {
         let object =
             SharedMemory::from_peer(fd, MIN_REGION_LEN, MAX_REGION_LEN, PeerAccess::Shared)?;
         if object.len() > max_len {
@@ -128,7 +128,7 @@ impl Region {
 
     /// Claims side `part` of one of this pipe's rings for a half of this
     /// process; `None` if this process holds that side already.
-    pub fn hold(&self, part: Part) -> Option<EndHold> {
+    pub(crate) fn hold(&self, part: Part) -> Option<EndHold> {
         let (dev, ino) = self.identity;
         let key = (dev, ino, part);
         let mut held = HELD.lock().unwrap_or_else(|e| e.into_inner());
@@ -142,12 +142,12 @@ impl Region {
     }
 
     /// Bytes mapped for this region.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.map.len()
     }
 
     /// Each ring's data capacity in bytes.
-    pub fn capacity(&self) -> usize {
+    pub(crate) fn capacity(&self) -> usize {
         self.capacity
     }
 
@@ -155,7 +155,7 @@ impl Region {
     /// sent; once `send` succeeds and `last` says no other part of the pipe
     /// can travel any more, forgets it (to keep descriptors few). On
     /// failure the object is kept, so the region can still be sent later.
-    pub fn send_object(
+    pub(crate) fn send_object(
         &self,
         last: bool,
         send: impl FnOnce(BorrowedFd<'_>) -> io::Result<()>,
@@ -173,7 +173,7 @@ impl Region {
     }
 
     /// The control block of ring `index` (0 or 1).
-    pub fn control(&self, index: usize) -> &Control {
+    pub(crate) fn control(&self, index: usize) -> &Control {
         assert!(index < 2);
         let offset = CONTROL_AT + index * CONTROL_SIZE;
         debug_assert!(offset + CONTROL_SIZE <= DATA_AT && DATA_AT <= self.map.len());
@@ -183,7 +183,7 @@ impl Region {
     }
 
     /// Ring `index` (0 or 1) of this region.
-    pub fn ring(self: &Arc<Self>, index: usize) -> RingView {
+    pub(crate) fn ring(self: &Arc<Self>, index: usize) -> RingView {
         assert!(index < 2);
         RingView {
             region: Arc::clone(self),
@@ -194,7 +194,7 @@ impl Region {
 
 /// One of a region's two rings, as ring [`Storage`].
 #[derive(Debug, Clone)]
-pub struct RingView {
+pub(crate) struct RingView {
     region: Arc<Region>,
     index: usize,
 }

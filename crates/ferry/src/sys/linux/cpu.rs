@@ -33,7 +33,7 @@ fn count_cpu_list(list: &str) -> Option<usize> {
 
 /// Gives up the CPU to another runnable thread, if any:
 /// [`sched_yield(2)`](https://man7.org/linux/man-pages/man2/sched_yield.2.html).
-pub fn yield_cpu() {
+pub(crate) fn yield_cpu() {
     rustix::thread::sched_yield();
 }
 

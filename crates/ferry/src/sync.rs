@@ -3,7 +3,7 @@
 //!
 //! Under `--cfg loom` the ring's shared words are loom's model atomics and
 //! the futex is modelled with a loom mutex and condition variable (see
-//! [`crate::ring::wake`]); otherwise they are `std`'s and the kernel's.
+//! `ring::wake`); otherwise they are `std`'s and the kernel's.
 
 #[cfg(loom)]
 #[allow(unused_imports)] // what the loom build compiles uses a few

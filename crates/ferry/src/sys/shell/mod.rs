@@ -31,10 +31,16 @@ pub(crate) mod cpu {
         std::thread::available_parallelism().map_or(1, |n| n.get())
     }
 
-    pub fn yield_cpu() {
+    /// Gives the CPU to another runnable thread, if any.
+    pub(crate) fn yield_cpu() {
         std::thread::yield_now();
     }
 
+    /// Pins this thread to one CPU: not possible here, so `Unsupported`.
+    ///
+    /// # Errors
+    ///
+    /// Always `ErrorKind::Unsupported`.
     pub fn pin_to_cpu(_cpu: usize) -> io::Result<()> {
         super::unsupported()
     }

@@ -24,7 +24,7 @@ fn takes_never_wait_and_kicks_are_never_lost() {
     loom::model(|| {
         let tuning = Tuning {
             watermarks,
-            tick: None,
+            release_idle: false,
             budget: Some(2),
         };
         let reserve = Arc::new(Reserve::new(1, make, tuning));

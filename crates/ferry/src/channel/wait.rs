@@ -56,7 +56,8 @@ const BURST: usize = 256;
 /// A sleeper woken this many times without its condition asks the kernel
 /// whether the peer process lives, timeouts or not.
 const CHECK_EVERY_WAKES: u32 = 64;
-/// How often a sleeper or spinner asks whether the peer process is alive.
+/// How often a spinner (or a sleeper whose link has no hang-up watcher)
+/// asks the kernel whether the peer process is alive.
 pub(crate) const LIVENESS: Duration = Duration::from_millis(20);
 /// Why a wait ended without the condition becoming true.
 #[derive(Debug)]
@@ -274,9 +275,11 @@ impl Waiter {
     }
 
     /// Sleeps on the ring's bell until woken with the condition true
-    /// ([`wake::sleep_until`]). Reads no clock unless there is a deadline:
-    /// the peer process is checked after a sleep that ran its full
-    /// [`LIVENESS`] nap, and every few wakes.
+    /// ([`wake::sleep_until`]). Reads no clock unless there is a deadline,
+    /// and sleeps without a timeout: the link's watcher wakes it when the
+    /// peer hangs up. (Unwatched, it naps [`LIVENESS`] at a time and asks
+    /// the kernel after each nap that ran out.) The peer is also checked
+    /// every few wakes.
     fn block<R>(
         &mut self,
         scope: &Scope<'_>,
@@ -325,7 +328,12 @@ impl<R, P: FnMut() -> Result<Option<R>, Corrupt>> wake::Sleeper for Blocked<'_, 
         {
             return Err(Stop::Gone(failure));
         }
-        let mut nap = LIVENESS;
+        // The watcher pushes a hang-up to this sleeper: no nap needed,
+        // and none taken, so an idle wait makes no wakeups.
+        let mut nap = match self.scope.link.is_none_or(Link::watched) {
+            true => Duration::MAX,
+            false => LIVENESS,
+        };
         if let Some(d) = self.deadline {
             let now = Instant::now();
             if now >= d {

@@ -15,6 +15,7 @@
 
 mod deadline;
 mod inbox;
+mod watcher;
 
 pub(crate) use deadline::Deadline;
 #[cfg(test)]
@@ -106,11 +107,14 @@ pub(crate) struct Link {
     born: Instant,
     /// Nanoseconds after `born` of the last `poll` for a hang-up.
     checked_at: AtomicU64,
+    /// The key of this link in the process's hang-up watcher, if it is
+    /// watched (see [`Link::watched`]).
+    watch_key: OnceLock<u64>,
 }
 
 impl Link {
     pub(crate) fn new(socket: ControlSocket, limits: LinkLimits) -> Arc<Self> {
-        Arc::new(Self {
+        let link = Arc::new(Self {
             socket,
             inbox: Mutex::new(Inbox::default()),
             pool: Mutex::new(None),
@@ -123,7 +127,36 @@ impl Link {
             down: AtomicBool::new(false),
             born: Instant::now(),
             checked_at: AtomicU64::new(0),
-        })
+            watch_key: OnceLock::new(),
+        });
+        if let Some(key) = watcher::watch(&link) {
+            let _ = link.watch_key.set(key);
+        }
+        link
+    }
+
+    /// Whether the peer's hang-up is pushed to this link's waiters by the
+    /// process's watcher, so they may sleep without a timeout. If not, a
+    /// waiter must ask [`Link::check_peer`] now and then itself.
+    pub(crate) fn watched(&self) -> bool {
+        self.watch_key.get().is_some()
+    }
+
+    /// The watcher saw the peer hang up: marks the link down, then wakes
+    /// every thread of this process asleep on one of its rings, so each
+    /// finds it down.
+    fn hung_up(&self) {
+        self.fail(Failure::HungUp);
+        let rings = self.rings.lock().unwrap_or_else(|e| e.into_inner());
+        for (region, part) in rings.iter() {
+            if let Some(region) = region.upgrade() {
+                // A side held here sleeps on the other side's counter.
+                match *part {
+                    Part::Producer(ring) => wake::ring_all(&region.control(ring).consumer),
+                    Part::Consumer(ring) => wake::ring_all(&region.control(ring).producer),
+                }
+            }
+        }
     }
 
     /// Why the link is down, if it is, without a system call.
@@ -362,6 +395,14 @@ impl Link {
             unsent.remove(0);
         }
         Ok(())
+    }
+}
+
+impl Drop for Link {
+    fn drop(&mut self) {
+        if let Some(&key) = self.watch_key.get() {
+            watcher::unwatch(key, &self.socket);
+        }
     }
 }
 

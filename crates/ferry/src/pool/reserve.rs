@@ -63,8 +63,11 @@ struct Shelves<T> {
 pub struct Tuning {
     /// (refill below, fill up to) per class.
     pub watermarks: fn(usize) -> (usize, usize),
-    /// How long the idle helper sleeps between looks (`None`: until kicked).
-    pub tick: Option<Duration>,
+    /// Whether the helper also wakes when a class's free items have idled
+    /// for [`IDLE`], to release them (`false`: only when kicked). It sleeps
+    /// without a timeout while no class holds free items, so an idle
+    /// process makes no periodic wakeups.
+    pub release_idle: bool,
     /// The helper returns after making this many items (`None`: never;
     /// tests use it to end the model).
     pub budget: Option<u64>,
@@ -177,7 +180,7 @@ impl<T> Reserve<T> {
     pub fn run_helper(&self) {
         let mut shelves = self.lock();
         loop {
-            let (work, released) = self.plan(&mut shelves);
+            let (work, released, release_at) = self.plan(&mut shelves);
             drop(released);
             // Relaxed: a counter only this thread adds to.
             let made = self.made_in_background.load(Ordering::Relaxed);
@@ -191,10 +194,11 @@ impl<T> Reserve<T> {
                 continue;
             }
             // Looked and sleeps under one hold of the lock: no lost kick.
-            shelves = match self.tuning.tick {
-                Some(tick) => {
+            shelves = match release_at.filter(|_| self.tuning.release_idle) {
+                Some(at) => {
+                    let nap = at.saturating_duration_since(Instant::now());
                     self.kick
-                        .wait_timeout(shelves, tick)
+                        .wait_timeout(shelves, nap)
                         .unwrap_or_else(|e| e.into_inner())
                         .0
                 }
@@ -204,23 +208,31 @@ impl<T> Reserve<T> {
     }
 
     /// Takes the free items of idle classes off the shelves (to be dropped,
-    /// which unmaps them) and names a class below its low watermark, if any.
-    fn plan(&self, shelves: &mut Shelves<T>) -> (Option<usize>, Vec<T>) {
+    /// which unmaps them), names a class below its low watermark, if any,
+    /// and tells when the next class still holding items goes idle.
+    fn plan(&self, shelves: &mut Shelves<T>) -> (Option<usize>, Vec<T>, Option<Instant>) {
         let now = Instant::now();
         let mut released = Vec::new();
         let mut work = None;
+        let mut release_at: Option<Instant> = None;
         for (i, class) in shelves.classes.iter_mut().enumerate() {
-            let active = class.last_demand.is_some_and(|t| now - t < IDLE);
-            if !active {
-                released.append(&mut class.free);
-            } else if work.is_none() && class.free.len() < (self.tuning.watermarks)(i).0 {
-                work = Some(i);
+            let idle_at = class.last_demand.map(|t| t + IDLE);
+            match idle_at {
+                Some(at) if at > now => {
+                    if !class.free.is_empty() {
+                        release_at = Some(release_at.map_or(at, |r| r.min(at)));
+                    }
+                    if work.is_none() && class.free.len() < (self.tuning.watermarks)(i).0 {
+                        work = Some(i);
+                    }
+                }
+                _ => released.append(&mut class.free),
             }
         }
         // Relaxed: a statistic.
         self.released_idle
             .fetch_add(released.len() as u64, Ordering::Relaxed);
-        (work, released)
+        (work, released, release_at)
     }
 
     /// Makes items of `class` up to its high watermark, outside the lock.
@@ -258,7 +270,7 @@ mod global {
         RESERVE.get_or_init(|| {
             let tuning = Tuning {
                 watermarks,
-                tick: Some(super::IDLE / 2),
+                release_idle: true,
                 budget: None,
             };
             Reserve::new(CLASSES, Block::create, tuning)

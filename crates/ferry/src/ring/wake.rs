@@ -52,8 +52,12 @@ pub trait Bell {
     /// early. Returns whether the sleep ended without a wake (the whole
     /// `timeout` passed, or a signal interrupted it).
     fn wait(&self, word: &AtomicU32, expected: u32, timeout: Duration) -> bool;
-    /// Wakes the sleepers on `word`.
+    /// Wakes a sleeper on `word`.
     fn wake(&self, word: &AtomicU32);
+    /// Wakes every sleeper on `word`.
+    fn wake_all(&self, word: &AtomicU32) {
+        self.wake(word);
+    }
 }
 
 /// The kernel's futex, shared between processes.
@@ -72,6 +76,9 @@ impl Bell for SysFutex {
     }
     fn wake(&self, word: &AtomicU32) {
         crate::sys::futex_wake(word, 1);
+    }
+    fn wake_all(&self, word: &AtomicU32) {
+        crate::sys::futex_wake(word, i32::MAX as u32);
     }
 }
 
@@ -125,6 +132,23 @@ pub fn nudge<B: Bell>(futex: &B, me: &Side) {
     // Release: pairs with the sleeper's Acquire ticket load, as in `notify`.
     me.signal.fetch_add(1, Ordering::Release);
     futex.wake(&me.signal);
+}
+
+/// Wakes every thread asleep on `side`'s counter (all of them sleep on
+/// it for the other side of the ring), whether or not anything changed:
+/// for news from outside the ring that each of them must see, such as the
+/// peer's death (the caller publishes that news first).
+pub fn rouse_all<B: Bell>(bell: &B, side: &Side) {
+    // Release: pairs with each sleeper's Acquire ticket load, so a sleeper
+    // that read the new count also sees the news published before it.
+    side.signal.fetch_add(1, Ordering::Release);
+    bell.wake_all(&side.signal);
+}
+
+/// [`rouse_all`] with this process's [`BELL`].
+#[cfg(not(loom))]
+pub(crate) fn ring_all(side: &Side) {
+    rouse_all(&BELL, side);
 }
 
 /// Tells `peer` that `me` changed the ring, with this process's [`BELL`].

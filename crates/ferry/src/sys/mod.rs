@@ -38,6 +38,12 @@
 //!   handles this process had no room for; `peer_hung_up` telling, without
 //!   blocking, whether the peer's end is closed (which is how the death of a
 //!   peer process is seen); `shutdown`.
+//! - **Hang-up watch** (`linux/watch.rs`): `HangUpWatch::new()`, `add(socket,
+//!   key)` and `remove(socket)`, and `wait(keys)` blocking without a timeout
+//!   until some watched socket's peer has hung up, woken by nothing else
+//!   (records arriving do not wake it), each hang-up reported once. One
+//!   thread per process sleeps in it, so peer death is pushed to waiters
+//!   and an idle process makes no periodic wakeups.
 //! - **CPUs** (`linux/cpu.rs`): `current_cpu`, `online_cpus`, `pin_to_cpu`,
 //!   `yield_cpu`.
 //! - **Processes** (`linux/process.rs`): `inherit_in_child` (make one socket
@@ -63,6 +69,7 @@ pub(crate) use backend::futex::{futex_wait, futex_wake};
 pub(crate) use backend::memory::{Mapping, SharedMemory, is_shortage};
 pub(crate) use backend::process::{adopt_inherited, inherit_in_child, parent_pid};
 pub(crate) use backend::socket::{ControlSocket, socket_pair};
+pub(crate) use backend::watch::HangUpWatch;
 
 /// How a received object will be mapped, for the checks that keep the
 /// mapping from failing for a reason the peer chose.

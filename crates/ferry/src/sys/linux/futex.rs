@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use rustix::thread::futex;
 
-/// Sleeps while `*word == expected`, for at most `timeout`.
+/// Sleeps while `*word == expected`, for at most `timeout`
+/// (`Duration::MAX`: without a timeout).
 ///
 /// Returns on a wake, a timeout, a signal, or at once if the word no longer
 /// holds `expected`; the caller re-checks its condition in every case.
@@ -18,9 +19,10 @@ pub(crate) fn futex_wait(word: &AtomicU32, expected: u32, timeout: Duration) -> 
         tv_sec: i64::try_from(timeout.as_secs()).unwrap_or(i64::MAX),
         tv_nsec: i64::from(timeout.subsec_nanos()),
     };
+    let ts = (timeout != Duration::MAX).then_some(&ts);
     // Every outcome (woken, EAGAIN, ETIMEDOUT, EINTR) means "look again".
     matches!(
-        futex::wait(word.as_std(), futex::Flags::empty(), expected, Some(&ts)),
+        futex::wait(word.as_std(), futex::Flags::empty(), expected, ts),
         Err(rustix::io::Errno::TIMEDOUT | rustix::io::Errno::INTR)
     )
 }

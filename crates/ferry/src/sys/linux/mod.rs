@@ -5,3 +5,4 @@ pub(crate) mod futex;
 pub(crate) mod memory;
 pub(crate) mod process;
 pub(crate) mod socket;
+pub(crate) mod watch;

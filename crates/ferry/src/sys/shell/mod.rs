@@ -187,3 +187,28 @@ pub(crate) mod socket {
         }
     }
 }
+
+pub(crate) mod watch {
+    use std::io;
+
+    use super::socket::ControlSocket;
+
+    /// No hang-up watch here: `new` fails, so no socket is ever added.
+    #[derive(Debug)]
+    pub(crate) struct HangUpWatch(std::convert::Infallible);
+
+    impl HangUpWatch {
+        pub(crate) fn new() -> io::Result<Self> {
+            super::unsupported()
+        }
+        pub(crate) fn add(&self, _socket: &ControlSocket, _key: u64) -> io::Result<()> {
+            match self.0 {}
+        }
+        pub(crate) fn remove(&self, _socket: &ControlSocket) {
+            match self.0 {}
+        }
+        pub(crate) fn wait(&self, _keys: &mut Vec<u64>) -> io::Result<()> {
+            match self.0 {}
+        }
+    }
+}

@@ -140,6 +140,7 @@ pub fn pool_stats() -> PoolStats {
 #[cfg(not(loom))]
 pub use channel::{
     End, HANDLE_WINDOW, LOAN_IN_PLACE, Loan, MAX_HANDLES, Message, OUT_OF_LINE, Pipe, PipeOptions,
-    ProtocolError, Receiver, RecvError, RecvTimeoutError, SendError, SendTimeoutError,
-    SendWithError, Sender, SharedBytes, TryRecvError, TrySendError, Wait, pipe,
+    ProtocolError, ReadyTimeoutError, Receiver, RecvError, RecvTimeoutError, Select, SendError,
+    SendTimeoutError, SendWithError, Sender, SharedBytes, TryReadyError, TryRecvError,
+    TrySendError, Wait, pipe,
 };

@@ -333,3 +333,48 @@ impl<E: fmt::Display> fmt::Display for SendWithError<E> {
 }
 
 impl<E: fmt::Debug + fmt::Display> std::error::Error for SendWithError<E> {}
+
+/// Why [`Select::try_ready`](crate::Select::try_ready) returned no index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum TryReadyError {
+    /// No receiver in the set is ready now.
+    Empty,
+}
+
+impl fmt::Display for TryReadyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("no receiver in the set is ready")
+    }
+}
+
+impl std::error::Error for TryReadyError {}
+
+/// Why [`Select::ready_timeout`](crate::Select::ready_timeout) returned no
+/// index.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum ReadyTimeoutError {
+    /// No receiver was ready before the deadline.
+    Timeout,
+    /// Waiting failed (see [`Select::ready`](crate::Select::ready)).
+    Io(std::io::Error),
+}
+
+impl fmt::Display for ReadyTimeoutError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Timeout => f.write_str("no receiver in the set was ready before the deadline"),
+            Self::Io(e) => write!(f, "waiting on the set failed: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for ReadyTimeoutError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::Io(e) => Some(e),
+            Self::Timeout => None,
+        }
+    }
+}

@@ -10,9 +10,11 @@ use super::error::SendFault;
 use super::wait::{self, Wait};
 use crate::link::{Failure, Link};
 use crate::pool::budget::Charge;
+use crate::ring::control::Side;
 use crate::ring::region::{EndHold, Part};
 use crate::ring::{Corrupt, Region, wake};
 use crate::sync::{AtomicBool, AtomicU8, Ordering};
+use crate::sys::Doorbell;
 use crate::wire::Violation;
 
 /// The link a ring's two sides talk over: unset while both are in this
@@ -44,6 +46,13 @@ pub(super) struct Half {
     /// For a half the peer sent: its region's charge to the link's map
     /// budget, given back when the last half of it (and its mapping) goes.
     pub(super) charge: Option<Arc<Charge>>,
+    /// This half's doorbell, made on first use by a wait that needs a
+    /// descriptor (select, async, a user's poll loop); see [`Half::doorbell`].
+    bell: OnceLock<Arc<Doorbell>>,
+    /// Set once this half looked for the peer's doorbell on the link and
+    /// found none (the peer's side is held in a process this link does not
+    /// reach): it does not look again on every send.
+    bell_search_done: AtomicBool,
     /// This process's claim on its side of the ring: held once at most.
     _hold: EndHold,
 }
@@ -68,7 +77,85 @@ impl Half {
             broken: OnceLock::new(),
             hung_up: AtomicBool::new(false),
             charge: None,
+            bell: OnceLock::new(),
+            bell_search_done: AtomicBool::new(false),
         })
+    }
+
+    /// This side's words and the other side's, in the ring's control block.
+    pub(super) fn sides(&self) -> (&Side, &Side) {
+        let control = self.region.control(self.ring());
+        match self.is_producer() {
+            true => (&control.producer, &control.consumer),
+            false => (&control.consumer, &control.producer),
+        }
+    }
+
+    /// Tells the other side that this side changed the ring: wakes it if it
+    /// sleeps, and rings its doorbell if it waits on one.
+    pub(super) fn ring_peer(&self) {
+        let (me, peer) = self.sides();
+        wake::ring(me, peer);
+        if wake::wants_doorbell(peer) {
+            self.ring_peer_bell();
+        }
+    }
+
+    fn ring_peer_bell(&self) {
+        let twin = self.part.twin();
+        if let Some(bell) = self.region.bell(twin) {
+            return bell.ring();
+        }
+        // The peer sends its doorbell before it waits on it: the record is
+        // on the link's socket. Read it in, once.
+        let Some(link) = self.link() else { return };
+        // Relaxed: a flag only this half's own calls read.
+        if self.bell_search_done.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        link.drain_all();
+        if let Some(bell) = self.region.bell(twin) {
+            bell.ring();
+        }
+    }
+
+    /// This half's doorbell: made on first use, and handed to whoever
+    /// holds the other side (over the link, or directly when that is this
+    /// process). It becomes readable once the other side changes the ring
+    /// while this half is armed ([`Half::arm_bell`]).
+    pub(super) fn doorbell(&self) -> std::io::Result<&Arc<Doorbell>> {
+        if let Some(bell) = self.bell.get() {
+            return Ok(bell);
+        }
+        let bell = self.region.bell_or_make(self.part, || {
+            let bell = Arc::new(Doorbell::new()?);
+            if let Some(link) = self.link() {
+                link.send_doorbell(&self.region, self.part, &bell)
+                    .map_err(|e| doorbell_error(self.io_error(e)))?;
+            }
+            Ok(bell)
+        })?;
+        Ok(self.bell.get_or_init(|| bell))
+    }
+
+    /// This half's doorbell, if it has made one.
+    pub(super) fn armable_bell(&self) -> Option<&Doorbell> {
+        self.bell.get().map(|b| &**b)
+    }
+
+    /// Clears this half's doorbell and says it waits on it; the caller
+    /// then re-checks its condition (a change made before the other side
+    /// saw the flag is seen by that check; one made after rings the bell).
+    pub(super) fn arm_bell(&self, bell: &Doorbell) {
+        bell.clear();
+        wake::arm_doorbell(self.sides().0);
+    }
+
+    /// Says this half no longer waits on its doorbell.
+    pub(super) fn disarm_bell(&self) {
+        if self.bell.get().is_some() {
+            wake::disarm_doorbell(self.sides().0);
+        }
     }
 
     /// The ring this half writes or reads.
@@ -172,6 +259,11 @@ impl Half {
             Part::Consumer(ring) => Part::Producer(ring),
         };
         link.watch(&self.region, twin);
+        // The new holder makes its own doorbell if it needs one.
+        if self.bell.get().is_some() {
+            wake::disarm_doorbell(self.sides().0);
+            self.region.set_bell(self.part, None);
+        }
         // Relaxed: read only by this half's own drop.
         self.moved.store(true, Ordering::Relaxed);
     }
@@ -183,16 +275,36 @@ impl Drop for Half {
         if self.moved.load(Ordering::Relaxed) {
             return;
         }
-        let control = self.region.control(self.ring());
-        let (me, peer) = if self.is_producer() {
-            (&control.producer, &control.consumer)
-        } else {
-            (&control.consumer, &control.producer)
-        };
-        // Release: pairs with the peer's Acquire load of `closed`, after our
-        // last frame was published (or our last frame was read).
-        me.closed.store(1, Ordering::Release);
-        wake::ring(me, peer);
+        // Release (both): pairs with the peer's Acquire load of `closed`,
+        // after our last frame was published (or our last frame was read).
+        self.sides().0.closed.store(1, Ordering::Release);
+        if self.joined {
+            // The other half of this pipe end goes with this one: say so
+            // before waking the peer, so a peer woken now finds the whole
+            // end gone, whether it receives or sends first.
+            self.scope()
+                .my_other
+                .inspect(|other| other.closed.store(1, Ordering::Release));
+        }
+        self.ring_peer();
+        if self.bell.get().is_some() {
+            self.region.set_bell(self.part, None);
+        }
+    }
+}
+
+/// A failure to hand a doorbell to the peer, as the `io::Error` that
+/// [`super::Receiver::ready_fd`] reports.
+fn doorbell_error(fault: SendFault) -> std::io::Error {
+    use std::io::{Error, ErrorKind};
+    match fault {
+        SendFault::Io(e) => e,
+        SendFault::Timeout => Error::new(
+            ErrorKind::TimedOut,
+            "the peer has not read its socket for a second: no room for the doorbell",
+        ),
+        SendFault::Disconnected => Error::new(ErrorKind::BrokenPipe, "the peer is gone"),
+        other => Error::other(format!("handing the doorbell to the peer: {other:?}")),
     }
 }
 

@@ -10,18 +10,20 @@ mod loan;
 mod options;
 mod out_of_line;
 mod receiver;
+mod select;
 mod sender;
 mod wait;
 
 pub use crate::wire::{HANDLE_WINDOW, MAX_HANDLES};
 pub use error::{
-    ProtocolError, RecvError, RecvTimeoutError, SendError, SendTimeoutError, SendWithError,
-    TryRecvError, TrySendError,
+    ProtocolError, ReadyTimeoutError, RecvError, RecvTimeoutError, SendError, SendTimeoutError,
+    SendWithError, TryReadyError, TryRecvError, TrySendError,
 };
 pub use loan::{LOAN_IN_PLACE, Loan, SharedBytes};
 pub use options::PipeOptions;
 pub use out_of_line::OUT_OF_LINE;
 pub use receiver::{Message, Receiver};
+pub use select::Select;
 pub use sender::Sender;
 pub use wait::Wait;
 

@@ -2,6 +2,7 @@
 //! reads, checked, into whole messages.
 
 use crate::wire::Violation;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -12,7 +13,6 @@ use super::{End, Pipe, PipeOptions, RecvError, RecvTimeoutError, Sender, TryRecv
 use crate::link::{Deadline, Failure, Fault};
 use crate::pool::per_link::Held;
 use crate::ring::RingView;
-use crate::ring::wake;
 use crate::ring::{Consumer, Corrupt, Frame};
 use crate::sync::Ordering;
 use crate::wire::frame::{
@@ -199,8 +199,79 @@ impl Receiver {
     /// as [`Receiver::recv`].
     pub fn try_recv(&self) -> Result<Vec<u8>, TryRecvError> {
         let mut bytes = Vec::new();
-        self.recv_message(&mut Delivery::bytes(&mut bytes), Some(Instant::now()))?;
+        self.try_message(&mut Delivery::bytes(&mut bytes))?;
         Ok(bytes)
+    }
+
+    /// [`Receiver::try_recv`] into `buf`, reusing its allocation.
+    ///
+    /// # Errors
+    ///
+    /// As [`Receiver::try_recv`].
+    pub fn try_recv_into(&self, buf: &mut Vec<u8>) -> Result<(), TryRecvError> {
+        Ok(self.try_message(&mut Delivery::bytes(buf))?)
+    }
+
+    /// A descriptor that becomes readable when a message (or the peer's
+    /// hang-up) may be waiting, for a poll loop of the caller's own (epoll,
+    /// mio, tokio's `AsyncFd`). The protocol: call
+    /// [`Receiver::try_recv`] until it says `Empty`, then wait for the
+    /// descriptor to be readable, and repeat. An `Empty` answer arms it:
+    /// from then on the sender rings it after each frame, until a message
+    /// is received (so a sender pays for it only while someone waits). It
+    /// may be readable with nothing to receive (a message still arriving in
+    /// pieces): then `try_recv` says `Empty` again and re-arms it. Never
+    /// read or write the descriptor itself.
+    ///
+    /// ```
+    /// use rustix::event::{PollFd, PollFlags, poll};
+    /// let (a, b) = ferry::pipe()?;
+    /// let fd = b.receiver().ready_fd()?;
+    /// assert!(matches!(b.try_recv(), Err(ferry::TryRecvError::Empty))); // arms it
+    /// a.send(b"ping")?; //                                                 rings it
+    /// let mut fds = [PollFd::new(&fd, PollFlags::IN)];
+    /// assert_eq!(poll(&mut fds, None)?, 1);
+    /// assert_eq!(b.try_recv()?, b"ping");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// The first call makes the descriptor (an eventfd on Linux) and hands
+    /// it to the process holding the sending side: [`std::io::Error`] if it
+    /// cannot be made (out of descriptors) or the peer has not read its
+    /// socket for a second; `Unsupported` on other systems.
+    pub fn ready_fd(&self) -> std::io::Result<BorrowedFd<'_>> {
+        Ok(self.half.doorbell()?.as_fd())
+    }
+
+    /// Whether a call would not wait now: a frame is published, or the
+    /// peer has gone or broken the rules. Reads only the ring's shared
+    /// words (no lock), so it may say yes for a frame that is only a piece
+    /// of a message.
+    pub(super) fn is_ready(&self) -> bool {
+        let (me, peer) = self.half.sides();
+        // Acquire (all): pair with the producer's Release publication of
+        // its position and of `closed`.
+        peer.pos.load(Ordering::Acquire) != me.pos.load(Ordering::Acquire)
+            || peer.closed.load(Ordering::Acquire) != 0
+            || self.half.failure().is_some()
+    }
+
+    /// One non-waiting receive that, finding nothing while this receiver
+    /// has a doorbell, arms it and looks once more (so a frame published
+    /// before the sender saw it armed is not missed).
+    fn try_message(&self, out: &mut Delivery<'_>) -> Result<(), RecvFault> {
+        match self.recv_message(out, Some(Instant::now())) {
+            Err(RecvFault::Timeout) => match self.half.armable_bell() {
+                Some(bell) => {
+                    self.half.arm_bell(bell);
+                    self.recv_message(out, Some(Instant::now()))
+                }
+                None => Err(RecvFault::Timeout),
+            },
+            other => other,
+        }
     }
 
     /// Receives a message, waiting at most `timeout`. A message that was
@@ -304,11 +375,12 @@ impl Receiver {
                 // (with its fence) tells it to look.
                 scope.me.handles.store(rx.claimed, Ordering::Relaxed);
             }
-            wake::ring(scope.me, scope.peer);
+            self.half.ring_peer();
             if done {
                 if let Some(ends) = out.ends.as_deref_mut() {
                     *ends = asm.ends;
                 }
+                self.half.disarm_bell();
                 return Ok(());
             }
         }

@@ -10,7 +10,6 @@ use super::wait::{Stop, Waiter};
 use super::{End, SendError, SendTimeoutError, SendWithError, TrySendError};
 use crate::link::{Failure, Link};
 use crate::ring::RingView;
-use crate::ring::wake;
 use crate::ring::{Corrupt, FRAME_HEADER, Producer, frame_size};
 use crate::sync::Ordering;
 use crate::wire::frame::{HANDLE_ID, Kind, TOTAL, Tag, encode_handle_id, encode_total};
@@ -463,7 +462,7 @@ impl Sender {
                 ring.try_push(raw, parts).map(|done| done.then_some(()))
             })
             .map_err(|stop| stop_to_error(&self.half, stop))?;
-        wake::ring(scope.me, scope.peer);
+        self.half.ring_peer();
         Ok(())
     }
 }

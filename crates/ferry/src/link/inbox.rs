@@ -11,14 +11,15 @@ use crate::wire::Violation;
 use std::collections::HashMap;
 use std::io;
 use std::os::fd::OwnedFd;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, Weak};
 
 use super::Fault;
 use crate::pool::budget::{Charge, MapBudget};
 use crate::pool::per_link::PeerBlocks;
 use crate::ring::Region;
+use crate::ring::region::Part;
 use crate::sys::MapError;
-use crate::sys::{ControlSocket, Received};
+use crate::sys::{ControlSocket, Doorbell, Received};
 use crate::wire::record::{Carried, RECORD_LEN, Record};
 
 pub(super) use crate::wire::MAX_PENDING;
@@ -60,6 +61,8 @@ pub(super) struct Reader<'a> {
     pub socket: &'a ControlSocket,
     pub budget: &'a Arc<MapBudget>,
     pub pool_cap: usize,
+    /// The ring sides held here whose peer is across this link.
+    pub rings: &'a Mutex<Vec<(Weak<Region>, Part)>>,
 }
 
 impl From<MapError> for Fault {
@@ -144,8 +147,53 @@ impl Reader<'_> {
                     .insert(id, usize::from(class), fd, self.pool_cap, self.budget)?)
             }
             Record::ReleaseTable => Ok(inbox.blocks.set_table(fd)?),
+            Record::Doorbell {
+                ring,
+                consumer,
+                region,
+            } => {
+                let part = match consumer {
+                    true => Part::Consumer(usize::from(ring)),
+                    false => Part::Producer(usize::from(ring)),
+                };
+                self.file_doorbell(inbox, fd, part, region)
+            }
             Record::Retire { .. } => Ok(()),
         }
+    }
+
+    /// Keeps the doorbell of the peer's side `part` of the region with
+    /// inode `inode`, if this process holds (or has been sent and not yet
+    /// claimed) the other side of that ring over this link; otherwise the
+    /// side has gone since, and the doorbell is dropped.
+    fn file_doorbell(
+        &self,
+        inbox: &Inbox,
+        fd: OwnedFd,
+        part: Part,
+        inode: u64,
+    ) -> Result<(), Fault> {
+        let bell = Arc::new(Doorbell::from_peer(fd)?);
+        let facing = part.twin();
+        let held = {
+            let rings = self.rings.lock().unwrap_or_else(|e| e.into_inner());
+            rings
+                .iter()
+                .filter(|(_, p)| *p == facing)
+                .filter_map(|(region, _)| region.upgrade())
+                .find(|region| region.inode() == inode)
+        };
+        let pending = || {
+            inbox
+                .pipes
+                .values()
+                .find(|end| end.region.inode() == inode && carries(end.end, facing))
+                .map(|end| Arc::clone(&end.region))
+        };
+        if let Some(region) = held.or_else(pending) {
+            region.set_bell(part, Some(bell));
+        }
+        Ok(())
     }
 
     fn file_pipe_end(
@@ -174,5 +222,16 @@ impl Reader<'_> {
             },
         );
         Ok(())
+    }
+}
+
+/// Whether a pipe end record of kind `end` hands over side `part`.
+fn carries(end: Carried, part: Part) -> bool {
+    match (end, part) {
+        (Carried::Pipe { role }, Part::Producer(ring)) => usize::from(role) == ring,
+        (Carried::Pipe { role }, Part::Consumer(ring)) => usize::from(role) != ring,
+        (Carried::Sender { ring: r }, Part::Producer(ring)) => usize::from(r) == ring,
+        (Carried::Receiver { ring: r }, Part::Consumer(ring)) => usize::from(r) == ring,
+        _ => false,
     }
 }

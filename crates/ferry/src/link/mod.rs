@@ -25,7 +25,7 @@ pub(crate) use inbox::PeerEnd;
 use crate::sync::{AtomicBool, AtomicU64, Ordering};
 use crate::wire::Violation;
 use std::io;
-use std::os::fd::BorrowedFd;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
@@ -34,13 +34,17 @@ use crate::pool::per_link::{Announce, Held, SendPool};
 use crate::ring::Region;
 use crate::ring::region::Part;
 use crate::ring::wake;
-use crate::sys::ControlSocket;
+use crate::sys::{ControlSocket, Doorbell};
 use crate::wire::frame::BlockRef;
 use crate::wire::record::{Carried, Record};
 use inbox::{Inbox, Queued, Reader};
 
 /// Most records one [`Link::drain`] reads.
 const DRAIN_MOST: usize = 512;
+
+/// Longest a doorbell waits for room on a full socket before its maker
+/// gives up (`TimedOut`).
+const DOORBELL_WAIT: Duration = Duration::from_secs(1);
 
 /// Default cap on the bytes of pool blocks mapped per link direction.
 pub(crate) const DEFAULT_POOL_CAP: usize = 64 << 20;
@@ -150,10 +154,14 @@ impl Link {
         let rings = self.rings.lock().unwrap_or_else(|e| e.into_inner());
         for (region, part) in rings.iter() {
             if let Some(region) = region.upgrade() {
-                // A side held here sleeps on the other side's counter.
+                // A side held here sleeps on the other side's counter, or
+                // waits on its own doorbell.
                 match *part {
                     Part::Producer(ring) => wake::ring_all(&region.control(ring).consumer),
                     Part::Consumer(ring) => wake::ring_all(&region.control(ring).producer),
+                }
+                if let Some(bell) = region.bell(*part) {
+                    bell.ring();
                 }
             }
         }
@@ -233,6 +241,14 @@ impl Link {
         region
             .send_object(last, |fd| self.send_record(&record, &[fd], deadline))
             .inspect_err(|e| self.note_io(e))?;
+        // The receiver will ring the doorbells of the sides it faces: hand
+        // over those known here (ours, or ones a peer sent us).
+        for part in carried_parts(end) {
+            let facing = part.twin();
+            if let Some(bell) = region.bell(facing) {
+                self.send_doorbell(region, facing, &bell)?;
+            }
+        }
         Ok(id)
     }
 
@@ -245,6 +261,7 @@ impl Link {
             socket: &self.socket,
             budget: &self.budget,
             pool_cap: self.pool_cap,
+            rings: &self.rings,
         }
     }
 
@@ -370,17 +387,56 @@ impl Link {
         let Ok(mut inbox) = self.inbox.try_lock() else {
             return;
         };
-        for _ in 0..DRAIN_MOST {
-            if inbox.pipes.len() >= inbox::MAX_PENDING / 2 {
+        self.read_queued(&mut inbox, DRAIN_MOST, inbox::MAX_PENDING / 2);
+    }
+
+    /// Reads every record the peer has sent so far, waiting for a thread
+    /// already reading to finish first: for a side that must find the
+    /// peer's doorbell, which the peer sent before it began to wait on it.
+    /// Bounded by what the socket holds (a peer sending more unclaimed pipe
+    /// ends than allowed breaks the rules and fails the link).
+    pub(crate) fn drain_all(&self) {
+        let mut inbox = self.lock_inbox();
+        self.read_queued(&mut inbox, usize::MAX, usize::MAX);
+    }
+
+    /// Reads at most `most` queued records, stopping early with `pending`
+    /// pipe ends unclaimed.
+    fn read_queued(&self, inbox: &mut Inbox, most: usize, pending: usize) {
+        for _ in 0..most {
+            if inbox.pipes.len() >= pending {
                 return;
             }
-            match self.reader().read_queued(&mut inbox) {
+            match self.reader().read_queued(inbox) {
                 Ok(Queued::Read) => {}
                 Ok(Queued::Nothing) | Err(Fault::Local(_) | Fault::Late) => return,
                 Ok(Queued::HungUp) => return self.fail(Failure::HungUp),
                 Err(Fault::Violation(why)) => return self.fail(Failure::Protocol(why)),
             }
         }
+    }
+
+    /// Hands the doorbell of side `part` of `region`'s rings, held here, to
+    /// the peer (which holds the other side), waiting at most
+    /// [`DOORBELL_WAIT`] for room on the socket.
+    pub(crate) fn send_doorbell(
+        &self,
+        region: &Region,
+        part: Part,
+        bell: &Doorbell,
+    ) -> io::Result<()> {
+        let (ring, consumer) = match part {
+            Part::Producer(ring) => (ring, false),
+            Part::Consumer(ring) => (ring, true),
+        };
+        let record = Record::Doorbell {
+            ring: ring as u8,
+            consumer,
+            region: region.inode(),
+        }
+        .encode();
+        let deadline = Instant::now() + DOORBELL_WAIT;
+        self.send_record(&record, &[bell.as_fd()], Some(deadline))
     }
 
     /// Sends the retire records that found no room before; `TimedOut` if
@@ -395,6 +451,18 @@ impl Link {
             unsent.remove(0);
         }
         Ok(())
+    }
+}
+
+/// The ring sides a pipe end record hands over.
+fn carried_parts(end: Carried) -> Vec<Part> {
+    match end {
+        Carried::Pipe { role } => vec![
+            Part::Producer(usize::from(role)),
+            Part::Consumer(1 - usize::from(role & 1)),
+        ],
+        Carried::Sender { ring } => vec![Part::Producer(usize::from(ring))],
+        Carried::Receiver { ring } => vec![Part::Consumer(usize::from(ring))],
     }
 }
 

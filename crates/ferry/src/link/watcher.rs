@@ -17,12 +17,12 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use super::Link;
 use crate::sync::{AtomicU64, Ordering};
-use crate::sys::{ControlSocket, HangUpWatch};
+use crate::sys::{ControlSocket, Interest, Poller};
 
 /// The process's watcher: the kernel's watch and the links it stands for.
 #[derive(Debug)]
 struct Watcher {
-    watch: HangUpWatch,
+    poller: Poller,
     links: Mutex<HashMap<u64, Weak<Link>>>,
     next_key: AtomicU64,
 }
@@ -33,7 +33,7 @@ fn watcher() -> Option<&'static Watcher> {
     WATCHER
         .get_or_init(|| {
             let watcher = Watcher {
-                watch: HangUpWatch::new().ok()?,
+                poller: Poller::new().ok()?,
                 links: Mutex::new(HashMap::new()),
                 next_key: AtomicU64::new(1),
             };
@@ -54,7 +54,10 @@ pub(super) fn watch(link: &Arc<Link>) -> Option<u64> {
     let key = watcher.next_key.fetch_add(1, Ordering::Relaxed);
     let mut links = watcher.links.lock().unwrap_or_else(|e| e.into_inner());
     links.insert(key, Arc::downgrade(link));
-    if watcher.watch.add(&link.socket, key).is_err() {
+    if (watcher.poller)
+        .add(link.socket.as_fd(), key, Interest::HangUp)
+        .is_err()
+    {
         links.remove(&key);
         return None;
     }
@@ -64,7 +67,7 @@ pub(super) fn watch(link: &Arc<Link>) -> Option<u64> {
 /// Stops watching a link's socket, before the socket is closed.
 pub(super) fn unwatch(key: u64, socket: &ControlSocket) {
     if let Some(watcher) = watcher() {
-        watcher.watch.remove(socket);
+        watcher.poller.remove(socket.as_fd());
         let mut links = watcher.links.lock().unwrap_or_else(|e| e.into_inner());
         links.remove(&key);
     }
@@ -78,7 +81,7 @@ fn run() {
     let mut keys = Vec::new();
     loop {
         keys.clear();
-        if watcher.watch.wait(&mut keys).is_err() {
+        if watcher.poller.wait(&mut keys, None).is_err() {
             // Nothing recoverable happens to an epoll descriptor we own;
             // if it does, waiters still see hang-ups by asking themselves.
             return;

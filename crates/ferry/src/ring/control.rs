@@ -31,6 +31,9 @@ pub struct Side {
     /// Consumer only: handles (pipe ends) it has claimed so far, wrapping.
     /// The producer keeps at most a window of them in flight.
     pub handles: AtomicU32,
+    /// Non-zero while this side waits on its doorbell, which the other side
+    /// then rings after every change (see [`crate::ring::wake`]).
+    pub doorbell: AtomicU32,
 }
 
 /// Both sides of one single-producer, single-consumer ring.
@@ -60,4 +63,5 @@ const _: () = {
     assert!(offset_of!(Side, closed) == wire::CLOSED);
     assert!(offset_of!(Side, cpu) == wire::CPU);
     assert!(offset_of!(Side, handles) == wire::HANDLES);
+    assert!(offset_of!(Side, doorbell) == wire::DOORBELL);
 };

@@ -27,7 +27,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::ring::{CONTROL_SIZE, Control, Storage};
 use crate::sys::MapError;
-use crate::sys::{Mapping, PeerAccess, SharedMemory};
+use crate::sys::{Doorbell, Mapping, PeerAccess, SharedMemory};
 use crate::wire::region::{
     CONTROL_AT, DATA_AT, HEADER_LEN, MAX_CAPACITY, MAX_REGION_LEN, MIN_CAPACITY, MIN_REGION_LEN,
     RegionHeader,
@@ -43,6 +43,10 @@ pub(crate) struct Region {
     object: Mutex<Option<SharedMemory>>,
     /// The memory object's identity (device, inode).
     identity: (u64, u64),
+    /// The doorbell of each side of each ring (`[ring][consumer as usize]`)
+    /// whose waiter waits on one: rung by whoever holds the other side in
+    /// this process. Local to this process, never in the shared memory.
+    bells: [[Mutex<Option<Arc<Doorbell>>>; 2]; 2],
 }
 
 /// A side of one of a region's rings: its producer or its consumer.
@@ -52,6 +56,16 @@ pub(crate) enum Part {
     Producer(usize),
     /// Reads ring `.0`.
     Consumer(usize),
+}
+
+impl Part {
+    /// The ring's other side.
+    pub(crate) fn twin(self) -> Self {
+        match self {
+            Self::Producer(ring) => Self::Consumer(ring),
+            Self::Consumer(ring) => Self::Producer(ring),
+        }
+    }
 }
 
 /// The ring sides held in this process: (object identity, side). A ring
@@ -96,6 +110,7 @@ impl Region {
             capacity,
             object: Mutex::new(Some(object)),
             identity,
+            bells: Default::default(),
         }))
     }
 
@@ -123,7 +138,58 @@ impl Region {
             capacity: header.ring_capacity(),
             object: Mutex::new(None),
             identity,
+            bells: Default::default(),
         }))
+    }
+
+    /// The memory object's inode: the same in every process that maps it,
+    /// and unforgeable (the kernel's), so records can name the region by it.
+    pub(crate) fn inode(&self) -> u64 {
+        self.identity.1
+    }
+
+    /// Sets (or clears) the doorbell of side `part`, which its waiter waits
+    /// on: its own, in the waiter's process; the copy it sent, in the
+    /// process holding the other side.
+    pub(crate) fn set_bell(&self, part: Part, bell: Option<Arc<Doorbell>>) {
+        *self
+            .bell_slot(part)
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = bell;
+    }
+
+    /// The doorbell of side `part`, made with `make` (under the side's
+    /// lock, so once) if it has none yet.
+    pub(crate) fn bell_or_make(
+        &self,
+        part: Part,
+        make: impl FnOnce() -> io::Result<Arc<Doorbell>>,
+    ) -> io::Result<Arc<Doorbell>> {
+        let mut slot = self
+            .bell_slot(part)
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if let Some(bell) = &*slot {
+            return Ok(Arc::clone(bell));
+        }
+        let bell = make()?;
+        *slot = Some(Arc::clone(&bell));
+        Ok(bell)
+    }
+
+    /// The doorbell of side `part`, if it has one here.
+    pub(crate) fn bell(&self, part: Part) -> Option<Arc<Doorbell>> {
+        self.bell_slot(part)
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    fn bell_slot(&self, part: Part) -> &Mutex<Option<Arc<Doorbell>>> {
+        match part {
+            Part::Producer(ring) => &self.bells[ring & 1][0],
+            Part::Consumer(ring) => &self.bells[ring & 1][1],
+        }
     }
 
     /// Claims side `part` of one of this pipe's rings for a half of this

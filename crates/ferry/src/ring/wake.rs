@@ -125,6 +125,44 @@ pub fn notify<B: Bell>(futex: &B, me: &Side, peer: &Side) -> bool {
     true
 }
 
+/// Whether `peer` waits on its doorbell, so the side that just called
+/// [`notify`] must ring it too. The fence (B) in `notify` orders this read
+/// after the ring change, as for `waiting`; the doorbell waiter's side of
+/// the pair is [`arm_doorbell`].
+pub fn wants_doorbell(peer: &Side) -> bool {
+    // Relaxed: ordered by fence (B) in `notify`, which the caller ran.
+    peer.doorbell.load(Ordering::Relaxed) != 0
+}
+
+/// Says that `me` now waits on its doorbell: from here on, the other side
+/// rings it after every change. The caller re-checks the ring after this
+/// (fence (A) again: a change the other side made before reading the flag
+/// is seen by that re-check).
+pub fn arm_doorbell(me: &Side) {
+    announce_doorbell(me);
+    settle();
+}
+
+/// [`arm_doorbell`] without its fence, for a waiter arming many sides at
+/// once: it must call [`settle`] before re-checking any of them.
+pub fn announce_doorbell(me: &Side) {
+    // Relaxed: ordered before the re-check by the caller's `settle`.
+    me.doorbell.store(1, Ordering::Relaxed);
+}
+
+/// The fence that ends announcing doorbells: (A) for doorbells, pairing
+/// with fence (B) in `notify`.
+pub fn settle() {
+    fence(Ordering::SeqCst);
+}
+
+/// Says that `me` no longer waits on its doorbell, so the other side stops
+/// paying for it.
+pub fn disarm_doorbell(me: &Side) {
+    // Relaxed: a stale 1 seen by the other side costs one harmless ring.
+    me.doorbell.store(0, Ordering::Relaxed);
+}
+
 /// Bumps `me`'s counter and wakes whoever sleeps on it, whether or not it
 /// said it waits: for a side that needs the other side's attention for
 /// something outside the ring (its link's socket is full).

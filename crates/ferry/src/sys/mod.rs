@@ -38,12 +38,19 @@
 //!   handles this process had no room for; `peer_hung_up` telling, without
 //!   blocking, whether the peer's end is closed (which is how the death of a
 //!   peer process is seen); `shutdown`.
-//! - **Hang-up watch** (`linux/watch.rs`): `HangUpWatch::new()`, `add(socket,
-//!   key)` and `remove(socket)`, and `wait(keys)` blocking without a timeout
-//!   until some watched socket's peer has hung up, woken by nothing else
-//!   (records arriving do not wake it), each hang-up reported once. One
-//!   thread per process sleeps in it, so peer death is pushed to waiters
-//!   and an idle process makes no periodic wakeups.
+//! - **Polling** (`linux/poller.rs`): a `Poller` (`new`, `add(fd, key,
+//!   Interest)`, `remove(fd)`, `wait(keys, timeout)`, and `AsFd` so a poller
+//!   can itself be polled) watching many descriptors for
+//!   `Interest::HangUp` (a socket's peer closed, reported once, and woken by
+//!   nothing else: records arriving do not wake it) or
+//!   `Interest::Readable`. One thread per process sleeps in one on every
+//!   link's socket, so peer death is pushed to waiters and an idle process
+//!   makes no periodic wakeups.
+//! - **Doorbells** (`linux/doorbell.rs`): a `Doorbell` (`new`, `ring`,
+//!   `clear`, `try_clone`, `AsFd`, readable once rung until cleared, never
+//!   blocking) that a ring side waiting in a poll loop hands the other
+//!   side; `Doorbell::from_peer(fd)` adopting one a peer sent, refusing a
+//!   descriptor that is not one.
 //! - **CPUs** (`linux/cpu.rs`): `current_cpu`, `online_cpus`, `pin_to_cpu`,
 //!   `yield_cpu`.
 //! - **Processes** (`linux/process.rs`): `inherit_in_child` (make one socket
@@ -65,11 +72,12 @@ mod backend;
 
 pub(crate) use backend::cpu::yield_cpu;
 pub use backend::cpu::{current_cpu, online_cpus, pin_to_cpu};
+pub(crate) use backend::doorbell::Doorbell;
 pub(crate) use backend::futex::{futex_wait, futex_wake};
 pub(crate) use backend::memory::{Mapping, SharedMemory, is_shortage};
+pub(crate) use backend::poller::{Interest, Poller};
 pub(crate) use backend::process::{adopt_inherited, inherit_in_child, parent_pid};
 pub(crate) use backend::socket::{ControlSocket, socket_pair};
-pub(crate) use backend::watch::HangUpWatch;
 
 /// How a received object will be mapped, for the checks that keep the
 /// mapping from failing for a reason the peer chose.

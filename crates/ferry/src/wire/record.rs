@@ -9,6 +9,7 @@
 //! | 2 [`Record::Block`] | size class | the block's number on this link | the block |
 //! | 3 [`Record::ReleaseTable`] | 0 | 0 | the table where the receiver hands blocks back |
 //! | 4 [`Record::Retire`] | 0 | the block's number | none: the sender unmapped the (free) block; unmap it too |
+//! | 5 [`Record::Doorbell`] | `2 * ring + side` (side 0 producer, 1 consumer): the sender's side, which will wait on it | the pipe region's inode | an eventfd: ring it after changing that ring while the side's `doorbell` word is set |
 
 use super::Violation;
 
@@ -92,6 +93,16 @@ pub enum Record {
         /// The block's number on this link.
         id: u64,
     },
+    /// The doorbell of one side of a ring the sender holds: the receiver,
+    /// holding the other side, rings it while that side says it waits on it.
+    Doorbell {
+        /// The ring (0 or 1).
+        ring: u8,
+        /// Whether the sender's side is the ring's consumer (else its producer).
+        consumer: bool,
+        /// The pipe region's inode, as both sides' `fstat` sees it.
+        region: u64,
+    },
 }
 
 impl Record {
@@ -102,6 +113,11 @@ impl Record {
             Self::Block { class, id } => (2, u16::from(class), id),
             Self::ReleaseTable => (3, 0, 0),
             Self::Retire { id } => (4, 0, id),
+            Self::Doorbell {
+                ring,
+                consumer,
+                region,
+            } => (5, 2 * u16::from(ring) + u16::from(consumer), region),
         };
         let mut out = [0u8; RECORD_LEN];
         out[..4].copy_from_slice(&MAGIC.to_le_bytes());
@@ -136,6 +152,12 @@ impl Record {
             3 => Err(Violation::ReleaseTableRecordArgs),
             4 if arg == 0 => Ok(Self::Retire { id }),
             4 => Err(Violation::RetireRecordArg),
+            5 if arg < 4 => Ok(Self::Doorbell {
+                ring: (arg / 2) as u8,
+                consumer: arg % 2 == 1,
+                region: id,
+            }),
+            5 => Err(Violation::BadDoorbellSide),
             _ => Err(Violation::UnknownRecordKind),
         }
     }
@@ -167,6 +189,16 @@ mod tests {
             Record::Block { class: 8, id: 77 },
             Record::ReleaseTable,
             Record::Retire { id: 5 },
+            Record::Doorbell {
+                ring: 1,
+                consumer: true,
+                region: 0x1234_5678_9abc,
+            },
+            Record::Doorbell {
+                ring: 0,
+                consumer: false,
+                region: 0,
+            },
         ] {
             assert_eq!(Record::decode(&rec.encode()), Ok(rec));
         }
@@ -227,7 +259,9 @@ mod tests {
     fn bad_fields_are_refused() {
         for (what, bytes) in [
             ("kind 0", raw(0, 0, 0)),
-            ("kind 5", raw(5, 0, 0)),
+            ("kind 6", raw(6, 0, 0)),
+            ("doorbell arg 4", raw(5, 4, 0)),
+            ("doorbell arg 0xffff", raw(5, 0xffff, 0)),
             ("kind 0xffff", raw(0xffff, 0, 0)),
             ("pipe end arg 6", raw(1, 6, 9)),
             ("pipe end role 0xffff", raw(1, 0xffff, 9)),

@@ -28,6 +28,7 @@
 //! | 72 | `closed: u32` | non-zero once this side has gone for good |
 //! | 76 | `cpu: u32` | 1 + the CPU this side last ran on; 0 unknown |
 //! | 80 | `handles: u32` | consumer: pipe ends claimed so far, wrapping |
+//! | 84 | `doorbell: u32` | non-zero while this side waits on its doorbell (an eventfd it sent the other side, which then writes it after every change) |
 //!
 //! `ring/control.rs` declares the struct and asserts, at compile time, that
 //! its fields sit at these offsets.
@@ -72,9 +73,11 @@ pub const CLOSED: usize = 72;
 pub const CPU: usize = 76;
 /// See [`POS`].
 pub const HANDLES: usize = 80;
+/// See [`POS`].
+pub const DOORBELL: usize = 84;
 
 const _: () = {
-    assert!(SIDE_SIZE.is_power_of_two() && HANDLES + 4 <= SIDE_SIZE);
+    assert!(SIDE_SIZE.is_power_of_two() && DOORBELL + 4 <= SIDE_SIZE);
     // `pos` alone on its cache line, the rest on the next.
     assert!(POS + 8 <= 64 && SIGNAL >= 64);
 };

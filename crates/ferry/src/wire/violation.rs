@@ -131,6 +131,10 @@ pub enum Violation {
     BlockHeldTwice = 58,
     /// No pipe from the parent.
     NoBootstrapPipe = 59,
+    /// Doorbell record names no side of a ring.
+    BadDoorbellSide = 60,
+    /// Doorbell descriptor is not an eventfd.
+    DoorbellNotEventfd = 61,
 }
 
 impl Violation {
@@ -207,6 +211,8 @@ impl Violation {
             Self::StaleGeneration => "block frame with a stale generation",
             Self::BlockHeldTwice => "block sent again while this side still holds it",
             Self::NoBootstrapPipe => "no pipe from the parent",
+            Self::BadDoorbellSide => "doorbell record names no side of a ring",
+            Self::DoorbellNotEventfd => "doorbell descriptor is not an eventfd",
         }
     }
 }

@@ -1,8 +1,9 @@
 //! Linux backend of [`crate::sys`], built on `rustix`.
 
 pub(crate) mod cpu;
+pub(crate) mod doorbell;
 pub(crate) mod futex;
 pub(crate) mod memory;
+pub(crate) mod poller;
 pub(crate) mod process;
 pub(crate) mod socket;
-pub(crate) mod watch;

@@ -188,26 +188,71 @@ pub(crate) mod socket {
     }
 }
 
-pub(crate) mod watch {
+pub(crate) mod poller {
     use std::io;
+    use std::os::fd::{AsFd, BorrowedFd};
+    use std::time::Duration;
 
-    use super::socket::ControlSocket;
+    /// What a registered descriptor is watched for.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub(crate) enum Interest {
+        /// Its peer's hang-up.
+        HangUp,
+        /// Readable.
+        Readable,
+    }
 
-    /// No hang-up watch here: `new` fails, so no socket is ever added.
+    /// No poller here: `new` fails, so none exists.
     #[derive(Debug)]
-    pub(crate) struct HangUpWatch(std::convert::Infallible);
+    pub(crate) struct Poller(std::convert::Infallible);
 
-    impl HangUpWatch {
+    impl Poller {
         pub(crate) fn new() -> io::Result<Self> {
             super::unsupported()
         }
-        pub(crate) fn add(&self, _socket: &ControlSocket, _key: u64) -> io::Result<()> {
+        pub(crate) fn add(&self, _fd: BorrowedFd<'_>, _key: u64, _i: Interest) -> io::Result<()> {
             match self.0 {}
         }
-        pub(crate) fn remove(&self, _socket: &ControlSocket) {
+        pub(crate) fn remove(&self, _fd: BorrowedFd<'_>) {
             match self.0 {}
         }
-        pub(crate) fn wait(&self, _keys: &mut Vec<u64>) -> io::Result<()> {
+        pub(crate) fn wait(&self, _keys: &mut Vec<u64>, _t: Option<Duration>) -> io::Result<()> {
+            match self.0 {}
+        }
+    }
+
+    impl AsFd for Poller {
+        fn as_fd(&self) -> BorrowedFd<'_> {
+            match self.0 {}
+        }
+    }
+}
+
+pub(crate) mod doorbell {
+    use std::io;
+    use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+
+    /// No doorbell here: `new` fails, so none exists.
+    #[derive(Debug)]
+    pub(crate) struct Doorbell(std::convert::Infallible);
+
+    impl Doorbell {
+        pub(crate) fn new() -> io::Result<Self> {
+            super::unsupported()
+        }
+        pub(crate) fn from_peer(_fd: OwnedFd) -> Result<Self, crate::wire::Violation> {
+            Err(crate::wire::Violation::DoorbellNotEventfd)
+        }
+        pub(crate) fn ring(&self) {
+            match self.0 {}
+        }
+        pub(crate) fn clear(&self) {
+            match self.0 {}
+        }
+    }
+
+    impl AsFd for Doorbell {
+        fn as_fd(&self) -> BorrowedFd<'_> {
             match self.0 {}
         }
     }

@@ -1,0 +1,84 @@
+//! Waiting on many descriptors at once with [`epoll(7)`](https://man7.org/linux/man-pages/man7/epoll.7.html).
+//!
+//! Two uses. The process's hang-up watcher registers every link's control
+//! socket for [`Interest::HangUp`] alone (`EPOLLRDHUP`, one shot;
+//! `EPOLLHUP` and `EPOLLERR` are always reported), so it is woken when a
+//! peer's end closes and by nothing else: records arriving do not wake it.
+//! A set of receivers waited on together registers their doorbells for
+//! [`Interest::Readable`].
+
+use std::io;
+use std::mem::MaybeUninit;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::time::Duration;
+
+use rustix::event::epoll::{self, CreateFlags, Event, EventData, EventFlags};
+
+/// Most events taken from the kernel in one wait.
+const BATCH: usize = 32;
+
+/// What a registered descriptor is watched for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Interest {
+    /// Its peer's hang-up, reported once.
+    HangUp,
+    /// Readable (level-triggered: reported while it stays readable).
+    Readable,
+}
+
+/// An epoll instance.
+#[derive(Debug)]
+pub(crate) struct Poller {
+    epoll: OwnedFd,
+}
+
+impl Poller {
+    /// A new, empty poller ([`epoll_create1(2)`](https://man7.org/linux/man-pages/man2/epoll_create1.2.html), close-on-exec).
+    pub(crate) fn new() -> io::Result<Self> {
+        Ok(Self {
+            epoll: epoll::create(CreateFlags::CLOEXEC)?,
+        })
+    }
+
+    /// Watches `fd` for `interest`, reported under `key`
+    /// ([`epoll_ctl(2)`](https://man7.org/linux/man-pages/man2/epoll_ctl.2.html)).
+    pub(crate) fn add(&self, fd: BorrowedFd<'_>, key: u64, interest: Interest) -> io::Result<()> {
+        let flags = match interest {
+            Interest::HangUp => EventFlags::RDHUP | EventFlags::ONESHOT,
+            Interest::Readable => EventFlags::IN,
+        };
+        Ok(epoll::add(&self.epoll, fd, EventData::new_u64(key), flags)?)
+    }
+
+    /// Stops watching `fd` (before it is closed). A descriptor never added,
+    /// or already closed, is no error worth reporting.
+    pub(crate) fn remove(&self, fd: BorrowedFd<'_>) {
+        let _ = epoll::delete(&self.epoll, fd);
+    }
+
+    /// Waits until a watched descriptor is ready, or `timeout` passes
+    /// (`None`: no timeout), and appends the ready keys to `keys`
+    /// ([`epoll_wait(2)`](https://man7.org/linux/man-pages/man2/epoll_wait.2.html)).
+    /// A signal ends the wait with no keys.
+    pub(crate) fn wait(&self, keys: &mut Vec<u64>, timeout: Option<Duration>) -> io::Result<()> {
+        let mut events = [MaybeUninit::<Event>::uninit(); BATCH];
+        let timeout = timeout.map(|t| rustix::time::Timespec {
+            tv_sec: i64::try_from(t.as_secs()).unwrap_or(i64::MAX),
+            tv_nsec: i64::from(t.subsec_nanos()),
+        });
+        match epoll::wait(&self.epoll, &mut events, timeout.as_ref()) {
+            Ok((ready, _)) => {
+                keys.extend(ready.iter().map(|e| e.data.u64()));
+                Ok(())
+            }
+            Err(rustix::io::Errno::INTR) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+impl AsFd for Poller {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.epoll.as_fd()
+    }
+}

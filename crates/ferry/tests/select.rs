@@ -1,0 +1,212 @@
+//! Waiting on many pipes at once, across real processes: `Select` over
+//! receivers whose senders live in a child, a receiver's readiness
+//! descriptor in a plain `poll` loop, fairness, and the peer's death (a
+//! clean exit or `SIGKILL`) reported as an event of each receiver.
+
+mod common;
+
+use std::os::fd::AsFd;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::{ChildGuard, Watchdog, XorShift, secs};
+use ferry::{Pipe, PipeOptions, Select, TryRecvError};
+
+/// Pipes in the cross-process tests.
+const PIPES: usize = 10;
+/// Messages the child sends in the stream test.
+const MESSAGES: usize = 400;
+/// Message sizes: in the ring, in pieces, out of line.
+const SIZES: [usize; 5] = [0, 12, 1000, 70_000, 1 << 20];
+
+/// The message the child sends as the `n`th on pipe `pipe`.
+fn message(rng: &mut XorShift, pipe: usize, n: usize) -> Vec<u8> {
+    let len = SIZES[rng.upto(SIZES.len() - 1)];
+    let mut m = rng.bytes(len.max(16));
+    m[..8].copy_from_slice(&(pipe as u64).to_le_bytes());
+    m[8..16].copy_from_slice(&(n as u64).to_le_bytes());
+    m
+}
+
+/// The child: takes `PIPES` ends, says ready, then plays its role.
+fn child(role: &str) {
+    let (_dog, main) = common::child_pipe(role, secs(60));
+    let mut ends: Vec<Pipe> = Vec::new();
+    while ends.len() < PIPES {
+        let msg = main.recv_with().expect("a batch of ends");
+        ends.extend(msg.pipes);
+    }
+    main.send(b"ready").expect("ready");
+    match role {
+        "stream" => {
+            let mut rng = XorShift::new(7);
+            let mut sent = [0usize; PIPES];
+            for _ in 0..MESSAGES {
+                let pipe = rng.upto(PIPES - 1);
+                let m = message(&mut rng, pipe, sent[pipe]);
+                ends[pipe].send(&m).expect("send on a selected pipe");
+                sent[pipe] += 1;
+            }
+            // Dropping every end (and exiting) is the last event of each.
+            assert_eq!(main.recv().expect("the parent's done"), b"done");
+        }
+        _ => {
+            // Held until killed.
+            let _ = main.recv();
+        }
+    }
+}
+
+/// Spawns the child playing `role`, with the far ends of `PIPES` pipes.
+fn spawn(dog: &Watchdog, test: &str, role: &str) -> (ChildGuard, Pipe, Vec<Pipe>) {
+    let (child, main) = common::spawn_child(dog, test, role, &PipeOptions::new());
+    let (mut near, mut far) = (Vec::new(), Vec::new());
+    for _ in 0..PIPES {
+        let (a, b) = ferry::pipe().expect("a pipe");
+        near.push(a);
+        far.push(b);
+    }
+    main.send_with(b"ends", far).expect("ends to the child");
+    assert_eq!(main.recv().expect("the child's ready"), b"ready");
+    (child, main, near)
+}
+
+/// Every message sent on every pipe arrives, in order per pipe and intact,
+/// through `Select` alone (no blocking receive); then each pipe's end is
+/// reported once as `Disconnected`.
+#[test]
+fn select_receives_every_message_of_every_pipe() {
+    if let Some(role) = common::role() {
+        return child(&role);
+    }
+    let dog = Watchdog::start(this_test!(), secs(60));
+    let (child, main, near) = spawn(&dog, this_test!(), "stream");
+    let mut select = Select::new().expect("a select");
+    for pipe in &near {
+        select.add(pipe.receiver()).expect("add a receiver");
+    }
+    let mut rng = XorShift::new(7);
+    let mut expected: Vec<Vec<Vec<u8>>> = vec![Vec::new(); PIPES];
+    let mut counts = [0usize; PIPES];
+    for _ in 0..MESSAGES {
+        let pipe = rng.upto(PIPES - 1);
+        let m = message(&mut rng, pipe, counts[pipe]);
+        expected[pipe].push(m);
+        counts[pipe] += 1;
+    }
+    let mut got = [0usize; PIPES];
+    let mut received = 0;
+    while received < MESSAGES {
+        let i = select.ready().expect("select");
+        match near[i].try_recv() {
+            Ok(m) => {
+                assert_eq!(m, expected[i][got[i]], "pipe {i}, message {}", got[i]);
+                got[i] += 1;
+                received += 1;
+            }
+            Err(TryRecvError::Empty) => {} // a message still arriving in pieces
+            Err(e) => panic!("pipe {i} after {} messages: {e}", got[i]),
+        }
+    }
+    main.send(b"done").expect("done");
+    child.wait_ok();
+    let mut gone = [false; PIPES];
+    while gone.iter().any(|g| !g) {
+        let i = select.ready().expect("select");
+        match near[i].try_recv() {
+            Err(TryRecvError::Disconnected) => gone[i] = true,
+            other => panic!("pipe {i} after the child exited: {other:?}"),
+        }
+    }
+}
+
+/// With every receiver always ready, `ready` takes them in turn.
+#[test]
+fn select_is_fair() {
+    let pipes: Vec<_> = (0..3).map(|_| ferry::pipe().expect("a pipe")).collect();
+    let mut select = Select::new().expect("a select");
+    for (a, b) in &pipes {
+        for _ in 0..200 {
+            a.send(b"x").expect("fill");
+        }
+        select.add(b.receiver()).expect("add");
+    }
+    let mut taken = [0usize; 3];
+    for _ in 0..300 {
+        let i = select.try_ready().expect("all are ready");
+        pipes[i].1.try_recv().expect("a message");
+        taken[i] += 1;
+    }
+    assert_eq!(taken, [100, 100, 100]);
+    drop(select);
+    let (a, b) = &pipes[0];
+    let mut select = Select::new().expect("a select");
+    select.add(b.receiver()).expect("add");
+    drop(a.try_send(b"")); // keep `a` alive and ready
+    assert!(matches!(
+        select.ready_timeout(Duration::from_millis(1)),
+        Ok(0)
+    ));
+}
+
+/// A thread asleep in `Select::ready` over pipes to a child sees the
+/// child's `SIGKILL` as an event, and each receiver then says
+/// `Disconnected`.
+#[test]
+fn select_sees_the_peer_killed() {
+    if let Some(role) = common::role() {
+        return child(&role);
+    }
+    let dog = Watchdog::start(this_test!(), secs(60));
+    let (mut child, _main, near) = spawn(&dog, this_test!(), "hold");
+    let waiter = thread::spawn(move || {
+        let mut select = Select::new().expect("a select");
+        for pipe in &near {
+            select.add(pipe.receiver()).expect("add");
+        }
+        let i = select.ready().expect("select");
+        let seen = Instant::now();
+        let first = near[i].try_recv();
+        (seen, matches!(first, Err(TryRecvError::Disconnected)))
+    });
+    thread::sleep(Duration::from_millis(100));
+    let killed = Instant::now();
+    child.kill();
+    let (seen, disconnected) = waiter.join().expect("the select thread");
+    assert!(
+        disconnected,
+        "the first event after the kill was not Disconnected"
+    );
+    let after = seen.saturating_duration_since(killed);
+    eprintln!("select saw the kill after {after:?}");
+    assert!(after < Duration::from_millis(200), "{after:?}");
+}
+
+/// A receiver's readiness descriptor works in a plain `poll(2)` loop: it
+/// turns readable for a message from another process, and for its death.
+#[test]
+fn ready_fd_in_a_poll_loop() {
+    if let Some(role) = common::role() {
+        return child(&role);
+    }
+    use rustix::event::{PollFd, PollFlags, poll};
+    let dog = Watchdog::start(this_test!(), secs(60));
+    let (mut child, main, near) = spawn(&dog, this_test!(), "hold");
+    let rx = near[3].receiver();
+    let fd = rx.ready_fd().expect("a readiness descriptor");
+    assert!(matches!(rx.try_recv(), Err(TryRecvError::Empty)));
+    let readable = |ms: i64| {
+        let fd = fd.as_fd();
+        let mut fds = [PollFd::new(&fd, PollFlags::IN)];
+        let timeout = rustix::time::Timespec {
+            tv_sec: ms / 1000,
+            tv_nsec: (ms % 1000) * 1_000_000,
+        };
+        poll(&mut fds, Some(&timeout)).expect("poll") == 1
+    };
+    assert!(!readable(50), "readable with nothing sent");
+    drop(main); // the child's main.recv() ends; it stays alive holding the ends
+    child.kill();
+    assert!(readable(1000), "not readable after the peer died");
+    assert!(matches!(rx.try_recv(), Err(TryRecvError::Disconnected)));
+}

@@ -22,7 +22,6 @@ mod progress;
 mod report;
 mod runner;
 mod stats;
-mod svg;
 mod throughput;
 mod transport;
 

@@ -13,6 +13,8 @@
 
 use std::time::{Duration, Instant};
 
+use hdrhistogram::Histogram;
+
 use crate::child::{self, Workload};
 use crate::control;
 use crate::cpu;
@@ -22,7 +24,7 @@ use crate::payload;
 use crate::placement::Placement;
 use crate::pool::{Mark, PoolUse};
 use crate::progress::Bar;
-use crate::stats::{Summary, micros};
+use crate::stats::{Summary, histogram_of, micros};
 use crate::transport::{Endpoint, Transport};
 
 /// A message size and the round trips it runs by default.
@@ -95,10 +97,13 @@ pub struct Case {
 }
 
 /// What one run of a row measured.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Sample {
     /// The timed round trips.
     pub summary: Summary,
+    /// Every timed round trip, in nanoseconds, so a row's runs can be
+    /// pooled.
+    pub histogram: Histogram<u64>,
     /// CPU time of both processes per timed round trip.
     pub cpu: Duration,
     /// The time cap stopped the row before its count.
@@ -164,6 +169,7 @@ pub fn run(case: &Case, bar: &Bar) -> Result<Sample, Error> {
         Summary::of(&mut m.samples).ok_or_else(|| Error::new("no round trips were timed"))?;
     Ok(Sample {
         summary,
+        histogram: histogram_of(&m.samples),
         cpu: m.cpu.div_f64(summary.count as f64),
         capped: m.capped,
         pool: m.pool,

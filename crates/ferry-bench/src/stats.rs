@@ -1,6 +1,13 @@
-//! Summaries of timed samples: percentiles by nearest rank, max and mean.
+//! Summaries of timed samples: percentiles by nearest rank, max and mean;
+//! histograms that pool the samples of several runs.
 
 use std::time::Duration;
+
+use hdrhistogram::Histogram;
+
+/// Significant digits the round-trip histograms keep: a bucket spans at
+/// most a thousandth of its values.
+const SIGNIFICANT_DIGITS: u8 = 3;
 
 /// The distribution of one row's round-trip times.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -46,6 +53,44 @@ fn mean(samples: &[Duration]) -> Duration {
     let total: u128 = samples.iter().map(Duration::as_nanos).sum();
     let nanos = total / samples.len() as u128;
     Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX))
+}
+
+/// An empty histogram of nanoseconds, growing to fit what it records.
+pub fn empty_histogram() -> Histogram<u64> {
+    Histogram::new(SIGNIFICANT_DIGITS)
+        .expect("3 significant digits are within hdrhistogram's range")
+}
+
+/// A histogram of `samples`, in nanoseconds.
+pub fn histogram_of(samples: &[Duration]) -> Histogram<u64> {
+    let mut histogram = empty_histogram();
+    for sample in samples {
+        record(&mut histogram, nanos(*sample));
+    }
+    histogram
+}
+
+/// Records `ns`, growing the histogram to fit it (`saturating_record`
+/// would clamp it to the current range instead).
+pub fn record(histogram: &mut Histogram<u64>, ns: u64) {
+    if histogram.record(ns).is_err() {
+        histogram.saturating_record(ns);
+    }
+}
+
+/// The samples of every histogram in `runs`, pooled into one.
+pub fn pooled<'a>(runs: impl IntoIterator<Item = &'a Histogram<u64>>) -> Histogram<u64> {
+    let mut all = empty_histogram();
+    for run in runs {
+        all.add(run)
+            .expect("an auto-resizing histogram takes any value");
+    }
+    all
+}
+
+/// A duration in whole nanoseconds, saturating.
+pub fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
 /// A duration in microseconds, as reports show it.
@@ -137,6 +182,19 @@ mod tests {
         assert_eq!((s.median, s.min, s.max), (3.0, 1.0, 8.0));
         assert!(Spread::of([]).is_none());
         assert_eq!(median(&mut [5.0, 1.0, 9.0]), Some(5.0));
+    }
+
+    #[test]
+    fn pooled_runs_give_the_percentiles_of_all_their_samples() {
+        let slow: Vec<Duration> = (1..=1000).map(us).collect();
+        let fast = vec![us(1); 1000];
+        let all = pooled([&histogram_of(&slow), &histogram_of(&fast)]);
+        assert_eq!(all.len(), 2000);
+        // The slow run's p99.9 is 999 µs; pooled, 2 of 2000 lie above 998.
+        let p999 = all.value_at_quantile(0.999);
+        assert!(all.equivalent(p999, 998_000), "{p999}");
+        assert!(all.equivalent(all.max(), 1_000_000));
+        assert!(all.equivalent(all.value_at_quantile(0.5), 1_000));
     }
 
     #[test]

@@ -348,12 +348,25 @@ fn the_full_run_writes_every_workload_and_the_three_files() {
     }
     let svg = std::fs::read_to_string(dir.0.join("report.svg")).expect("report.svg");
     assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
+    // plotters writes each text on a line of its own inside <text>.
+    let texts: Vec<&str> = svg.lines().collect();
     for transport in &transports {
         assert!(
-            svg.contains(&format!(">{transport} (")),
+            texts
+                .iter()
+                .any(|t| t.starts_with(&format!("{transport} ("))),
             "{transport} is not in the chart's legend"
         );
     }
+    for title in [
+        "Round trip p50 against message size (unpinned; lower is better)",
+        "One-way throughput against message size (unpinned; higher is better)",
+        "In-process calls: ns per call (log; lower is better)",
+    ] {
+        assert!(texts.contains(&title), "no chart titled {title}");
+    }
+    let lines = svg.matches("<polyline").count();
+    assert!(lines >= 2 * transports.len(), "{lines} lines drawn");
     let stdout = String::from_utf8_lossy(&out.stdout);
     for title in ["pingpong\n", "throughput\n", "calls\n"] {
         assert!(stdout.contains(title), "{title} table missing:\n{stdout}");
@@ -391,6 +404,14 @@ fn repeats_interleave_and_report_the_median_with_its_range() {
             num(row, "p50_max_us"),
         );
         assert!(lo <= mid && mid <= hi, "{row}");
+        // The histogram pools every timed round trip of the three runs.
+        let buckets = row["histogram_ns"].as_array().expect("a histogram");
+        let pooled: u64 = buckets.iter().map(|b| b[1].as_u64().unwrap()).sum();
+        match capped(row) {
+            false => assert_eq!(pooled, 3 * row["count"].as_u64().unwrap(), "{row}"),
+            true => assert!(pooled >= 3, "{row}"),
+        }
+        assert!(num(row, "p999_us") <= num(row, "max_us"), "{row}");
     }
     for placement in ["split", "same"] {
         assert!(rows.iter().any(|r| r["placement"] == placement), "{rows:?}");

@@ -1,0 +1,102 @@
+//! `report.md`: how the run was made, the charts, every table, and the
+//! failures.
+
+use std::fmt::Write as _;
+
+use super::table::{Align, Table};
+use super::{Report, RunInfo};
+
+impl Report {
+    /// The whole report as Markdown.
+    pub fn markdown(&self) -> String {
+        let mut out = String::from("# ferry-bench report\n\n");
+        out.push_str(&self.run.markdown());
+        out.push_str("\n![charts](report.svg)\n\n");
+        for table in self.tables() {
+            out.push_str(&table.markdown());
+            out.push('\n');
+        }
+        if !self.run.failures.is_empty() {
+            out.push_str("## Failures\n\n");
+            for failure in &self.run.failures {
+                let _ = writeln!(out, "- {}", failure.replace('\n', " "));
+            }
+        }
+        out
+    }
+}
+
+impl RunInfo {
+    /// The command, machine, runs and time taken, as a list.
+    fn markdown(&self) -> String {
+        let mut out = String::new();
+        let _ = writeln!(out, "- command: `{}`", self.command);
+        let _ = writeln!(
+            out,
+            "- machine: {} CPUs online, {}, Linux {}",
+            self.online_cpus, self.cpu_model, self.kernel
+        );
+        let runs = match self.repeat {
+            1 => "1".to_string(),
+            n => format!("{n}, interleaved; each figure is the median of the runs'"),
+        };
+        let quick = if self.quick { "; quick counts" } else { "" };
+        let _ = writeln!(
+            out,
+            "- runs: {runs}; time cap {} s per row{quick}",
+            self.row_cap_s
+        );
+        let walls: Vec<String> = self
+            .workload_wall_s
+            .iter()
+            .map(|(name, s)| format!("{name} {s:.1} s"))
+            .collect();
+        let _ = writeln!(out, "- took: {:.1} s ({})", self.wall_s, walls.join(", "));
+        out
+    }
+}
+
+impl Table {
+    /// The table in Markdown, under a heading.
+    pub fn markdown(&self) -> String {
+        let mut out = format!("## {}\n\n", self.title);
+        let _ = writeln!(out, "| {} |", self.headers.join(" | "));
+        let rule: Vec<&str> = self.aligns.iter().map(|&a| rule(a)).collect();
+        let _ = writeln!(out, "|{}|", rule.join("|"));
+        for row in &self.rows {
+            let _ = writeln!(out, "| {} |", row.join(" | "));
+        }
+        if !self.notes.is_empty() {
+            out.push('\n');
+        }
+        for note in &self.notes {
+            let _ = writeln!(out, "{note}  ");
+        }
+        out
+    }
+}
+
+/// The rule under a column's header, which aligns its cells.
+fn rule(align: Align) -> &'static str {
+    match align {
+        Align::Left => "---",
+        Align::Right => "---:",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::report::columns;
+    use crate::report::rows::tests::row;
+
+    #[test]
+    fn markdown_tables_align_numbers_right() {
+        let md = columns::pingpong(&[row("ferry", 12, 1.0)], 3).markdown();
+        assert!(
+            md.starts_with("## pingpong\n\n| transport | wait |"),
+            "{md}"
+        );
+        assert!(md.contains("|---|---|---|---:|"), "{md}");
+        assert!(md.contains("p50 min–max"), "{md}");
+    }
+}

@@ -1,0 +1,316 @@
+//! The rows of the report, one per case of a workload, each built from the
+//! case's runs.
+//!
+//! With `--repeat N`, a row's headline figure (p50, GiB/s, ns per call) is
+//! the median of the runs' figures, with the runs' min–max beside it. A
+//! pingpong row's tail (p99, p99.9, max) comes instead from every round
+//! trip of every run, pooled into one histogram, so p99.9 is a true p99.9
+//! of all the row's samples; the other figures are medians of the runs'.
+
+use hdrhistogram::Histogram;
+use serde::Serialize;
+
+use crate::calls;
+use crate::pingpong;
+use crate::pool::PoolUse;
+use crate::runner::Runs;
+use crate::stats::{Spread, micros, nanos, pooled};
+use crate::throughput;
+
+/// A pingpong row, as written to JSON.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PingpongRow {
+    /// The transport's name.
+    pub transport: &'static str,
+    /// How it waits.
+    pub wait: &'static str,
+    /// Where the processes ran.
+    pub placement: &'static str,
+    /// Payload bytes each way.
+    pub size: usize,
+    /// Timed round trips (per run).
+    pub count: usize,
+    /// Median round trip (the median of the runs' medians), µs.
+    pub p50_us: f64,
+    /// 99th percentile of all runs' round trips pooled, µs.
+    pub p99_us: f64,
+    /// 99.9th percentile of all runs' round trips pooled, µs.
+    pub p999_us: f64,
+    /// Slowest of all runs, µs.
+    pub max_us: f64,
+    /// Mean, µs.
+    pub mean_us: f64,
+    /// CPU time of both processes per round trip, µs.
+    pub cpu_us: f64,
+    /// The smallest run's p50, µs.
+    pub p50_min_us: f64,
+    /// The largest run's p50, µs.
+    pub p50_max_us: f64,
+    /// Runs summarized.
+    pub runs: usize,
+    /// A run stopped at the row's time cap, before its count.
+    pub capped: bool,
+    /// Wall-clock seconds of all the row's runs, start-up included.
+    pub wall_s: f64,
+    /// ferry's block pool in this process over the timed spans of all the
+    /// row's runs; `null` where no block was used.
+    pub pool: Option<PoolUse>,
+    /// Every timed round trip of all the row's runs.
+    pub histogram_ns: Buckets,
+}
+
+/// Round-trip times in nanoseconds, in an HDR histogram with three
+/// significant digits. In JSON: `[ns, count]` per non-empty bucket, on one
+/// line, where `ns` is the highest value the bucket holds.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Buckets(pub Histogram<u64>);
+
+/// A throughput row, as written to JSON.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ThroughputRow {
+    /// The transport's name.
+    pub transport: &'static str,
+    /// How it waits.
+    pub wait: &'static str,
+    /// Where the processes ran.
+    pub placement: &'static str,
+    /// Payload bytes per message.
+    pub size: usize,
+    /// Timed messages (per run).
+    pub count: usize,
+    /// Messages per second.
+    pub msgs_per_s: f64,
+    /// Payload GiB per second.
+    pub gib_per_s: f64,
+    /// The slowest run's GiB/s.
+    pub gib_per_s_min: f64,
+    /// The fastest run's GiB/s.
+    pub gib_per_s_max: f64,
+    /// CPU time of both processes per message, µs.
+    pub cpu_us: f64,
+    /// Runs summarized.
+    pub runs: usize,
+    /// A run stopped at the row's time cap, before its count.
+    pub capped: bool,
+    /// Wall-clock seconds of all the row's runs, start-up included.
+    pub wall_s: f64,
+    /// ferry's block pool in this process over the timed spans of all the
+    /// row's runs; `null` where no block was used.
+    pub pool: Option<PoolUse>,
+}
+
+/// A calls row, as written to JSON.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CallsRow {
+    /// The function called.
+    pub call: &'static str,
+    /// How the call travels.
+    pub via: &'static str,
+    /// Where the caller (and callee thread) ran.
+    pub placement: &'static str,
+    /// Timed calls (per run).
+    pub count: usize,
+    /// Nanoseconds per call.
+    pub ns_per_call: f64,
+    /// The fastest run's ns per call.
+    pub ns_min: f64,
+    /// The slowest run's ns per call.
+    pub ns_max: f64,
+    /// Runs summarized.
+    pub runs: usize,
+    /// A run stopped at the row's time cap, before its count.
+    pub capped: bool,
+    /// Wall-clock seconds of all the row's runs.
+    pub wall_s: f64,
+}
+
+/// A row's transport, wait, placement and size.
+pub type RowKey = (&'static str, &'static str, &'static str, usize);
+
+/// The median of `f` over the samples (callers pass at least one),
+/// rounded as [`round`] does.
+fn med<S>(samples: &[S], f: impl Fn(&S) -> f64) -> f64 {
+    round(Spread::of(samples.iter().map(f)).map_or(f64::NAN, |s| s.median))
+}
+
+/// `x` to four significant digits: the JSON says no more than a run can
+/// tell.
+pub fn round(x: f64) -> f64 {
+    if x == 0.0 || !x.is_finite() {
+        return x;
+    }
+    let digits = (3 - x.abs().log10().floor() as i32).clamp(0, 12);
+    let scale = 10f64.powi(digits);
+    (x * scale).round() / scale
+}
+
+fn median_count<S>(samples: &[S], f: impl Fn(&S) -> usize) -> usize {
+    let spread = Spread::of(samples.iter().map(|s| f(s) as f64));
+    spread.map_or(0, |s| s.median.round() as usize)
+}
+
+/// The pool's use over some runs, if it was used.
+fn pool_of(uses: impl Iterator<Item = PoolUse>) -> Option<PoolUse> {
+    let sum = PoolUse::sum(uses);
+    sum.is_used().then_some(sum)
+}
+
+/// The tail of a row's round trips: its pooled percentiles, in µs, each at
+/// most the slowest round trip (a bucket's highest value can lie above it).
+#[derive(Debug, Clone, Copy)]
+struct Tail {
+    p99: f64,
+    p999: f64,
+    max: f64,
+}
+
+impl Tail {
+    fn of(all: &Histogram<u64>, slowest_ns: u64) -> Self {
+        let at = |q: f64| round(slowest_ns.min(all.value_at_quantile(q)) as f64 / 1e3);
+        Self {
+            p99: at(0.99),
+            p999: at(0.999),
+            max: round(slowest_ns as f64 / 1e3),
+        }
+    }
+}
+
+impl PingpongRow {
+    /// The row of a case's runs; `None` if none succeeded.
+    pub fn of(runs: &Runs<pingpong::Case>) -> Option<Self> {
+        let (case, s) = (&runs.case, &runs.samples[..]);
+        let p50 = Spread::of(s.iter().map(|x| micros(x.summary.p50)))?;
+        let all = pooled(s.iter().map(|x| &x.histogram));
+        let slowest = s.iter().map(|x| nanos(x.summary.max)).max()?;
+        let tail = Tail::of(&all, slowest);
+        Some(Self {
+            transport: case.transport.name(),
+            wait: case.transport.wait(),
+            placement: case.placement.name(),
+            size: case.size,
+            count: median_count(s, |x| x.summary.count),
+            p50_us: round(p50.median),
+            p99_us: tail.p99,
+            p999_us: tail.p999,
+            max_us: tail.max,
+            mean_us: med(s, |x| micros(x.summary.mean)),
+            cpu_us: med(s, |x| micros(x.cpu)),
+            p50_min_us: round(p50.min),
+            p50_max_us: round(p50.max),
+            runs: s.len(),
+            capped: s.iter().any(|x| x.capped),
+            wall_s: round(runs.wall.as_secs_f64()),
+            pool: pool_of(s.iter().map(|x| x.pool)),
+            histogram_ns: Buckets(all),
+        })
+    }
+
+    /// The row's transport, wait, placement and size.
+    pub fn key(&self) -> RowKey {
+        (self.transport, self.wait, self.placement, self.size)
+    }
+}
+
+impl ThroughputRow {
+    /// The row of a case's runs; `None` if none succeeded.
+    pub fn of(runs: &Runs<throughput::Case>) -> Option<Self> {
+        let (case, s) = (&runs.case, &runs.samples[..]);
+        let gib = Spread::of(s.iter().map(|x| x.gib_per_s(case.size)))?;
+        Some(Self {
+            transport: case.transport.name(),
+            wait: case.transport.wait(),
+            placement: case.placement.name(),
+            size: case.size,
+            count: median_count(s, |x| x.messages),
+            msgs_per_s: med(s, throughput::Sample::rate),
+            gib_per_s: round(gib.median),
+            gib_per_s_min: round(gib.min),
+            gib_per_s_max: round(gib.max),
+            cpu_us: med(s, |x| micros(x.cpu_per_message())),
+            runs: s.len(),
+            capped: s.iter().any(|x| x.capped),
+            wall_s: round(runs.wall.as_secs_f64()),
+            pool: pool_of(s.iter().map(|x| x.pool)),
+        })
+    }
+
+    /// The row's transport, wait, placement and size.
+    pub fn key(&self) -> RowKey {
+        (self.transport, self.wait, self.placement, self.size)
+    }
+}
+
+impl CallsRow {
+    /// The row of a case's runs; `None` if none succeeded.
+    pub fn of(runs: &Runs<calls::Case>) -> Option<Self> {
+        let (case, s) = (&runs.case, &runs.samples[..]);
+        let ns = Spread::of(s.iter().map(|x| x.ns_per_call))?;
+        Some(Self {
+            call: case.call.name(),
+            via: case.via.name(),
+            placement: case.placement.name(),
+            count: median_count(s, |x| x.calls),
+            ns_per_call: round(ns.median),
+            ns_min: round(ns.min),
+            ns_max: round(ns.max),
+            runs: s.len(),
+            capped: s.iter().any(|x| x.capped),
+            wall_s: round(runs.wall.as_secs_f64()),
+        })
+    }
+}
+
+#[cfg(test)]
+pub mod tests {
+    use super::*;
+    use crate::stats::{empty_histogram, record};
+
+    /// A pingpong row of one run whose every figure is `p50_us`.
+    pub fn row(transport: &'static str, size: usize, p50_us: f64) -> PingpongRow {
+        let mut histogram = empty_histogram();
+        record(&mut histogram, (p50_us * 1e3) as u64);
+        PingpongRow {
+            transport,
+            wait: "sleep",
+            placement: "unpinned",
+            size,
+            count: 10,
+            p50_us,
+            p99_us: p50_us,
+            p999_us: p50_us,
+            max_us: p50_us,
+            mean_us: p50_us,
+            cpu_us: p50_us,
+            p50_min_us: p50_us,
+            p50_max_us: p50_us,
+            runs: 1,
+            capped: false,
+            wall_s: 1.0,
+            pool: None,
+            histogram_ns: Buckets(histogram),
+        }
+    }
+
+    #[test]
+    fn the_tail_comes_from_all_runs_and_never_passes_the_slowest() {
+        let mut all = empty_histogram();
+        for i in 1..=10_000 {
+            record(&mut all, i * 10);
+        }
+        let near = |got: f64, want: f64| (got - want).abs() <= want * 1e-3;
+        let tail = Tail::of(&all, 100_000);
+        assert!(near(tail.p99, 99.0) && near(tail.p999, 99.9), "{tail:?}");
+        assert_eq!(tail.max, 100.0);
+        let tail = Tail::of(&all, 99_901);
+        assert_eq!((tail.p999, tail.max), (99.9, 99.9));
+    }
+
+    #[test]
+    fn json_numbers_keep_four_digits() {
+        assert_eq!(round(21.691999999999997), 21.69);
+        assert_eq!(round(4788.281999999999), 4788.0);
+        assert_eq!(round(0.012345678), 0.01235);
+        assert_eq!(round(6_847_298.4), 6_847_298.0);
+        assert_eq!(round(0.0), 0.0);
+    }
+}

@@ -73,11 +73,14 @@ struct LivenessReport {
 
 /// Runs the workload and prints its two tables.
 pub fn run(args: &LivenessArgs) -> Result<(), Error> {
-    let window = Duration::from_secs_f64(args.window.unwrap_or(if args.quick { 1.0 } else { 10.0 }));
+    let window =
+        Duration::from_secs_f64(args.window.unwrap_or(if args.quick { 1.0 } else { 10.0 }));
     let trials = args.trials.unwrap_or(if args.quick { 20 } else { 1000 });
     let mut idle = Vec::new();
     for pipes in [1, 100] {
-        eprintln!("liveness: {pipes} idle ferry pipes and {pipes} idle socket reads, {window:?} each");
+        eprintln!(
+            "liveness: {pipes} idle ferry pipes and {pipes} idle socket reads, {window:?} each"
+        );
         idle.push(IdleRow {
             transport: "ferry",
             pipes,
@@ -103,10 +106,16 @@ fn print(report: &LivenessReport) {
     println!("\nIdle wakeups of this whole process (threads asleep, nothing sent)\n");
     println!("{:<12} {:>6} {:>12}", "transport", "pipes", "wakeups/s");
     for r in &report.idle {
-        println!("{:<12} {:>6} {:>12.2}", r.transport, r.pipes, r.wakeups_per_s);
+        println!(
+            "{:<12} {:>6} {:>12.2}",
+            r.transport, r.pipes, r.wakeups_per_s
+        );
     }
     println!("\nPeer death seen after SIGKILL (µs from the kill)\n");
-    println!("{:<34} {:>8} {:>9} {:>9} {:>9}", "waiter", "samples", "p50", "p99", "max");
+    println!(
+        "{:<34} {:>8} {:>9} {:>9} {:>9}",
+        "waiter", "samples", "p50", "p99", "max"
+    );
     for r in &report.death {
         println!(
             "{:<34} {:>8} {:>9.0} {:>9.0} {:>9.0}",
@@ -119,7 +128,10 @@ fn print(report: &LivenessReport) {
 fn process_wakeups() -> Result<u64, Error> {
     let mut total = 0;
     for task in std::fs::read_dir("/proc/self/task").context("listing this process's threads")? {
-        let path = task.context("listing this process's threads")?.path().join("status");
+        let path = task
+            .context("listing this process's threads")?
+            .path()
+            .join("status");
         let Ok(status) = std::fs::read_to_string(path) else {
             continue; // a thread that ended since the listing
         };
@@ -183,7 +195,9 @@ fn spawn_holder(pipes: usize) -> Result<(Child, ferry::Pipe, Vec<ferry::Pipe>), 
     main.send(b"done").context("telling the child it has all")?;
     let ready = main.recv().context("waiting for the child")?;
     if ready != b"ready" {
-        return Err(Error::new("the liveness child said something other than ready"));
+        return Err(Error::new(
+            "the liveness child said something other than ready",
+        ));
     }
     Ok((child, main, near))
 }
@@ -199,7 +213,9 @@ fn idle_ferry(pipes: usize, window: Duration) -> Result<f64, Error> {
     let _ = child.wait();
     for w in waiters {
         if !w.join().unwrap_or(false) {
-            return Err(Error::new("an idle ferry waiter got a message from a silent child"));
+            return Err(Error::new(
+                "an idle ferry waiter got a message from a silent child",
+            ));
         }
     }
     rate
@@ -246,7 +262,10 @@ fn death_rows(trials: usize) -> Result<Vec<DeathRow>, Error> {
 /// to the end of file on the child's standard output.
 fn death_trial() -> Result<(Vec<Duration>, Duration), Error> {
     let (mut child, _main, near) = spawn_holder(DEATH_PIPES)?;
-    let mut stdout = child.stdout.take().ok_or_else(|| Error::new("the child's stdout"))?;
+    let mut stdout = child
+        .stdout
+        .take()
+        .ok_or_else(|| Error::new("the child's stdout"))?;
     let floor = thread::spawn(move || {
         let _ = stdout.read(&mut [0u8; 16]);
         Instant::now()
@@ -265,13 +284,17 @@ fn death_trial() -> Result<(Vec<Duration>, Duration), Error> {
     child.kill().context("killing the liveness child")?;
     let mut seen = Vec::new();
     for w in waiters {
-        let (gone, at) = w.join().map_err(|_| Error::new("a waiter thread panicked"))?;
+        let (gone, at) = w
+            .join()
+            .map_err(|_| Error::new("a waiter thread panicked"))?;
         if !gone {
             return Err(Error::new("a ferry waiter ended without Disconnected"));
         }
         seen.push(at.saturating_duration_since(killed));
     }
-    let eof = floor.join().map_err(|_| Error::new("the floor's thread panicked"))?;
+    let eof = floor
+        .join()
+        .map_err(|_| Error::new("the floor's thread panicked"))?;
     let _ = child.wait();
     Ok((seen, eof.saturating_duration_since(killed)))
 }

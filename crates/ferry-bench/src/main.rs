@@ -13,6 +13,7 @@ mod child;
 mod control;
 mod cpu;
 mod error;
+mod liveness;
 mod matrix;
 mod payload;
 mod pingpong;
@@ -67,9 +68,16 @@ enum Command {
     /// In-process calls of add(i32, i32) and echo(String): direct, through
     /// a closure, to another thread, through a ferry pipe in this process.
     Calls(CallsArgs),
+    /// What waiting costs when nothing happens (wakeups per second of
+    /// idle pipes, beside idle socket reads) and how soon a killed peer is
+    /// seen (beside a plain read of its output). Not part of the full run.
+    Liveness(liveness::LivenessArgs),
     /// The child's side of a workload (started by the benchmark itself).
     #[command(hide = true)]
     Child(ChildArgs),
+    /// The child of the liveness workload (started by it).
+    #[command(hide = true)]
+    LivenessChild,
 }
 
 /// Flags every workload takes.
@@ -411,6 +419,8 @@ fn main() -> ExitCode {
             bench(plan, &args.run, args.run.out.clone(), json)
         }
         Some(Command::Child(args)) => child::serve(args),
+        Some(Command::Liveness(args)) => liveness::run(&args),
+        Some(Command::LivenessChild) => liveness::serve_child(),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

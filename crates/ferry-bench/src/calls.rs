@@ -66,17 +66,23 @@ pub enum Via {
     /// One thread: send on one end of a `ferry::pipe()`, receive on the
     /// other, answer, and receive the answer.
     FerryOneThread,
+    /// As `FerryOneThread`, the request found by a `ferry::Select` over the
+    /// receiving ends of 1, 10 or 100 pipes (one of them ready).
+    FerrySelect(usize),
 }
 
 impl Via {
     /// Every way, in report order.
-    pub const ALL: [Self; 6] = [
+    pub const ALL: [Self; 9] = [
         Self::Direct,
         Self::Closure,
         Self::StdMpsc,
         Self::Crossbeam,
         Self::FerryThreads,
         Self::FerryOneThread,
+        Self::FerrySelect(1),
+        Self::FerrySelect(10),
+        Self::FerrySelect(100),
     ];
 
     /// The name in reports.
@@ -88,6 +94,9 @@ impl Via {
             Self::Crossbeam => "crossbeam",
             Self::FerryThreads => "ferry-2-threads",
             Self::FerryOneThread => "ferry-1-thread",
+            Self::FerrySelect(1) => "ferry-select-1",
+            Self::FerrySelect(10) => "ferry-select-10",
+            Self::FerrySelect(_) => "ferry-select-100",
         }
     }
 
@@ -104,6 +113,9 @@ impl Via {
             Self::FerryOneThread => {
                 "one thread: send on one end of a `ferry::pipe()`, receive on the other, reply, receive"
             }
+            Self::FerrySelect(_) => {
+                "as ferry-1-thread, the request found by a `ferry::Select` over the receiving ends of N pipes"
+            }
         }
     }
 
@@ -111,7 +123,7 @@ impl Via {
     pub fn default_count(self, quick: bool) -> usize {
         let count = match self {
             Self::Direct | Self::Closure => 2_000_000,
-            Self::FerryOneThread => 200_000,
+            Self::FerryOneThread | Self::FerrySelect(_) => 200_000,
             Self::StdMpsc | Self::Crossbeam | Self::FerryThreads => 20_000,
         };
         match quick {
@@ -288,6 +300,13 @@ fn run<F: Func>(case: &Case, bar: &Bar) -> Result<Sample, Error> {
         Via::Crossbeam => time::<F, _>(Hop::<F, CrossbeamChannels>::start(placement), case, bar),
         Via::FerryThreads => time::<F, _>(FerryThreads::<F>::start(placement)?, case, bar),
         Via::FerryOneThread => time::<F, _>(FerryOneThread::new()?, case, bar),
+        Via::FerrySelect(n) => {
+            let pipes = (0..n)
+                .map(|_| ::ferry::pipe())
+                .collect::<Result<Vec<_>, _>>()
+                .context("making ferry pipes")?;
+            time::<F, _>(FerrySelect::new(&pipes)?, case, bar)
+        }
     }
 }
 
@@ -587,6 +606,60 @@ impl<F: Func> Caller<F> for FerryOneThread<F> {
         }
         answer::<F>(&self.callee, &self.inbox, &mut self.out)?;
         if !recv_into(&self.caller, &mut self.inbox)? {
+            return Err(Error::new("the pipe closed"));
+        }
+        F::take_ret(&self.inbox)
+    }
+    fn close(self) -> Result<(), Error> {
+        Ok(())
+    }
+}
+
+/// One thread: each request goes out on one of many pipes (a different one
+/// each call), a `Select` over their far ends finds it, and the answer
+/// comes back on the same pipe.
+struct FerrySelect<'a, F: Func> {
+    pipes: &'a [(Pipe, Pipe)],
+    select: ::ferry::Select<'a>,
+    /// The pipe of the next request.
+    next: usize,
+    out: Vec<u8>,
+    inbox: Vec<u8>,
+    func: std::marker::PhantomData<F>,
+}
+
+impl<'a, F: Func> FerrySelect<'a, F> {
+    fn new(pipes: &'a [(Pipe, Pipe)]) -> Result<Self, Error> {
+        let mut select = ::ferry::Select::new().context("making a select")?;
+        for (_, far) in pipes {
+            select.add(far.receiver()).context("adding a receiver")?;
+        }
+        Ok(Self {
+            pipes,
+            select,
+            next: 0,
+            out: Vec::new(),
+            inbox: Vec::new(),
+            func: std::marker::PhantomData,
+        })
+    }
+}
+
+impl<F: Func> Caller<F> for FerrySelect<'_, F> {
+    fn call(&mut self, arg: F::Arg) -> Result<F::Ret, Error> {
+        let n = self.pipes.len();
+        let (near, _) = &self.pipes[self.next];
+        self.next = (self.next + 7) % n;
+        self.out.clear();
+        F::put_arg(&arg, &mut self.out);
+        near.send(&self.out).context("sending the call")?;
+        let ready = self.select.ready().context("selecting")?;
+        let (_, far) = &self.pipes[ready];
+        far.receiver()
+            .try_recv_into(&mut self.inbox)
+            .context("receiving the selected call")?;
+        answer::<F>(far, &self.inbox, &mut self.out)?;
+        if !recv_into(near, &mut self.inbox)? {
             return Err(Error::new("the pipe closed"));
         }
         F::take_ret(&self.inbox)

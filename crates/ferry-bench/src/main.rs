@@ -419,7 +419,7 @@ fn main() -> ExitCode {
             bench(plan, &args.run, args.run.out.clone(), json)
         }
         Some(Command::Child(args)) => child::serve(args),
-        Some(Command::Liveness(args)) => liveness::run(&args),
+        Some(Command::Liveness(args)) => liveness::run(args),
         Some(Command::LivenessChild) => liveness::serve_child(),
     };
     match result {

@@ -173,7 +173,10 @@ fn check_pingpong_row(row: &Value, count: u64) {
     assert!(cpu > 0.0, "no CPU time: {row}");
     check_count(row, count);
     let wait = row["wait"].as_str().unwrap_or_default();
-    assert!(["adaptive", "spin", "sleep"].contains(&wait), "{row}");
+    assert!(
+        ["adaptive", "spin", "sleep", "tokio"].contains(&wait),
+        "{row}"
+    );
 }
 
 #[test]
@@ -301,6 +304,9 @@ fn quick_calls_time_every_way_of_calling() {
         "crossbeam",
         "ferry-2-threads",
         "ferry-1-thread",
+        "ferry-select-1",
+        "ferry-select-10",
+        "ferry-select-100",
     ];
     assert_eq!(rows.len(), 2 * ways.len(), "{rows:?}");
     for call in ["add(i32, i32)", "echo(String)"] {

@@ -23,6 +23,41 @@
 //! - When the peer process exits or is killed, every call on its pipes
 //!   returns [`RecvError::Disconnected`] or [`SendError::Disconnected`]
 //!   within milliseconds, after every message it fully sent is delivered.
+//!   The kernel pushes the death: one thread per process (`ferry-watch`)
+//!   sleeps on every link's socket and wakes only when a peer hangs up, so
+//!   a blocked wait sleeps without a timeout and an idle pipe makes no
+//!   wakeups at all.
+//!
+//! # Waiting on many pipes
+//!
+//! A [`Select`] waits on many receivers at once and returns the index of
+//! one that is ready (a message, or its peer gone: an event, never
+//! dropped), in turn so none starves. [`Receiver::ready_fd`] gives a
+//! descriptor that becomes readable when a receiver may have a message,
+//! for an epoll/mio/poll loop of your own ([`Sender::ready_fd`]: when a
+//! full pipe may have room). With the `tokio` feature,
+//! `Receiver::into_async` and `Sender::into_async` give an
+//! `AsyncReceiver` (`recv().await`, a `Stream`) and an `AsyncSender`
+//! (`send().await`, a `Sink`) that sleep in tokio's own reactor: no helper
+//! thread, no unbounded queue. Each is a *doorbell*: an eventfd the waiting
+//! side hands the other side, which writes it after changing the ring only
+//! while the waiter says it waits that way, so the sender pays nothing when
+//! no one waits by descriptor.
+//!
+//! ```
+//! let (a, b) = ferry::pipe()?;
+//! let (c, d) = ferry::pipe()?;
+//! let mut select = ferry::Select::new()?;
+//! let from_b = select.add(b.receiver())?;
+//! let from_d = select.add(d.receiver())?;
+//! c.send(b"to d")?;
+//! assert_eq!(select.ready()?, from_d);
+//! assert_eq!(d.try_recv()?, b"to d");
+//! drop(a);
+//! assert_eq!(select.ready()?, from_b); // the peer went: an event
+//! assert!(matches!(b.try_recv(), Err(ferry::TryRecvError::Disconnected)));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 //! - A peer that breaks the wire rules gets its link shut down, and calls
 //!   return a `Protocol` error; ferry never panics or reads out of bounds
 //!   because of what a peer wrote.
@@ -92,9 +127,10 @@
 //!
 //! # Layers
 //!
-//! [`sys`] (system calls) → `shm` (shared regions) and [`ring`] (frames and
-//! the wait/wake protocol) → `link` (the control socket) → `channel` (the
-//! public [`Pipe`]) → `bootstrap` (spawning). The wire format is in `wire`.
+//! `wire` (the format) → [`sys`] (system calls) → [`ring`] (frames and the
+//! wait/wake protocol) and `pool` (blocks for large messages) → `link` (the
+//! control socket, and the hang-up watcher) → `channel` (the public
+//! [`Pipe`], [`Select`], the tokio types) → `bootstrap` (spawning).
 //!
 //! # Portability
 //!
@@ -137,6 +173,8 @@ pub use wire::Violation;
 pub fn pool_stats() -> PoolStats {
     pool::reserve::blocks().stats()
 }
+#[cfg(all(not(loom), feature = "tokio"))]
+pub use channel::{AsyncReceiver, AsyncSender};
 #[cfg(not(loom))]
 pub use channel::{
     End, HANDLE_WINDOW, LOAN_IN_PLACE, Loan, MAX_HANDLES, Message, OUT_OF_LINE, Pipe, PipeOptions,

@@ -10,6 +10,7 @@
 //! same transport name, calls [`Transport::connect_to_parent`].
 
 mod ferry;
+mod ferry_async;
 mod framed;
 mod guard;
 mod iceoryx2;
@@ -85,6 +86,7 @@ pub const ALL: &[&dyn Transport] = &[
     &ferry::Ferry::SPIN,
     &ferry::Ferry::BLOCK,
     &ferry::Ferry::LOAN,
+    &ferry_async::FerryAsync,
     &unix_stream::UnixStream,
     &pipe::Pipe,
     &unix_seqpacket::UnixSeqpacket,

@@ -12,8 +12,12 @@ mod out_of_line;
 mod receiver;
 mod select;
 mod sender;
+#[cfg(feature = "tokio")]
+mod tokio;
 mod wait;
 
+#[cfg(feature = "tokio")]
+pub use self::tokio::{AsyncReceiver, AsyncSender};
 pub use crate::wire::{HANDLE_WINDOW, MAX_HANDLES};
 pub use error::{
     ProtocolError, ReadyTimeoutError, RecvError, RecvTimeoutError, SendError, SendTimeoutError,

@@ -111,7 +111,38 @@ impl Sender {
     /// [`TrySendError::Full`] when there is no room now (nothing sent); the
     /// rest as [`Sender::send`].
     pub fn try_send(&self, bytes: &[u8]) -> Result<(), TrySendError> {
-        Ok(self.send_message(bytes, Some(Instant::now()))?)
+        let sent = match self.send_message(bytes, Some(Instant::now())) {
+            Err(SendFault::Timeout) => match self.half.armable_bell() {
+                // Full while this sender has a doorbell: arm it, and look
+                // once more (room made before the receiver saw it armed).
+                Some(bell) => {
+                    self.half.arm_bell(bell);
+                    self.send_message(bytes, Some(Instant::now()))
+                }
+                None => Err(SendFault::Timeout),
+            },
+            other => other,
+        };
+        if sent.is_ok() {
+            self.half.disarm_bell();
+        }
+        Ok(sent?)
+    }
+
+    /// A descriptor that becomes readable when the pipe may have room
+    /// again, for a poll loop of the caller's own: call
+    /// [`Sender::try_send`] until it says `Full`, then wait for the
+    /// descriptor to be readable, and try again. A `Full` answer arms it
+    /// (the receiver then rings it each time it frees room, until a send
+    /// succeeds). It may be readable with too little room for the message:
+    /// `try_send` then says `Full` again. Never read or write it yourself.
+    ///
+    /// # Errors
+    ///
+    /// As [`Receiver::ready_fd`](super::Receiver::ready_fd).
+    pub fn ready_fd(&self) -> std::io::Result<std::os::fd::BorrowedFd<'_>> {
+        use std::os::fd::AsFd;
+        Ok(self.half.doorbell()?.as_fd())
     }
 
     /// Sends a message, waiting at most `timeout` for room.

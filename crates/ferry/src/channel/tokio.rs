@@ -1,0 +1,275 @@
+//! Receiving and sending on tokio, without a helper thread (the `tokio`
+//! feature).
+//!
+//! An [`AsyncReceiver`] registers its receiver's doorbell (see
+//! [`Receiver::ready_fd`]) with tokio's reactor through
+//! [`AsyncFd`](::tokio::io::unix::AsyncFd): a task waiting for a message
+//! sleeps in the runtime's own epoll, and the sending process wakes it by
+//! ringing the doorbell. No thread, queue or copy stands between the ring
+//! and the task. An [`AsyncSender`] does the same for room in a full pipe,
+//! so a slow receiver suspends the sending task: nothing is buffered
+//! without bound.
+//!
+//! Cancel safety: [`AsyncReceiver::recv`] takes a message only in the poll
+//! that returns it, so a dropped `recv` future loses nothing (a message
+//! that was arriving in pieces stays with the receiver for the next call).
+//! [`AsyncSender::send`] sends the whole message in the poll that returns
+//! `Ok`, or nothing.
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let (a, b) = ferry::pipe()?;
+//! let (tx, _) = a.split();
+//! let (_, rx) = b.split();
+//! let (tx, rx) = (tx.into_async()?, rx.into_async()?);
+//! let reader = tokio::spawn(async move { rx.recv().await });
+//! tx.send(b"hello").await?;
+//! assert_eq!(reader.await??, b"hello");
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! Soundness: tokio's `AsyncFd::register_with_interest` is `unsafe`
+//! because the registered descriptor must stay open, and stay the same,
+//! for as long as the `AsyncFd` lives. Here the `AsyncFd` owns a [`Bell`],
+//! which owns a reference to the doorbell, which owns the descriptor: it
+//! closes only after the `AsyncFd` is gone, and `as_raw_fd` always returns
+//! it.
+#![allow(unsafe_code)]
+
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, RawFd};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, ready};
+
+use ::tokio::io::Interest;
+use ::tokio::io::unix::AsyncFd;
+
+use super::{Receiver, RecvError, SendError, Sender, TryRecvError, TrySendError};
+use crate::sys::Doorbell;
+
+/// A doorbell as tokio's reactor sees it.
+#[derive(Debug)]
+struct Bell(Arc<Doorbell>);
+
+impl AsRawFd for Bell {
+    fn as_raw_fd(&self) -> RawFd {
+        self.0.as_fd().as_raw_fd()
+    }
+}
+
+/// Registers `bell` with the current runtime's reactor.
+fn register(bell: &Arc<Doorbell>) -> io::Result<AsyncFd<Bell>> {
+    if ::tokio::runtime::Handle::try_current().is_err() {
+        return Err(io::Error::other(
+            "into_async was called outside a tokio runtime",
+        ));
+    }
+    // SAFETY: the `AsyncFd` owns the `Bell`, whose `Arc` keeps the doorbell
+    // (and so its descriptor) open and unchanged for as long as the
+    // `AsyncFd` lives (see the module comment).
+    unsafe { AsyncFd::register_with_interest(Bell(Arc::clone(bell)), Interest::READABLE) }
+        .map_err(|e| io::Error::other(format!("registering a doorbell with tokio: {e}")))
+}
+
+/// A [`Receiver`] for async code on tokio.
+#[derive(Debug)]
+pub struct AsyncReceiver {
+    rx: Receiver,
+    bell: AsyncFd<Bell>,
+}
+
+impl Receiver {
+    /// This receiver for async code on tokio ([`AsyncReceiver`]). Call it
+    /// inside a tokio runtime (with its IO driver enabled).
+    ///
+    /// # Errors
+    ///
+    /// As [`Receiver::ready_fd`]; also outside a tokio runtime, or if the
+    /// runtime refuses to register the doorbell.
+    ///
+    /// # Panics
+    ///
+    /// As tokio's `AsyncFd`, if the runtime was built without its IO driver
+    /// (`enable_io`).
+    pub fn into_async(self) -> io::Result<AsyncReceiver> {
+        let bell = register(self.half.doorbell()?)?;
+        Ok(AsyncReceiver { rx: self, bell })
+    }
+}
+
+impl AsyncReceiver {
+    /// Receives the next message, suspending the task until one arrives.
+    ///
+    /// # Errors
+    ///
+    /// As [`Receiver::recv`].
+    pub async fn recv(&self) -> Result<Vec<u8>, RecvError> {
+        std::future::poll_fn(|cx| self.poll_recv(cx)).await
+    }
+
+    /// Polls for the next message: `Ready` with it (or the error that ends
+    /// the stream), or `Pending` with the task woken when one may be there.
+    ///
+    /// # Errors
+    ///
+    /// As [`Receiver::recv`].
+    pub fn poll_recv(&self, cx: &mut Context<'_>) -> Poll<Result<Vec<u8>, RecvError>> {
+        loop {
+            match self.rx.try_recv() {
+                Ok(message) => return Poll::Ready(Ok(message)),
+                Err(TryRecvError::Empty) => {} // armed: the sender rings now
+                Err(e) => return Poll::Ready(Err(recv_error(e))),
+            }
+            let mut guard = match ready!(self.bell.poll_read_ready(cx)) {
+                Ok(guard) => guard,
+                Err(e) => return Poll::Ready(Err(RecvError::Io(e))),
+            };
+            // The next `try_recv` clears the doorbell itself, before it
+            // looks at the ring again.
+            guard.clear_ready();
+        }
+    }
+
+    /// The receiver back, for blocking use.
+    pub fn into_inner(self) -> Receiver {
+        self.rx.half.disarm_bell();
+        self.rx
+    }
+}
+
+/// Messages until the sender is gone: the stream ends (`None`) on
+/// `Disconnected`; any other error is an item, after which the stream ends
+/// as well.
+impl futures_core::Stream for AsyncReceiver {
+    type Item = Result<Vec<u8>, RecvError>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        match ready!(self.poll_recv(cx)) {
+            Err(RecvError::Disconnected) => Poll::Ready(None),
+            other => Poll::Ready(Some(other)),
+        }
+    }
+}
+
+fn recv_error(e: TryRecvError) -> RecvError {
+    match e {
+        TryRecvError::Disconnected => RecvError::Disconnected,
+        TryRecvError::Protocol(p) => RecvError::Protocol(p),
+        TryRecvError::Io(e) => RecvError::Io(e),
+        TryRecvError::Empty => RecvError::Io(io::Error::other("empty after a wake")),
+    }
+}
+
+/// A [`Sender`] for async code on tokio.
+#[derive(Debug)]
+pub struct AsyncSender {
+    tx: Sender,
+    bell: AsyncFd<Bell>,
+    /// The message a [`futures_sink::Sink`] user handed over and that has
+    /// not fit yet.
+    queued: Option<Vec<u8>>,
+}
+
+impl Sender {
+    /// This sender for async code on tokio ([`AsyncSender`]). Call it
+    /// inside a tokio runtime (with its IO driver enabled).
+    ///
+    /// # Errors
+    ///
+    /// As [`Receiver::into_async`].
+    pub fn into_async(self) -> io::Result<AsyncSender> {
+        let bell = register(self.half.doorbell()?)?;
+        Ok(AsyncSender {
+            tx: self,
+            bell,
+            queued: None,
+        })
+    }
+}
+
+impl AsyncSender {
+    /// Sends a message, suspending the task while the pipe is full.
+    ///
+    /// # Errors
+    ///
+    /// As [`Sender::send`].
+    pub async fn send(&self, bytes: &[u8]) -> Result<(), SendError> {
+        std::future::poll_fn(|cx| self.poll_send(cx, bytes)).await
+    }
+
+    /// Sends `bytes` if the pipe has room now: `Ready` once sent (or
+    /// failed), `Pending` with the task woken when room may be there.
+    ///
+    /// # Errors
+    ///
+    /// As [`Sender::send`].
+    pub fn poll_send(&self, cx: &mut Context<'_>, bytes: &[u8]) -> Poll<Result<(), SendError>> {
+        loop {
+            match self.tx.try_send(bytes) {
+                Ok(()) => return Poll::Ready(Ok(())),
+                Err(TrySendError::Full) => {} // armed: the receiver rings now
+                Err(e) => return Poll::Ready(Err(send_error(e))),
+            }
+            let mut guard = match ready!(self.bell.poll_read_ready(cx)) {
+                Ok(guard) => guard,
+                Err(e) => return Poll::Ready(Err(SendError::Io(e))),
+            };
+            guard.clear_ready();
+        }
+    }
+
+    /// The sender back, for blocking use.
+    pub fn into_inner(self) -> Sender {
+        self.tx.half.disarm_bell();
+        self.tx
+    }
+
+    fn poll_flush_queued(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), SendError>> {
+        if let Some(message) = self.queued.take()
+            && self.poll_send(cx, &message)?.is_pending()
+        {
+            self.queued = Some(message);
+            return Poll::Pending;
+        }
+        Poll::Ready(Ok(()))
+    }
+}
+
+/// Whole messages into the pipe: one message waits in the sink while the
+/// pipe is full, and `poll_ready` holds further ones back until it fits.
+impl futures_sink::Sink<Vec<u8>> for AsyncSender {
+    type Error = SendError;
+
+    fn poll_ready(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), SendError>> {
+        self.get_mut().poll_flush_queued(cx)
+    }
+
+    fn start_send(self: Pin<&mut Self>, item: Vec<u8>) -> Result<(), SendError> {
+        let this = self.get_mut();
+        debug_assert!(this.queued.is_none(), "start_send without poll_ready");
+        this.queued = Some(item);
+        Ok(())
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), SendError>> {
+        self.get_mut().poll_flush_queued(cx)
+    }
+
+    fn poll_close(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), SendError>> {
+        self.get_mut().poll_flush_queued(cx)
+    }
+}
+
+fn send_error(e: TrySendError) -> SendError {
+    match e {
+        TrySendError::Disconnected => SendError::Disconnected,
+        TrySendError::TooLarge { len, limit } => SendError::TooLarge { len, limit },
+        TrySendError::NotTransferable(why) => SendError::NotTransferable(why),
+        TrySendError::Protocol(p) => SendError::Protocol(p),
+        TrySendError::Io(e) => SendError::Io(e),
+        TrySendError::Full => SendError::Io(io::Error::other("full after a wake")),
+    }
+}

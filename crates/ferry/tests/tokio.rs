@@ -1,0 +1,166 @@
+//! Async receive and send on tokio, across real processes: round trips
+//! with messages of every size (in the ring, in pieces, out of line), a
+//! full pipe suspending the sending task, cancelled receives losing
+//! nothing, the stream ending when the peer goes, and a `SIGKILL` seen by
+//! a task asleep in `recv`.
+#![cfg(feature = "tokio")]
+
+mod common;
+
+use std::pin::Pin;
+use std::time::{Duration, Instant};
+
+use common::{XorShift, secs};
+use ferry::{PipeOptions, RecvError};
+
+/// Sizes of the round trips: empty, small, in pieces, out of line, large.
+const SIZES: [usize; 7] = [0, 1, 144, 5000, 70_000, 300_000, 4 << 20];
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a tokio runtime")
+}
+
+/// The child: echoes every message (blocking calls) until the parent goes,
+/// or holds the pipe until it is killed.
+fn child(role: &str) {
+    let (_dog, pipe) = common::child_pipe(role, secs(60));
+    if role == "hold" {
+        pipe.send(b"ready").expect("ready");
+        let _ = pipe.recv();
+        return;
+    }
+    let mut buf = Vec::new();
+    while pipe.recv_into(&mut buf).is_ok() {
+        pipe.send(&buf).expect("echo");
+    }
+}
+
+/// Round trips of every size through tokio on this side, a blocking echo
+/// on the other.
+#[test]
+fn async_round_trips_of_every_size() {
+    if let Some(role) = common::role() {
+        return child(&role);
+    }
+    let dog = common::Watchdog::start(this_test!(), secs(60));
+    let (child, pipe) = common::spawn_child(&dog, this_test!(), "echo", &PipeOptions::new());
+    let (tx, rx) = pipe.split();
+    runtime().block_on(async move {
+        let (tx, rx) = (
+            tx.into_async().expect("async tx"),
+            rx.into_async().expect("async rx"),
+        );
+        let mut rng = XorShift::new(3);
+        for round in 0..3 {
+            for size in SIZES {
+                let message = rng.bytes(size);
+                tx.send(&message).await.expect("async send");
+                let echo = rx.recv().await.expect("async recv");
+                assert!(echo == message, "round {round}, {size} bytes");
+            }
+        }
+        drop(tx); // the child's recv ends; it exits, and so the stream
+        let mut rx = rx;
+        let end =
+            std::future::poll_fn(|cx| futures_core::Stream::poll_next(Pin::new(&mut rx), cx)).await;
+        assert!(end.is_none(), "the stream did not end: {end:?}");
+    });
+    child.wait_ok();
+}
+
+/// A full pipe suspends `send` (no error, nothing buffered) until the
+/// receiver makes room.
+#[test]
+fn a_full_pipe_suspends_the_sending_task() {
+    let (a, b) = PipeOptions::new().capacity(4096).pipe().expect("a pipe");
+    let (tx, _) = a.split();
+    runtime().block_on(async move {
+        let tx = tx.into_async().expect("async tx");
+        let chunk = [7u8; 1000];
+        let mut sent = 0;
+        // Until a send stays suspended for 50 ms: the pipe is full.
+        while let Ok(result) =
+            tokio::time::timeout(Duration::from_millis(50), tx.send(&chunk)).await
+        {
+            result.expect("send");
+            sent += 1;
+        }
+        assert!(sent >= 3, "only {sent} messages fit");
+        let reader = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(20));
+            for _ in 0..sent + 1 {
+                assert_eq!(b.recv().expect("recv"), [7u8; 1000]);
+            }
+        });
+        let started = Instant::now();
+        tx.send(&chunk).await.expect("send once there is room");
+        assert!(started.elapsed() >= Duration::from_millis(10));
+        reader.join().expect("reader");
+    });
+}
+
+/// `recv` futures cancelled at random points lose no message.
+#[test]
+fn cancelled_receives_lose_nothing() {
+    let (a, b) = ferry::pipe().expect("a pipe");
+    let (_, rx) = b.split();
+    let writer = std::thread::spawn(move || {
+        let mut rng = XorShift::new(11);
+        for i in 0..500u32 {
+            let len = rng.upto(3000);
+            let mut m = rng.bytes(len);
+            m.extend_from_slice(&i.to_le_bytes());
+            a.send(&m).expect("send");
+            if i % 7 == 0 {
+                std::thread::sleep(Duration::from_micros(rng.upto(300) as u64));
+            }
+        }
+        a
+    });
+    runtime().block_on(async move {
+        let rx = rx.into_async().expect("async rx");
+        let mut rng = XorShift::new(12);
+        let mut next = 0u32;
+        while next < 500 {
+            let patience = Duration::from_micros(rng.upto(200) as u64);
+            if let Ok(got) = tokio::time::timeout(patience, rx.recv()).await {
+                let m = got.expect("recv");
+                let index = u32::from_le_bytes(m[m.len() - 4..].try_into().expect("4 bytes"));
+                assert_eq!(index, next, "a message was lost or reordered");
+                next += 1;
+            }
+        }
+    });
+    writer.join().expect("writer");
+}
+
+/// A task asleep in `recv` sees the peer's `SIGKILL`.
+#[test]
+fn a_killed_peer_ends_an_async_recv() {
+    if let Some(role) = common::role() {
+        return child(&role);
+    }
+    let dog = common::Watchdog::start(this_test!(), secs(60));
+    let (mut child, pipe) = common::spawn_child(&dog, this_test!(), "hold", &PipeOptions::new());
+    assert_eq!(pipe.recv().expect("ready"), b"ready");
+    let (_tx, rx) = pipe.split();
+    let killer = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(100));
+        let at = Instant::now();
+        child.kill();
+        (child, at)
+    });
+    let (result, seen) = runtime().block_on(async move {
+        let rx = rx.into_async().expect("async rx");
+        let result = rx.recv().await;
+        (result, Instant::now())
+    });
+    let (_child, killed) = killer.join().expect("killer");
+    assert!(matches!(result, Err(RecvError::Disconnected)), "{result:?}");
+    let after = seen.saturating_duration_since(killed);
+    eprintln!("an async recv saw the kill after {after:?}");
+    assert!(after < Duration::from_millis(200), "{after:?}");
+}

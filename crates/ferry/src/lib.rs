@@ -39,8 +39,8 @@
 //! `Receiver::into_async` and `Sender::into_async` give an
 //! `AsyncReceiver` (`recv().await`, a `Stream`) and an `AsyncSender`
 //! (`send().await`, a `Sink`) that sleep in tokio's own reactor: no helper
-//! thread, no unbounded queue. Each is a *doorbell*: an eventfd the waiting
-//! side hands the other side, which writes it after changing the ring only
+//! thread, no unbounded queue. Each is a *doorbell*: a datagram socket the waiting
+//! side hands the other side, which sends a byte through it after changing the ring only
 //! while the waiter says it waits that way, so the sender pays nothing when
 //! no one waits by descriptor.
 //!

@@ -16,6 +16,8 @@ use ferry::{Pipe, PipeOptions, Select, TryRecvError};
 const PIPES: usize = 10;
 /// Messages the child sends in the stream test.
 const MESSAGES: usize = 400;
+/// Messages of the flood test.
+const FLOOD: usize = 20_000;
 /// Message sizes: in the ring, in pieces, out of line.
 const SIZES: [usize; 5] = [0, 12, 1000, 70_000, 1 << 20];
 
@@ -38,6 +40,21 @@ fn child(role: &str) {
     }
     main.send(b"ready").expect("ready");
     match role {
+        "flood" => {
+            // Small messages round-robin with pauses of every length, so
+            // the parent's select is often asleep when one lands.
+            let mut rng = XorShift::new(9);
+            for i in 0..FLOOD {
+                let pipe = i % PIPES;
+                ends[pipe]
+                    .send(&(i as u64).to_le_bytes())
+                    .expect("flood send");
+                if rng.upto(15) == 0 {
+                    thread::sleep(Duration::from_micros(rng.upto(200) as u64));
+                }
+            }
+            assert_eq!(main.recv().expect("the parent's done"), b"done");
+        }
         "stream" => {
             let mut rng = XorShift::new(7);
             let mut sent = [0usize; PIPES];
@@ -209,4 +226,40 @@ fn ready_fd_in_a_poll_loop() {
     child.kill();
     assert!(readable(1000), "not readable after the peer died");
     assert!(matches!(rx.try_recv(), Err(TryRecvError::Disconnected)));
+}
+
+/// A stress of the doorbells across processes: 20,000 small messages over
+/// 10 pipes, the sender pausing at random, the receiver waiting only in
+/// `Select::ready`. A lost ring would hang it (the watchdog fails the test);
+/// every message arrives once, in order per pipe.
+#[test]
+fn select_under_a_flood_loses_no_wakeup() {
+    if let Some(role) = common::role() {
+        return child(&role);
+    }
+    let dog = Watchdog::start(this_test!(), secs(60));
+    let (child, main, near) = spawn(&dog, this_test!(), "flood");
+    let mut select = Select::new().expect("a select");
+    for pipe in &near {
+        select.add(pipe.receiver()).expect("add a receiver");
+    }
+    let mut next = [0usize; PIPES];
+    let mut received = 0;
+    let mut buf = Vec::new();
+    while received < FLOOD {
+        let i = select.ready().expect("select");
+        match near[i].receiver().try_recv_into(&mut buf) {
+            Ok(()) => {
+                let n = u64::from_le_bytes(buf[..8].try_into().expect("8 bytes"));
+                let expected = (i + PIPES * next[i]) as u64;
+                assert_eq!(n, expected, "pipe {i}: lost, repeated or reordered");
+                next[i] += 1;
+                received += 1;
+            }
+            Err(TryRecvError::Empty) => {}
+            Err(e) => panic!("pipe {i}: {e}"),
+        }
+    }
+    main.send(b"done").expect("done");
+    child.wait_ok();
 }

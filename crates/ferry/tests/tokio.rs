@@ -164,3 +164,40 @@ fn a_killed_peer_ends_an_async_recv() {
     eprintln!("an async recv saw the kill after {after:?}");
     assert!(after < Duration::from_millis(200), "{after:?}");
 }
+
+/// A stress of the async doorbells across processes: 20,000 round trips
+/// of small messages, the child echoing with pauses at random, so this
+/// side's tasks are often asleep in the reactor when a message lands. A
+/// lost ring would hang it (the watchdog fails the test).
+#[test]
+fn async_round_trips_under_stress_lose_no_wakeup() {
+    if let Some(role) = common::role() {
+        if role == "slow-echo" {
+            let (_dog, pipe) = common::child_pipe(&role, secs(60));
+            let mut rng = XorShift::new(5);
+            let mut buf = Vec::new();
+            while pipe.recv_into(&mut buf).is_ok() {
+                if rng.upto(31) == 0 {
+                    std::thread::sleep(Duration::from_micros(rng.upto(100) as u64));
+                }
+                pipe.send(&buf).expect("echo");
+            }
+            return;
+        }
+        return child(&role);
+    }
+    let dog = common::Watchdog::start(this_test!(), secs(60));
+    let (child, pipe) = common::spawn_child(&dog, this_test!(), "slow-echo", &PipeOptions::new());
+    let (tx, rx) = pipe.split();
+    runtime().block_on(async move {
+        let (tx, rx) = (
+            tx.into_async().expect("async tx"),
+            rx.into_async().expect("async rx"),
+        );
+        for i in 0..20_000u32 {
+            tx.send(&i.to_le_bytes()).await.expect("send");
+            assert_eq!(rx.recv().await.expect("recv"), i.to_le_bytes());
+        }
+    });
+    child.wait_ok();
+}

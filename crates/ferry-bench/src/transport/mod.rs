@@ -19,6 +19,7 @@ mod pipe;
 mod shm_floor;
 mod unix_seqpacket;
 mod unix_stream;
+mod unix_stream_tokio;
 
 use std::fmt::Debug;
 use std::process::{Child, Command};
@@ -88,6 +89,7 @@ pub const ALL: &[&dyn Transport] = &[
     &ferry::Ferry::LOAN,
     &ferry_async::FerryAsync,
     &unix_stream::UnixStream,
+    &unix_stream_tokio::UnixStreamTokio,
     &pipe::Pipe,
     &unix_seqpacket::UnixSeqpacket,
     &shm_floor::ShmFloor::FUTEX,

@@ -127,15 +127,19 @@ impl Half {
         if let Some(bell) = self.bell.get() {
             return Ok(bell);
         }
-        let bell = self.region.bell_or_make(self.part, || {
-            let bell = Arc::new(Doorbell::new()?);
-            if let Some(link) = self.link() {
-                link.send_doorbell(&self.region, self.part, &bell)
-                    .map_err(|e| doorbell_error(self.io_error(e)))?;
-            }
-            Ok(bell)
-        })?;
-        Ok(self.bell.get_or_init(|| bell))
+        let mut slot = self.region.bell_slot(self.part);
+        if let Some(bell) = self.bell.get() {
+            return Ok(bell);
+        }
+        let (bell, ringer) = Doorbell::new()?;
+        if let Some(link) = self.link() {
+            link.send_doorbell(&self.region, self.part, &ringer)
+                .map_err(|e| doorbell_error(self.io_error(e)))?;
+        }
+        // Kept here too: a peer in this process, and the hang-up watcher,
+        // ring it.
+        *slot = Some(Arc::new(ringer));
+        Ok(self.bell.get_or_init(|| Arc::new(bell)))
     }
 
     /// This half's doorbell, if it has made one.

@@ -237,7 +237,7 @@ impl Receiver {
     ///
     /// # Errors
     ///
-    /// The first call makes the descriptor (an eventfd on Linux) and hands
+    /// The first call makes the descriptor (one end of a Unix datagram socket pair on Linux) and hands
     /// it to the process holding the sending side: [`std::io::Error`] if it
     /// cannot be made (out of descriptors) or the peer has not read its
     /// socket for a second; `Unsupported` on other systems.

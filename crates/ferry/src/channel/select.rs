@@ -9,9 +9,9 @@
 //! busy receiver cannot starve the others.
 //!
 //! The cost of waiting: every receiver is armed (one store each, then one
-//! fence), so each sender rings its receiver's doorbell (one `write` to an
-//! eventfd) after each frame while the `Select` lives; a doorbell that
-//! rang is cleared (one `read`) before the next wait.
+//! fence), so each sender rings its receiver's doorbell (one datagram
+//! `send`) after each frame while the `Select` lives; a doorbell that rang
+//! is cleared (a `recv` per datagram) before the next wait.
 
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd};

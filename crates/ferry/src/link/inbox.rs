@@ -19,7 +19,7 @@ use crate::pool::per_link::PeerBlocks;
 use crate::ring::Region;
 use crate::ring::region::Part;
 use crate::sys::MapError;
-use crate::sys::{ControlSocket, Doorbell, Received};
+use crate::sys::{ControlSocket, Received, Ringer};
 use crate::wire::record::{Carried, RECORD_LEN, Record};
 
 pub(super) use crate::wire::MAX_PENDING;
@@ -173,7 +173,7 @@ impl Reader<'_> {
         part: Part,
         inode: u64,
     ) -> Result<(), Fault> {
-        let bell = Arc::new(Doorbell::from_peer(fd)?);
+        let bell = Arc::new(Ringer::from_peer(fd)?);
         let facing = part.twin();
         let held = {
             let rings = self.rings.lock().unwrap_or_else(|e| e.into_inner());

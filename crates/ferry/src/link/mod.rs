@@ -34,7 +34,7 @@ use crate::pool::per_link::{Announce, Held, SendPool};
 use crate::ring::Region;
 use crate::ring::region::Part;
 use crate::ring::wake;
-use crate::sys::{ControlSocket, Doorbell};
+use crate::sys::{ControlSocket, Ringer};
 use crate::wire::frame::BlockRef;
 use crate::wire::record::{Carried, Record};
 use inbox::{Inbox, Queued, Reader};
@@ -416,14 +416,14 @@ impl Link {
         }
     }
 
-    /// Hands the doorbell of side `part` of `region`'s rings, held here, to
-    /// the peer (which holds the other side), waiting at most
+    /// Hands what rings the doorbell of side `part` of `region`'s rings,
+    /// held here, to the peer (which holds the other side), waiting at most
     /// [`DOORBELL_WAIT`] for room on the socket.
     pub(crate) fn send_doorbell(
         &self,
         region: &Region,
         part: Part,
-        bell: &Doorbell,
+        bell: &Ringer,
     ) -> io::Result<()> {
         let (ring, consumer) = match part {
             Part::Producer(ring) => (ring, false),

@@ -23,11 +23,11 @@ use crate::wire::Violation;
 use std::collections::BTreeSet;
 use std::io;
 use std::os::fd::{BorrowedFd, OwnedFd};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::ring::{CONTROL_SIZE, Control, Storage};
 use crate::sys::MapError;
-use crate::sys::{Doorbell, Mapping, PeerAccess, SharedMemory};
+use crate::sys::{Mapping, PeerAccess, Ringer, SharedMemory};
 use crate::wire::region::{
     CONTROL_AT, DATA_AT, HEADER_LEN, MAX_CAPACITY, MAX_REGION_LEN, MIN_CAPACITY, MIN_REGION_LEN,
     RegionHeader,
@@ -43,10 +43,12 @@ pub(crate) struct Region {
     object: Mutex<Option<SharedMemory>>,
     /// The memory object's identity (device, inode).
     identity: (u64, u64),
-    /// The doorbell of each side of each ring (`[ring][consumer as usize]`)
-    /// whose waiter waits on one: rung by whoever holds the other side in
-    /// this process. Local to this process, never in the shared memory.
-    bells: [[Mutex<Option<Arc<Doorbell>>>; 2]; 2],
+    /// What rings the doorbell of each side of each ring
+    /// (`[ring][consumer as usize]`) whose waiter waits on one: in the
+    /// waiter's process its own ringer (for a peer in this process, and for
+    /// the hang-up watcher), elsewhere the copy it sent. Local to this
+    /// process, never in the shared memory.
+    bells: [[Mutex<Option<Arc<Ringer>>>; 2]; 2],
 }
 
 /// A side of one of a region's rings: its producer or its consumer.
@@ -148,48 +150,24 @@ impl Region {
         self.identity.1
     }
 
-    /// Sets (or clears) the doorbell of side `part`, which its waiter waits
-    /// on: its own, in the waiter's process; the copy it sent, in the
-    /// process holding the other side.
-    pub(crate) fn set_bell(&self, part: Part, bell: Option<Arc<Doorbell>>) {
-        *self
-            .bell_slot(part)
-            .lock()
-            .unwrap_or_else(|e| e.into_inner()) = bell;
+    /// Sets (or clears) what rings the doorbell of side `part`.
+    pub(crate) fn set_bell(&self, part: Part, ringer: Option<Arc<Ringer>>) {
+        *self.bell_slot(part) = ringer;
     }
 
-    /// The doorbell of side `part`, made with `make` (under the side's
-    /// lock, so once) if it has none yet.
-    pub(crate) fn bell_or_make(
-        &self,
-        part: Part,
-        make: impl FnOnce() -> io::Result<Arc<Doorbell>>,
-    ) -> io::Result<Arc<Doorbell>> {
-        let mut slot = self
-            .bell_slot(part)
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        if let Some(bell) = &*slot {
-            return Ok(Arc::clone(bell));
-        }
-        let bell = make()?;
-        *slot = Some(Arc::clone(&bell));
-        Ok(bell)
+    /// What rings the doorbell of side `part`, if it has one here.
+    pub(crate) fn bell(&self, part: Part) -> Option<Arc<Ringer>> {
+        self.bell_slot(part).clone()
     }
 
-    /// The doorbell of side `part`, if it has one here.
-    pub(crate) fn bell(&self, part: Part) -> Option<Arc<Doorbell>> {
-        self.bell_slot(part)
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
-    }
-
-    fn bell_slot(&self, part: Part) -> &Mutex<Option<Arc<Doorbell>>> {
-        match part {
+    /// The locked slot of side `part`'s ringer, for a waiter making its
+    /// doorbell once.
+    pub(crate) fn bell_slot(&self, part: Part) -> MutexGuard<'_, Option<Arc<Ringer>>> {
+        let slot = match part {
             Part::Producer(ring) => &self.bells[ring & 1][0],
             Part::Consumer(ring) => &self.bells[ring & 1][1],
-        }
+        };
+        slot.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Claims side `part` of one of this pipe's rings for a half of this

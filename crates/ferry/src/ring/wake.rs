@@ -34,7 +34,7 @@
 //! # The seam
 //!
 //! How a sleeper is woken is a [`Bell`]: the kernel's futex on the side's
-//! `signal` word today ([`SysFutex`]); an eventfd, or a doorbell shared by
+//! `signal` word today ([`SysFutex`]); a descriptor, or a doorbell shared by
 //! many rings, for waiting on many pipes at once. The protocol above is the
 //! same for any bell; which one a ring's sides use is chosen here, once
 //! (`BELL`), and the crate rings and sleeps only through `ring`,

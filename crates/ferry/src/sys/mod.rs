@@ -46,11 +46,12 @@
 //!   `Interest::Readable`. One thread per process sleeps in one on every
 //!   link's socket, so peer death is pushed to waiters and an idle process
 //!   makes no periodic wakeups.
-//! - **Doorbells** (`linux/doorbell.rs`): a `Doorbell` (`new`, `ring`,
-//!   `clear`, `try_clone`, `AsFd`, readable once rung until cleared, never
-//!   blocking) that a ring side waiting in a poll loop hands the other
-//!   side; `Doorbell::from_peer(fd)` adopting one a peer sent, refusing a
-//!   descriptor that is not one.
+//! - **Doorbells** (`linux/doorbell.rs`): `Doorbell::new()` making a
+//!   waiting end (`clear`, `AsFd`: readable once rung, until cleared) and
+//!   the `Ringer` that rings it (`ring`, `AsFd`), which a ring side waiting
+//!   in a poll loop hands the other side; `Ringer::from_peer(fd)` adopting
+//!   one a peer sent, refusing a descriptor that is not one. Neither ring
+//!   nor clear may ever wait, whatever the peer does with its own copy.
 //! - **CPUs** (`linux/cpu.rs`): `current_cpu`, `online_cpus`, `pin_to_cpu`,
 //!   `yield_cpu`.
 //! - **Processes** (`linux/process.rs`): `inherit_in_child` (make one socket
@@ -72,7 +73,7 @@ mod backend;
 
 pub(crate) use backend::cpu::yield_cpu;
 pub use backend::cpu::{current_cpu, online_cpus, pin_to_cpu};
-pub(crate) use backend::doorbell::Doorbell;
+pub(crate) use backend::doorbell::{Doorbell, Ringer};
 pub(crate) use backend::futex::{futex_wait, futex_wake};
 pub(crate) use backend::memory::{Mapping, SharedMemory, is_shortage};
 pub(crate) use backend::poller::{Interest, Poller};

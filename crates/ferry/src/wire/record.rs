@@ -9,7 +9,7 @@
 //! | 2 [`Record::Block`] | size class | the block's number on this link | the block |
 //! | 3 [`Record::ReleaseTable`] | 0 | 0 | the table where the receiver hands blocks back |
 //! | 4 [`Record::Retire`] | 0 | the block's number | none: the sender unmapped the (free) block; unmap it too |
-//! | 5 [`Record::Doorbell`] | `2 * ring + side` (side 0 producer, 1 consumer): the sender's side, which will wait on it | the pipe region's inode | an eventfd: ring it after changing that ring while the side's `doorbell` word is set |
+//! | 5 [`Record::Doorbell`] | `2 * ring + side` (side 0 producer, 1 consumer): the sender's side, which will wait on it | the pipe region's inode | a Unix datagram socket: send a byte through it after changing that ring while the side's `doorbell` word is set |
 
 use super::Violation;
 

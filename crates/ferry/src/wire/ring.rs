@@ -28,7 +28,7 @@
 //! | 72 | `closed: u32` | non-zero once this side has gone for good |
 //! | 76 | `cpu: u32` | 1 + the CPU this side last ran on; 0 unknown |
 //! | 80 | `handles: u32` | consumer: pipe ends claimed so far, wrapping |
-//! | 84 | `doorbell: u32` | non-zero while this side waits on its doorbell (an eventfd it sent the other side, which then writes it after every change) |
+//! | 84 | `doorbell: u32` | non-zero while this side waits on its doorbell (a datagram socket it sent the other side, which then sends a byte through it after every change) |
 //!
 //! `ring/control.rs` declares the struct and asserts, at compile time, that
 //! its fields sit at these offsets.

@@ -133,8 +133,8 @@ pub enum Violation {
     NoBootstrapPipe = 59,
     /// Doorbell record names no side of a ring.
     BadDoorbellSide = 60,
-    /// Doorbell descriptor is not an eventfd.
-    DoorbellNotEventfd = 61,
+    /// Doorbell descriptor is not a Unix datagram socket.
+    DoorbellNotDatagramSocket = 61,
 }
 
 impl Violation {
@@ -212,7 +212,7 @@ impl Violation {
             Self::BlockHeldTwice => "block sent again while this side still holds it",
             Self::NoBootstrapPipe => "no pipe from the parent",
             Self::BadDoorbellSide => "doorbell record names no side of a ring",
-            Self::DoorbellNotEventfd => "doorbell descriptor is not an eventfd",
+            Self::DoorbellNotDatagramSocket => "doorbell descriptor is not a Unix datagram socket",
         }
     }
 }

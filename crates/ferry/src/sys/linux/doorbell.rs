@@ -1,65 +1,92 @@
-//! Doorbells: an [`eventfd(2)`](https://man7.org/linux/man-pages/man2/eventfd.2.html)
-//! that a waiting side of a ring hands the other side, which writes it
-//! after changing the ring while the waiter says it waits that way. The
-//! waiter (a `Select`, an async task, a user's own poll loop) waits for it
-//! to become readable together with anything else.
+//! Doorbells: a connected pair of Unix datagram sockets
+//! ([`socketpair(2)`](https://man7.org/linux/man-pages/man2/socketpair.2.html),
+//! `SOCK_DGRAM`). The side of a ring that waits in a poll loop (a `Select`,
+//! an async task, a user's own epoll) keeps one end, the [`Doorbell`],
+//! which is readable once rung; the other end, a [`Ringer`], goes to
+//! whoever changes the ring, which sends a one-byte datagram through it
+//! while the waiter says it waits that way.
 //!
-//! Non-blocking on both sides: a write that would overflow the counter
-//! means it is readable already, and a read of an empty one has nothing to
-//! clear.
+//! Why sockets and not an eventfd: a descriptor shared with a peer shares
+//! its file status flags, so a peer could clear `O_NONBLOCK` on an eventfd
+//! and then make our write block by filling its counter. A socket call
+//! takes `MSG_DONTWAIT` per call instead, so no setting of the peer's can
+//! make a ring (or a clear) wait; and the two ends of a pair are separate
+//! files, so the waiter's end is the waiter's alone.
 
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
-use rustix::event::{EventfdFlags, eventfd};
-use rustix::fs::OFlags;
+use rustix::net::{AddressFamily, RecvFlags, SendFlags, SocketFlags, SocketType};
 
 use crate::wire::Violation;
 
-/// An eventfd used as a doorbell.
+/// Datagrams a clear takes at most: a peer ringing faster than that leaves
+/// the doorbell readable, so the waiter looks at its ring once more.
+const CLEAR_MOST: usize = 64;
+
+/// The waiting end: readable once rung, until cleared.
 #[derive(Debug)]
 pub(crate) struct Doorbell {
     fd: OwnedFd,
 }
 
+/// The ringing end.
+#[derive(Debug)]
+pub(crate) struct Ringer {
+    fd: OwnedFd,
+}
+
 impl Doorbell {
-    /// A new doorbell, not rung (non-blocking, close-on-exec).
-    pub(crate) fn new() -> io::Result<Self> {
-        Ok(Self {
-            fd: eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK)?,
-        })
+    /// A new doorbell, not rung, and the end that rings it.
+    pub(crate) fn new() -> io::Result<(Self, Ringer)> {
+        let (a, b) = rustix::net::socketpair(
+            AddressFamily::UNIX,
+            SocketType::DGRAM,
+            SocketFlags::CLOEXEC | SocketFlags::NONBLOCK,
+            None,
+        )?;
+        Ok((Self { fd: a }, Ringer { fd: b }))
     }
 
-    /// Adopts a doorbell a peer sent: it must be an eventfd (anything else,
-    /// a pipe or a file, could block or be harmed by our writes); it is
-    /// made non-blocking (the peer's copy shares that flag, as it should).
-    pub(crate) fn from_peer(fd: OwnedFd) -> Result<Self, Violation> {
-        let path = format!("/proc/self/fd/{}", fd.as_raw_fd());
-        match std::fs::read_link(path) {
-            Ok(target) if target.as_os_str() == "anon_inode:[eventfd]" => {}
-            _ => return Err(Violation::DoorbellNotEventfd),
-        }
-        let flags = rustix::fs::fcntl_getfl(&fd).map_err(|_| Violation::DoorbellNotEventfd)?;
-        rustix::fs::fcntl_setfl(&fd, flags | OFlags::NONBLOCK)
-            .map_err(|_| Violation::DoorbellNotEventfd)?;
-        Ok(Self { fd })
-    }
-
-    /// Rings: makes the descriptor readable.
-    pub(crate) fn ring(&self) {
-        // EAGAIN: the counter is full, so it is readable already.
-        let _ = rustix::io::write(&self.fd, &1u64.to_ne_bytes());
-    }
-
-    /// Clears: the descriptor is no longer readable until rung again.
+    /// Clears: takes the datagrams rung so far (at most [`CLEAR_MOST`]),
+    /// never waiting.
     pub(crate) fn clear(&self) {
-        let mut buf = [0u8; 8];
-        // EAGAIN: it was not rung.
-        let _ = rustix::io::read(&self.fd, &mut buf);
+        let mut byte = [0u8; 1];
+        for _ in 0..CLEAR_MOST {
+            if rustix::net::recv(&self.fd, &mut byte, RecvFlags::DONTWAIT).is_err() {
+                return;
+            }
+        }
+    }
+}
+
+impl Ringer {
+    /// Adopts the ringing end a peer sent: it must be a Unix datagram
+    /// socket (anything else is refused: a pipe or a file could be harmed
+    /// by our writes).
+    pub(crate) fn from_peer(fd: OwnedFd) -> Result<Self, Violation> {
+        let unix = rustix::net::sockopt::socket_domain(&fd).ok() == Some(AddressFamily::UNIX);
+        let dgram = rustix::net::sockopt::socket_type(&fd).ok() == Some(SocketType::DGRAM);
+        match unix && dgram {
+            true => Ok(Self { fd }),
+            false => Err(Violation::DoorbellNotDatagramSocket),
+        }
+    }
+
+    /// Rings, never waiting: a full queue means it is readable already, and
+    /// a peer that closed its end has no one to wake.
+    pub(crate) fn ring(&self) {
+        let _ = rustix::net::send(&self.fd, &[1], SendFlags::DONTWAIT | SendFlags::NOSIGNAL);
     }
 }
 
 impl AsFd for Doorbell {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
+
+impl AsFd for Ringer {
     fn as_fd(&self) -> BorrowedFd<'_> {
         self.fd.as_fd()
     }

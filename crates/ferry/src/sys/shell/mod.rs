@@ -236,22 +236,35 @@ pub(crate) mod doorbell {
     #[derive(Debug)]
     pub(crate) struct Doorbell(std::convert::Infallible);
 
+    /// No ringer here either.
+    #[derive(Debug)]
+    pub(crate) struct Ringer(std::convert::Infallible);
+
     impl Doorbell {
-        pub(crate) fn new() -> io::Result<Self> {
+        pub(crate) fn new() -> io::Result<(Self, Ringer)> {
             super::unsupported()
-        }
-        pub(crate) fn from_peer(_fd: OwnedFd) -> Result<Self, crate::wire::Violation> {
-            Err(crate::wire::Violation::DoorbellNotEventfd)
-        }
-        pub(crate) fn ring(&self) {
-            match self.0 {}
         }
         pub(crate) fn clear(&self) {
             match self.0 {}
         }
     }
 
+    impl Ringer {
+        pub(crate) fn from_peer(_fd: OwnedFd) -> Result<Self, crate::wire::Violation> {
+            Err(crate::wire::Violation::DoorbellNotDatagramSocket)
+        }
+        pub(crate) fn ring(&self) {
+            match self.0 {}
+        }
+    }
+
     impl AsFd for Doorbell {
+        fn as_fd(&self) -> BorrowedFd<'_> {
+            match self.0 {}
+        }
+    }
+
+    impl AsFd for Ringer {
         fn as_fd(&self) -> BorrowedFd<'_> {
             match self.0 {}
         }

@@ -36,6 +36,8 @@ pub fn run(role: &str) {
         "records" => records_forever(),
         "silent" => silent(),
         "wake-storm" => wake_storm(),
+        "doorbell-pipe" => doorbells(false),
+        "doorbell-flood" => doorbells(true),
         other => panic!("no attack named {other:?}"),
     }
 }
@@ -318,5 +320,49 @@ fn wake_storm() {
     let mut payload = monotonic_ns().to_le_bytes().to_vec();
     payload.extend_from_slice(&wakes.to_le_bytes());
     peer.send_message(&[], &payload);
+    peer.wait_for_hangup(secs(20));
+}
+
+/// Rounds of the doorbell flood, each a message with one pipe end.
+pub const DOORBELL_ROUNDS: u64 = 3;
+
+/// Doorbell records ahead of a pipe end and the message that claims it:
+/// with `flood`, as many as the socket takes per round, each with a fresh
+/// (valid) datagram socket and naming every side of the bootstrap region
+/// and regions that do not exist; without, one whose descriptor is a pipe.
+fn doorbells(flood: bool) {
+    let peer = RawPeer::from_bootstrap();
+    peer.socket.grow_send_buffer();
+    let own = RawRegion::create(4096).expect("make a region");
+    let inode = rustix::fs::fstat(peer.region.fd()).map_or(0, |s| s.st_ino);
+    if !flood {
+        let (_reader, writer) = std::io::pipe().expect("a pipe");
+        let record = wire::record(RecordKind::Doorbell, 1, inode);
+        peer.socket
+            .send_record(&record, &[writer.as_fd()])
+            .expect("send the doorbell");
+        peer.send_pipe_end(own.fd(), 1, END_ID);
+        peer.send_message(&[END_ID], b"end");
+        return peer.wait_for_hangup(secs(20));
+    }
+    for round in 0..DOORBELL_ROUNDS {
+        let mut sent = 0u64;
+        loop {
+            let (a, _b) = std::os::unix::net::UnixDatagram::pair().expect("a socket pair");
+            let region = if sent.is_multiple_of(2) { inode } else { sent };
+            let record = wire::record(RecordKind::Doorbell, (sent % 4) as u16, region);
+            // Room for the pipe end and its message after the flood.
+            if sent >= 200
+                || !matches!(peer.socket.try_send_record(&record, &[a.as_fd()]), Ok(true))
+            {
+                break;
+            }
+            sent += 1;
+        }
+        let id = END_ID + round;
+        let end = RawRegion::create(4096).expect("make a region");
+        peer.send_pipe_end(end.fd(), 1, id);
+        peer.send_message(&[id], &sent.to_le_bytes());
+    }
     peer.wait_for_hangup(secs(20));
 }

@@ -99,6 +99,8 @@ pub enum RecordKind {
     ReleaseTable = 3,
     /// A block the sender unmapped (no descriptor).
     Retire = 4,
+    /// A doorbell (arg: 2 * ring + side, id: the region's inode).
+    Doorbell = 5,
 }
 
 /// Encodes a control record: magic, kind u16, arg u16, id u64.

@@ -57,15 +57,16 @@ const BURST: usize = 256;
 /// whether the peer process lives, timeouts or not.
 const CHECK_EVERY_WAKES: u32 = 64;
 /// A sleeper that needs no timeout still takes this many naps of
-/// [`WARM_NAP`] first: measured on the KVM guests ferry runs on, a futex
-/// sleeper with a timer armed within ~100 ms is woken from another CPU
-/// about 2.5 µs sooner than one with none (or one a second away): 56 µs
-/// against 61 µs per blocking round trip across CPUs. A waiter that is
-/// woken before its nap ends (any busy pipe) keeps that; an idle one wakes
-/// at most this many times, then sleeps until woken.
+/// [`WARM_NAP`] first. Measured on the KVM guests ferry runs on, a futex
+/// sleeper is woken from another CPU sooner the nearer its own timeout is
+/// (p50 of a blocking round trip across CPUs at 144 B, `ferry-sleep` over
+/// the same run's `shm-futex`: 0.96-0.98 with a 20 ms nap, 1.00-1.02 with
+/// 100 ms, 1.05-1.08 with 1 s or none). A waiter woken before its nap
+/// ends (any busy pipe) keeps that; an idle one wakes this many times,
+/// then sleeps until woken.
 const WARM_NAPS: u32 = 2;
 /// See [`WARM_NAPS`].
-const WARM_NAP: Duration = Duration::from_millis(100);
+const WARM_NAP: Duration = Duration::from_millis(20);
 /// How often a spinner (or a sleeper whose link has no hang-up watcher)
 /// asks the kernel whether the peer process is alive.
 pub(crate) const LIVENESS: Duration = Duration::from_millis(20);

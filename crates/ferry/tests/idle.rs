@@ -109,6 +109,100 @@ fn idle_wakeups(test: &str, pipes: usize, wait: Wait) -> u64 {
     woke
 }
 
+/// Counts this process's wakeups while one thread waits in `Select::ready`
+/// over a pipe per idle pipe, then kills the holder: the select returns,
+/// and each receiver says `Disconnected`.
+fn idle_select_wakeups(test: &str, pipes: usize) -> u64 {
+    let dog = Watchdog::start(format!("{test} (select, {pipes} pipes)"), secs(60));
+    let (mut child, _main, near) = spawn_holder(&dog, test, pipes, &PipeOptions::new());
+    let waiter = thread::spawn(move || {
+        let mut select = ferry::Select::new().expect("a select");
+        for pipe in &near {
+            select.add(pipe.receiver()).expect("add");
+        }
+        let i = select.ready().expect("select");
+        matches!(near[i].try_recv(), Err(ferry::TryRecvError::Disconnected))
+    });
+    thread::sleep(SETTLE);
+    let before = process_wakeups();
+    thread::sleep(IDLE_WINDOW);
+    let woke = process_wakeups() - before;
+    child.kill();
+    assert!(
+        waiter.join().expect("the select thread"),
+        "not Disconnected"
+    );
+    woke
+}
+
+/// The same with one tokio task per pipe awaiting `recv` on one
+/// current-thread runtime.
+#[cfg(feature = "tokio")]
+fn idle_async_wakeups(test: &str, pipes: usize) -> u64 {
+    let dog = Watchdog::start(format!("{test} (async, {pipes} pipes)"), secs(60));
+    let (mut child, _main, near) = spawn_holder(&dog, test, pipes, &PipeOptions::new());
+    let waiter = thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        runtime.block_on(async move {
+            let mut tasks = Vec::new();
+            for pipe in near {
+                let (_, rx) = pipe.split();
+                let rx = rx.into_async().expect("async rx");
+                tasks.push(tokio::spawn(async move { rx.recv().await }));
+            }
+            let mut all_gone = true;
+            for task in tasks {
+                all_gone &= matches!(task.await, Ok(Err(RecvError::Disconnected)));
+            }
+            all_gone
+        })
+    });
+    thread::sleep(SETTLE);
+    let before = process_wakeups();
+    thread::sleep(IDLE_WINDOW);
+    let woke = process_wakeups() - before;
+    child.kill();
+    assert!(
+        waiter.join().expect("the runtime thread"),
+        "not Disconnected"
+    );
+    woke
+}
+
+/// An idle select (and, with the `tokio` feature, idle async tasks) costs
+/// nothing either.
+#[test]
+fn idle_select_and_async_make_no_wakeups() {
+    if common::role().is_some() {
+        return holder();
+    }
+    let _serial = common::serial();
+    for pipes in [1, 100] {
+        let woke = idle_select_wakeups(this_test!(), pipes);
+        eprintln!(
+            "select over {pipes} idle pipes: {woke} wakeups of the whole process in {IDLE_WINDOW:?}"
+        );
+        assert!(
+            woke <= 4,
+            "select over {pipes} idle pipes woke this process {woke} times"
+        );
+        #[cfg(feature = "tokio")]
+        {
+            let woke = idle_async_wakeups(this_test!(), pipes);
+            eprintln!(
+                "{pipes} idle async receivers: {woke} wakeups of the whole process in {IDLE_WINDOW:?}"
+            );
+            assert!(
+                woke <= 4,
+                "{pipes} idle async receivers woke this process {woke} times"
+            );
+        }
+    }
+}
+
 /// An idle pipe costs nothing: over two seconds, this whole process (one
 /// or a hundred threads asleep in `recv`, the watcher, the test's own
 /// threads) wakes about as often as one blocked socket read would: not at

@@ -12,6 +12,13 @@
 //! fence), so each sender rings its receiver's doorbell (one datagram
 //! `send`) after each frame while the `Select` lives; a doorbell that rang
 //! is cleared (a `recv` per datagram) before the next wait.
+//!
+//! A limit: a doorbell reaches the other side of a ring over the link
+//! between the two processes that hold its sides. When the two halves of
+//! one pipe were sent to two *different* processes, those share no link,
+//! and a receiver there is seen ready by a select only when its peer sends
+//! while the two still share a link or closes its end (the same limit as
+//! peer death there: it is seen through the closing, not pushed).
 
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd};

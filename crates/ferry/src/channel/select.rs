@@ -15,10 +15,12 @@
 //!
 //! A limit: a doorbell reaches the other side of a ring over the link
 //! between the two processes that hold its sides. When the two halves of
-//! one pipe were sent to two *different* processes, those share no link,
-//! and a receiver there is seen ready by a select only when its peer sends
-//! while the two still share a link or closes its end (the same limit as
-//! peer death there: it is seen through the closing, not pushed).
+//! one pipe were sent from the process that made it to two *different*
+//! processes, those two share no link: the receiving one's doorbell never
+//! reaches the sending one, so a `Select`, `ready_fd` or async receive
+//! there is not woken by that peer's messages (a blocking `recv` is, on the
+//! shared futex). Until pipes learn to reach a peer through another
+//! process (proxy bypass), wait on such a receiver with `recv`.
 
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd};

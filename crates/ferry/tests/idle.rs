@@ -45,6 +45,17 @@ fn process_wakeups() -> u64 {
     total
 }
 
+/// Lets the waiters settle, counts this process's wakeups over
+/// [`IDLE_WINDOW`], then kills the holder (which ends every wait).
+fn wakeups_then_kill(child: &mut ChildGuard) -> u64 {
+    thread::sleep(SETTLE);
+    let before = process_wakeups();
+    thread::sleep(IDLE_WINDOW);
+    let woke = process_wakeups() - before;
+    child.kill();
+    woke
+}
+
 /// The child: takes `count` pipe ends from the parent (in batches, as the
 /// parent sends them), says ready, then holds them without a word until
 /// it is killed.
@@ -97,11 +108,7 @@ fn idle_wakeups(test: &str, pipes: usize, wait: Wait) -> u64 {
         .into_iter()
         .map(|pipe| thread::spawn(move || pipe.recv()))
         .collect();
-    thread::sleep(SETTLE);
-    let before = process_wakeups();
-    thread::sleep(IDLE_WINDOW);
-    let woke = process_wakeups() - before;
-    child.kill();
+    let woke = wakeups_then_kill(&mut child);
     for waiter in waiters {
         let got = waiter.join().expect("a waiter thread");
         assert!(matches!(got, Err(RecvError::Disconnected)), "{got:?}");
@@ -123,11 +130,7 @@ fn idle_select_wakeups(test: &str, pipes: usize) -> u64 {
         let i = select.ready().expect("select");
         matches!(near[i].try_recv(), Err(ferry::TryRecvError::Disconnected))
     });
-    thread::sleep(SETTLE);
-    let before = process_wakeups();
-    thread::sleep(IDLE_WINDOW);
-    let woke = process_wakeups() - before;
-    child.kill();
+    let woke = wakeups_then_kill(&mut child);
     assert!(
         waiter.join().expect("the select thread"),
         "not Disconnected"
@@ -160,11 +163,7 @@ fn idle_async_wakeups(test: &str, pipes: usize) -> u64 {
             all_gone
         })
     });
-    thread::sleep(SETTLE);
-    let before = process_wakeups();
-    thread::sleep(IDLE_WINDOW);
-    let woke = process_wakeups() - before;
-    child.kill();
+    let woke = wakeups_then_kill(&mut child);
     assert!(
         waiter.join().expect("the runtime thread"),
         "not Disconnected"

@@ -142,6 +142,8 @@
 mod bootstrap;
 #[cfg(not(loom))]
 mod channel;
+#[cfg(all(feature = "serde", not(loom)))]
+mod codec;
 #[cfg(not(loom))]
 mod link;
 #[cfg(loom)]
@@ -152,6 +154,8 @@ pub mod ring;
 mod sync;
 #[cfg(not(loom))]
 pub mod sys;
+#[cfg(all(feature = "serde", not(loom)))]
+pub mod typed;
 // Public but hidden: pure functions over bytes, for the fuzz targets.
 #[doc(hidden)]
 pub mod wire;
@@ -164,6 +168,8 @@ pub mod fuzzing;
 pub use bootstrap::{BootstrapError, spawn};
 #[cfg(not(loom))]
 pub use pool::reserve::PoolStats;
+#[cfg(all(feature = "serde", not(loom)))]
+pub use typed::channel;
 #[cfg(not(loom))]
 pub use wire::Violation;
 

@@ -118,6 +118,10 @@ macro_rules! send_error {
             Protocol(ProtocolError),
             /// The operating system refused (for example, out of descriptors).
             Io(std::io::Error),
+            /// A typed message could not be encoded (see
+            /// [`crate::typed`]). Nothing was sent.
+            #[cfg(feature = "serde")]
+            Encode(crate::codec::EncodeError),
         }
 
         impl fmt::Display for $name {
@@ -132,6 +136,8 @@ macro_rules! send_error {
                     Self::NotTransferable(why) => write!(f, "pipe end cannot be sent: {why}"),
                     Self::Protocol(e) => e.fmt(f),
                     Self::Io(e) => write!(f, "system error while sending: {e}"),
+                    #[cfg(feature = "serde")]
+                    Self::Encode(e) => write!(f, "cannot encode the message: {e}"),
                 }
             }
         }
@@ -141,6 +147,8 @@ macro_rules! send_error {
                 match self {
                     Self::Protocol(e) => Some(e),
                     Self::Io(e) => Some(e),
+                    #[cfg(feature = "serde")]
+                    Self::Encode(e) => Some(e),
                     _ => None,
                 }
             }
@@ -204,6 +212,11 @@ macro_rules! recv_error {
             /// nothing wrong and nothing was lost: the message stays queued,
             /// and a later call receives it once the shortage is over.
             Io(std::io::Error),
+            /// A typed message did not decode as the receiver's type (see
+            /// [`crate::typed`]). That message is dropped, with any pipe
+            /// ends it carried; the stream goes on with the next one.
+            #[cfg(feature = "serde")]
+            Decode(crate::codec::DecodeError),
         }
 
         impl fmt::Display for $name {
@@ -216,6 +229,8 @@ macro_rules! recv_error {
                         f,
                         "system error while receiving (the message stays queued): {e}"
                     ),
+                    #[cfg(feature = "serde")]
+                    Self::Decode(e) => e.fmt(f),
                 }
             }
         }
@@ -225,6 +240,8 @@ macro_rules! recv_error {
                 match self {
                     Self::Protocol(e) => Some(e),
                     Self::Io(e) => Some(e),
+                    #[cfg(feature = "serde")]
+                    Self::Decode(e) => Some(e),
                     _ => None,
                 }
             }
@@ -277,6 +294,8 @@ macro_rules! widen_send {
                     SendError::NotTransferable(why) => Self::NotTransferable(why),
                     SendError::Protocol(e) => Self::Protocol(e),
                     SendError::Io(e) => Self::Io(e),
+                    #[cfg(feature = "serde")]
+                    SendError::Encode(e) => Self::Encode(e),
                 }
             }
         }
@@ -291,6 +310,8 @@ impl From<RecvError> for TryRecvError {
             RecvError::Disconnected => Self::Disconnected,
             RecvError::Protocol(e) => Self::Protocol(e),
             RecvError::Io(e) => Self::Io(e),
+            #[cfg(feature = "serde")]
+            RecvError::Decode(e) => Self::Decode(e),
         }
     }
 }
@@ -301,6 +322,8 @@ impl From<RecvError> for RecvTimeoutError {
             RecvError::Disconnected => Self::Disconnected,
             RecvError::Protocol(e) => Self::Protocol(e),
             RecvError::Io(e) => Self::Io(e),
+            #[cfg(feature = "serde")]
+            RecvError::Decode(e) => Self::Decode(e),
         }
     }
 }

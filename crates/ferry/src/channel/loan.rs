@@ -153,11 +153,17 @@ impl Receiver {
             None,
         )
         .map_err(RecvError::from)?;
-        Ok(SharedBytes(match held {
-            Some(held) => Shared::Block(held),
-            None => Shared::Owned(bytes),
-        }))
+        Ok(shared(held, bytes))
     }
+}
+
+/// A received message's view: its block if it came out of line, else its
+/// copied bytes.
+pub(super) fn shared(held: Option<Held>, bytes: Vec<u8>) -> SharedBytes {
+    SharedBytes(match held {
+        Some(held) => Shared::Block(held),
+        None => Shared::Owned(bytes),
+    })
 }
 
 #[derive(Debug)]
@@ -255,6 +261,10 @@ impl Drop for Loan<'_> {
 enum Shared {
     Block(Held),
     Owned(Vec<u8>),
+    /// A range of another view: a byte field of a typed message, read in
+    /// place (see [`crate::typed`]).
+    #[cfg(feature = "serde")]
+    Part(Arc<SharedBytes>, std::ops::Range<usize>),
 }
 
 /// A received message read in place (from [`Pipe::recv_shared`]).
@@ -271,7 +281,30 @@ pub struct SharedBytes(Shared);
 impl SharedBytes {
     /// Whether the bytes are read in place in shared memory (not a copy).
     pub fn is_in_place(&self) -> bool {
-        matches!(self.0, Shared::Block(_))
+        match &self.0 {
+            Shared::Block(_) => true,
+            Shared::Owned(_) => false,
+            #[cfg(feature = "serde")]
+            Shared::Part(whole, _) => whole.is_in_place(),
+        }
+    }
+
+    #[cfg(feature = "serde")]
+    /// The part of `whole` that `part` is, if `part` lies inside it (a
+    /// borrowed byte field of a message decoded from `whole`).
+    pub(crate) fn part_of(whole: &Arc<SharedBytes>, part: &[u8]) -> Option<SharedBytes> {
+        let base = whole.as_ptr() as usize;
+        let start = (part.as_ptr() as usize).checked_sub(base)?;
+        let end = start.checked_add(part.len())?;
+        (end <= whole.len()).then(|| SharedBytes(Shared::Part(Arc::clone(whole), start..end)))
+    }
+}
+
+impl From<Vec<u8>> for SharedBytes {
+    /// Bytes of this process's own, to send as a typed message's byte
+    /// field.
+    fn from(bytes: Vec<u8>) -> Self {
+        Self(Shared::Owned(bytes))
     }
 }
 
@@ -281,6 +314,9 @@ impl Deref for SharedBytes {
         match &self.0 {
             Shared::Block(held) => held.bytes(),
             Shared::Owned(bytes) => bytes,
+            // In bounds: checked by `part_of`, and `whole` never changes length.
+            #[cfg(feature = "serde")]
+            Shared::Part(whole, range) => whole.get(range.clone()).unwrap_or_default(),
         }
     }
 }

@@ -19,6 +19,8 @@ mod wait;
 #[cfg(feature = "tokio")]
 pub use self::tokio::{AsyncReceiver, AsyncSender};
 pub use crate::wire::{HANDLE_WINDOW, MAX_HANDLES};
+#[cfg(feature = "serde")]
+pub(crate) use error::RecvFault;
 pub use error::{
     ProtocolError, ReadyTimeoutError, RecvError, RecvTimeoutError, SendError, SendTimeoutError,
     SendWithError, TryReadyError, TryRecvError, TrySendError,

@@ -319,6 +319,27 @@ impl Receiver {
         Ok(message)
     }
 
+    /// Receives the next message as a view (read in place when it came out
+    /// of line), with the ends it carries: the typed layer's receive.
+    #[cfg(feature = "serde")]
+    pub(crate) fn recv_parts(
+        &self,
+        deadline: Option<Instant>,
+    ) -> Result<(super::SharedBytes, Vec<End>), RecvFault> {
+        let mut bytes = Vec::new();
+        let mut held = None;
+        let mut ends = Vec::new();
+        self.recv_message(
+            &mut Delivery {
+                bytes: &mut bytes,
+                ends: Some(&mut ends),
+                block: Some(&mut held),
+            },
+            deadline,
+        )?;
+        Ok((super::loan::shared(held, bytes), ends))
+    }
+
     pub(super) fn recv_message(
         &self,
         out: &mut Delivery<'_>,

@@ -315,6 +315,13 @@ impl Sender {
         self.push(tx, abort, &[], now)
     }
 
+    /// Whether the receiving side of this half's ring is in another process
+    /// (only then can ends travel with a message).
+    #[cfg(feature = "serde")]
+    pub(crate) fn is_linked(&self) -> bool {
+        self.half.link.get().is_some()
+    }
+
     /// The link the ends will travel over, once they may.
     fn check_transfer(&self, bytes: &[u8], ends: &[End]) -> Result<&Arc<Link>, SendFault> {
         let Some(link) = self.half.link.get() else {

@@ -1,0 +1,260 @@
+//! The typed receiving half.
+
+use std::cell::RefCell;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use super::handles;
+use super::moving;
+use super::queue::{Presence, Queue};
+use super::remote::{self, RecvFail};
+use crate::channel::RecvFault;
+use crate::codec::EncodeError;
+use crate::{End, RecvError, RecvTimeoutError, TryRecvError};
+
+/// Where a receiver's values come from.
+#[allow(clippy::large_enum_variant)] // one per half; boxing adds a pointer chase per call
+pub(super) enum Mode<T> {
+    /// The in-process queue (the sender is in this process, or was).
+    Local(Arc<Queue<T>>),
+    /// Decoded, from a byte half.
+    Remote(crate::Receiver),
+    /// Taken into the message being encoded, as handle `index`.
+    Moved(u32),
+    /// Turned into its byte half.
+    Gone,
+}
+
+/// The receiving half of a typed channel, made by
+/// [`channel`](super::channel) or [`Receiver::from_bytes`].
+///
+/// A message from another process that does not decode as `T` gives
+/// [`RecvError::Decode`] (naming `T`, the byte offset and the reason);
+/// that message is dropped, with any halves it carried, and the next
+/// receive goes on with the next message.
+pub struct Receiver<T> {
+    pub(super) mode: RefCell<Mode<T>>,
+}
+
+impl<T> std::fmt::Debug for Receiver<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mode = match self.mode.try_borrow().as_deref() {
+            Ok(Mode::Local(_)) => "in-process",
+            Ok(Mode::Remote(_)) => "from another process",
+            Ok(Mode::Moved(_) | Mode::Gone) => "moved",
+            Err(_) => "busy",
+        };
+        f.debug_struct("Receiver").field("mode", &mode).finish()
+    }
+}
+
+/// A receive's failure, by kind.
+enum Fail {
+    Empty,
+    Disconnected,
+    Fault(RecvFail),
+}
+
+impl From<Fail> for RecvError {
+    fn from(fail: Fail) -> Self {
+        match fail {
+            // Never made by a receive that waits as long as it takes.
+            Fail::Empty => RecvError::Io(std::io::ErrorKind::TimedOut.into()),
+            Fail::Disconnected => RecvError::Disconnected,
+            Fail::Fault(RecvFail::Recv(fault)) => fault.into(),
+            Fail::Fault(RecvFail::Decode(e)) => RecvError::Decode(e),
+        }
+    }
+}
+
+impl From<Fail> for TryRecvError {
+    fn from(fail: Fail) -> Self {
+        match fail {
+            Fail::Empty => TryRecvError::Empty,
+            Fail::Fault(RecvFail::Recv(fault)) => fault.into(),
+            other => RecvError::from(other).into(),
+        }
+    }
+}
+
+impl From<Fail> for RecvTimeoutError {
+    fn from(fail: Fail) -> Self {
+        match fail {
+            Fail::Empty => RecvTimeoutError::Timeout,
+            Fail::Fault(RecvFail::Recv(fault)) => fault.into(),
+            other => RecvError::from(other).into(),
+        }
+    }
+}
+
+impl<T: Serialize + DeserializeOwned + Send + 'static> Receiver<T> {
+    /// Receives the next value, waiting as long as it takes.
+    ///
+    /// ```
+    /// let (tx, rx) = ferry::channel::<Vec<String>>();
+    /// tx.send(vec!["a".into(), "b".into()])?;
+    /// drop(tx);
+    /// assert_eq!(rx.recv()?, ["a", "b"]);
+    /// assert!(matches!(rx.recv(), Err(ferry::RecvError::Disconnected)));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`RecvError::Disconnected`] once the sender is gone and every value
+    /// has been received; [`RecvError::Decode`] for a message that is not a
+    /// `T`; the rest as [`crate::Receiver::recv`].
+    pub fn recv(&self) -> Result<T, RecvError> {
+        self.recv_until(None).map_err(RecvError::from)
+    }
+
+    /// Receives the next value if one is waiting.
+    ///
+    /// # Errors
+    ///
+    /// [`TryRecvError::Empty`] if none is; the rest as [`Receiver::recv`].
+    pub fn try_recv(&self) -> Result<T, TryRecvError> {
+        self.recv_until(Some(Instant::now()))
+            .map_err(TryRecvError::from)
+    }
+
+    /// Receives the next value, waiting at most `timeout`.
+    ///
+    /// # Errors
+    ///
+    /// [`RecvTimeoutError::Timeout`] if none came in time; the rest as
+    /// [`Receiver::recv`].
+    pub fn recv_timeout(&self, timeout: Duration) -> Result<T, RecvTimeoutError> {
+        self.recv_until(Some(Instant::now() + timeout))
+            .map_err(RecvTimeoutError::from)
+    }
+
+    /// The values, received one by one until the sender is gone (or a
+    /// receive fails).
+    pub fn iter(&self) -> impl Iterator<Item = T> + '_ {
+        std::iter::from_fn(|| self.recv().ok())
+    }
+
+    fn recv_until(&self, deadline: Option<Instant>) -> Result<T, Fail> {
+        loop {
+            let mut mode = self.mode.borrow_mut();
+            match &mut *mode {
+                Mode::Local(queue) => {
+                    let mut state = queue.wait_until(deadline, |state| {
+                        !state.items.is_empty() || state.sender != Presence::Here
+                    });
+                    if let Some(value) = state.items.pop_front() {
+                        return Ok(value);
+                    }
+                    match state.sender {
+                        Presence::Here => return Err(Fail::Empty),
+                        Presence::Dropped => return Err(Fail::Disconnected),
+                        Presence::Moved => {
+                            let rx = state.incoming.take();
+                            drop(state);
+                            match rx {
+                                Some(rx) => *mode = Mode::Remote(rx),
+                                None => return Err(Fail::Disconnected),
+                            }
+                        }
+                    }
+                }
+                Mode::Remote(rx) => {
+                    return remote::recv(rx, deadline).map_err(|fail| match fail {
+                        RecvFail::Recv(RecvFault::Timeout) => Fail::Empty,
+                        other => Fail::Fault(other),
+                    });
+                }
+                Mode::Moved(_) | Mode::Gone => return Err(Fail::Disconnected),
+            }
+        }
+    }
+
+    /// A typed receiver over a byte half; the sender must be a typed sender
+    /// of the same `T`.
+    pub fn from_bytes(rx: crate::Receiver) -> Self {
+        Self {
+            mode: RefCell::new(Mode::Remote(rx)),
+        }
+    }
+
+    /// The byte half this receiver reads (made now if the sender is in
+    /// this process; values queued here then follow it, in order), to send
+    /// to another process by hand.
+    ///
+    /// # Errors
+    ///
+    /// [`EncodeError::Handle`] if the pipe cannot be made, or if the sender
+    /// has left this process while values it sent are still queued here;
+    /// the receiver is then unchanged.
+    pub fn into_bytes(self) -> Result<crate::Receiver, EncodeError> {
+        self.take_bytes()
+    }
+
+    fn take_bytes(&self) -> Result<crate::Receiver, EncodeError> {
+        let mut mode = self.mode.borrow_mut();
+        match std::mem::replace(&mut *mode, Mode::Gone) {
+            Mode::Local(queue) => match moving::receiver_leaves(&queue) {
+                Ok(rx) => Ok(rx),
+                Err(e) => {
+                    *mode = Mode::Local(queue);
+                    Err(e)
+                }
+            },
+            Mode::Remote(rx) => Ok(rx),
+            other @ (Mode::Moved(_) | Mode::Gone) => {
+                *mode = other;
+                Err(EncodeError::Handle(
+                    "this receiver has already moved".into(),
+                ))
+            }
+        }
+    }
+}
+
+impl<T> Drop for Receiver<T> {
+    fn drop(&mut self) {
+        if let Mode::Local(queue) = self.mode.get_mut() {
+            let mut state = queue.lock();
+            state.receiver = Presence::Dropped;
+            let items = std::mem::take(&mut state.items);
+            let incoming = state.incoming.take();
+            drop(state);
+            // The values are dropped without the lock held (their drops
+            // may touch other channels).
+            drop(items);
+            drop(incoming);
+        }
+    }
+}
+
+impl<T: Serialize + DeserializeOwned + Send + 'static> Serialize for Receiver<T> {
+    /// A receiver inside a value travels as a handle; it can be serialized
+    /// only by a ferry typed send.
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        if let Mode::Moved(index) = *self.mode.borrow() {
+            return serializer.serialize_u32(index);
+        }
+        handles::room().map_err(serde::ser::Error::custom)?;
+        let rx = self.take_bytes().map_err(serde::ser::Error::custom)?;
+        let index = handles::push_end(End::Receiver(rx));
+        *self.mode.borrow_mut() = Mode::Moved(index);
+        serializer.serialize_u32(index)
+    }
+}
+
+impl<'de, T: Serialize + DeserializeOwned + Send + 'static> Deserialize<'de> for Receiver<T> {
+    /// Claims the receiving half the message carried under this handle.
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let index = u32::deserialize(deserializer)?;
+        match handles::claim(index).map_err(serde::de::Error::custom)? {
+            End::Receiver(rx) => Ok(Self::from_bytes(rx)),
+            _ => Err(serde::de::Error::custom(format!(
+                "handle {index} is not a receiving half"
+            ))),
+        }
+    }
+}

@@ -1,0 +1,450 @@
+//! Typed channels across real processes: rich values both ways, halves
+//! inside messages, a receiver moved while values are queued for it, and
+//! a hostile peer's malformed encodings.
+#![cfg(feature = "serde")]
+
+mod common;
+
+use std::collections::BTreeMap;
+
+use common::secs;
+use ferry::typed::{Bytes, Duplex, Reason, Receiver, Sender};
+use ferry::{PipeOptions, RecvError};
+use serde::{Deserialize, Serialize};
+
+/// Counts the largest single allocation while watching, to check that a
+/// hostile length prefix allocates nothing beyond the message.
+mod counting {
+    // A global allocator is an unsafe trait; test-only, and std's atomics
+    // are what an allocator can use (no loom here).
+    #![allow(unsafe_code, clippy::disallowed_types)]
+
+    use std::alloc::{GlobalAlloc, Layout, System};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    struct Counting;
+
+    thread_local! {
+        static WATCH: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    }
+    static LARGEST: AtomicUsize = AtomicUsize::new(0);
+
+    /// Runs `f` and returns what it returned with the largest single
+    /// allocation (or reallocation) this thread made meanwhile.
+    pub fn largest<R>(f: impl FnOnce() -> R) -> (R, usize) {
+        LARGEST.store(0, Ordering::SeqCst);
+        WATCH.with(|w| w.set(true));
+        let r = f();
+        WATCH.with(|w| w.set(false));
+        (r, LARGEST.load(Ordering::SeqCst))
+    }
+
+    fn watching() -> bool {
+        // `try_with`: no thread-local during a thread's teardown.
+        WATCH.try_with(|w| w.get()).unwrap_or(false)
+    }
+
+    // SAFETY: forwards every call to the system allocator unchanged; it
+    // only records sizes on the side.
+    unsafe impl GlobalAlloc for Counting {
+        unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+            if watching() {
+                LARGEST.fetch_max(layout.size(), Ordering::Relaxed);
+            }
+            // SAFETY: the caller's layout, passed on.
+            unsafe { System.alloc(layout) }
+        }
+        unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+            // SAFETY: `ptr` came from `System.alloc` with this layout.
+            unsafe { System.dealloc(ptr, layout) }
+        }
+        unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+            if watching() {
+                LARGEST.fetch_max(new_size, Ordering::Relaxed);
+            }
+            // SAFETY: as the caller's contract (`ptr` from this allocator).
+            unsafe { System.realloc(ptr, layout, new_size) }
+        }
+    }
+
+    #[global_allocator]
+    static ALLOC: Counting = Counting;
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+enum Shape {
+    Empty,
+    Circle(f64),
+    Rect { w: u32, h: u32 },
+    Poly(Vec<(i32, i32)>),
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct Rich {
+    id: u64,
+    name: String,
+    tags: Vec<String>,
+    map: BTreeMap<String, Vec<i64>>,
+    shape: Shape,
+    nested: Option<Box<Rich>>,
+    data: Bytes,
+    floats: (f32, f64),
+    ch: char,
+}
+
+fn rich(id: u64, data: usize) -> Rich {
+    Rich {
+        id,
+        name: format!("value {id} ✓"),
+        tags: (0..id % 5).map(|i| format!("tag{i}")).collect(),
+        map: (0..3)
+            .map(|i| (format!("k{i}"), vec![i, -i, i64::MAX]))
+            .collect(),
+        shape: match id % 4 {
+            0 => Shape::Empty,
+            1 => Shape::Circle(1.5),
+            2 => Shape::Rect { w: 3, h: 4 },
+            _ => Shape::Poly(vec![(1, 2), (-3, 4)]),
+        },
+        nested: id.is_multiple_of(2).then(|| Box::new(rich(id + 1, 3))),
+        data: (0..data)
+            .map(|i| (i * 31 + id as usize) as u8)
+            .collect::<Vec<_>>()
+            .into(),
+        floats: (0.25, -1e300),
+        ch: 'ß',
+    }
+}
+
+/// The child echoes every `Rich` it receives until the parent hangs up.
+#[test]
+fn rich_values_round_trip_across_processes() {
+    if common::role().is_some() {
+        let (_dog, main) = common::child_pipe("echo", secs(60));
+        let end = Duplex::<Rich, Rich>::from_pipe(main);
+        while let Ok(value) = end.recv() {
+            end.send(value).expect("echo");
+        }
+        return;
+    }
+    let dog = common::Watchdog::start(this_test!(), secs(60));
+    let (child, main) = common::spawn_child(&dog, this_test!(), "echo", &PipeOptions::new());
+    let end = Duplex::<Rich, Rich>::from_pipe(main);
+    // Empty, small, ring-sized, out of line, and 100 MiB byte fields.
+    for (id, size) in [0, 1, 144, 70_000, 1 << 20, 100 << 20]
+        .into_iter()
+        .enumerate()
+    {
+        let value = rich(id as u64, size);
+        end.send(value.clone()).expect("send");
+        let back = end.recv().expect("echo back");
+        assert!(back == value, "value {id} ({size} bytes) came back changed");
+    }
+    drop(end);
+    child.wait_ok();
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Add {
+    a: i32,
+    b: i32,
+    reply: Sender<i32>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Setup {
+    requests: Receiver<Add>,
+    done: Sender<String>,
+}
+
+/// The parent queues a request (with its reply channel) in-process, then
+/// sends the request receiver to the child inside a message; the queued
+/// request follows it, and every later request carries its own reply
+/// sender to the child.
+#[test]
+fn typed_halves_travel_inside_messages() {
+    if common::role().is_some() {
+        let (_dog, main) = common::child_pipe("adder", secs(60));
+        let setup = Receiver::<Setup>::from_bytes(main.split().1)
+            .recv()
+            .expect("setup");
+        let mut served = 0;
+        for Add { a, b, reply } in setup.requests.iter() {
+            reply.send(a + b).expect("reply");
+            served += 1;
+        }
+        setup.done.send(format!("served {served}")).expect("done");
+        return;
+    }
+    let dog = common::Watchdog::start(this_test!(), secs(60));
+    let (child, main) = common::spawn_child(&dog, this_test!(), "adder", &PipeOptions::new());
+    let (to_child, _) = main.split();
+    let to_child = Sender::<Setup>::from_bytes(to_child);
+    let (requests, served) = ferry::channel::<Add>();
+    let (done_tx, done) = ferry::channel::<String>();
+    let (reply, first_answer) = ferry::channel();
+    requests.send(Add { a: 40, b: 2, reply }).unwrap();
+    to_child
+        .send(Setup {
+            requests: served,
+            done: done_tx,
+        })
+        .expect("send the setup");
+    assert_eq!(
+        first_answer.recv().expect("the queued request's answer"),
+        42
+    );
+    for i in 0..100 {
+        let (reply, answer) = ferry::channel();
+        requests
+            .send(Add {
+                a: i,
+                b: 1000,
+                reply,
+            })
+            .expect("request");
+        assert_eq!(answer.recv().expect("answer"), i + 1000);
+    }
+    drop(requests);
+    assert_eq!(done.recv().expect("done"), "served 101");
+    child.wait_ok();
+}
+
+/// Values queued in-process when the receiver leaves, more than the pipe
+/// holds, plus values sent from another thread while it moves: the child
+/// gets all of them, in order.
+#[test]
+fn a_receiver_moved_while_values_are_queued() {
+    const QUEUED: u64 = 20_000;
+    const AFTER: u64 = 20_000;
+    if common::role().is_some() {
+        let (_dog, main) = common::child_pipe("reader", secs(60));
+        let (back, inbox) = main.split();
+        let rx = Receiver::<Receiver<(u64, String)>>::from_bytes(inbox)
+            .recv()
+            .expect("the receiver");
+        let mut next = 0;
+        for (i, text) in rx.iter() {
+            assert_eq!((i, text), (next, format!("value {next}")), "out of order");
+            next += 1;
+        }
+        back.send(&next.to_le_bytes()).expect("count");
+        return;
+    }
+    let dog = common::Watchdog::start(this_test!(), secs(60));
+    let (child, main) = common::spawn_child(&dog, this_test!(), "reader", &PipeOptions::new());
+    let (tx, rx) = ferry::channel::<(u64, String)>();
+    for i in 0..QUEUED {
+        tx.send((i, format!("value {i}"))).unwrap();
+    }
+    let (to_child, from_child) = main.split();
+    let later = std::thread::spawn(move || {
+        for i in QUEUED..QUEUED + AFTER {
+            tx.send((i, format!("value {i}")))
+                .expect("send after the move");
+        }
+    });
+    Sender::<Receiver<(u64, String)>>::from_bytes(to_child)
+        .send(rx)
+        .expect("send the receiver");
+    later.join().unwrap();
+    let count = from_child.recv().expect("the child's count");
+    assert_eq!(
+        u64::from_le_bytes(count.try_into().unwrap()),
+        QUEUED + AFTER
+    );
+    child.wait_ok();
+}
+
+/// A hostile child sends byte messages that are not valid encodings of
+/// the parent's type. Each is refused with the documented reason, nothing
+/// beyond the message's size is allocated for it, and the valid message
+/// after each one still arrives.
+#[test]
+fn malformed_encodings_are_refused_and_the_stream_goes_on() {
+    #[derive(Debug, PartialEq, Serialize, Deserialize)]
+    struct Node(Option<Box<Node>>);
+    #[derive(Debug, PartialEq, Serialize, Deserialize)]
+    struct Msg {
+        topic: u32,
+        data: Bytes,
+        words: Vec<String>,
+        tree: Node,
+    }
+    let bad: Vec<(Vec<u8>, &str)> = vec![
+        // Truncated: a topic and nothing else.
+        (vec![5], "ends early"),
+        // A byte length of 2^62 with three bytes left.
+        (
+            vec![
+                5, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x40, 1, 2, 3,
+            ],
+            "a length of",
+        ),
+        // Two billion words claimed in a few bytes.
+        (
+            vec![5, 0, 0x80, 0x80, 0x80, 0x80, 0x08, 0],
+            "too many elements",
+        ),
+        // A megabyte of nested `Some`.
+        ([vec![5, 0, 0], vec![1u8; 1 << 20]].concat(), "nest deeper"),
+        // A valid message with a byte left over.
+        (vec![5, 0, 0, 0, 9], "left after"),
+    ];
+    if common::role().is_some() {
+        let (_dog, main) = common::child_pipe("hostile", secs(60));
+        main.send(&[7, 2, 1, 2, 1, 1, b'x', 0]).expect("warm-up");
+        for (bytes, _) in &bad {
+            main.send(bytes).expect("bad");
+            main.send(&[7, 2, 1, 2, 1, 1, b'x', 0]).expect("good");
+        }
+        let _ = main.recv();
+        return;
+    }
+    let dog = common::Watchdog::start(this_test!(), secs(60));
+    let (child, main) = common::spawn_child(&dog, this_test!(), "hostile", &PipeOptions::new());
+    let (_keep, inbox) = main.split();
+    let rx = Receiver::<Msg>::from_bytes(inbox);
+    // The first receive sets up what every receive reuses.
+    rx.recv().expect("the first, valid message");
+    for (bytes, why) in &bad {
+        let (got, largest) = counting::largest(|| rx.recv());
+        let Err(RecvError::Decode(e)) = got else {
+            panic!("{why}: expected a decode error, got {got:?}");
+        };
+        assert!(e.type_name().ends_with("Msg"), "{e}");
+        assert!(e.to_string().contains(why), "{why}: {e}");
+        // The message itself is received into memory of its own size;
+        // decoding it allocates nothing larger.
+        assert!(
+            largest <= bytes.len().max(4096),
+            "{why}: allocated {largest} bytes for a {}-byte message",
+            bytes.len()
+        );
+        if let Reason::LengthPastEnd { left, .. } = e.reason() {
+            assert!(*left < 16);
+        }
+        let good = rx.recv().expect("the valid message after it");
+        assert_eq!(
+            good,
+            Msg {
+                topic: 7,
+                data: vec![1, 2].into(),
+                words: vec!["x".into()],
+                tree: Node(None),
+            }
+        );
+    }
+    drop(rx);
+    drop(_keep);
+    child.wait_ok();
+}
+
+/// A value whose encoding fails: in one process it is moved, never
+/// encoded.
+#[derive(Debug, Deserialize)]
+struct Unencodable(String);
+
+impl Serialize for Unencodable {
+    fn serialize<S: serde::Serializer>(&self, _: S) -> Result<S::Ok, S::Error> {
+        Err(serde::ser::Error::custom(
+            "this value refuses to be encoded",
+        ))
+    }
+}
+
+#[test]
+fn in_process_values_are_moved_not_encoded() {
+    let (tx, rx) = ferry::channel::<Unencodable>();
+    let text = "x".repeat(1000);
+    let ptr = text.as_ptr();
+    tx.send(Unencodable(text)).expect("no encoding in-process");
+    let back = rx.recv().unwrap();
+    // The same heap buffer: moved, not copied.
+    assert_eq!(back.0.as_ptr(), ptr);
+    // Once the receiver is turned into bytes, values must be encoded.
+    let bytes_rx = rx.into_bytes().unwrap();
+    let e = tx.send(Unencodable("y".into())).unwrap_err();
+    assert!(e.to_string().contains("refuses to be encoded"), "{e}");
+    drop(bytes_rx);
+}
+
+#[test]
+fn in_process_disconnects_and_timeouts() {
+    let (tx, rx) = ferry::channel::<u32>();
+    assert!(matches!(rx.try_recv(), Err(ferry::TryRecvError::Empty)));
+    let start = std::time::Instant::now();
+    assert!(matches!(
+        rx.recv_timeout(std::time::Duration::from_millis(30)),
+        Err(ferry::RecvTimeoutError::Timeout)
+    ));
+    assert!(start.elapsed() >= std::time::Duration::from_millis(30));
+    tx.send(1).unwrap();
+    tx.send(2).unwrap();
+    drop(tx);
+    assert_eq!(rx.recv().unwrap(), 1);
+    assert_eq!(rx.recv().unwrap(), 2);
+    assert!(matches!(rx.recv(), Err(RecvError::Disconnected)));
+
+    let (tx, rx) = ferry::channel::<u32>();
+    drop(rx);
+    assert!(matches!(tx.send(3), Err(ferry::SendError::Disconnected)));
+
+    // A receiver blocked in another thread is woken by the sender's drop.
+    let (tx, rx) = ferry::channel::<u32>();
+    let waiter = std::thread::spawn(move || rx.recv());
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    drop(tx);
+    assert!(matches!(
+        waiter.join().unwrap(),
+        Err(RecvError::Disconnected)
+    ));
+}
+
+/// Two threads, a million values, in order; then the same across a byte
+/// pipe made by hand.
+#[test]
+fn in_process_stream_between_threads() {
+    const N: u64 = 1_000_000;
+    let (tx, rx) = ferry::channel::<u64>();
+    let producer = std::thread::spawn(move || {
+        for i in 0..N {
+            tx.send(i).unwrap();
+        }
+    });
+    for i in 0..N {
+        assert_eq!(rx.recv().unwrap(), i);
+    }
+    producer.join().unwrap();
+    assert!(matches!(rx.recv(), Err(RecvError::Disconnected)));
+}
+
+/// A sender moved out (as bytes) while values are queued: the receiver
+/// here drains the queue first, then reads the pipe, in order.
+#[test]
+fn a_sender_turned_into_bytes_keeps_order() {
+    let (tx, rx) = ferry::channel::<String>();
+    tx.send("queued".into()).unwrap();
+    let bytes = tx.into_bytes().unwrap();
+    let tx = Sender::<String>::from_bytes(bytes);
+    tx.send("through the pipe".into()).unwrap();
+    assert_eq!(rx.recv().unwrap(), "queued");
+    assert_eq!(rx.recv().unwrap(), "through the pipe");
+    drop(tx);
+    assert!(matches!(rx.recv(), Err(RecvError::Disconnected)));
+}
+
+/// A half encoded outside a ferry send (here by the bare encoder) refuses,
+/// and stays usable.
+#[test]
+fn a_half_outside_a_ferry_send_refuses_to_serialize() {
+    let (tx, rx) = ferry::channel::<u8>();
+    let e = ferry::typed::encode(&tx).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("only be serialized by a ferry typed send"),
+        "{e}"
+    );
+    tx.send(9).unwrap();
+    assert_eq!(rx.recv().unwrap(), 9);
+}

@@ -14,6 +14,8 @@ use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use ::ferry::{Pipe, RecvError};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 
 use crate::error::{Context, Error};
 use crate::matrix::Bench;
@@ -69,11 +71,16 @@ pub enum Via {
     /// As `FerryOneThread`, the request found by a `ferry::Select` over the
     /// receiving ends of 1, 10 or 100 pipes (one of them ready).
     FerrySelect(usize),
+    /// Another thread, a request and a reply through two typed channels,
+    /// `ferry::channel::<T>()` (values moved, never encoded).
+    FerryTypedThreads,
+    /// One thread: the request and the reply through two typed channels.
+    FerryTypedOneThread,
 }
 
 impl Via {
     /// Every way, in report order.
-    pub const ALL: [Self; 9] = [
+    pub const ALL: [Self; 11] = [
         Self::Direct,
         Self::Closure,
         Self::StdMpsc,
@@ -83,6 +90,8 @@ impl Via {
         Self::FerrySelect(1),
         Self::FerrySelect(10),
         Self::FerrySelect(100),
+        Self::FerryTypedThreads,
+        Self::FerryTypedOneThread,
     ];
 
     /// The name in reports.
@@ -97,6 +106,8 @@ impl Via {
             Self::FerrySelect(1) => "ferry-select-1",
             Self::FerrySelect(10) => "ferry-select-10",
             Self::FerrySelect(_) => "ferry-select-100",
+            Self::FerryTypedThreads => "ferry-typed-2-threads",
+            Self::FerryTypedOneThread => "ferry-typed-1-thread",
         }
     }
 
@@ -116,15 +127,23 @@ impl Via {
             Self::FerrySelect(_) => {
                 "as ferry-1-thread, the request found by a `ferry::Select` over the receiving ends of N pipes"
             }
+            Self::FerryTypedThreads => {
+                "another thread: request and reply through typed channels, `ferry::channel::<T>()` (values moved, not encoded)"
+            }
+            Self::FerryTypedOneThread => {
+                "one thread: send the request on a typed channel, receive it, reply on another, receive the reply"
+            }
         }
     }
 
     /// Calls per run by default: enough for some tens of milliseconds.
     pub fn default_count(self, quick: bool) -> usize {
         let count = match self {
-            Self::Direct | Self::Closure => 2_000_000,
+            Self::Direct | Self::Closure | Self::FerryTypedOneThread => 2_000_000,
             Self::FerryOneThread | Self::FerrySelect(_) => 200_000,
-            Self::StdMpsc | Self::Crossbeam | Self::FerryThreads => 20_000,
+            Self::StdMpsc | Self::Crossbeam | Self::FerryThreads | Self::FerryTypedThreads => {
+                20_000
+            }
         };
         match quick {
             true => (count / QUICK_SHARE).max(BATCHES),
@@ -194,8 +213,8 @@ impl Bench for Case {
 
 /// A function, its argument and result, and their encoding for a pipe.
 trait Func: 'static {
-    type Arg: Send + 'static;
-    type Ret: Send + 'static;
+    type Arg: Value;
+    type Ret: Value;
     /// The argument of call `i`.
     fn arg(i: u32) -> Self::Arg;
     /// The function itself.
@@ -300,6 +319,12 @@ fn run<F: Func>(case: &Case, bar: &Bar) -> Result<Sample, Error> {
         Via::Crossbeam => time::<F, _>(Hop::<F, CrossbeamChannels>::start(placement), case, bar),
         Via::FerryThreads => time::<F, _>(FerryThreads::<F>::start(placement)?, case, bar),
         Via::FerryOneThread => time::<F, _>(FerryOneThread::new()?, case, bar),
+        Via::FerryTypedThreads => {
+            time::<F, _>(Hop::<F, FerryTypedChannels>::start(placement), case, bar)
+        }
+        Via::FerryTypedOneThread => {
+            time::<F, _>(OneThread::<F, FerryTypedChannels>::new(), case, bar)
+        }
         Via::FerrySelect(n) => {
             let pipes = (0..n)
                 .map(|_| ::ferry::pipe())
@@ -414,32 +439,96 @@ fn callee_gone(callee: Option<Callee>) -> Error {
     }
 }
 
+/// What a call's argument and result are: movable to another thread, and
+/// encodable for a typed channel.
+trait Value: Send + Serialize + DeserializeOwned + 'static {}
+
+impl<T: Send + Serialize + DeserializeOwned + 'static> Value for T {}
+
 /// A flavour of in-process channel a [`Hop`] sends its calls through.
 trait Channel: 'static {
-    type Sender<T: Send + 'static>: Send + 'static;
-    type Receiver<T: Send + 'static>: Send + 'static;
-    fn channel<T: Send + 'static>() -> (Self::Sender<T>, Self::Receiver<T>);
+    type Sender<T: Value>: Send + 'static;
+    type Receiver<T: Value>: Send + 'static;
+    fn channel<T: Value>() -> (Self::Sender<T>, Self::Receiver<T>);
     /// Sends `value`; `false` once the receiver has gone.
-    fn send<T: Send + 'static>(sender: &Self::Sender<T>, value: T) -> bool;
+    fn send<T: Value>(sender: &Self::Sender<T>, value: T) -> bool;
     /// The next value; `None` once the sender has gone.
-    fn recv<T: Send + 'static>(receiver: &Self::Receiver<T>) -> Option<T>;
+    fn recv<T: Value>(receiver: &Self::Receiver<T>) -> Option<T>;
+}
+
+/// ferry's typed channels, both halves in this process.
+struct FerryTypedChannels;
+
+impl Channel for FerryTypedChannels {
+    type Sender<T: Value> = ::ferry::typed::Sender<T>;
+    type Receiver<T: Value> = ::ferry::typed::Receiver<T>;
+    fn channel<T: Value>() -> (Self::Sender<T>, Self::Receiver<T>) {
+        ::ferry::channel()
+    }
+    #[inline]
+    fn send<T: Value>(sender: &Self::Sender<T>, value: T) -> bool {
+        sender.send(value).is_ok()
+    }
+    #[inline]
+    fn recv<T: Value>(receiver: &Self::Receiver<T>) -> Option<T> {
+        receiver.recv().ok()
+    }
+}
+
+/// A call through two of `C`'s channels on one thread: the request sent,
+/// received, answered, and the answer received.
+struct OneThread<F: Func, C: Channel> {
+    requests: C::Sender<F::Arg>,
+    inbox: C::Receiver<F::Arg>,
+    outbox: C::Sender<F::Ret>,
+    replies: C::Receiver<F::Ret>,
+}
+
+impl<F: Func, C: Channel> OneThread<F, C> {
+    fn new() -> Self {
+        let (requests, inbox) = C::channel::<F::Arg>();
+        let (outbox, replies) = C::channel::<F::Ret>();
+        Self {
+            requests,
+            inbox,
+            outbox,
+            replies,
+        }
+    }
+}
+
+impl<F: Func, C: Channel> Caller<F> for OneThread<F, C> {
+    #[inline]
+    fn call(&mut self, arg: F::Arg) -> Result<F::Ret, Error> {
+        if !C::send(&self.requests, arg) {
+            return Err(Error::new("the request channel closed"));
+        }
+        let arg = C::recv(&self.inbox).ok_or_else(|| Error::new("no request"))?;
+        if !C::send(&self.outbox, F::compute(arg)) {
+            return Err(Error::new("the reply channel closed"));
+        }
+        C::recv(&self.replies).ok_or_else(|| Error::new("no reply"))
+    }
+    fn close(self) -> Result<(), Error> {
+        Ok(())
+    }
 }
 
 /// std's mpsc channels.
 struct StdChannels;
 
 impl Channel for StdChannels {
-    type Sender<T: Send + 'static> = mpsc::Sender<T>;
-    type Receiver<T: Send + 'static> = mpsc::Receiver<T>;
-    fn channel<T: Send + 'static>() -> (Self::Sender<T>, Self::Receiver<T>) {
+    type Sender<T: Value> = mpsc::Sender<T>;
+    type Receiver<T: Value> = mpsc::Receiver<T>;
+    fn channel<T: Value>() -> (Self::Sender<T>, Self::Receiver<T>) {
         mpsc::channel()
     }
     #[inline]
-    fn send<T: Send + 'static>(sender: &Self::Sender<T>, value: T) -> bool {
+    fn send<T: Value>(sender: &Self::Sender<T>, value: T) -> bool {
         sender.send(value).is_ok()
     }
     #[inline]
-    fn recv<T: Send + 'static>(receiver: &Self::Receiver<T>) -> Option<T> {
+    fn recv<T: Value>(receiver: &Self::Receiver<T>) -> Option<T> {
         receiver.recv().ok()
     }
 }
@@ -448,17 +537,17 @@ impl Channel for StdChannels {
 struct CrossbeamChannels;
 
 impl Channel for CrossbeamChannels {
-    type Sender<T: Send + 'static> = crossbeam_channel::Sender<T>;
-    type Receiver<T: Send + 'static> = crossbeam_channel::Receiver<T>;
-    fn channel<T: Send + 'static>() -> (Self::Sender<T>, Self::Receiver<T>) {
+    type Sender<T: Value> = crossbeam_channel::Sender<T>;
+    type Receiver<T: Value> = crossbeam_channel::Receiver<T>;
+    fn channel<T: Value>() -> (Self::Sender<T>, Self::Receiver<T>) {
         crossbeam_channel::unbounded()
     }
     #[inline]
-    fn send<T: Send + 'static>(sender: &Self::Sender<T>, value: T) -> bool {
+    fn send<T: Value>(sender: &Self::Sender<T>, value: T) -> bool {
         sender.send(value).is_ok()
     }
     #[inline]
-    fn recv<T: Send + 'static>(receiver: &Self::Receiver<T>) -> Option<T> {
+    fn recv<T: Value>(receiver: &Self::Receiver<T>) -> Option<T> {
         receiver.recv().ok()
     }
 }

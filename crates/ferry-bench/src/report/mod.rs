@@ -29,7 +29,7 @@ pub use table::Table;
 /// The transports each row is compared with, at the same size and
 /// placement: the OS's everyday socket, and the floor of a hand-written
 /// shared-memory slot with a futex.
-pub const BASELINES: &[&str] = &["unix-stream", "shm-futex"];
+pub const BASELINES: &[&str] = &["ferry", "unix-stream", "shm-futex"];
 
 /// How the run was made, for the reader of the files.
 #[derive(Debug, Clone, Default, Serialize)]

@@ -11,6 +11,7 @@
 
 mod ferry;
 mod ferry_async;
+mod ferry_typed;
 mod framed;
 mod guard;
 mod iceoryx2;
@@ -87,6 +88,7 @@ pub const ALL: &[&dyn Transport] = &[
     &ferry::Ferry::SPIN,
     &ferry::Ferry::BLOCK,
     &ferry::Ferry::LOAN,
+    &ferry_typed::FerryTyped,
     &ferry_async::FerryAsync,
     &unix_stream::UnixStream,
     &unix_stream_tokio::UnixStreamTokio,

@@ -299,6 +299,16 @@ impl Pipe {
         (tx, rx)
     }
 
+    /// The two halves, still joined: their waits assume one thread uses
+    /// both (this thread's CPU is published on both rings, so a peer on
+    /// the same CPU yields to it rather than spinning), and dropping one
+    /// closes the other's ring too. For the typed layer's two-way end;
+    /// [`Sender::unjoin`] and [`Receiver::unjoin`] undo it.
+    #[cfg(feature = "serde")]
+    pub(crate) fn split_joined(self) -> (Sender, Receiver) {
+        (self.tx, self.rx)
+    }
+
     /// This end's sending half.
     pub fn sender(&self) -> &Sender {
         &self.tx

@@ -319,25 +319,36 @@ impl Receiver {
         Ok(message)
     }
 
-    /// Receives the next message as a view (read in place when it came out
-    /// of line), with the ends it carries: the typed layer's receive.
+    /// Stops assuming one thread also uses the other half of its pipe end
+    /// (see [`Pipe::split_joined`](super::Pipe::split_joined)).
+    #[cfg(feature = "serde")]
+    pub(crate) fn unjoin(&mut self) {
+        self.half.joined = false;
+    }
+
+    /// Receives the next message into `bytes` (reused), or as its block's
+    /// view when it came out of line, with the ends it carries: the typed
+    /// layer's receive.
     #[cfg(feature = "serde")]
     pub(crate) fn recv_parts(
         &self,
+        bytes: &mut Vec<u8>,
         deadline: Option<Instant>,
-    ) -> Result<(super::SharedBytes, Vec<End>), RecvFault> {
-        let mut bytes = Vec::new();
+    ) -> Result<(Option<super::SharedBytes>, Vec<End>), RecvFault> {
         let mut held = None;
         let mut ends = Vec::new();
         self.recv_message(
             &mut Delivery {
-                bytes: &mut bytes,
+                bytes,
                 ends: Some(&mut ends),
                 block: Some(&mut held),
             },
             deadline,
         )?;
-        Ok((super::loan::shared(held, bytes), ends))
+        Ok((
+            held.map(|held| super::loan::shared(Some(held), Vec::new())),
+            ends,
+        ))
     }
 
     pub(super) fn recv_message(

@@ -315,6 +315,22 @@ impl Sender {
         self.push(tx, abort, &[], now)
     }
 
+    /// Stops assuming one thread also uses the other half of its pipe end
+    /// (see [`Pipe::split_joined`](super::Pipe::split_joined)).
+    #[cfg(feature = "serde")]
+    pub(crate) fn unjoin(&mut self) {
+        self.half.joined = false;
+    }
+
+    /// Whether a message of `len` bytes would go out of line, in a pool
+    /// block (then the typed layer encodes it straight into a loaned one).
+    #[cfg(feature = "serde")]
+    pub(crate) fn goes_out_of_line(&self, len: usize) -> bool {
+        len >= self.out_of_line
+            && self.half.link().is_some()
+            && crate::pool::block::class_for(len).is_some()
+    }
+
     /// Whether the receiving side of this half's ring is in another process
     /// (only then can ends travel with a message).
     #[cfg(feature = "serde")]

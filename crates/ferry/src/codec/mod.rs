@@ -333,6 +333,28 @@ pub fn decode_borrowed<'de, T: serde::Deserialize<'de>>(
     decode_with(Decoder::new(bytes))
 }
 
+/// Decodes a received message over `place` (serde's `deserialize_in_place`:
+/// buffers the type's fields already own are reused where its
+/// `Deserialize` supports it); `shared` as for [`decode_message`]. On an
+/// error `place` holds a valid but unspecified value.
+pub(crate) fn decode_message_into<T: serde::de::DeserializeOwned>(
+    bytes: &[u8],
+    shared: bool,
+    place: &mut T,
+) -> Result<(), DecodeError> {
+    let mut decoder = Decoder::new(bytes);
+    decoder.in_place = shared;
+    let named = |mut e: DecodeError, decoder: &Decoder<'_>| {
+        e.type_name = std::any::type_name::<T>();
+        if e.offset == usize::MAX {
+            e.offset = decoder.offset();
+        }
+        e
+    };
+    T::deserialize_in_place(&mut decoder, place).map_err(|e| named(e, &decoder))?;
+    decoder.finish().map_err(|e| named(e, &decoder))
+}
+
 /// Decodes a received message; `in_place` when it is read in shared
 /// memory the sender can still write (then strings are copied before they
 /// are checked, so what was checked is what is kept).

@@ -7,7 +7,7 @@
 //! index from the ends that came with the message. Outside a ferry typed
 //! send or receive there is no table, and a half refuses to serialize.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::sync::Arc;
 
 use crate::codec::EncodeError;
@@ -39,68 +39,152 @@ struct Incoming {
     view: Option<Arc<SharedBytes>>,
 }
 
+// Encodes and decodes nest (forwarding a queue encodes values inside
+// another encode), so each table is tagged with the depth it belongs to.
+// Most messages carry no halves: then no table is made at all, and
+// entering or leaving an encode or decode is one counter each.
 thread_local! {
-    static OUTGOING: RefCell<Vec<Outgoing>> = const { RefCell::new(Vec::new()) };
-    static INCOMING: RefCell<Vec<Incoming>> = const { RefCell::new(Vec::new()) };
+    static ENCODING: Cell<u32> = const { Cell::new(0) };
+    static DECODING: Cell<u32> = const { Cell::new(0) };
+    /// How many tables exist in `OUTGOING` and `INCOMING` together: while
+    /// none does, leaving an encode or decode looks at neither.
+    static TABLES: Cell<u32> = const { Cell::new(0) };
+    static OUTGOING: RefCell<Vec<(u32, Outgoing)>> = const { RefCell::new(Vec::new()) };
+    static INCOMING: RefCell<Vec<(u32, Incoming)>> = const { RefCell::new(Vec::new()) };
 }
 
-/// Pops the context it pushed, even if the encode or decode panicked.
-struct Pop(fn());
+/// Leaves an encode or decode (even one that panicked): drops the depth
+/// and any table left at it.
+struct Leave {
+    depth: &'static std::thread::LocalKey<Cell<u32>>,
+    tables: fn(u32),
+}
 
-impl Drop for Pop {
+impl Drop for Leave {
     fn drop(&mut self) {
-        (self.0)();
+        let depth = self.depth.with(|d| {
+            let depth = d.get();
+            d.set(depth - 1);
+            depth
+        });
+        (self.tables)(depth);
     }
 }
 
-/// Runs `encode` with a fresh table (encodes nest: forwarding a queue can
-/// encode values inside another encode) and returns what it collected.
-pub(super) fn encoding<R>(encode: impl FnOnce() -> R) -> (R, Outgoing) {
-    OUTGOING.with(|o| o.borrow_mut().push(Outgoing::default()));
-    let pop = Pop(|| {
-        OUTGOING.with(|o| o.borrow_mut().pop());
+fn tables() -> u32 {
+    TABLES.with(Cell::get)
+}
+
+fn count_tables(change: i32) {
+    TABLES.with(|t| t.set(t.get().wrapping_add_signed(change)));
+}
+
+fn drop_outgoing_at(depth: u32) {
+    if tables() == 0 {
+        return;
+    }
+    OUTGOING.with(|o| {
+        let mut o = o.borrow_mut();
+        if o.last().is_some_and(|(d, _)| *d >= depth) {
+            o.pop();
+            count_tables(-1);
+        }
     });
+}
+
+fn drop_incoming_at(depth: u32) {
+    if tables() == 0 {
+        return;
+    }
+    INCOMING.with(|i| {
+        let mut i = i.borrow_mut();
+        if i.last().is_some_and(|(d, _)| *d >= depth) {
+            i.pop();
+            count_tables(-1);
+        }
+    });
+}
+
+/// Runs `encode` with a table of its own and returns what it collected.
+pub(super) fn encoding<R>(encode: impl FnOnce() -> R) -> (R, Outgoing) {
+    let depth = ENCODING.with(|d| {
+        d.set(d.get() + 1);
+        d.get()
+    });
+    let leave = Leave {
+        depth: &ENCODING,
+        tables: drop_outgoing_at,
+    };
     let result = encode();
-    let collected =
-        OUTGOING.with(|o| std::mem::take(o.borrow_mut().last_mut().expect("pushed above")));
-    drop(pop);
-    (result, collected)
+    let collected = match tables() {
+        0 => None,
+        _ => OUTGOING.with(|o| {
+            let mut o = o.borrow_mut();
+            match o.last() {
+                Some((d, _)) if *d == depth => {
+                    count_tables(-1);
+                    o.pop().map(|(_, out)| out)
+                }
+                _ => None,
+            }
+        }),
+    };
+    drop(leave);
+    (result, collected.unwrap_or_default())
 }
 
 /// Whether the current encode's table can take one more end.
 pub(super) fn room() -> Result<(), EncodeError> {
+    let depth = ENCODING.with(Cell::get);
+    if depth == 0 {
+        return Err(EncodeError::HandleOutsideSend);
+    }
+    if tables() == 0 {
+        return Ok(());
+    }
     OUTGOING.with(|o| match o.borrow().last() {
-        Some(out) if out.ends.len() < crate::MAX_HANDLES => Ok(()),
-        Some(_) => Err(EncodeError::Handle(format!(
-            "more than {} channel halves in one message",
-            crate::MAX_HANDLES
-        ))),
-        None => Err(EncodeError::HandleOutsideSend),
+        Some((d, out)) if *d == depth && out.ends.len() >= crate::MAX_HANDLES => {
+            Err(EncodeError::Handle(format!(
+                "more than {} channel halves in one message",
+                crate::MAX_HANDLES
+            )))
+        }
+        _ => Ok(()),
+    })
+}
+
+/// The current encode's table (made on first use), to change.
+fn with_outgoing<R>(f: impl FnOnce(&mut Outgoing) -> R) -> Option<R> {
+    let depth = ENCODING.with(Cell::get);
+    if depth == 0 {
+        return None;
+    }
+    OUTGOING.with(|o| {
+        let mut o = o.borrow_mut();
+        if o.last().is_none_or(|(d, _)| *d != depth) {
+            o.push((depth, Outgoing::default()));
+            count_tables(1);
+        }
+        o.last_mut().map(|(_, out)| f(out))
     })
 }
 
 /// Adds an end to the current encode's table (checked by [`room`] first)
 /// and returns its index.
 pub(super) fn push_end(end: End) -> u32 {
-    OUTGOING.with(|o| {
-        let mut o = o.borrow_mut();
-        let out = o.last_mut().expect("checked by `room`");
+    with_outgoing(|out| {
         out.ends.push(end);
         // At most MAX_HANDLES (253), checked by `room`, so the index fits.
         (out.ends.len() - 1) as u32
     })
+    .expect("checked by `room`")
 }
 
-/// Runs `action` after the current message has been sent, or now (on a
-/// thread of its own) if no send is encoding.
+/// Runs `action` after the current message has been sent, or now if no
+/// send is encoding.
 pub(super) fn after_send(action: Box<dyn FnOnce() + Send>) {
-    let action = OUTGOING.with(|o| match o.borrow_mut().last_mut() {
-        Some(out) => {
-            out.after.push(action);
-            None
-        }
-        None => Some(action),
-    });
+    let mut action = Some(action);
+    with_outgoing(|out| out.after.extend(action.take()));
     if let Some(action) = action {
         action();
     }
@@ -113,37 +197,53 @@ pub(super) fn decoding<R>(
     view: Option<Arc<SharedBytes>>,
     decode: impl FnOnce() -> R,
 ) -> (R, usize) {
-    INCOMING.with(|i| {
-        i.borrow_mut().push(Incoming {
-            ends: ends.into_iter().map(Some).collect(),
-            view,
-        })
+    let depth = DECODING.with(|d| {
+        d.set(d.get() + 1);
+        d.get()
     });
-    let pop = Pop(|| {
-        INCOMING.with(|i| i.borrow_mut().pop());
-    });
+    let leave = Leave {
+        depth: &DECODING,
+        tables: drop_incoming_at,
+    };
+    let table = !ends.is_empty() || view.is_some();
+    if table {
+        count_tables(1);
+        INCOMING.with(|i| {
+            i.borrow_mut().push((
+                depth,
+                Incoming {
+                    ends: ends.into_iter().map(Some).collect(),
+                    view,
+                },
+            ))
+        });
+    }
     let result = decode();
-    let left = INCOMING.with(|i| {
-        i.borrow()
-            .last()
-            .map_or(0, |inc| inc.ends.iter().filter(|e| e.is_some()).count())
-    });
-    drop(pop);
+    let left = match table {
+        true => INCOMING.with(|i| match i.borrow().last() {
+            Some((d, inc)) if *d == depth => inc.ends.iter().filter(|e| e.is_some()).count(),
+            _ => 0,
+        }),
+        false => 0,
+    };
+    drop(leave);
     (result, left)
 }
 
 /// Claims end `index` of the message being decoded.
 pub(super) fn claim(index: u32) -> Result<End, String> {
+    let depth = DECODING.with(Cell::get);
+    if depth == 0 {
+        return Err("a ferry channel half can only be decoded by a ferry typed receive".into());
+    }
     INCOMING.with(|i| {
         let mut i = i.borrow_mut();
-        let Some(incoming) = i.last_mut() else {
-            return Err("a ferry channel half can only be decoded by a ferry typed receive".into());
+        let ends = match i.last_mut() {
+            Some((d, incoming)) if *d == depth => &mut incoming.ends[..],
+            _ => &mut [],
         };
-        let count = incoming.ends.len();
-        match usize::try_from(index)
-            .ok()
-            .and_then(|k| incoming.ends.get_mut(k))
-        {
+        let count = ends.len();
+        match usize::try_from(index).ok().and_then(|k| ends.get_mut(k)) {
             Some(slot) => slot
                 .take()
                 .ok_or_else(|| format!("handle {index} is claimed twice")),
@@ -157,9 +257,12 @@ pub(super) fn claim(index: u32) -> Result<End, String> {
 /// A byte field borrowed from the message being decoded, as a part of the
 /// message's view (no copy), if there is one.
 pub(super) fn view_part(bytes: &[u8]) -> Option<SharedBytes> {
-    INCOMING.with(|i| {
-        let i = i.borrow();
-        let view = i.last()?.view.as_ref()?;
-        SharedBytes::part_of(view, bytes)
+    if tables() == 0 {
+        return None;
+    }
+    let depth = DECODING.with(Cell::get);
+    INCOMING.with(|i| match i.borrow().last() {
+        Some((d, inc)) if *d == depth => SharedBytes::part_of(inc.view.as_ref()?, bytes),
+        _ => None,
     })
 }

@@ -109,6 +109,7 @@
 //! internally tagged enums, `flatten`) give [`Reason::NotSelfDescribing`].
 
 mod handles;
+mod lock;
 mod moving;
 mod queue;
 mod receiver;
@@ -229,6 +230,38 @@ impl<'de> Deserialize<'de> for Bytes {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         deserializer.deserialize_byte_buf(BytesVisitor).map(Self)
     }
+
+    /// Reuses this buffer: the bytes are copied into it, allocating only if
+    /// it is too small.
+    fn deserialize_in_place<D: Deserializer<'de>>(
+        deserializer: D,
+        place: &mut Self,
+    ) -> Result<(), D::Error> {
+        deserializer.deserialize_bytes(BytesInPlace(&mut place.0))
+    }
+}
+
+/// Copies bytes into an existing buffer.
+struct BytesInPlace<'a>(&'a mut Vec<u8>);
+
+impl<'de> serde::de::Visitor<'de> for BytesInPlace<'_> {
+    type Value = ();
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("bytes")
+    }
+    fn visit_bytes<E: serde::de::Error>(self, v: &[u8]) -> Result<(), E> {
+        self.0.clear();
+        self.0.extend_from_slice(v);
+        Ok(())
+    }
+    fn visit_byte_buf<E: serde::de::Error>(self, v: Vec<u8>) -> Result<(), E> {
+        *self.0 = v;
+        Ok(())
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, seq: A) -> Result<(), A::Error> {
+        *self.0 = BytesVisitor.visit_seq(seq)?;
+        Ok(())
+    }
 }
 
 impl Serialize for SharedBytes {
@@ -309,8 +342,13 @@ where
 {
     /// A typed end over a byte pipe end (for example the one
     /// [`crate::spawn`] gives); the other end must be a `Duplex<R, S>`.
+    /// Like the pipe end, it is meant for one thread at a time: its waits
+    /// know that the thread that sends also receives (on one CPU with its
+    /// peer, a round trip then costs two futex wakes, not a spinner's
+    /// time slice). [`split`](Duplex::split) it to use the halves on two
+    /// threads.
     pub fn from_pipe(pipe: crate::Pipe) -> Self {
-        let (tx, rx) = pipe.split();
+        let (tx, rx) = pipe.split_joined();
         Self {
             tx: Sender::from_bytes(tx),
             rx: Receiver::from_bytes(rx),
@@ -324,6 +362,27 @@ where
     /// As [`Sender::send`].
     pub fn send(&self, value: S) -> Result<(), crate::SendError> {
         self.tx.send(value)
+    }
+
+    /// Sends a copy of `*value` (see [`Sender::send_ref`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`Sender::send`].
+    pub fn send_ref(&self, value: &S) -> Result<(), crate::SendError>
+    where
+        S: Clone,
+    {
+        self.tx.send_ref(value)
+    }
+
+    /// Receives a value over `place` (see [`Receiver::recv_into`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`Receiver::recv_into`].
+    pub fn recv_into(&self, place: &mut R) -> Result<(), crate::RecvError> {
+        self.rx.recv_into(place)
     }
 
     /// Receives a value (see [`Receiver::recv`]).
@@ -344,8 +403,10 @@ where
         self.rx.recv_timeout(timeout)
     }
 
-    /// The two halves, to own apart.
+    /// The two halves, to own apart (and use on two threads).
     pub fn split(self) -> (Sender<S>, Receiver<R>) {
+        self.tx.unjoin();
+        self.rx.unjoin();
         (self.tx, self.rx)
     }
 }

@@ -4,9 +4,9 @@
 //! `moving.rs` does that; this file is the queue and its waiting.
 
 use std::collections::VecDeque;
-use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use super::lock::{Guard, SpinLock};
 use crate::sync::{AtomicU32, Ordering};
 use crate::sys::{futex_wait, futex_wake};
 
@@ -42,23 +42,24 @@ pub(super) struct State<T> {
 /// A typed channel's queue while its halves are in this process.
 #[derive(Debug)]
 pub(super) struct Queue<T> {
-    state: Mutex<State<T>>,
-    /// Bumped under the lock by every change the receiver waits for; the
-    /// receiver sleeps on it.
+    state: SpinLock<State<T>>,
+    /// Bumped under the lock by every change the receiver waits for (and
+    /// by a forward finishing); the receiver sleeps on it.
     seq: AtomicU32,
-    /// Wakes whoever waits for a forward to finish.
-    forwarded: std::sync::Condvar,
 }
 
-/// Polls made spinning before the receiver yields, then sleeps: as
-/// crossbeam's backoff (2^0…2^6 spins, then 4 yields).
-const SPIN_ROUNDS: u32 = 7;
-const YIELD_ROUNDS: u32 = 4;
+/// How a receiver waits before it sleeps: spin rounds of 2^0…2^3 polls
+/// (crossbeam's backoff), then yield its CPU between polls (which lets a
+/// peer sharing the CPU run) for up to `YIELD_FOR`, then sleep on the
+/// futex. A reply on another thread comes within a few microseconds; a
+/// sleep and its wake cost several.
+const SPIN_ROUNDS: u32 = 4;
+const YIELD_FOR: Duration = Duration::from_micros(50);
 
 impl<T> Queue<T> {
     pub(super) fn new() -> Self {
         Self {
-            state: Mutex::new(State {
+            state: SpinLock::new(State {
                 items: VecDeque::new(),
                 sender: Presence::Here,
                 receiver: Presence::Here,
@@ -67,14 +68,11 @@ impl<T> Queue<T> {
                 forward: None,
             }),
             seq: AtomicU32::new(0),
-            forwarded: std::sync::Condvar::new(),
         }
     }
 
-    pub(super) fn lock(&self) -> MutexGuard<'_, State<T>> {
-        // A panic while the lock was held left the state consistent (every
-        // change is one assignment or one push or pop), so go on.
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    pub(super) fn lock(&self) -> Guard<'_, State<T>> {
+        self.state.lock()
     }
 
     /// Tells the receiver something changed; call with the lock held, then
@@ -100,20 +98,26 @@ impl<T> Queue<T> {
         &self,
         deadline: Option<Instant>,
         mut ready: impl FnMut(&mut State<T>) -> bool,
-    ) -> MutexGuard<'_, State<T>> {
+    ) -> Guard<'_, State<T>> {
         let mut round = 0;
+        let mut yielding_since = None;
         loop {
             let mut state = self.lock();
             if ready(&mut state) {
                 return state;
             }
-            let now = deadline.map(|_| Instant::now());
+            let now = (deadline.is_some() || round >= SPIN_ROUNDS).then(Instant::now);
             if let (Some(deadline), Some(now)) = (deadline, now)
                 && now >= deadline
             {
                 return state;
             }
-            if round < SPIN_ROUNDS + YIELD_ROUNDS {
+            let yielding = match (round < SPIN_ROUNDS, now) {
+                (true, _) => true,
+                (false, Some(now)) => now < *yielding_since.get_or_insert(now) + YIELD_FOR,
+                (false, None) => false,
+            };
+            if yielding {
                 let seen = self.seq.load(Ordering::Relaxed);
                 drop(state);
                 self.backoff(round, seen);
@@ -147,20 +151,26 @@ impl<T> Queue<T> {
 
     /// Wakes threads waiting for a forward to finish (`moving.rs`).
     pub(super) fn forward_done(&self) {
-        self.forwarded.notify_all();
+        self.seq.store(
+            self.seq.load(Ordering::Relaxed).wrapping_add(1),
+            Ordering::Release,
+        );
+        futex_wake(&self.seq, u32::MAX);
     }
 
     /// Waits until the values queued before the receiver moved have been
     /// forwarded; returns the guard with `forward` set.
     pub(super) fn wait_forwarded<'a>(
         &'a self,
-        mut state: MutexGuard<'a, State<T>>,
-    ) -> MutexGuard<'a, State<T>> {
+        mut state: Guard<'a, State<T>>,
+    ) -> Guard<'a, State<T>> {
         while state.forward.is_none() {
-            state = self
-                .forwarded
-                .wait(state)
-                .unwrap_or_else(|e| e.into_inner());
+            let seen = self.seq.load(Ordering::Acquire);
+            drop(state);
+            // `forward_done` bumps the word after setting `forward`, so the
+            // sleep ends; the timeout only bounds a missed wake.
+            futex_wait(&self.seq, seen, Duration::from_millis(1));
+            state = self.lock();
         }
         state
     }

@@ -20,12 +20,22 @@ use crate::{End, RecvError, RecvTimeoutError, TryRecvError};
 pub(super) enum Mode<T> {
     /// The in-process queue (the sender is in this process, or was).
     Local(Arc<Queue<T>>),
-    /// Decoded, from a byte half.
-    Remote(crate::Receiver),
+    /// Decoded, from a byte half (received into `buf`, kept between
+    /// receives).
+    Remote { rx: crate::Receiver, buf: Vec<u8> },
     /// Taken into the message being encoded, as handle `index`.
     Moved(u32),
     /// Turned into its byte half.
     Gone,
+}
+
+impl<T> Mode<T> {
+    fn remote(rx: crate::Receiver) -> Self {
+        Self::Remote {
+            rx,
+            buf: Vec::new(),
+        }
+    }
 }
 
 /// The receiving half of a typed channel, made by
@@ -43,7 +53,7 @@ impl<T> std::fmt::Debug for Receiver<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let mode = match self.mode.try_borrow().as_deref() {
             Ok(Mode::Local(_)) => "in-process",
-            Ok(Mode::Remote(_)) => "from another process",
+            Ok(Mode::Remote { .. }) => "from another process",
             Ok(Mode::Moved(_) | Mode::Gone) => "moved",
             Err(_) => "busy",
         };
@@ -139,6 +149,48 @@ impl<T: Serialize + DeserializeOwned + Send + 'static> Receiver<T> {
     }
 
     fn recv_until(&self, deadline: Option<Instant>) -> Result<T, Fail> {
+        match self.recv_to(deadline, None)? {
+            Some(value) => Ok(value),
+            // Without a place, a value is always returned.
+            None => Err(Fail::Disconnected),
+        }
+    }
+
+    /// Receives the next value, waiting as long as it takes, over `place`:
+    /// from another process the message is decoded with serde's
+    /// `deserialize_in_place`, so buffers `place` already owns (a
+    /// [`Bytes`](super::Bytes) field's, a `Vec`'s, a `String`'s) are reused
+    /// rather than allocated again, where the type's `Deserialize` supports
+    /// it (with `serde_derive`'s `deserialize_in_place` feature for derived
+    /// types). In one process the value is moved into `place`.
+    ///
+    /// ```
+    /// let (tx, rx) = ferry::channel::<Vec<u32>>();
+    /// let mut place = Vec::with_capacity(16);
+    /// tx.send(vec![1, 2, 3])?;
+    /// rx.recv_into(&mut place)?;
+    /// assert_eq!(place, [1, 2, 3]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`Receiver::recv`]; on [`RecvError::Decode`] `place` holds a
+    /// valid but unspecified value.
+    pub fn recv_into(&self, place: &mut T) -> Result<(), RecvError> {
+        match self.recv_to(None, Some(place)) {
+            Ok(Some(value)) => {
+                *place = value;
+                Ok(())
+            }
+            Ok(None) => Ok(()),
+            Err(fail) => Err(fail.into()),
+        }
+    }
+
+    /// Receives into `place` if it is given and the message is decoded
+    /// (then `None`), else returns the value.
+    fn recv_to(&self, deadline: Option<Instant>, place: Option<&mut T>) -> Result<Option<T>, Fail> {
         loop {
             let mut mode = self.mode.borrow_mut();
             match &mut *mode {
@@ -147,7 +199,7 @@ impl<T: Serialize + DeserializeOwned + Send + 'static> Receiver<T> {
                         !state.items.is_empty() || state.sender != Presence::Here
                     });
                     if let Some(value) = state.items.pop_front() {
-                        return Ok(value);
+                        return Ok(Some(value));
                     }
                     match state.sender {
                         Presence::Here => return Err(Fail::Empty),
@@ -156,14 +208,18 @@ impl<T: Serialize + DeserializeOwned + Send + 'static> Receiver<T> {
                             let rx = state.incoming.take();
                             drop(state);
                             match rx {
-                                Some(rx) => *mode = Mode::Remote(rx),
+                                Some(rx) => *mode = Mode::remote(rx),
                                 None => return Err(Fail::Disconnected),
                             }
                         }
                     }
                 }
-                Mode::Remote(rx) => {
-                    return remote::recv(rx, deadline).map_err(|fail| match fail {
+                Mode::Remote { rx, buf } => {
+                    let received = match place {
+                        Some(place) => remote::recv_into(rx, buf, deadline, place).map(|()| None),
+                        None => remote::recv(rx, buf, deadline).map(Some),
+                    };
+                    return received.map_err(|fail| match fail {
                         RecvFail::Recv(RecvFault::Timeout) => Fail::Empty,
                         other => Fail::Fault(other),
                     });
@@ -173,11 +229,18 @@ impl<T: Serialize + DeserializeOwned + Send + 'static> Receiver<T> {
         }
     }
 
+    /// See [`Duplex::split`](super::Duplex::split).
+    pub(super) fn unjoin(&self) {
+        if let Mode::Remote { rx, .. } = &mut *self.mode.borrow_mut() {
+            rx.unjoin();
+        }
+    }
+
     /// A typed receiver over a byte half; the sender must be a typed sender
     /// of the same `T`.
     pub fn from_bytes(rx: crate::Receiver) -> Self {
         Self {
-            mode: RefCell::new(Mode::Remote(rx)),
+            mode: RefCell::new(Mode::remote(rx)),
         }
     }
 
@@ -204,7 +267,7 @@ impl<T: Serialize + DeserializeOwned + Send + 'static> Receiver<T> {
                     Err(e)
                 }
             },
-            Mode::Remote(rx) => Ok(rx),
+            Mode::Remote { rx, .. } => Ok(rx),
             other @ (Mode::Moved(_) | Mode::Gone) => {
                 *mode = other;
                 Err(EncodeError::Handle(

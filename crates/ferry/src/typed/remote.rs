@@ -124,51 +124,92 @@ pub(super) fn send_encoded(
     }
 }
 
-/// Encodes and sends one value. A large value with no halves in it is
-/// encoded straight into a loaned pool block (a counting pass first, then
-/// one pass that writes; its byte fields are copied once); others go
-/// through `buf`.
+/// A sender's encode buffer, and what it learned of its message sizes.
+#[derive(Debug, Default)]
+pub(super) struct Scratch {
+    buf: Vec<u8>,
+    /// The last message went out of line: count the next one first, to
+    /// encode it straight into a loaned block.
+    large: bool,
+}
+
+/// Encodes and sends one value.
+///
+/// A value that goes out of line (as large messages do) is encoded
+/// straight into a loaned pool block: a counting pass first, then one pass
+/// that writes, so its byte fields are copied once. Others are encoded in
+/// one pass into a buffer the ring copies from. Which to try first follows
+/// the last message's size; a small one that turns out large is sent from
+/// the buffer.
 pub(super) fn send<T: Serialize>(
     tx: &crate::Sender,
-    buf: &mut Vec<u8>,
+    scratch: &mut Scratch,
     value: &T,
     until: Until,
 ) -> Result<(), SendFail> {
-    let (counted, mut out) = handles::encoding(|| codec::encoded_len(value));
+    let direct = matches!(until, Until::Sent);
+    if scratch.large && direct {
+        let (counted, mut out) = handles::encoding(|| codec::encoded_len(value));
+        let ends = std::mem::take(&mut out.ends);
+        let result = match counted {
+            Ok(len) if ends.is_empty() && tx.goes_out_of_line(len) => (|| {
+                let mut loan = tx.loan(len).map_err(SendFail::Send)?;
+                codec::encode_exact(value, &mut loan)?;
+                loan.send().map_err(SendFail::Send)
+            })(),
+            Ok(len) => {
+                scratch.large = false;
+                // The counting pass took the halves; this one writes the
+                // same indices (so it needs no table of its own).
+                send_buffered(
+                    tx,
+                    scratch,
+                    |buf| codec::encode_into(value, buf),
+                    ends,
+                    until,
+                )
+                .and_then(|written| match written == len {
+                    true => Ok(()),
+                    false => Err(EncodeError::SizeChanged.into()),
+                })
+            }
+            Err(e) => Err(e.into()),
+        };
+        out.finish();
+        return result;
+    }
+    scratch.buf.clear();
+    let (encoded, mut out) = handles::encoding(|| codec::encode_into(value, &mut scratch.buf));
     let ends = std::mem::take(&mut out.ends);
-    let result = counted
-        .map_err(SendFail::from)
-        .and_then(|len| send_counted(tx, buf, value, len, ends, until));
+    let result = encoded.map_err(SendFail::from).and_then(|()| {
+        scratch.large = tx.goes_out_of_line(scratch.buf.len());
+        let sent = send_encoded(tx, &scratch.buf, ends, until);
+        if scratch.buf.capacity() > KEEP_BUFFER {
+            scratch.buf = Vec::new();
+        }
+        sent
+    });
     out.finish();
     result
 }
 
-fn send_counted<T: Serialize>(
+/// Encodes into the scratch buffer with `encode` and sends it; returns the
+/// encoded length.
+fn send_buffered(
     tx: &crate::Sender,
-    buf: &mut Vec<u8>,
-    value: &T,
-    len: usize,
+    scratch: &mut Scratch,
+    encode: impl FnOnce(&mut Vec<u8>) -> Result<(), EncodeError>,
     ends: Vec<crate::End>,
     until: Until,
-) -> Result<(), SendFail> {
-    if ends.is_empty() && len >= crate::LOAN_IN_PLACE && matches!(until, Until::Sent) {
-        let mut loan = tx.loan(len).map_err(SendFail::Send)?;
-        codec::encode_exact(value, &mut loan)?;
-        return loan.send().map_err(SendFail::Send);
+) -> Result<usize, SendFail> {
+    scratch.buf.clear();
+    encode(&mut scratch.buf)?;
+    let len = scratch.buf.len();
+    let sent = send_encoded(tx, &scratch.buf, ends, until);
+    if scratch.buf.capacity() > KEEP_BUFFER {
+        scratch.buf = Vec::new();
     }
-    buf.clear();
-    // The counting pass took the halves; this one writes the same indices.
-    let (written, more) = handles::encoding(|| codec::encode_into(value, buf));
-    more.finish();
-    written?;
-    if buf.len() != len {
-        return Err(EncodeError::SizeChanged.into());
-    }
-    let result = send_encoded(tx, buf, ends, until);
-    if buf.capacity() > KEEP_BUFFER {
-        *buf = Vec::new();
-    }
-    result
+    sent.map(|()| len)
 }
 
 /// The scratch buffer is kept between sends up to this size.
@@ -187,24 +228,56 @@ impl From<RecvFault> for RecvFail {
     }
 }
 
-/// Receives one message on `rx` and decodes it as a `T`, claiming the
-/// ends it carries.
+/// Receives one message on `rx` (into `buf`, reused, unless it came out
+/// of line: then it is decoded in place, and its `SharedBytes` fields are
+/// views of its block) and decodes it as a `T`, claiming the ends it
+/// carries.
 pub(super) fn recv<T: DeserializeOwned>(
     rx: &crate::Receiver,
+    buf: &mut Vec<u8>,
     deadline: Option<Instant>,
 ) -> Result<T, RecvFail> {
-    let (view, ends) = rx.recv_parts(deadline)?;
-    let view = Arc::new(view);
-    let in_place = view.is_in_place();
-    let (decoded, unclaimed) = handles::decoding(ends, Some(Arc::clone(&view)), || {
-        codec::decode_message::<T>(&view, in_place)
-    });
+    recv_with::<T, T>(rx, buf, deadline, codec::decode_message::<T>)
+}
+
+/// [`recv`], decoding over `place` (see [`codec::decode_message_into`]).
+pub(super) fn recv_into<T: DeserializeOwned>(
+    rx: &crate::Receiver,
+    buf: &mut Vec<u8>,
+    deadline: Option<Instant>,
+    place: &mut T,
+) -> Result<(), RecvFail> {
+    recv_with::<T, ()>(rx, buf, deadline, |bytes, shared| {
+        codec::decode_message_into(bytes, shared, place)
+    })
+}
+
+fn recv_with<T, R>(
+    rx: &crate::Receiver,
+    buf: &mut Vec<u8>,
+    deadline: Option<Instant>,
+    decode: impl FnOnce(&[u8], bool) -> Result<R, DecodeError>,
+) -> Result<R, RecvFail> {
+    let (block, ends) = rx.recv_parts(buf, deadline)?;
+    let (decoded, unclaimed, len) = match block {
+        Some(view) => {
+            let view = Arc::new(view);
+            let (decoded, unclaimed) =
+                handles::decoding(ends, Some(Arc::clone(&view)), || decode(&view, true));
+            (decoded, unclaimed, view.len())
+        }
+        None => {
+            let (decoded, unclaimed) = handles::decoding(ends, None, || decode(buf, false));
+            let len = buf.len();
+            if buf.capacity() > KEEP_BUFFER {
+                *buf = Vec::new();
+            }
+            (decoded, unclaimed, len)
+        }
+    };
     let value = decoded.map_err(RecvFail::Decode)?;
     match unclaimed {
         0 => Ok(value),
-        n => Err(RecvFail::Decode(codec::DecodeError::unclaimed::<T>(
-            n,
-            view.len(),
-        ))),
+        n => Err(RecvFail::Decode(codec::DecodeError::unclaimed::<T>(n, len))),
     }
 }

@@ -22,7 +22,7 @@ pub(super) enum Mode<T> {
     Remote {
         tx: crate::Sender,
         /// The encode buffer, kept between sends.
-        buf: Vec<u8>,
+        scratch: remote::Scratch,
     },
     /// Taken into the message being encoded, as handle `index`.
     Moved(u32),
@@ -97,6 +97,32 @@ impl<T: Serialize + Send + 'static> Sender<T> {
             .map_err(SendTimeoutError::from)
     }
 
+    /// Sends a copy of `*value`, which the caller keeps (and its buffers
+    /// with it): to another process the value is encoded from the
+    /// reference, with no clone; in one process it is cloned, since the
+    /// queue moves values.
+    ///
+    /// ```
+    /// let (tx, rx) = ferry::channel::<String>();
+    /// let text = "kept".to_string();
+    /// tx.send_ref(&text)?;
+    /// assert_eq!(rx.recv()?, text);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`Sender::send`].
+    pub fn send_ref(&self, value: &T) -> Result<(), SendError>
+    where
+        T: Clone,
+    {
+        if let Mode::Remote { tx, scratch } = &mut *self.mode.borrow_mut() {
+            return remote::send(tx, scratch, value, Until::Sent).map_err(SendError::from);
+        }
+        self.send(value.clone())
+    }
+
     fn send_until(&self, value: T, until: Until) -> Result<(), SendFail> {
         let mut value = Some(value);
         loop {
@@ -123,15 +149,15 @@ impl<T: Serialize + Send + 'static> Sender<T> {
                                 drop(state);
                                 *mode = Mode::Remote {
                                     tx,
-                                    buf: Vec::new(),
+                                    scratch: remote::Scratch::default(),
                                 };
                             }
                         },
                     }
                 }
-                Mode::Remote { tx, buf } => {
+                Mode::Remote { tx, scratch } => {
                     let value = value.take().expect("sent once");
-                    return remote::send(tx, buf, &value, until);
+                    return remote::send(tx, scratch, &value, until);
                 }
                 Mode::Moved(_) | Mode::Gone => {
                     return Err(SendFail::Send(SendError::Disconnected));
@@ -148,8 +174,15 @@ impl<T: Serialize + Send + 'static> Sender<T> {
         Self {
             mode: RefCell::new(Mode::Remote {
                 tx,
-                buf: Vec::new(),
+                scratch: remote::Scratch::default(),
             }),
+        }
+    }
+
+    /// See [`Duplex::split`](super::Duplex::split).
+    pub(super) fn unjoin(&self) {
+        if let Mode::Remote { tx, .. } = &mut *self.mode.borrow_mut() {
+            tx.unjoin();
         }
     }
 

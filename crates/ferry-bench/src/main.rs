@@ -10,6 +10,7 @@
 
 mod calls;
 mod child;
+mod codecs;
 mod control;
 mod cpu;
 mod error;
@@ -72,6 +73,12 @@ enum Command {
     /// idle pipes, beside idle socket reads) and how soon a killed peer is
     /// seen (beside a plain read of its output). Not part of the full run.
     Liveness(liveness::LivenessArgs),
+    /// Typed-message encodings compared (markdown report on stdout).
+    Codecs {
+        /// Short batches, for a check in seconds.
+        #[arg(long)]
+        quick: bool,
+    },
     /// The child's side of a workload (started by the benchmark itself).
     #[command(hide = true)]
     Child(ChildArgs),
@@ -421,6 +428,7 @@ fn main() -> ExitCode {
         Some(Command::Child(args)) => child::serve(args),
         Some(Command::Liveness(args)) => liveness::run(args),
         Some(Command::LivenessChild) => liveness::serve_child(),
+        Some(Command::Codecs { quick }) => codecs::run(*quick).map(|report| print!("{report}")),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -45,20 +45,12 @@ use crate::error::Error;
 pub const VERSIONS: &str = "postcard 1.2.0, bitcode 0.6.9, wincode 0.6.3, rkyv 0.8.18";
 
 // ---------------------------------------------------------------------
-// FERRY ROW: the typed layer under test. Until `ferry::typed` lands these
-// call postcard; then swap the bodies for
-//     ferry::typed::encode_into(v, out)        (after `out.clear()`, if
-//                                               encode_into appends)
-//     ferry::typed::decode::<T>(b)
-// The hostile-input probes (`codec_probe`) decode through
-// `ferry_try_decode`, so they follow the swap (and `FerryDecodeError`
-// becomes `ferry::typed::DecodeError`).
+// FERRY ROW: the typed layer under test, `ferry::typed`.
 
 /// Encodes `v` into `out` (cleared first) the way ferry's typed layer does.
 pub fn ferry_encode<T: Serialize>(v: &T, out: &mut Vec<u8>) {
     out.clear();
-    let buf = std::mem::take(out);
-    *out = postcard::to_extend(v, buf).expect("the ferry row encodes every value compared");
+    ferry::typed::encode_into(v, out).expect("the ferry row encodes every value compared");
 }
 
 /// Decodes bytes that [`ferry_encode`] wrote.
@@ -66,12 +58,12 @@ pub fn ferry_decode<T: DeserializeOwned>(b: &[u8]) -> T {
     ferry_try_decode(b).expect("the ferry row decodes what it encoded")
 }
 
-/// What [`ferry_try_decode`] fails with (then `ferry::typed::DecodeError`).
-pub type FerryDecodeError = postcard::Error;
+/// What [`ferry_try_decode`] fails with.
+pub type FerryDecodeError = ferry::typed::DecodeError;
 
 /// [`ferry_decode`], failing with an error: for input that may be hostile.
 pub fn ferry_try_decode<T: DeserializeOwned>(b: &[u8]) -> Result<T, FerryDecodeError> {
-    postcard::from_bytes(b)
+    ferry::typed::decode(b)
 }
 // END FERRY ROW
 // ---------------------------------------------------------------------
@@ -612,7 +604,7 @@ fn serde_rows<T: Serialize + DeserializeOwned + Touch>() -> Vec<Codec<T>> {
             decode: bitcode_serde_de::<T>,
         },
         Codec {
-            name: "ferry typed (now: postcard into a reused Vec)",
+            name: "ferry typed (`encode_into` a reused Vec / `decode`)",
             encode: ferry_vec::<T>,
             decode: ferry_de::<T>,
         },

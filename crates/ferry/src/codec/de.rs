@@ -133,11 +133,15 @@ impl<'de> Decoder<'de> {
         }
     }
 
-    /// A sequence or map count; each element is charged when it is read.
+    /// A sequence or map count, charged against the message's allowance
+    /// at once (a message that holds fewer elements fails to decode).
     fn count(&mut self) -> Result<usize, DecodeError> {
         let claimed = self.varint64(64)?;
         match usize::try_from(claimed) {
-            Ok(count) if count <= self.elements_left => Ok(count),
+            Ok(count) if count <= self.elements_left => {
+                self.elements_left -= count;
+                Ok(count)
+            }
             _ => Err(self.error(Reason::TooManyElements)),
         }
     }
@@ -390,16 +394,13 @@ struct Counted<'a, 'de> {
 }
 
 impl Counted<'_, '_> {
-    /// Charges one element against the message's allowance.
+    /// Takes one of the elements (already charged by `count`).
+    #[inline]
     fn charge(&mut self) -> Result<bool, DecodeError> {
         if self.left == 0 {
             return Ok(false);
         }
-        if self.de.elements_left == 0 {
-            return Err(self.de.error(Reason::TooManyElements));
-        }
         self.left -= 1;
-        self.de.elements_left -= 1;
         Ok(true)
     }
 

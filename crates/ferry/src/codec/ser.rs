@@ -10,6 +10,8 @@ use super::{EncodeError, MAX_DEPTH};
 pub(crate) trait Out {
     fn put(&mut self, bytes: &[u8]);
     fn put_byte(&mut self, byte: u8);
+    /// At least `n` more bytes are coming (a hint).
+    fn reserve(&mut self, _n: usize) {}
 }
 
 impl Out for Vec<u8> {
@@ -31,6 +33,10 @@ impl Out for &mut Vec<u8> {
     #[inline]
     fn put_byte(&mut self, byte: u8) {
         self.push(byte);
+    }
+    #[inline]
+    fn reserve(&mut self, n: usize) {
+        Vec::reserve(self, n);
     }
 }
 
@@ -162,6 +168,8 @@ impl<O: Out> Encoder<O> {
     fn len(&mut self, len: Option<usize>) -> Result<(), EncodeError> {
         let len = len.ok_or(EncodeError::UnknownLength)?;
         self.varint64(len as u64);
+        // Each element takes at least a byte, mostly.
+        self.out.reserve(len);
         Ok(())
     }
 }

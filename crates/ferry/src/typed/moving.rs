@@ -32,12 +32,32 @@ fn one_way() -> Result<(crate::Sender, crate::Receiver), EncodeError> {
     Ok((tx, rx))
 }
 
+/// A pipe made before taking the queue's lock (making one takes system
+/// calls, too long to hold a spin lock for), if the half will need one.
+fn pipe_unless_moved(
+    other: Presence,
+) -> Result<Option<(crate::Sender, crate::Receiver)>, EncodeError> {
+    match other {
+        Presence::Moved => Ok(None),
+        Presence::Here | Presence::Dropped => one_way().map(Some),
+    }
+}
+
+/// `pipe`, or a new one if the state changed since it was made.
+fn or_new(
+    pipe: Option<(crate::Sender, crate::Receiver)>,
+) -> Result<(crate::Sender, crate::Receiver), EncodeError> {
+    pipe.map_or_else(one_way, Ok)
+}
+
 /// The sender of `queue` is leaving: the byte half it becomes.
 pub(super) fn sender_leaves<T>(queue: &Queue<T>) -> Result<crate::Sender, EncodeError> {
+    let receiver = queue.lock().receiver;
+    let pipe = pipe_unless_moved(receiver)?;
     let mut state = queue.lock();
     match state.receiver {
         Presence::Here => {
-            let (tx, rx) = one_way()?;
+            let (tx, rx) = or_new(pipe)?;
             state.sender = Presence::Moved;
             state.incoming = Some(rx);
             let sleeping = queue.changed(&mut state);
@@ -48,7 +68,8 @@ pub(super) fn sender_leaves<T>(queue: &Queue<T>) -> Result<crate::Sender, Encode
         Presence::Dropped => {
             // Its sends will find the receiver gone.
             state.sender = Presence::Moved;
-            Ok(one_way()?.0)
+            drop(state);
+            Ok(or_new(pipe)?.0)
         }
         Presence::Moved => {
             let mut state = queue.wait_forwarded(state);
@@ -67,10 +88,12 @@ pub(super) fn receiver_leaves<T>(queue: &Arc<Queue<T>>) -> Result<crate::Receive
 where
     T: Serialize + Send + 'static,
 {
+    let sender = queue.lock().sender;
+    let pipe = pipe_unless_moved(sender)?;
     let mut state = queue.lock();
     match state.sender {
         Presence::Here | Presence::Dropped => {
-            let (tx, rx) = one_way()?;
+            let (tx, rx) = or_new(pipe)?;
             state.receiver = Presence::Moved;
             if state.items.is_empty() {
                 state.forward = Some(tx);

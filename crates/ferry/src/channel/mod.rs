@@ -19,12 +19,12 @@ mod wait;
 #[cfg(feature = "tokio")]
 pub use self::tokio::{AsyncReceiver, AsyncSender};
 pub use crate::wire::{HANDLE_WINDOW, MAX_HANDLES};
-#[cfg(feature = "serde")]
-pub(crate) use error::RecvFault;
 pub use error::{
     ProtocolError, ReadyTimeoutError, RecvError, RecvTimeoutError, SendError, SendTimeoutError,
     SendWithError, TryReadyError, TryRecvError, TrySendError,
 };
+#[cfg(feature = "serde")]
+pub(crate) use error::{RecvFault, SendFault};
 pub use loan::{LOAN_IN_PLACE, Loan, SharedBytes};
 pub use options::PipeOptions;
 pub use out_of_line::OUT_OF_LINE;

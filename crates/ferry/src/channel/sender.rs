@@ -322,6 +322,46 @@ impl Sender {
         self.half.joined = false;
     }
 
+    /// Sends one message whose bytes `write` puts in place, straight into
+    /// the ring (the typed layer's encoder), once at least `min` bytes of
+    /// room are free. `write` may put at most what fits in one frame of a
+    /// small message (and this pipe's limit); if it puts more, or aborts,
+    /// nothing is sent and this returns `Ok(false)`: the caller sends the
+    /// message another way.
+    #[cfg(feature = "serde")]
+    pub(crate) fn send_written(
+        &self,
+        min: usize,
+        mut write: impl FnMut(&mut crate::ring::FrameWriter<'_, RingView>),
+        deadline: Option<Instant>,
+    ) -> Result<bool, SendFault> {
+        let mut tx = self.begin_send(0, deadline)?;
+        let max = self
+            .half
+            .limit
+            .min(self.out_of_line.saturating_sub(1))
+            .min(tx.ring.max_body() / 2);
+        if min > max {
+            return Ok(false);
+        }
+        let scope = self.half.scope();
+        let Tx { ring, waiter, .. } = &mut *tx;
+        let raw = Tag {
+            kind: Kind::Whole,
+            handles: 0,
+        }
+        .encode();
+        let sent = waiter
+            .wait(&scope, deadline, || {
+                ring.try_push_with(raw, min, max, &mut write)
+            })
+            .map_err(|stop| stop_to_error(&self.half, stop))?;
+        if sent {
+            self.half.ring_peer();
+        }
+        Ok(sent)
+    }
+
     /// Whether a message of `len` bytes would go out of line, in a pool
     /// block (then the typed layer encodes it straight into a loaned one).
     #[cfg(feature = "serde")]

@@ -57,7 +57,7 @@ mod ser;
 use std::fmt;
 
 pub(crate) use de::Decoder;
-pub(crate) use ser::{Counter, Encoder, SliceOut};
+pub(crate) use ser::{Counter, Encoder, Out, SliceOut};
 
 /// How deeply compound values (structs, tuples, sequences, maps, options,
 /// enum variants, newtypes) may nest in one message.
@@ -305,7 +305,7 @@ pub(crate) fn encode_exact<T: serde::Serialize + ?Sized>(
     }
 }
 
-fn check_elements(elements: usize, len: usize) -> Result<(), EncodeError> {
+pub(crate) fn check_elements(elements: usize, len: usize) -> Result<(), EncodeError> {
     match elements <= len.saturating_add(EMPTY_ELEMENTS) {
         true => Ok(()),
         false => Err(EncodeError::TooManyElements),

@@ -50,7 +50,7 @@ pub mod wake;
 
 pub use consumer::{Consumer, Frame};
 pub use control::{CONTROL_SIZE, Control};
-pub use producer::Producer;
+pub use producer::{FrameWriter, Producer};
 #[cfg(not(loom))]
 pub(crate) use region::{Region, RingView};
 pub use storage::{HeapStorage, Storage};

@@ -99,6 +99,55 @@ impl<S: Storage> Producer<S> {
         Ok(true)
     }
 
+    /// Writes one frame whose body `write` produces in place, if at least
+    /// `min` bytes of body fit now (else `Ok(None)`, nothing written and
+    /// `write` not called). `write` may put at most the room there is (at
+    /// most `max` bytes); the frame is published with the length it wrote,
+    /// or not at all if it tried to write more (`Ok(Some(false))`; the
+    /// caller then sends the message another way).
+    pub fn try_push_with(
+        &mut self,
+        tag: u32,
+        min: usize,
+        max: usize,
+        write: impl FnOnce(&mut FrameWriter<'_, S>),
+    ) -> Result<Option<bool>, Corrupt> {
+        let room = |free: usize| free.saturating_sub(FRAME_HEADER) & !(FRAME_ALIGN - 1);
+        let mut body = room(self.free_cached());
+        if body < min {
+            body = room(self.free()?);
+            if body < min {
+                return Ok(None);
+            }
+        }
+        let mut writer = FrameWriter {
+            storage: &self.storage,
+            pos: self.tail.wrapping_add(FRAME_HEADER as u64),
+            left: body.min(max).min(self.max_body()),
+            written: 0,
+            overflowed: false,
+        };
+        write(&mut writer);
+        if writer.overflowed {
+            return Ok(Some(false));
+        }
+        let len = writer.written;
+        // `len <= max_body() <= u32::MAX`: the writer's bound.
+        let header = crate::wire::ring::encode_frame_header(len as u32, tag);
+        // SAFETY: the header's 8 bytes at the tail are free space (the body
+        // room was computed after them), owned by the producer until the
+        // tail is published; the tail is a multiple of 8.
+        unsafe { write_header(&self.storage, self.tail, header) };
+        self.tail = self.tail.wrapping_add(frame_size(len) as u64);
+        // Release: as in `try_push`, the bytes before the position.
+        self.storage
+            .control()
+            .producer
+            .pos
+            .store(self.tail, Ordering::Release);
+        Ok(Some(true))
+    }
+
     /// Bytes written and not yet released, as last seen (at most capacity).
     fn used(&self) -> u64 {
         self.tail.wrapping_sub(self.head)
@@ -106,5 +155,49 @@ impl<S: Storage> Producer<S> {
 
     fn free_cached(&self) -> usize {
         self.storage.capacity() - self.used() as usize
+    }
+}
+
+/// Writes a frame's body in place, in order, up to a bound: what
+/// [`Producer::try_push_with`] hands its caller.
+#[derive(Debug)]
+pub struct FrameWriter<'a, S: Storage> {
+    storage: &'a S,
+    /// Where the next byte goes.
+    pos: u64,
+    /// Bytes the body may still take: free space the producer owns.
+    left: usize,
+    written: usize,
+    /// A `put` did not fit; nothing after it was written.
+    overflowed: bool,
+}
+
+impl<S: Storage> FrameWriter<'_, S> {
+    /// Appends `bytes` to the body, if they fit (else the frame will not
+    /// be published).
+    #[inline]
+    pub fn put(&mut self, bytes: &[u8]) {
+        if self.overflowed || bytes.len() > self.left {
+            self.overflowed = true;
+            return;
+        }
+        // SAFETY: `pos..pos + bytes.len()` lies within the free space the
+        // producer measured for this frame (`left` counts down from it, at
+        // most the capacity), which the consumer does not read until the
+        // tail is published past it.
+        unsafe { copy_in(self.storage, self.pos, bytes) };
+        self.pos = self.pos.wrapping_add(bytes.len() as u64);
+        self.left -= bytes.len();
+        self.written += bytes.len();
+    }
+
+    /// Gives up on this frame: it will not be published.
+    pub fn abort(&mut self) {
+        self.overflowed = true;
+    }
+
+    /// Bytes put so far.
+    pub fn written(&self) -> usize {
+        self.written
     }
 }

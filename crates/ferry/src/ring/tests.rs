@@ -352,3 +352,51 @@ fn two_threads_stream_without_loss() {
     }
     writer.join().unwrap();
 }
+
+#[test]
+fn frames_written_in_place_come_out_whole_and_wrap() {
+    let (mut p, mut c, _storage) = pair_at(128, 96);
+    // The first frame's body starts 8 bytes before the end and wraps.
+    let written = p.try_push_with(5, 1, usize::MAX, |w| {
+        w.put(b"hello, ");
+        w.put(b"wrapped ");
+        w.put(b"world");
+    });
+    assert_eq!(written.unwrap(), Some(true));
+    assert_eq!(pop(&mut c), Some((5, b"hello, wrapped world".to_vec())));
+    // Nothing put: an empty frame.
+    assert_eq!(p.try_push_with(6, 0, 64, |_| {}).unwrap(), Some(true));
+    assert_eq!(pop(&mut c), Some((6, Vec::new())));
+}
+
+#[test]
+fn a_frame_written_in_place_past_its_bound_is_not_published() {
+    let (mut p, mut c) = heap(64);
+    // At most 10 bytes asked for: 11 overflow, and nothing is published.
+    let over = p.try_push_with(1, 1, 10, |w| {
+        w.put(&[1; 6]);
+        w.put(&[2; 5]);
+    });
+    assert_eq!(over.unwrap(), Some(false));
+    assert_eq!(pop(&mut c), None);
+    // Room for 56 bytes of body: a 57-byte put overflows, a 56-byte one fits.
+    assert_eq!(
+        p.try_push_with(2, 1, usize::MAX, |w| w.put(&[3; 57]))
+            .unwrap(),
+        Some(false)
+    );
+    assert_eq!(
+        p.try_push_with(2, 1, usize::MAX, |w| w.put(&[3; 56]))
+            .unwrap(),
+        Some(true)
+    );
+    // Full now: less room than asked for, and `write` is not called.
+    let called = std::cell::Cell::new(false);
+    assert_eq!(
+        p.try_push_with(3, 1, usize::MAX, |_| called.set(true))
+            .unwrap(),
+        None
+    );
+    assert!(!called.get());
+    assert_eq!(pop(&mut c), Some((2, vec![3; 56])));
+}

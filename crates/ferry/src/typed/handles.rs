@@ -169,6 +169,19 @@ fn with_outgoing<R>(f: impl FnOnce(&mut Outgoing) -> R) -> Option<R> {
     })
 }
 
+/// Whether the current encode has taken any channel half.
+pub(super) fn has_ends() -> bool {
+    if tables() == 0 {
+        return false;
+    }
+    let depth = ENCODING.with(Cell::get);
+    OUTGOING.with(|o| {
+        o.borrow()
+            .last()
+            .is_some_and(|(d, out)| *d == depth && !out.ends.is_empty())
+    })
+}
+
 /// Adds an end to the current encode's table (checked by [`room`] first)
 /// and returns its index.
 pub(super) fn push_end(end: End) -> u32 {

@@ -7,8 +7,10 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::handles;
-use crate::channel::RecvFault;
+use crate::channel::{RecvFault, SendFault};
 use crate::codec::{self, DecodeError, EncodeError};
+use crate::codec::{Encoder, Out};
+use crate::ring::{FrameWriter, RingView};
 use crate::{SendError, SendTimeoutError, TrySendError};
 
 /// How long a send may wait for room.
@@ -131,6 +133,93 @@ pub(super) struct Scratch {
     /// The last message went out of line: count the next one first, to
     /// encode it straight into a loaned block.
     large: bool,
+    /// The last message's length, when it was encoded into the ring: the
+    /// room the next one waits for before it is encoded there.
+    last: usize,
+    /// The last message did not fit in one frame: go through the buffer
+    /// (until a message is small again).
+    skip_ring: bool,
+}
+
+/// A message this short always fits in one frame of a ring.
+const SURELY_FITS: usize = 4096;
+
+/// The encoder's output, straight into a ring frame.
+struct RingOut<'w, 'r>(&'w mut FrameWriter<'r, RingView>);
+
+impl Out for RingOut<'_, '_> {
+    #[inline]
+    fn put(&mut self, bytes: &[u8]) {
+        self.0.put(bytes);
+    }
+    #[inline]
+    fn put_byte(&mut self, byte: u8) {
+        self.0.put(&[byte]);
+    }
+}
+
+impl Until {
+    fn deadline(self) -> Option<Instant> {
+        match self {
+            Until::Sent => None,
+            Until::Now => Some(Instant::now()),
+            Until::Deadline(deadline) => Some(deadline),
+        }
+    }
+
+    fn fail(self, fault: SendFault) -> SendFail {
+        match (self, fault) {
+            (Until::Now, SendFault::Timeout) => SendFail::Full,
+            (Until::Deadline(_), SendFault::Timeout) => SendFail::Timeout,
+            (_, fault) => SendFail::Send(fault.into()),
+        }
+    }
+}
+
+/// Encodes a small value straight into the ring, once there is room for
+/// one as long as the last: `Ok(true)` if it went, `Ok(false)` if it did
+/// not fit in one frame or holds channel halves (the caller sends it from
+/// a buffer; the halves taken stay in the current encode's table).
+fn send_in_ring<T: Serialize>(
+    tx: &crate::Sender,
+    scratch: &mut Scratch,
+    value: &T,
+    until: Until,
+) -> Result<bool, SendFail> {
+    let mut failed = None;
+    let mut written = 0;
+    let sent = tx.send_written(
+        scratch.last,
+        |frame| {
+            let mut encoder = Encoder::new(RingOut(frame));
+            let encoded = value.serialize(&mut encoder).and_then(|()| {
+                let elements = encoder.finish();
+                codec::check_elements(elements, encoder.into_out().0.written())
+            });
+            match encoded {
+                Ok(()) if handles::has_ends() => frame.abort(),
+                Ok(()) => written = frame.written(),
+                Err(e) => {
+                    failed = Some(e);
+                    frame.abort();
+                }
+            }
+        },
+        until.deadline(),
+    );
+    match (sent, failed) {
+        (_, Some(e)) => Err(e.into()),
+        (Ok(true), None) => {
+            scratch.last = written;
+            Ok(true)
+        }
+        (Ok(false), None) => {
+            scratch.last = 0;
+            scratch.skip_ring = !handles::has_ends();
+            Ok(false)
+        }
+        (Err(fault), None) => Err(until.fail(fault)),
+    }
 }
 
 /// Encodes and sends one value.
@@ -178,8 +267,28 @@ pub(super) fn send<T: Serialize>(
         out.finish();
         return result;
     }
+    let skipped = scratch.skip_ring;
+    let (in_ring, mut out) = match skipped {
+        false => handles::encoding(|| send_in_ring(tx, scratch, value, until)),
+        true => (Ok(false), handles::Outgoing::default()),
+    };
+    if !matches!(in_ring, Ok(false)) {
+        out.finish();
+        return in_ring.map(|_| ());
+    }
+    // Too large for one frame, or it holds halves: from the buffer (the
+    // halves taken above keep their indices; if the ring was skipped, this
+    // encode takes them).
     scratch.buf.clear();
-    let (encoded, mut out) = handles::encoding(|| codec::encode_into(value, &mut scratch.buf));
+    let encoded = match skipped {
+        false => codec::encode_into(value, &mut scratch.buf),
+        true => {
+            let (encoded, more) = handles::encoding(|| codec::encode_into(value, &mut scratch.buf));
+            out = more;
+            encoded
+        }
+    };
+    scratch.skip_ring = scratch.buf.len() >= SURELY_FITS;
     let ends = std::mem::take(&mut out.ends);
     let result = encoded.map_err(SendFail::from).and_then(|()| {
         scratch.large = tx.goes_out_of_line(scratch.buf.len());

@@ -307,6 +307,8 @@ fn quick_calls_time_every_way_of_calling() {
         "ferry-select-1",
         "ferry-select-10",
         "ferry-select-100",
+        "ferry-typed-2-threads",
+        "ferry-typed-1-thread",
     ];
     assert_eq!(rows.len(), 2 * ways.len(), "{rows:?}");
     for call in ["add(i32, i32)", "echo(String)"] {

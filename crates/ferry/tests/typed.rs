@@ -448,3 +448,16 @@ fn a_half_outside_a_ferry_send_refuses_to_serialize() {
     tx.send(9).unwrap();
     assert_eq!(rx.recv().unwrap(), 9);
 }
+
+/// Both halves of one channel in one message (with a value queued, so the
+/// receiver's values wait to be forwarded): refused with an error, not a
+/// hang.
+#[test]
+fn both_halves_of_one_channel_in_one_message_are_refused() {
+    let (a, _b) = ferry::pipe().unwrap();
+    let out = Sender::<(Receiver<u32>, Sender<u32>)>::from_bytes(a.split().0);
+    let (tx, rx) = ferry::channel::<u32>();
+    tx.send(1).unwrap();
+    let e = out.send((rx, tx)).unwrap_err();
+    assert!(e.to_string().contains("both halves of one channel"), "{e}");
+}

@@ -248,7 +248,7 @@ mod tests {
         let headers = table.headers.join(",");
         assert_eq!(
             headers,
-            "transport,wait,placement,size,count,p50 µs,p99 µs,p99.9 µs,max µs,mean µs,cpu µs,p50 min–max,p50 ×unix-stream,p50 ×shm-futex"
+            "transport,wait,placement,size,count,p50 µs,p99 µs,p99.9 µs,max µs,mean µs,cpu µs,p50 min–max,p50 ×ferry,p50 ×unix-stream,p50 ×shm-futex"
         );
         assert_eq!(table.rows[0][11], "1.00–1.00");
     }

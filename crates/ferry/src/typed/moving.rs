@@ -71,6 +71,9 @@ pub(super) fn sender_leaves<T>(queue: &Queue<T>) -> Result<crate::Sender, Encode
             drop(state);
             Ok(or_new(pipe)?.0)
         }
+        Presence::Moved if state.forward_pending => Err(EncodeError::Handle(
+            "both halves of one channel cannot travel in one message".into(),
+        )),
         Presence::Moved => {
             let mut state = queue.wait_forwarded(state);
             state.sender = Presence::Moved;
@@ -100,22 +103,24 @@ where
                 return Ok(rx);
             }
             let backlog = std::mem::take(&mut state.items);
+            state.forward_pending = true;
             drop(state);
             let queue = Arc::clone(queue);
             handles::after_send(Box::new(move || forward(queue, tx, backlog)));
             Ok(rx)
         }
-        Presence::Moved => match (state.items.is_empty(), state.incoming.take()) {
-            (true, Some(rx)) => {
+        Presence::Moved if state.items.is_empty() => match state.incoming.take() {
+            Some(rx) => {
                 state.receiver = Presence::Moved;
                 Ok(rx)
             }
-            _ => Err(EncodeError::Handle(
-                "its sender has left this process while values it sent are still queued \
-                 here; receive them first"
-                    .into(),
-            )),
+            None => Err(EncodeError::Handle("its pipe has been taken".into())),
         },
+        Presence::Moved => Err(EncodeError::Handle(
+            "its sender has left this process while values it sent are still queued \
+             here; receive them first"
+                .into(),
+        )),
     }
 }
 
@@ -125,6 +130,7 @@ fn forward<T>(queue: Arc<Queue<T>>, tx: crate::Sender, backlog: VecDeque<T>)
 where
     T: Serialize + Send + 'static,
 {
+    queue.lock().forward_pending = false;
     let mut pending = Pending {
         queue,
         tx: Some(tx),

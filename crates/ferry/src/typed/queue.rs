@@ -33,6 +33,9 @@ pub(super) struct State<T> {
     /// After the sender moved: the byte receiver its messages arrive on,
     /// once `items` is drained.
     pub(super) incoming: Option<crate::Receiver>,
+    /// The receiver moved with values queued, and forwarding them waits
+    /// for the message carrying it to be sent.
+    pub(super) forward_pending: bool,
     /// After the receiver moved: the byte sender that reaches it, once the
     /// values queued before the move have been forwarded (`None` while they
     /// are being forwarded, when new values join `items`).
@@ -48,12 +51,14 @@ pub(super) struct Queue<T> {
     seq: AtomicU32,
 }
 
-/// How a receiver waits before it sleeps: spin rounds of 2^0…2^3 polls
-/// (crossbeam's backoff), then yield its CPU between polls (which lets a
-/// peer sharing the CPU run) for up to `YIELD_FOR`, then sleep on the
-/// futex. A reply on another thread comes within a few microseconds; a
-/// sleep and its wake cost several.
-const SPIN_ROUNDS: u32 = 4;
+/// How a receiver waits before it sleeps: `SPIN_POLLS` polls with a spin
+/// hint between them (a `pause` is ~140 cycles on recent Intel cores, so
+/// this is about a microsecond: longer spins only burn the slice a peer
+/// sharing the CPU needs), then yield its CPU between polls for up to
+/// `YIELD_FOR` (which lets such a peer run), then sleep on the futex. A
+/// reply from another thread comes within a few microseconds; a sleep and
+/// its wake cost several.
+const SPIN_POLLS: u32 = 15;
 const YIELD_FOR: Duration = Duration::from_micros(50);
 
 impl<T> Queue<T> {
@@ -65,6 +70,7 @@ impl<T> Queue<T> {
                 receiver: Presence::Here,
                 sleeping: false,
                 incoming: None,
+                forward_pending: false,
                 forward: None,
             }),
             seq: AtomicU32::new(0),
@@ -94,57 +100,59 @@ impl<T> Queue<T> {
 
     /// Waits until `ready` holds of the state (checked under the lock), or
     /// until `deadline`; returns the guard either way.
+    ///
+    /// Between looks under the lock it watches `seq` alone, so a waiting
+    /// receiver does not take the lock the sender needs until something
+    /// changed: first spinning, then yielding its CPU, then asleep.
     pub(super) fn wait_until(
         &self,
         deadline: Option<Instant>,
         mut ready: impl FnMut(&mut State<T>) -> bool,
     ) -> Guard<'_, State<T>> {
-        let mut round = 0;
+        let mut spun = false;
         let mut yielding_since = None;
         loop {
             let mut state = self.lock();
             if ready(&mut state) {
                 return state;
             }
-            let now = (deadline.is_some() || round >= SPIN_ROUNDS).then(Instant::now);
-            if let (Some(deadline), Some(now)) = (deadline, now)
-                && now >= deadline
-            {
+            let seen = self.seq.load(Ordering::Relaxed);
+            if !spun && deadline.is_none_or(|d| Instant::now() < d) {
+                spun = true;
+                drop(state);
+                self.spin(seen);
+                continue;
+            }
+            let now = Instant::now();
+            if deadline.is_some_and(|d| now >= d) {
                 return state;
             }
-            let yielding = match (round < SPIN_ROUNDS, now) {
-                (true, _) => true,
-                (false, Some(now)) => now < *yielding_since.get_or_insert(now) + YIELD_FOR,
-                (false, None) => false,
-            };
-            if yielding {
-                let seen = self.seq.load(Ordering::Relaxed);
+            let yield_until = *yielding_since.get_or_insert(now) + YIELD_FOR;
+            if now < yield_until {
                 drop(state);
-                self.backoff(round, seen);
-                round += 1;
+                self.yield_while(seen, deadline.map_or(yield_until, |d| d.min(yield_until)));
                 continue;
             }
             state.sleeping = true;
-            let seen = self.seq.load(Ordering::Relaxed);
             drop(state);
-            let timeout = match (deadline, now) {
-                (Some(deadline), Some(now)) => deadline - now,
-                _ => Duration::MAX,
-            };
+            let timeout = deadline.map_or(Duration::MAX, |d| d - now);
             futex_wait(&self.seq, seen, timeout);
         }
     }
 
-    /// Spins (then yields) while nothing changes.
-    fn backoff(&self, round: u32, seen: u32) {
-        if round < SPIN_ROUNDS {
-            for _ in 0..1u32 << round {
-                if self.seq.load(Ordering::Acquire) != seen {
-                    return;
-                }
-                std::hint::spin_loop();
+    /// Polls `seq` while it holds `seen`, up to [`SPIN_POLLS`] times.
+    fn spin(&self, seen: u32) {
+        for _ in 0..SPIN_POLLS {
+            if self.seq.load(Ordering::Acquire) != seen {
+                return;
             }
-        } else {
+            std::hint::spin_loop();
+        }
+    }
+
+    /// Yields the CPU while `seq` holds `seen`, until `until`.
+    fn yield_while(&self, seen: u32, until: Instant) {
+        while self.seq.load(Ordering::Acquire) == seen && Instant::now() < until {
             std::thread::yield_now();
         }
     }

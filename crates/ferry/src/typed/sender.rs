@@ -39,7 +39,10 @@ pub(super) enum Mode<T> {
 /// are encoded (see [`crate::typed`]) and travel through shared memory.
 ///
 /// A sender can go to another process inside a message: make it a field
-/// of the value you send (it travels as a handle).
+/// of the value you send (it travels as a handle). If its receiver left
+/// earlier with values still being forwarded to it, the send that carries
+/// the sender waits until they have gone (so they stay ahead of the
+/// sender's own).
 pub struct Sender<T> {
     pub(super) mode: RefCell<Mode<T>>,
 }

@@ -119,6 +119,8 @@ fn rich(id: u64, data: usize) -> Rich {
 /// The child echoes every `Rich` it receives until the parent hangs up.
 #[test]
 fn rich_values_round_trip_across_processes() {
+    // Descriptor counts are compared in this binary: one test at a time.
+    let _serial = common::serial();
     if common::role().is_some() {
         let (_dog, main) = common::child_pipe("echo", secs(60));
         let end = Duplex::<Rich, Rich>::from_pipe(main);
@@ -163,6 +165,8 @@ struct Setup {
 /// sender to the child.
 #[test]
 fn typed_halves_travel_inside_messages() {
+    // Descriptor counts are compared in this binary: one test at a time.
+    let _serial = common::serial();
     if common::role().is_some() {
         let (_dog, main) = common::child_pipe("adder", secs(60));
         let setup = Receiver::<Setup>::from_bytes(main.split().1)
@@ -215,6 +219,8 @@ fn typed_halves_travel_inside_messages() {
 /// gets all of them, in order.
 #[test]
 fn a_receiver_moved_while_values_are_queued() {
+    // Descriptor counts are compared in this binary: one test at a time.
+    let _serial = common::serial();
     const QUEUED: u64 = 20_000;
     const AFTER: u64 = 20_000;
     if common::role().is_some() {
@@ -262,6 +268,8 @@ fn a_receiver_moved_while_values_are_queued() {
 /// after each one still arrives.
 #[test]
 fn malformed_encodings_are_refused_and_the_stream_goes_on() {
+    // Descriptor counts are compared in this binary: one test at a time.
+    let _serial = common::serial();
     #[derive(Debug, PartialEq, Serialize, Deserialize)]
     struct Node(Option<Box<Node>>);
     #[derive(Debug, PartialEq, Serialize, Deserialize)]
@@ -355,6 +363,8 @@ impl Serialize for Unencodable {
 
 #[test]
 fn in_process_values_are_moved_not_encoded() {
+    // Descriptor counts are compared in this binary: one test at a time.
+    let _serial = common::serial();
     let (tx, rx) = ferry::channel::<Unencodable>();
     let text = "x".repeat(1000);
     let ptr = text.as_ptr();
@@ -371,6 +381,8 @@ fn in_process_values_are_moved_not_encoded() {
 
 #[test]
 fn in_process_disconnects_and_timeouts() {
+    // Descriptor counts are compared in this binary: one test at a time.
+    let _serial = common::serial();
     let (tx, rx) = ferry::channel::<u32>();
     assert!(matches!(rx.try_recv(), Err(ferry::TryRecvError::Empty)));
     let start = std::time::Instant::now();
@@ -405,6 +417,8 @@ fn in_process_disconnects_and_timeouts() {
 /// pipe made by hand.
 #[test]
 fn in_process_stream_between_threads() {
+    // Descriptor counts are compared in this binary: one test at a time.
+    let _serial = common::serial();
     const N: u64 = 1_000_000;
     let (tx, rx) = ferry::channel::<u64>();
     let producer = std::thread::spawn(move || {
@@ -423,6 +437,8 @@ fn in_process_stream_between_threads() {
 /// here drains the queue first, then reads the pipe, in order.
 #[test]
 fn a_sender_turned_into_bytes_keeps_order() {
+    // Descriptor counts are compared in this binary: one test at a time.
+    let _serial = common::serial();
     let (tx, rx) = ferry::channel::<String>();
     tx.send("queued".into()).unwrap();
     let bytes = tx.into_bytes().unwrap();
@@ -438,6 +454,8 @@ fn a_sender_turned_into_bytes_keeps_order() {
 /// and stays usable.
 #[test]
 fn a_half_outside_a_ferry_send_refuses_to_serialize() {
+    // Descriptor counts are compared in this binary: one test at a time.
+    let _serial = common::serial();
     let (tx, rx) = ferry::channel::<u8>();
     let e = ferry::typed::encode(&tx).unwrap_err();
     assert!(
@@ -454,10 +472,74 @@ fn a_half_outside_a_ferry_send_refuses_to_serialize() {
 /// hang.
 #[test]
 fn both_halves_of_one_channel_in_one_message_are_refused() {
+    // Descriptor counts are compared in this binary: one test at a time.
+    let _serial = common::serial();
     let (a, _b) = ferry::pipe().unwrap();
     let out = Sender::<(Receiver<u32>, Sender<u32>)>::from_bytes(a.split().0);
     let (tx, rx) = ferry::channel::<u32>();
     tx.send(1).unwrap();
     let e = out.send((rx, tx)).unwrap_err();
     assert!(e.to_string().contains("both halves of one channel"), "{e}");
+}
+
+/// A hostile child attaches pipe ends the receiver's type has no place
+/// for, or names a handle it did not attach: each message is refused with
+/// a decode error, the ends it carried are closed (the descriptor count
+/// comes back), and the stream goes on.
+#[test]
+fn handles_the_type_does_not_hold_are_refused_and_closed() {
+    // Descriptor counts are compared in this binary: one test at a time.
+    let _serial = common::serial();
+    #[derive(Debug, PartialEq, Serialize, Deserialize)]
+    struct Plain(u32);
+    #[derive(Debug, Serialize, Deserialize)]
+    struct WithReply(u32, Sender<u32>);
+    if common::role().is_some() {
+        let (_dog, main) = common::child_pipe("hostile", secs(60));
+        for round in 0..50u8 {
+            // One pipe end attached to a `Plain` that holds none.
+            let (a, _b) = ferry::pipe().unwrap();
+            main.send_with(&[round], vec![a])
+                .expect("plain with an end");
+            // A `WithReply` naming handle 3 with nothing attached.
+            main.send(&[round, 3]).expect("a dangling handle");
+            main.send(&[round]).expect("a good one");
+        }
+        let _ = main.recv();
+        return;
+    }
+    let dog = common::Watchdog::start(this_test!(), secs(60));
+    let (child, main) = common::spawn_child(&dog, this_test!(), "hostile", &PipeOptions::new());
+    let (_keep, inbox) = main.split();
+    // Each round's messages are read as `Plain`, then `WithReply`, then
+    // `Plain`, through typed receivers of the same byte half in turn.
+    let mut inbox = Some(inbox);
+    let before = common::fd_count();
+    for round in 0..50u32 {
+        let plain = Receiver::<Plain>::from_bytes(inbox.take().unwrap());
+        let Err(RecvError::Decode(e)) = plain.recv() else {
+            panic!("an unclaimed end was accepted");
+        };
+        assert!(
+            e.to_string()
+                .contains("channel halves the type does not hold"),
+            "{e}"
+        );
+        let with_reply = Receiver::<WithReply>::from_bytes(plain.into_bytes().unwrap());
+        let Err(RecvError::Decode(e)) = with_reply.recv() else {
+            panic!("a dangling handle was accepted");
+        };
+        assert!(e.to_string().contains("handle 3"), "{e}");
+        let plain = Receiver::<Plain>::from_bytes(with_reply.into_bytes().unwrap());
+        assert_eq!(plain.recv().unwrap(), Plain(round));
+        inbox = Some(plain.into_bytes().unwrap());
+    }
+    assert_eq!(
+        common::fd_count(),
+        before,
+        "descriptors of refused ends leaked"
+    );
+    drop(inbox);
+    drop(_keep);
+    child.wait_ok();
 }

@@ -135,20 +135,12 @@ impl<O: Out> Encoder<O> {
     }
 
     #[inline]
-    fn varint64(&mut self, mut v: u64) {
-        if v < 0x80 {
-            self.out.put_byte(v as u8);
-            return;
+    fn varint64(&mut self, v: u64) {
+        // Most varints are one byte: lengths, indices, small numbers.
+        match u8::try_from(v) {
+            Ok(byte) if byte < 0x80 => self.out.put_byte(byte),
+            _ => self.varint(u128::from(v)),
         }
-        let mut buf = [0u8; 10];
-        let mut n = 0;
-        while v >= 0x80 {
-            buf[n] = (v as u8) | 0x80;
-            v >>= 7;
-            n += 1;
-        }
-        buf[n] = v as u8;
-        self.out.put(&buf[..=n]);
     }
 
     #[inline]

@@ -365,6 +365,8 @@ impl Serialize for Unencodable {
 fn in_process_values_are_moved_not_encoded() {
     // Descriptor counts are compared in this binary: one test at a time.
     let _serial = common::serial();
+    // A hang (a lost wake, a deadlock in a move) fails in seconds.
+    let _dog = common::Watchdog::start(this_test!(), secs(30));
     let (tx, rx) = ferry::channel::<Unencodable>();
     let text = "x".repeat(1000);
     let ptr = text.as_ptr();
@@ -383,6 +385,8 @@ fn in_process_values_are_moved_not_encoded() {
 fn in_process_disconnects_and_timeouts() {
     // Descriptor counts are compared in this binary: one test at a time.
     let _serial = common::serial();
+    // A hang (a lost wake, a deadlock in a move) fails in seconds.
+    let _dog = common::Watchdog::start(this_test!(), secs(30));
     let (tx, rx) = ferry::channel::<u32>();
     assert!(matches!(rx.try_recv(), Err(ferry::TryRecvError::Empty)));
     let start = std::time::Instant::now();
@@ -419,6 +423,8 @@ fn in_process_disconnects_and_timeouts() {
 fn in_process_stream_between_threads() {
     // Descriptor counts are compared in this binary: one test at a time.
     let _serial = common::serial();
+    // A hang (a lost wake, a deadlock in a move) fails in seconds.
+    let _dog = common::Watchdog::start(this_test!(), secs(30));
     const N: u64 = 1_000_000;
     let (tx, rx) = ferry::channel::<u64>();
     let producer = std::thread::spawn(move || {
@@ -439,6 +445,8 @@ fn in_process_stream_between_threads() {
 fn a_sender_turned_into_bytes_keeps_order() {
     // Descriptor counts are compared in this binary: one test at a time.
     let _serial = common::serial();
+    // A hang (a lost wake, a deadlock in a move) fails in seconds.
+    let _dog = common::Watchdog::start(this_test!(), secs(30));
     let (tx, rx) = ferry::channel::<String>();
     tx.send("queued".into()).unwrap();
     let bytes = tx.into_bytes().unwrap();
@@ -456,6 +464,8 @@ fn a_sender_turned_into_bytes_keeps_order() {
 fn a_half_outside_a_ferry_send_refuses_to_serialize() {
     // Descriptor counts are compared in this binary: one test at a time.
     let _serial = common::serial();
+    // A hang (a lost wake, a deadlock in a move) fails in seconds.
+    let _dog = common::Watchdog::start(this_test!(), secs(30));
     let (tx, rx) = ferry::channel::<u8>();
     let e = ferry::typed::encode(&tx).unwrap_err();
     assert!(
@@ -474,6 +484,8 @@ fn a_half_outside_a_ferry_send_refuses_to_serialize() {
 fn both_halves_of_one_channel_in_one_message_are_refused() {
     // Descriptor counts are compared in this binary: one test at a time.
     let _serial = common::serial();
+    // A hang (a lost wake, a deadlock in a move) fails in seconds.
+    let _dog = common::Watchdog::start(this_test!(), secs(30));
     let (a, _b) = ferry::pipe().unwrap();
     let out = Sender::<(Receiver<u32>, Sender<u32>)>::from_bytes(a.split().0);
     let (tx, rx) = ferry::channel::<u32>();

@@ -165,7 +165,15 @@ pub mod wire;
 pub mod fuzzing;
 
 #[cfg(not(loom))]
-pub use bootstrap::{BootstrapError, spawn};
+pub use bootstrap::{
+    AcceptError, Address, BootstrapError, CONNECT_TIMEOUT, ConnectError, ConnectOptions,
+    Connection, HANDSHAKE_TIMEOUT, MAX_PENDING_HANDSHAKES, Server, ServerOptions, Token, connect,
+    connect_invited, connect_invited_with, spawn,
+};
+#[cfg(not(loom))]
+pub use sys::Credentials;
+#[cfg(not(loom))]
+pub use wire::handshake::Refusal;
 #[cfg(not(loom))]
 pub use pool::reserve::PoolStats;
 #[cfg(all(feature = "serde", not(loom)))]

@@ -9,9 +9,23 @@
 //! parent is that process, so a grandchild that merely inherited the
 //! environment is refused.
 
+mod address;
+mod connect;
+mod server;
+
+pub use address::{Address, Token};
+pub use connect::{
+    CONNECT_TIMEOUT, ConnectError, ConnectOptions, connect, connect_invited, connect_invited_with,
+};
+pub use server::{
+    AcceptError, Connection, HANDSHAKE_TIMEOUT, MAX_PENDING_HANDSHAKES, Server, ServerOptions,
+};
+
 use crate::sync::{AtomicBool, Ordering};
 use crate::wire::Violation;
 use std::process::{Child, Command};
+use std::sync::Arc;
+use std::time::Instant;
 
 use std::fmt;
 
@@ -24,7 +38,11 @@ use crate::wire::bootstrap::BootstrapEnv;
 /// the options of the child's end (a [`BootstrapEnv`]).
 pub(crate) const ENV: &str = "FERRY_BOOTSTRAP";
 
-/// The id of the pipe a spawned child receives from its parent.
+/// The environment variable naming the note a child invited to a server
+/// reads (an [`crate::wire::handshake::InviteEnv`]).
+pub(crate) const INVITE_ENV: &str = "FERRY_INVITE";
+
+/// The id of the pipe a spawned child (or a server's client) receives.
 const BOOTSTRAP_ID: u64 = 0;
 const _: () = assert!(BOOTSTRAP_ID < crate::wire::FIRST_PIPE_ID, "a reserved id");
 
@@ -127,19 +145,26 @@ impl Pipe {
         let options = options_of(&env);
         let link = Link::new(ControlSocket::from_fd(fd), options.link_limits());
         let protocol = |why: Violation| BootstrapError::Protocol(ProtocolError::from(why));
-        let mut ends = link
-            .collect(&[BOOTSTRAP_ID], None, &mut Deadline::new(None))
-            .map_err(|fault| match fault {
-                Fault::Local(e) => BootstrapError::Io(e),
-                Fault::Violation(why) => protocol(why),
-                Fault::Late => protocol(Violation::NoBootstrapPipe),
-            })?
-            .0;
-        let end = ends
-            .pop()
-            .ok_or_else(|| protocol(Violation::NoBootstrapPipe))?;
-        Pipe::adopt(&link, end, &options).map_err(|why| protocol(why.0))
+        first_pipe(&link, &options, None).map_err(|fault| match fault {
+            Fault::Local(e) => BootstrapError::Io(e),
+            Fault::Violation(why) => protocol(why),
+            Fault::Late => protocol(Violation::NoBootstrapPipe),
+        })
     }
+}
+
+/// Claims the pipe the other side sent over `link` under [`BOOTSTRAP_ID`]
+/// before this side looked, by `deadline`.
+fn first_pipe(
+    link: &Arc<Link>,
+    options: &PipeOptions,
+    deadline: Option<Instant>,
+) -> Result<Pipe, Fault> {
+    let mut ends = link
+        .collect(&[BOOTSTRAP_ID], None, &mut Deadline::new(deadline))?
+        .0;
+    let end = ends.pop().ok_or(Fault::Violation(Violation::NoBootstrapPipe))?;
+    Pipe::adopt(link, end, options).map_err(|why| Fault::Violation(why.0))
 }
 
 /// This process's [`ENV`], decoded, after checking that the parent named

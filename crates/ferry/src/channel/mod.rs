@@ -33,10 +33,11 @@ pub use select::Select;
 pub use sender::Sender;
 pub use wait::Wait;
 
+use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::link::{Link, PeerEnd};
+use crate::link::{Claimed, Link, PeerEnd};
 use crate::ring::region::Part;
 use crate::ring::{Corrupt, Region};
 use crate::wire::record::Carried;
@@ -91,8 +92,8 @@ pub fn pipe() -> std::io::Result<(Pipe, Pipe)> {
     PipeOptions::new().pipe()
 }
 
-/// Something that can travel inside a message: a whole pipe end, or one
-/// half of one.
+/// Something that can travel inside a message: a whole pipe end, one half
+/// of one, or any file descriptor.
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum End {
@@ -102,6 +103,10 @@ pub enum End {
     Sender(Sender),
     /// A receiving half.
     Receiver(Receiver),
+    /// A file descriptor (a file, a socket, a memfd, an eventfd...): the
+    /// receiver gets its own descriptor for the same open file, and this
+    /// one is closed once the message is sent.
+    Fd(OwnedFd),
 }
 
 impl From<Pipe> for End {
@@ -122,15 +127,28 @@ impl From<Receiver> for End {
     }
 }
 
+impl From<OwnedFd> for End {
+    fn from(fd: OwnedFd) -> Self {
+        Self::Fd(fd)
+    }
+}
+
+impl From<std::fs::File> for End {
+    fn from(file: std::fs::File) -> Self {
+        Self::Fd(file.into())
+    }
+}
+
 impl End {
     /// The halves this end is made of.
     fn halves(&self) -> impl Iterator<Item = &Half> {
         let (a, b) = match self {
-            Self::Pipe(pipe) => (&pipe.tx.half, Some(&pipe.rx.half)),
-            Self::Sender(sender) => (&sender.half, None),
-            Self::Receiver(receiver) => (&receiver.half, None),
+            Self::Pipe(pipe) => (Some(&pipe.tx.half), Some(&pipe.rx.half)),
+            Self::Sender(sender) => (Some(&sender.half), None),
+            Self::Receiver(receiver) => (Some(&receiver.half), None),
+            Self::Fd(_) => (None, None),
         };
-        std::iter::once(a).chain(b)
+        a.into_iter().chain(b)
     }
 
     /// Whether the other side of each of its rings is in this process
@@ -148,31 +166,46 @@ impl End {
         })
     }
 
-    /// What of its pipe this end is, as the wire names it.
-    fn carried(&self) -> Carried {
+    /// What of its pipe this end is, as the wire names it, and the pipe's
+    /// shared memory; `None` for a descriptor.
+    fn carried(&self) -> Option<(Carried, &Arc<Region>)> {
         // Rings are 0 or 1, so the casts are exact.
-        match self {
-            Self::Pipe(pipe) => Carried::Pipe {
-                role: pipe.tx.half.ring() as u8,
-            },
-            Self::Sender(sender) => Carried::Sender {
-                ring: sender.half.ring() as u8,
-            },
-            Self::Receiver(receiver) => Carried::Receiver {
-                ring: receiver.half.ring() as u8,
-            },
-        }
+        let (carried, half) = match self {
+            Self::Pipe(pipe) => (
+                Carried::Pipe {
+                    role: pipe.tx.half.ring() as u8,
+                },
+                &pipe.tx.half,
+            ),
+            Self::Sender(sender) => (
+                Carried::Sender {
+                    ring: sender.half.ring() as u8,
+                },
+                &sender.half,
+            ),
+            Self::Receiver(receiver) => (
+                Carried::Receiver {
+                    ring: receiver.half.ring() as u8,
+                },
+                &receiver.half,
+            ),
+            Self::Fd(_) => return None,
+        };
+        Some((carried, &half.region))
     }
 
-    /// Sends this end's shared memory over `link` (the first step of moving
-    /// it), waiting for room until `deadline`; returns the id the peer
-    /// claims it by.
+    /// Sends this end's shared memory (or descriptor) over `link` (the
+    /// first step of moving it), waiting for room until `deadline`;
+    /// returns the id the peer claims it by.
     fn send_region(&self, link: &Link, deadline: Option<Instant>) -> std::io::Result<u64> {
-        let region = &self.halves().next().expect("an end has a half").region;
+        if let Self::Fd(fd) = self {
+            return link.send_fd(fd.as_fd(), deadline);
+        }
+        let (carried, region) = self.carried().expect("a pipe end has a region");
         // Once a whole end has left, its twin here can no longer move; a
         // half leaves the rest of its pipe movable, so the object stays.
         let last = matches!(self, Self::Pipe(_));
-        link.send_pipe_end(region, self.carried(), last, None, deadline)
+        link.send_pipe_end(region, carried, last, None, deadline)
     }
 
     /// Completes a move: the sides left here now answer to `link`, and this
@@ -180,6 +213,19 @@ impl End {
     fn moved_over(self, link: &Arc<Link>) {
         for half in self.halves() {
             half.moved_over(link);
+        }
+    }
+
+    /// What a message claimed over `link`: a descriptor as it is, a pipe
+    /// end (or half) adopted with `options`.
+    pub(crate) fn claimed(
+        link: &Arc<Link>,
+        claimed: Claimed,
+        options: &PipeOptions,
+    ) -> Result<Self, Corrupt> {
+        match claimed {
+            Claimed::End(end) => Self::adopt(link, end, options),
+            Claimed::Fd(fd) => Ok(Self::Fd(fd)),
         }
     }
 
@@ -218,6 +264,14 @@ impl End {
     pub fn into_pipe(self) -> Option<Pipe> {
         match self {
             Self::Pipe(pipe) => Some(pipe),
+            _ => None,
+        }
+    }
+
+    /// The descriptor, if this is one.
+    pub fn into_fd(self) -> Option<OwnedFd> {
+        match self {
+            Self::Fd(fd) => Some(fd),
             _ => None,
         }
     }
@@ -260,10 +314,10 @@ impl Pipe {
     /// child gets from its parent).
     pub(crate) fn adopt(
         link: &Arc<Link>,
-        end: PeerEnd,
+        end: Claimed,
         options: &PipeOptions,
     ) -> Result<Self, Corrupt> {
-        match End::adopt(link, end, options)? {
+        match End::claimed(link, end, options)? {
             End::Pipe(pipe) => Ok(pipe),
             _ => Err(Corrupt(crate::wire::Violation::BadPipeEndRole)),
         }
@@ -273,8 +327,8 @@ impl Pipe {
     /// spawned child gets its pipe); the end is then forgotten here.
     pub(crate) fn send_whole(self, link: &Arc<Link>, id: u64) -> std::io::Result<()> {
         let end = End::Pipe(self);
-        let region = &end.halves().next().expect("an end has a half").region;
-        link.send_pipe_end(region, end.carried(), true, Some(id), None)?;
+        let (carried, region) = end.carried().expect("a pipe end has a region");
+        link.send_pipe_end(region, carried, true, Some(id), None)?;
         end.moved_over(link);
         Ok(())
     }

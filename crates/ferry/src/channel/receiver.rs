@@ -2,7 +2,7 @@
 //! reads, checked, into whole messages.
 
 use crate::wire::Violation;
-use std::os::fd::{AsFd, BorrowedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -19,8 +19,8 @@ use crate::wire::frame::{
     BLOCK_REF, BlockRef, HANDLE_ID, Kind, TOTAL, Tag, decode_handle_id, decode_total,
 };
 
-/// A message together with the pipe ends (and halves) it carried, each
-/// kind in the order it was attached.
+/// A message together with the pipe ends (and halves) and descriptors it
+/// carried, each kind in the order it was attached.
 #[derive(Debug, Default)]
 pub struct Message {
     /// The payload.
@@ -31,6 +31,8 @@ pub struct Message {
     pub senders: Vec<Sender>,
     /// Receiving halves that came with the message.
     pub receivers: Vec<Receiver>,
+    /// File descriptors that came with the message (close-on-exec).
+    pub fds: Vec<OwnedFd>,
 }
 
 impl Message {
@@ -40,6 +42,7 @@ impl Message {
                 End::Pipe(pipe) => self.pipes.push(pipe),
                 End::Sender(sender) => self.senders.push(sender),
                 End::Receiver(receiver) => self.receivers.push(receiver),
+                End::Fd(fd) => self.fds.push(fd),
             }
         }
     }
@@ -548,7 +551,7 @@ impl Receiver {
             .map_err(|fault| self.fault_to_error(fault))?;
         for end in ends {
             let end =
-                End::adopt(link, end, &PipeOptions::new()).map_err(|c| self.half.corrupt(c.0))?;
+                End::claimed(link, end, &PipeOptions::new()).map_err(|c| self.half.corrupt(c.0))?;
             asm.ends.push(end);
         }
         match (held, out.block.as_deref_mut()) {

@@ -22,7 +22,7 @@ use crate::sys::MapError;
 use crate::sys::{ControlSocket, Received, Ringer};
 use crate::wire::record::{Carried, RECORD_LEN, Record};
 
-pub(super) use crate::wire::MAX_PENDING;
+pub(super) use crate::wire::{MAX_PENDING, MAX_PENDING_FDS};
 
 /// A pipe end (or half) the peer sent: its mapped region, what of it is
 /// ours, and its charge to the link's map budget.
@@ -36,13 +36,39 @@ pub(crate) struct PeerEnd {
     pub charge: Charge,
 }
 
+/// What a message frame claimed by id: a pipe end or a descriptor.
+#[derive(Debug)]
+pub(crate) enum Claimed {
+    /// A pipe end (or half).
+    End(PeerEnd),
+    /// A descriptor the application sent.
+    Fd(OwnedFd),
+}
+
 /// Records read and not yet used.
 #[derive(Debug, Default)]
 pub(super) struct Inbox {
     /// Pipe ends, by id, until a message claims them.
     pub pipes: HashMap<u64, PeerEnd>,
+    /// Descriptors, by id (shared with pipe ends), until a message claims them.
+    pub fds: HashMap<u64, OwnedFd>,
     /// The peer's blocks and release table.
     pub blocks: PeerBlocks,
+}
+
+impl Inbox {
+    /// Whether a pipe end or descriptor with this id waits here.
+    pub(super) fn knows(&self, id: u64) -> bool {
+        self.pipes.contains_key(&id) || self.fds.contains_key(&id)
+    }
+
+    /// Takes what waits here under `id`.
+    pub(super) fn take(&mut self, id: u64) -> Option<Claimed> {
+        match self.pipes.remove(&id) {
+            Some(end) => Some(Claimed::End(end)),
+            None => self.fds.remove(&id).map(Claimed::Fd),
+        }
+    }
 }
 
 /// What a look at the socket found.
@@ -158,8 +184,31 @@ impl Reader<'_> {
                 };
                 self.file_doorbell(inbox, fd, part, region)
             }
+            Record::Fd { id } => self.file_fd(inbox, fd, id),
             Record::Retire { .. } => Ok(()),
         }
+    }
+
+    /// Keeps a descriptor until the message naming `id` claims it. Past
+    /// [`MAX_PENDING_FDS`] unclaimed, the record stays queued (the
+    /// duplicate peeked here is closed) and the shortage is reported as
+    /// local: the messages of this link's other pipes hold them, and
+    /// receiving those frees room.
+    fn file_fd(&self, inbox: &mut Inbox, fd: OwnedFd, id: u64) -> Result<(), Fault> {
+        if inbox.knows(id) {
+            return Err(Fault::Violation(Violation::PipeEndIdTwice));
+        }
+        if inbox.fds.len() >= MAX_PENDING_FDS {
+            return Err(Fault::Local(io::Error::new(
+                io::ErrorKind::QuotaExceeded,
+                format!(
+                    "{MAX_PENDING_FDS} descriptors the peer sent wait here for messages \
+                     not yet received; receive those first (the descriptor stays queued)"
+                ),
+            )));
+        }
+        inbox.fds.insert(id, fd);
+        Ok(())
     }
 
     /// Keeps the doorbell of the peer's side `part` of the region with
@@ -206,7 +255,7 @@ impl Reader<'_> {
         if inbox.pipes.len() >= MAX_PENDING {
             return Err(Fault::Violation(Violation::TooManyPendingEnds));
         }
-        if inbox.pipes.contains_key(&id) {
+        if inbox.knows(id) {
             return Err(Fault::Violation(Violation::PipeEndIdTwice));
         }
         // Records are read under the inbox lock, so nothing else charges

@@ -20,7 +20,7 @@ mod watcher;
 pub(crate) use deadline::Deadline;
 #[cfg(test)]
 pub(crate) use deadline::GRACE;
-pub(crate) use inbox::PeerEnd;
+pub(crate) use inbox::{Claimed, PeerEnd};
 
 use crate::sync::{AtomicBool, AtomicU64, Ordering};
 use crate::wire::Violation;
@@ -203,12 +203,20 @@ impl Link {
 
     /// Marks the link down. A protocol failure also shuts the socket, so
     /// the peer sees the hang-up at once.
+    ///
+    /// On a protocol failure, descriptors the peer sent that no message has
+    /// claimed are closed (none can be claimed any more), unless a thread
+    /// is reading the inbox right now: that thread closes them when it sees
+    /// the failure. A hang-up keeps them for the messages still queued.
     pub(crate) fn fail(&self, failure: Failure) {
         let _ = self.failed.set(failure);
         // Release: orders `failed` (which `OnceLock` also publishes) before the flag.
         self.down.store(true, Ordering::Release);
         if let Failure::Protocol(_) = failure {
             self.socket.shutdown();
+            if let Ok(mut inbox) = self.inbox.try_lock() {
+                inbox.fds.clear();
+            }
         }
     }
 
@@ -252,6 +260,17 @@ impl Link {
         Ok(id)
     }
 
+    /// Sends a descriptor the application attached to a message, waiting
+    /// for room in the socket until `deadline`, and returns the id a
+    /// message frame must name to claim it.
+    pub(crate) fn send_fd(&self, fd: BorrowedFd<'_>, deadline: Option<Instant>) -> io::Result<u64> {
+        // Relaxed: ids need only be unique, not ordered with anything.
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let record = Record::Fd { id }.encode();
+        self.send_record(&record, &[fd], deadline)?;
+        Ok(id)
+    }
+
     fn lock_inbox(&self) -> MutexGuard<'_, Inbox> {
         self.inbox.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -266,7 +285,7 @@ impl Link {
     }
 
     /// Takes what a frame names and the peer sent before it: the pipe ends
-    /// `ids` and, for an out-of-line message, its block (checked, see
+    /// and descriptors `ids` and, for an out-of-line message, its block (checked, see
     /// [`crate::pool::per_link::PeerBlocks::take`]). All or nothing: on any
     /// error (a late deadline, a local failure) everything read so far
     /// stays filed for the next try.
@@ -275,10 +294,10 @@ impl Link {
         ids: &[u64],
         block: Option<BlockRef>,
         deadline: &mut Deadline,
-    ) -> Result<(Vec<PeerEnd>, Option<Held>), Fault> {
+    ) -> Result<(Vec<Claimed>, Option<Held>), Fault> {
         let mut inbox = self.lock_inbox();
         let ready = |inbox: &Inbox| {
-            ids.iter().all(|id| inbox.pipes.contains_key(id))
+            ids.iter().all(|&id| inbox.knows(id))
                 && block.is_none_or(|b| inbox.blocks.knows(b.id))
         };
         while !ready(&inbox) {
@@ -296,10 +315,9 @@ impl Link {
         };
         let ends = ids
             .iter()
-            .map(|id| {
+            .map(|&id| {
                 inbox
-                    .pipes
-                    .remove(id)
+                    .take(id)
                     .ok_or(Fault::Violation(Violation::PipeEndNamedTwice))
             })
             .collect::<Result<_, _>>()?;
@@ -404,14 +422,17 @@ impl Link {
     /// pipe ends unclaimed.
     fn read_queued(&self, inbox: &mut Inbox, most: usize, pending: usize) {
         for _ in 0..most {
-            if inbox.pipes.len() >= pending {
+            if inbox.pipes.len() >= pending || inbox.fds.len() >= inbox::MAX_PENDING_FDS / 2 {
                 return;
             }
             match self.reader().read_queued(inbox) {
                 Ok(Queued::Read) => {}
                 Ok(Queued::Nothing) | Err(Fault::Local(_) | Fault::Late) => return,
                 Ok(Queued::HungUp) => return self.fail(Failure::HungUp),
-                Err(Fault::Violation(why)) => return self.fail(Failure::Protocol(why)),
+                Err(Fault::Violation(why)) => {
+                    inbox.fds.clear();
+                    return self.fail(Failure::Protocol(why));
+                }
             }
         }
     }

@@ -201,6 +201,9 @@ fn a_peer_region_with_impossible_positions_is_refused() {
             .unwrap()
             .0
             .remove(0);
+        let crate::link::Claimed::End(end) = end else {
+            panic!("a pipe end was sent")
+        };
         let (adopted, role) = (end.region, 0);
         assert!(Producer::new(adopted.ring(role)).is_err(), "{tail} {head}");
         assert!(Consumer::new(adopted.ring(role)).is_err(), "{tail} {head}");

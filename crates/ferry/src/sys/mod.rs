@@ -55,7 +55,16 @@
 //! - **CPUs** (`linux/cpu.rs`): `current_cpu`, `online_cpus`, `pin_to_cpu`,
 //!   `yield_cpu`.
 //! - **Processes** (`linux/process.rs`): `inherit_in_child` (make one socket
-//!   survive `exec` in a spawned child), `parent_pid`, `adopt_inherited`.
+//!   survive `exec` in a spawned child), `parent_pid`, `adopt_inherited`
+//!   (a socket) and `adopt_inherited_pipe`, `duplicate` (a descriptor).
+//! - **Named sockets** (`linux/listener.rs`): a `Listener` (`bind(name,
+//!   backlog)` on a `SocketName`, reclaiming a socket file left by a
+//!   listener that is gone and making a new one readable by its owner
+//!   only; non-blocking `accept` with the client's `Credentials`),
+//!   `connect(name, timeout)`, `credentials` of a connected socket's peer,
+//!   `effective_uid`, `random_bytes`, `wait_readable` over many
+//!   descriptors, and `note_pipe`/`read_note`: a few bytes a spawned child
+//!   reads once from an inherited pipe.
 //!
 //! Handles are `OwnedFd`/`BorrowedFd` from the first line; no raw descriptor
 //! number travels through the rest of the crate, except as the decimal string
@@ -77,8 +86,45 @@ pub(crate) use backend::doorbell::{Doorbell, Ringer};
 pub(crate) use backend::futex::{futex_wait, futex_wake};
 pub(crate) use backend::memory::{Mapping, SharedMemory, is_shortage};
 pub(crate) use backend::poller::{Interest, Poller};
-pub(crate) use backend::process::{adopt_inherited, inherit_in_child, parent_pid};
+pub(crate) use backend::listener::{
+    Listener, connect, credentials, effective_uid, note_pipe, random_bytes, read_note,
+    wait_readable,
+};
+pub(crate) use backend::process::{
+    adopt_inherited, adopt_inherited_pipe, duplicate, inherit_in_child, parent_pid,
+};
 pub(crate) use backend::socket::{ControlSocket, socket_pair};
+
+/// Who is at the other end of a connection, as the kernel saw it when the
+/// connection was made (`SO_PEERCRED` on Linux).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Credentials {
+    /// The peer's process id.
+    pub pid: u32,
+    /// The peer's effective user id.
+    pub uid: u32,
+    /// The peer's effective group id.
+    pub gid: u32,
+}
+
+/// Where a listening socket is found.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum SocketName<'a> {
+    /// A name in the abstract namespace (Linux): no file, gone with its
+    /// listener.
+    Abstract(&'a [u8]),
+    /// A socket file.
+    Path(&'a std::path::Path),
+}
+
+impl std::fmt::Display for SocketName<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Abstract(name) => write!(f, "@{}", String::from_utf8_lossy(name)),
+            Self::Path(path) => write!(f, "{}", path.display()),
+        }
+    }
+}
 
 /// How a received object will be mapped, for the checks that keep the
 /// mapping from failing for a reason the peer chose.

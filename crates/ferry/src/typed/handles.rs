@@ -145,7 +145,7 @@ pub(super) fn room() -> Result<(), EncodeError> {
     OUTGOING.with(|o| match o.borrow().last() {
         Some((d, out)) if *d == depth && out.ends.len() >= crate::MAX_HANDLES => {
             Err(EncodeError::Handle(format!(
-                "more than {} channel halves in one message",
+                "more than {} handles (channel halves and descriptors) in one message",
                 crate::MAX_HANDLES
             )))
         }

@@ -126,11 +126,12 @@
 //! | tuple, tuple struct, struct | the fields in order |
 //! | sequence, map | varint count, then the elements (keys and values) |
 //! | enum variant | varint index, then its fields |
-//! | a typed channel half | varint index into the handles the message carries |
+//! | a typed channel half, a descriptor ([`Fd`], [`fd`]) | varint index into the handles the message carries |
 //!
 //! Types that need a self-describing format (`#[serde(untagged)]`,
 //! internally tagged enums, `flatten`) give [`Reason::NotSelfDescribing`].
 
+pub mod fd;
 mod handles;
 mod lock;
 mod moving;
@@ -149,6 +150,7 @@ pub use crate::codec::{
     DecodeError, EMPTY_ELEMENTS, EncodeError, MAX_DEPTH, Reason, decode, decode_borrowed, encode,
     encode_into, encoded_len,
 };
+pub use fd::Fd;
 pub use receiver::Receiver;
 pub use sender::Sender;
 

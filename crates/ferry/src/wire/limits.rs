@@ -20,6 +20,17 @@ pub const HANDLE_WINDOW: usize = 64;
 /// over one link; past it the link is closed as a protocol violation.
 pub const MAX_PENDING: usize = 4096;
 
+/// Most descriptors (sent with messages, [`super::record::Record::Fd`])
+/// one link holds for this process while no message has claimed them yet.
+/// Unlike a pipe end, whose region is mapped and its descriptor closed at
+/// once, such a descriptor stays open until the application takes it, so
+/// this bounds the slots of this process's descriptor table a peer can
+/// fill (D-Bus allows 64 per connection; this is one message's worth).
+/// Past it, the receiver leaves the record queued on the socket and reports
+/// a local shortage: an honest peer with many pipes on one link may reach
+/// it if the application leaves their messages unread.
+pub const MAX_PENDING_FDS: usize = 256;
+
 /// The first id a link gives a pipe end it sends; the ids below it are
 /// reserved (0 names the pipe a spawned child receives from its parent).
 pub const FIRST_PIPE_ID: u64 = 1;
@@ -29,3 +40,7 @@ const _: () = assert!(
     "a tag counts handles in 16 bits"
 );
 const _: () = assert!(HANDLE_WINDOW <= MAX_PENDING);
+const _: () = assert!(
+    MAX_HANDLES <= MAX_PENDING_FDS,
+    "one message's descriptors fit"
+);

@@ -13,6 +13,7 @@
 //! | `record.rs` | control-socket records |
 //! | `pool.rs` | pool block classes and the release table |
 //! | `bootstrap.rs` | the string a spawned child reads from its environment |
+//! | `handshake.rs` | a client's opening to a named server, its refusal, and the note inviting a spawned child |
 //! | `limits.rs` | what a sender never exceeds and a receiver refuses past |
 //!
 //! Shared-memory layouts are asserted at compile time where their structs
@@ -20,6 +21,7 @@
 
 pub mod bootstrap;
 pub mod frame;
+pub mod handshake;
 pub mod limits;
 pub mod pool;
 pub mod record;
@@ -30,5 +32,5 @@ pub mod violation;
 /// The version written into every frame tag and control record.
 pub const VERSION: u8 = 1;
 
-pub use limits::{FIRST_PIPE_ID, HANDLE_WINDOW, MAX_HANDLES, MAX_PENDING};
+pub use limits::{FIRST_PIPE_ID, HANDLE_WINDOW, MAX_HANDLES, MAX_PENDING, MAX_PENDING_FDS};
 pub use violation::Violation;

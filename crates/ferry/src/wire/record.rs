@@ -10,6 +10,7 @@
 //! | 3 [`Record::ReleaseTable`] | 0 | 0 | the table where the receiver hands blocks back |
 //! | 4 [`Record::Retire`] | 0 | the block's number | none: the sender unmapped the (free) block; unmap it too |
 //! | 5 [`Record::Doorbell`] | `2 * ring + side` (side 0 producer, 1 consumer): the sender's side, which will wait on it | the pipe region's inode | a Unix datagram socket: send a byte through it after changing that ring while the side's `doorbell` word is set |
+//! | 6 [`Record::Fd`] | 0 | claimed by the message frame naming `id` (ids shared with pipe ends) | any descriptor the application sent with a message |
 
 use super::Violation;
 
@@ -103,6 +104,13 @@ pub enum Record {
         /// The pipe region's inode, as both sides' `fstat` sees it.
         region: u64,
     },
+    /// A descriptor the application attached to a message, whatever it is
+    /// (a file, a socket, a memfd): the receiver holds it, unused, until
+    /// the message naming `id` claims it.
+    Fd {
+        /// The id by which a message frame claims it.
+        id: u64,
+    },
 }
 
 impl Record {
@@ -118,6 +126,7 @@ impl Record {
                 consumer,
                 region,
             } => (5, 2 * u16::from(ring) + u16::from(consumer), region),
+            Self::Fd { id } => (6, 0, id),
         };
         let mut out = [0u8; RECORD_LEN];
         out[..4].copy_from_slice(&MAGIC.to_le_bytes());
@@ -158,6 +167,8 @@ impl Record {
                 region: id,
             }),
             5 => Err(Violation::BadDoorbellSide),
+            6 if arg == 0 => Ok(Self::Fd { id }),
+            6 => Err(Violation::FdRecordArg),
             _ => Err(Violation::UnknownRecordKind),
         }
     }
@@ -189,6 +200,7 @@ mod tests {
             Record::Block { class: 8, id: 77 },
             Record::ReleaseTable,
             Record::Retire { id: 5 },
+            Record::Fd { id: 3 },
             Record::Doorbell {
                 ring: 1,
                 consumer: true,
@@ -259,7 +271,8 @@ mod tests {
     fn bad_fields_are_refused() {
         for (what, bytes) in [
             ("kind 0", raw(0, 0, 0)),
-            ("kind 6", raw(6, 0, 0)),
+            ("kind 7", raw(7, 0, 0)),
+            ("fd with an arg", raw(6, 1, 9)),
             ("doorbell arg 4", raw(5, 4, 0)),
             ("doorbell arg 0xffff", raw(5, 0xffff, 0)),
             ("kind 0xffff", raw(0xffff, 0, 0)),
@@ -286,6 +299,7 @@ mod tests {
             ),
             (raw(2, 255, 0), Record::Block { class: 255, id: 0 }),
             (raw(4, 0, u64::MAX), Record::Retire { id: u64::MAX }),
+            (raw(6, 0, u64::MAX), Record::Fd { id: u64::MAX }),
         ] {
             assert_eq!(Record::decode(&bytes), Ok(record));
             assert_eq!(record.encode(), bytes);

@@ -135,6 +135,10 @@ pub enum Violation {
     BadDoorbellSide = 60,
     /// Doorbell descriptor is not a Unix datagram socket.
     DoorbellNotDatagramSocket = 61,
+    /// Descriptor record with a non-zero argument.
+    FdRecordArg = 62,
+    /// Handshake record malformed (length, magic or version).
+    BadHandshake = 63,
 }
 
 impl Violation {
@@ -213,6 +217,8 @@ impl Violation {
             Self::NoBootstrapPipe => "no pipe from the parent",
             Self::BadDoorbellSide => "doorbell record names no side of a ring",
             Self::DoorbellNotDatagramSocket => "doorbell descriptor is not a Unix datagram socket",
+            Self::FdRecordArg => "descriptor record with a non-zero argument",
+            Self::BadHandshake => "handshake record malformed (length, magic or version)",
         }
     }
 }

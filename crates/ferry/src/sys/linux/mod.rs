@@ -3,6 +3,7 @@
 pub(crate) mod cpu;
 pub(crate) mod doorbell;
 pub(crate) mod futex;
+pub(crate) mod listener;
 pub(crate) mod memory;
 pub(crate) mod poller;
 pub(crate) mod process;

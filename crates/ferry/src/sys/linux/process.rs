@@ -30,6 +30,16 @@ pub(crate) fn inherit_in_child(cmd: &mut Command, fd: BorrowedFd<'_>) -> RawFd {
 /// Takes ownership of a descriptor number inherited from the parent, after
 /// checking that it is open and is a socket.
 pub(crate) fn adopt_inherited(raw: RawFd) -> io::Result<OwnedFd> {
+    adopt_inherited_as(raw, rustix::fs::FileType::Socket, "a socket")
+}
+
+/// Takes ownership of the read end of a pipe inherited from the parent
+/// (the note a server's invitation leaves), after checking it is one.
+pub(crate) fn adopt_inherited_pipe(raw: RawFd) -> io::Result<OwnedFd> {
+    adopt_inherited_as(raw, rustix::fs::FileType::Fifo, "a pipe")
+}
+
+fn adopt_inherited_as(raw: RawFd, kind: rustix::fs::FileType, what: &str) -> io::Result<OwnedFd> {
     if raw < 0 {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
@@ -40,10 +50,10 @@ pub(crate) fn adopt_inherited(raw: RawFd) -> io::Result<OwnedFd> {
     // closed number fails with EBADF and we stop there.
     let borrowed = unsafe { BorrowedFd::borrow_raw(raw) };
     let stat = rustix::fs::fstat(borrowed)?;
-    if rustix::fs::FileType::from_raw_mode(stat.st_mode) != rustix::fs::FileType::Socket {
+    if rustix::fs::FileType::from_raw_mode(stat.st_mode) != kind {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
-            "inherited descriptor is not a socket",
+            format!("inherited descriptor is not {what}"),
         ));
     }
     rustix::io::fcntl_setfd(borrowed, rustix::io::FdFlags::CLOEXEC)?;
@@ -51,6 +61,11 @@ pub(crate) fn adopt_inherited(raw: RawFd) -> io::Result<OwnedFd> {
     // process for ferry alone by the parent's environment variable; it is
     // adopted once, by the caller that consumed that variable.
     Ok(unsafe { OwnedFd::from_raw_fd(raw) })
+}
+
+/// A new descriptor for the same open file as `fd` (close-on-exec).
+pub(crate) fn duplicate(fd: BorrowedFd<'_>) -> io::Result<OwnedFd> {
+    Ok(rustix::io::fcntl_dupfd_cloexec(fd, 0)?)
 }
 
 /// The parent's process id, if the parent is still alive.

@@ -176,7 +176,7 @@ fn timed_out() -> io::Error {
     )
 }
 
-fn timespec(d: Duration) -> rustix::time::Timespec {
+pub(super) fn timespec(d: Duration) -> rustix::time::Timespec {
     rustix::time::Timespec {
         tv_sec: i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
         tv_nsec: i64::from(d.subsec_nanos()),

@@ -133,8 +133,77 @@ pub(crate) mod process {
         super::unsupported()
     }
 
+    pub(crate) fn adopt_inherited_pipe(_raw: RawFd) -> io::Result<OwnedFd> {
+        super::unsupported()
+    }
+
+    pub(crate) fn duplicate(_fd: BorrowedFd<'_>) -> io::Result<OwnedFd> {
+        super::unsupported()
+    }
+
     pub(crate) fn parent_pid() -> Option<u32> {
         None
+    }
+}
+
+pub(crate) mod listener {
+    use std::io;
+    use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+    use std::time::{Duration, Instant};
+
+    use super::socket::ControlSocket;
+    use crate::sys::{Credentials, SocketName};
+
+    #[derive(Debug)]
+    pub(crate) struct Listener {
+        fd: OwnedFd,
+    }
+
+    impl Listener {
+        pub(crate) fn bind(_name: &SocketName<'_>, _backlog: i32) -> io::Result<Self> {
+            super::unsupported()
+        }
+
+        pub(crate) fn accept(&self) -> io::Result<Option<(ControlSocket, Credentials)>> {
+            super::unsupported()
+        }
+    }
+
+    impl AsFd for Listener {
+        fn as_fd(&self) -> BorrowedFd<'_> {
+            self.fd.as_fd()
+        }
+    }
+
+    pub(crate) fn connect(_name: &SocketName<'_>, _timeout: Duration) -> io::Result<ControlSocket> {
+        super::unsupported()
+    }
+
+    pub(crate) fn credentials(_fd: BorrowedFd<'_>) -> io::Result<Credentials> {
+        super::unsupported()
+    }
+
+    pub(crate) fn effective_uid() -> u32 {
+        u32::MAX
+    }
+
+    pub(crate) fn random_bytes(_buf: &mut [u8]) -> io::Result<()> {
+        super::unsupported()
+    }
+
+    pub(crate) fn wait_readable(
+        _fds: &[BorrowedFd<'_>],
+        _deadline: Option<Instant>,
+    ) -> io::Result<Vec<bool>> {
+        super::unsupported()
+    }
+
+    pub(crate) fn note_pipe(_note: &[u8]) -> io::Result<OwnedFd> {
+        super::unsupported()
+    }
+
+    pub(crate) fn read_note(_fd: &OwnedFd, _most: usize) -> io::Result<Vec<u8>> {
+        super::unsupported()
     }
 }
 

@@ -1,0 +1,434 @@
+//! A named server that unrelated processes connect to.
+//!
+//! Each accepted client is a link of its own (its connection is the link's
+//! control socket) with one pipe on it, sent as a spawned child's pipe is.
+//! Handshakes run side by side without a thread: `accept` polls the
+//! listening socket and every connection still in its handshake, so a
+//! client that connects and says nothing delays no one; it is closed after
+//! the handshake timeout, or when the pending connections are full and a
+//! newer one arrives.
+
+use std::fmt;
+use std::os::fd::{AsFd, BorrowedFd};
+use std::process::{Child, Command};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use super::address::{Address, Token};
+use super::{BOOTSTRAP_ID, INVITE_ENV};
+use crate::channel::{Pipe, PipeOptions};
+use crate::link::Link;
+use crate::sys::{
+    ControlSocket, Credentials, Listener, Received, effective_uid, inherit_in_child, note_pipe,
+    wait_readable,
+};
+use crate::wire::handshake::{HELLO_LEN, Hello, Invite, InviteEnv, Refusal};
+
+/// Default time a client has to send its opening after connecting (D-Bus
+/// allows 5 s too).
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Default most connections in their handshake at once.
+pub const MAX_PENDING_HANDSHAKES: usize = 64;
+
+/// Who may connect: the server's policy over a client's credentials.
+type Policy = Arc<dyn Fn(&Credentials) -> bool + Send + Sync>;
+
+/// How a [`Server`] is set up.
+///
+/// ```no_run
+/// let token = ferry::Token::random()?;
+/// let server = ferry::ServerOptions::new()
+///     .token(token)                          // clients must present it
+///     .allow(|peer| peer.uid == 1000)        // instead of "same user only"
+///     .handshake_timeout(std::time::Duration::from_secs(2))
+///     .bind("render-service")?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone)]
+pub struct ServerOptions {
+    pipe: PipeOptions,
+    token: Option<Token>,
+    policy: Option<Policy>,
+    handshake_timeout: Duration,
+    max_pending: usize,
+}
+
+impl fmt::Debug for ServerOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ServerOptions")
+            .field("pipe", &self.pipe)
+            .field("token", &self.token)
+            .field("policy", &self.policy.as_ref().map(|_| "custom"))
+            .field("handshake_timeout", &self.handshake_timeout)
+            .field("max_pending", &self.max_pending)
+            .finish()
+    }
+}
+
+impl Default for ServerOptions {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl ServerOptions {
+    /// Same user only, no token, default pipes, [`HANDSHAKE_TIMEOUT`],
+    /// [`MAX_PENDING_HANDSHAKES`].
+    pub fn new() -> Self {
+        Self {
+            pipe: PipeOptions::new(),
+            token: None,
+            policy: None,
+            handshake_timeout: HANDSHAKE_TIMEOUT,
+            max_pending: MAX_PENDING_HANDSHAKES,
+        }
+    }
+
+    /// The options of the server's end of each client's pipe (and of its
+    /// link: the client's memory this process maps, its pool).
+    pub fn pipe_options(mut self, options: PipeOptions) -> Self {
+        self.pipe = options;
+        self
+    }
+
+    /// Asks every client for `token`, before its first message is
+    /// delivered; see [`Token`].
+    pub fn token(mut self, token: Token) -> Self {
+        self.token = Some(token);
+        self
+    }
+
+    /// Accepts the clients for which `policy` says yes, instead of the
+    /// server's own user only. It sees the client's credentials as the
+    /// kernel recorded them when it connected.
+    pub fn allow(mut self, policy: impl Fn(&Credentials) -> bool + Send + Sync + 'static) -> Self {
+        self.policy = Some(Arc::new(policy));
+        self
+    }
+
+    /// How long a client has, after connecting, to send its opening.
+    pub fn handshake_timeout(mut self, timeout: Duration) -> Self {
+        self.handshake_timeout = timeout;
+        self
+    }
+
+    /// Most connections in their handshake at once (at least 1): past it,
+    /// the oldest is closed to make room.
+    pub fn max_pending(mut self, count: usize) -> Self {
+        self.max_pending = count.max(1);
+        self
+    }
+
+    /// Listens at `address`; see [`Server::bind`].
+    ///
+    /// # Errors
+    ///
+    /// `AddrInUse` if a live server listens there; what `bind(2)` says
+    /// otherwise (a missing directory, no permission).
+    pub fn bind(self, address: impl Into<Address>) -> std::io::Result<Server> {
+        let address = address.into();
+        let backlog = i32::try_from(self.max_pending).unwrap_or(i32::MAX);
+        let listener = address.with_socket_name(|name| Listener::bind(name, backlog))?;
+        Ok(Server {
+            listener,
+            address,
+            options: self,
+            pending: Mutex::new(Vec::new()),
+        })
+    }
+}
+
+/// A client that connected and passed the server's checks.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct Connection {
+    /// The server's end of the client's pipe.
+    pub pipe: Pipe,
+    /// Who the client is, as the kernel recorded it when it connected.
+    pub peer: Credentials,
+}
+
+/// Why [`Server::accept`] returned without a client.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum AcceptError {
+    /// A client was turned away (and told why); the server goes on, so
+    /// call `accept` again.
+    Refused {
+        /// Who it was.
+        peer: Credentials,
+        /// Why.
+        reason: Refusal,
+    },
+    /// No client completed its handshake in time ([`Server::accept_timeout`]).
+    Timeout,
+    /// This process could not accept (for example, out of descriptors).
+    Io(std::io::Error),
+}
+
+impl fmt::Display for AcceptError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Refused { peer, reason } => write!(
+                f,
+                "refused a client (pid {}, uid {}, gid {}): {reason}",
+                peer.pid, peer.uid, peer.gid
+            ),
+            Self::Timeout => f.write_str("no client completed its handshake before the deadline"),
+            Self::Io(e) => write!(f, "system error while accepting a client: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for AcceptError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::Io(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+/// A connection in its handshake.
+#[derive(Debug)]
+struct Pending {
+    socket: ControlSocket,
+    peer: Credentials,
+    expires: Instant,
+}
+
+/// A named server: many unrelated processes [`connect`](crate::connect)
+/// to it, each getting a pipe of its own.
+///
+/// ```no_run
+/// let server = ferry::Server::bind("echo-service")?;
+/// loop {
+///     match server.accept() {
+///         Ok(client) => {
+///             std::thread::spawn(move || {
+///                 while let Ok(message) = client.pipe.recv() {
+///                     let _ = client.pipe.send(&message);
+///                 }
+///             });
+///         }
+///         Err(ferry::AcceptError::Refused { .. }) => continue, // told why; keep serving
+///         Err(e) => return Err(e.into()),
+///     }
+/// }
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct Server {
+    listener: Listener,
+    address: Address,
+    options: ServerOptions,
+    pending: Mutex<Vec<Pending>>,
+}
+
+impl fmt::Debug for Server {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Server")
+            .field("address", &self.address)
+            .field("options", &self.options)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What one connection's handshake came to.
+enum Outcome {
+    Accepted(Connection),
+    Refused(AcceptError),
+    /// The client went, or said nothing yet: nothing to report.
+    Nothing,
+}
+
+impl Server {
+    /// Listens at `address` with default [`ServerOptions`]: clients of this
+    /// user only, no token. A plain name is an abstract socket (Linux); a
+    /// socket file left by a server that died is reclaimed.
+    ///
+    /// # Errors
+    ///
+    /// As [`ServerOptions::bind`].
+    pub fn bind(address: impl Into<Address>) -> std::io::Result<Self> {
+        ServerOptions::new().bind(address)
+    }
+
+    /// Where the server listens.
+    pub fn address(&self) -> &Address {
+        &self.address
+    }
+
+    /// The token clients must present, if any.
+    pub fn token(&self) -> Option<&Token> {
+        self.options.token.as_ref()
+    }
+
+    /// Waits for the next client to complete its handshake.
+    ///
+    /// # Errors
+    ///
+    /// [`AcceptError::Refused`] for a client turned away (not fatal: call
+    /// again); [`AcceptError::Io`] if this process cannot accept.
+    pub fn accept(&self) -> Result<Connection, AcceptError> {
+        self.accept_until(None)
+    }
+
+    /// [`Server::accept`], waiting at most `timeout`.
+    ///
+    /// # Errors
+    ///
+    /// [`AcceptError::Timeout`] if no client completed its handshake in
+    /// time; the rest as [`Server::accept`].
+    pub fn accept_timeout(&self, timeout: Duration) -> Result<Connection, AcceptError> {
+        self.accept_until(Some(Instant::now() + timeout))
+    }
+
+    /// Starts `command` as a child invited to this server: it connects
+    /// with [`connect_invited`](crate::connect_invited), presenting the
+    /// server's token, which it reads from a pipe only it inherits (the
+    /// environment names the pipe, not the token).
+    ///
+    /// # Errors
+    ///
+    /// If the address is too long to hand over (107 bytes), the note's pipe
+    /// cannot be made, or the child cannot be spawned.
+    pub fn spawn(&self, mut command: Command) -> std::io::Result<Child> {
+        let (file, name) = self.address.to_wire();
+        let invite = Invite {
+            file,
+            name,
+            token: self.options.token.as_ref().map(|t| *t.as_bytes()),
+        };
+        let note = invite.encode().ok_or_else(|| {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "the server's address is too long to hand to a child",
+            )
+        })?;
+        let read_end = note_pipe(&note)?;
+        let env = InviteEnv {
+            fd: inherit_in_child(&mut command, read_end.as_fd()),
+            parent: std::process::id(),
+        };
+        command.env(INVITE_ENV, env.encode());
+        let child = command.spawn()?;
+        drop(read_end);
+        Ok(child)
+    }
+
+    fn accept_until(&self, deadline: Option<Instant>) -> Result<Connection, AcceptError> {
+        let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            let now = Instant::now();
+            // A client that let its handshake time run out is closed.
+            pending.retain(|p| p.expires > now);
+            if deadline.is_some_and(|d| d <= now) {
+                return Err(AcceptError::Timeout);
+            }
+            let wake = pending.iter().map(|p| p.expires).chain(deadline).min();
+            let ready = {
+                let fds: Vec<BorrowedFd<'_>> = std::iter::once(self.listener.as_fd())
+                    .chain(pending.iter().map(|p| p.socket.as_fd()))
+                    .collect();
+                wait_readable(&fds, wake).map_err(AcceptError::Io)?
+            };
+            if let Some(i) = ready.iter().skip(1).position(|&r| r) {
+                let p = pending.remove(i);
+                match self.handshake(p, &mut pending) {
+                    Outcome::Accepted(connection) => return Ok(connection),
+                    Outcome::Refused(e) => return Err(e),
+                    Outcome::Nothing => continue,
+                }
+            }
+            if ready[0] {
+                self.take_new(&mut pending)?;
+            }
+        }
+    }
+
+    /// Takes every connection waiting on the listening socket into
+    /// `pending`, turning away at once those whose user the policy
+    /// refuses.
+    fn take_new(&self, pending: &mut Vec<Pending>) -> Result<(), AcceptError> {
+        while let Some((socket, peer)) = self.listener.accept().map_err(AcceptError::Io)? {
+            if !self.allows(&peer) {
+                return Err(refuse(&socket, peer, Refusal::Credentials));
+            }
+            if pending.len() >= self.options.max_pending {
+                pending.remove(0);
+            }
+            pending.push(Pending {
+                socket,
+                peer,
+                expires: Instant::now() + self.options.handshake_timeout,
+            });
+        }
+        Ok(())
+    }
+
+    fn allows(&self, peer: &Credentials) -> bool {
+        match &self.options.policy {
+            Some(policy) => policy(peer),
+            None => peer.uid == effective_uid(),
+        }
+    }
+
+    /// Reads a pending client's opening and answers it.
+    fn handshake(&self, p: Pending, pending: &mut Vec<Pending>) -> Outcome {
+        let mut buf = [0u8; HELLO_LEN + 1];
+        let hello = match p.socket.try_recv(&mut buf) {
+            Ok(Received::Record {
+                len,
+                fds,
+                truncated: false,
+            }) if fds.is_empty() => Hello::decode(&buf[..len]).ok(),
+            // Descriptors, or too long: not an opening (what came is closed).
+            Ok(Received::Record { .. } | Received::NoRoom) => None,
+            Ok(Received::Empty) => {
+                pending.push(p);
+                return Outcome::Nothing;
+            }
+            // Gone mid-handshake: nothing is left of it.
+            Ok(Received::HungUp) | Err(_) => return Outcome::Nothing,
+        };
+        let Some(hello) = hello else {
+            return Outcome::Refused(refuse(&p.socket, p.peer, Refusal::Handshake));
+        };
+        if let Some(token) = &self.options.token {
+            if !hello.token.is_some_and(|t| token.matches(&t)) {
+                return Outcome::Refused(refuse(&p.socket, p.peer, Refusal::Token));
+            }
+        }
+        self.welcome(p)
+    }
+
+    /// Makes the client's link and pipe, and sends it its end.
+    fn welcome(&self, p: Pending) -> Outcome {
+        let options = &self.options.pipe;
+        let (near, far) = match options.pipe() {
+            Ok(pair) => pair,
+            Err(e) => return Outcome::Refused(AcceptError::Io(e)),
+        };
+        let link = Link::new(p.socket, options.link_limits());
+        match far.send_whole(&link, BOOTSTRAP_ID) {
+            Ok(()) => Outcome::Accepted(Connection {
+                pipe: near,
+                peer: p.peer,
+            }),
+            // The client hung up in between: nothing to report.
+            Err(e) if link.failure().is_some() => {
+                let _ = e;
+                Outcome::Nothing
+            }
+            Err(e) => Outcome::Refused(AcceptError::Io(e)),
+        }
+    }
+}
+
+/// Tells a client why it is turned away (if it still listens), closes its
+/// connection, and makes the error that reports it here.
+fn refuse(socket: &ControlSocket, peer: Credentials, reason: Refusal) -> AcceptError {
+    let _ = socket.try_send(&reason.encode(), &[]);
+    AcceptError::Refused { peer, reason }
+}

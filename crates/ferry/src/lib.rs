@@ -171,15 +171,15 @@ pub use bootstrap::{
     connect_invited, connect_invited_with, spawn,
 };
 #[cfg(not(loom))]
-pub use sys::Credentials;
-#[cfg(not(loom))]
-pub use wire::handshake::Refusal;
-#[cfg(not(loom))]
 pub use pool::reserve::PoolStats;
+#[cfg(not(loom))]
+pub use sys::Credentials;
 #[cfg(all(feature = "serde", not(loom)))]
 pub use typed::channel;
 #[cfg(not(loom))]
 pub use wire::Violation;
+#[cfg(not(loom))]
+pub use wire::handshake::Refusal;
 
 /// Where this process's pool blocks came from: made by the background
 /// helper, made on a sender's path, or reused. See [`PoolStats`].

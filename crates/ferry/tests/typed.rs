@@ -534,7 +534,7 @@ fn handles_the_type_does_not_hold_are_refused_and_closed() {
         };
         assert!(
             e.to_string()
-                .contains("channel halves the type does not hold"),
+                .contains("handles (channel halves or descriptors) the type does not hold"),
             "{e}"
         );
         let with_reply = Receiver::<WithReply>::from_bytes(plain.into_bytes().unwrap());

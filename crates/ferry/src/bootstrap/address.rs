@@ -161,7 +161,11 @@ impl Token {
     /// Whether `other` is this token, in time that does not depend on
     /// where they differ.
     pub(crate) fn matches(&self, other: &[u8; TOKEN_LEN]) -> bool {
-        let diff = self.0.iter().zip(other).fold(0u8, |acc, (a, b)| acc | (a ^ b));
+        let diff = self
+            .0
+            .iter()
+            .zip(other)
+            .fold(0u8, |acc, (a, b)| acc | (a ^ b));
         std::hint::black_box(diff) == 0
     }
 }

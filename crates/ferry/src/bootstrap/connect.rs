@@ -184,6 +184,10 @@ impl ConnectOptions {
 /// Waits for the server's answer: `Ok` once the pipe's record is queued.
 fn answer(socket: &ControlSocket, deadline: Instant) -> Result<(), ConnectError> {
     let mut buf = [0u8; RECORD_LEN + 1];
+    // A server that refused before reading our opening closed a socket
+    // with unread data: the kernel reports that (`ECONNRESET`, a hang-up
+    // here) once, ahead of the refusal still queued; so look once more.
+    let mut reset_seen = false;
     loop {
         match socket.peek(&mut buf).map_err(ConnectError::Io)? {
             Received::Record {
@@ -193,8 +197,11 @@ fn answer(socket: &ControlSocket, deadline: Instant) -> Result<(), ConnectError>
                 len: REFUSAL_LEN,
                 fds,
                 truncated: false,
-            } if fds.is_empty() => return Err(ConnectError::Refused(Refusal::decode(&buf[..REFUSAL_LEN])?)),
+            } if fds.is_empty() => {
+                return Err(ConnectError::Refused(Refusal::decode(&buf[..REFUSAL_LEN])?));
+            }
             Received::Record { .. } => return Err(Violation::BadHandshake.into()),
+            Received::HungUp if !reset_seen => reset_seen = true,
             Received::HungUp => return Err(ConnectError::Closed),
             Received::NoRoom => {
                 return Err(ConnectError::Io(std::io::Error::new(
@@ -211,7 +218,11 @@ fn answer(socket: &ControlSocket, deadline: Instant) -> Result<(), ConnectError>
 }
 
 /// Claims the pipe the server sent.
-fn take_pipe(link: &Arc<Link>, options: &PipeOptions, deadline: Instant) -> Result<Pipe, ConnectError> {
+fn take_pipe(
+    link: &Arc<Link>,
+    options: &PipeOptions,
+    deadline: Instant,
+) -> Result<Pipe, ConnectError> {
     first_pipe(link, options, Some(deadline)).map_err(|fault| match fault {
         Fault::Local(e) => ConnectError::Io(e),
         Fault::Violation(why) => why.into(),
@@ -271,7 +282,9 @@ pub fn connect_invited_with(options: ConnectOptions) -> Result<Pipe, ConnectErro
     }
     // Relaxed: a once-only latch; the descriptor itself is the resource.
     if INVITE_TAKEN.swap(true, Ordering::Relaxed) {
-        return Err(ConnectError::NotInvited("the invitation was already used".into()));
+        return Err(ConnectError::NotInvited(
+            "the invitation was already used".into(),
+        ));
     }
     let fd = adopt_inherited_pipe(env.fd).map_err(|e| {
         ConnectError::NotInvited(format!("{INVITE_ENV} names descriptor {}: {e}", env.fd))

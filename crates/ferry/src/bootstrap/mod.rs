@@ -163,7 +163,9 @@ fn first_pipe(
     let mut ends = link
         .collect(&[BOOTSTRAP_ID], None, &mut Deadline::new(deadline))?
         .0;
-    let end = ends.pop().ok_or(Fault::Violation(Violation::NoBootstrapPipe))?;
+    let end = ends
+        .pop()
+        .ok_or(Fault::Violation(Violation::NoBootstrapPipe))?;
     Pipe::adopt(link, end, options).map_err(|why| Fault::Violation(why.0))
 }
 

@@ -8,6 +8,7 @@
 //! the handshake timeout, or when the pending connections are full and a
 //! newer one arrives.
 
+use std::collections::VecDeque;
 use std::fmt;
 use std::os::fd::{AsFd, BorrowedFd};
 use std::process::{Child, Command};
@@ -134,7 +135,7 @@ impl ServerOptions {
             listener,
             address,
             options: self,
-            pending: Mutex::new(Vec::new()),
+            state: Mutex::new(State::default()),
         })
     }
 }
@@ -222,7 +223,7 @@ pub struct Server {
     listener: Listener,
     address: Address,
     options: ServerOptions,
-    pending: Mutex<Vec<Pending>>,
+    state: Mutex<State>,
 }
 
 impl fmt::Debug for Server {
@@ -234,12 +235,12 @@ impl fmt::Debug for Server {
     }
 }
 
-/// What one connection's handshake came to.
-enum Outcome {
-    Accepted(Connection),
-    Refused(AcceptError),
-    /// The client went, or said nothing yet: nothing to report.
-    Nothing,
+/// Connections in their handshake, and what finished ones came to.
+#[derive(Debug, Default)]
+struct State {
+    pending: Vec<Pending>,
+    /// Clients accepted or refused, not yet returned by `accept`.
+    done: VecDeque<Result<Connection, AcceptError>>,
 }
 
 impl Server {
@@ -318,47 +319,69 @@ impl Server {
     }
 
     fn accept_until(&self, deadline: Option<Instant>) -> Result<Connection, AcceptError> {
-        let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
         loop {
+            if let Some(outcome) = state.done.pop_front() {
+                return outcome;
+            }
             let now = Instant::now();
             // A client that let its handshake time run out is closed.
-            pending.retain(|p| p.expires > now);
+            state.pending.retain(|p| p.expires > now);
             if deadline.is_some_and(|d| d <= now) {
                 return Err(AcceptError::Timeout);
             }
-            let wake = pending.iter().map(|p| p.expires).chain(deadline).min();
-            let ready = {
-                let fds: Vec<BorrowedFd<'_>> = std::iter::once(self.listener.as_fd())
-                    .chain(pending.iter().map(|p| p.socket.as_fd()))
-                    .collect();
-                wait_readable(&fds, wake).map_err(AcceptError::Io)?
-            };
-            if let Some(i) = ready.iter().skip(1).position(|&r| r) {
-                let p = pending.remove(i);
-                match self.handshake(p, &mut pending) {
-                    Outcome::Accepted(connection) => return Ok(connection),
-                    Outcome::Refused(e) => return Err(e),
-                    Outcome::Nothing => continue,
-                }
-            }
-            if ready[0] {
-                self.take_new(&mut pending)?;
+            let wake = state
+                .pending
+                .iter()
+                .map(|p| p.expires)
+                .chain(deadline)
+                .min();
+            let listener_ready = self.settle(&mut state, wake)?;
+            if listener_ready {
+                self.take_new(&mut state)?;
             }
         }
     }
 
+    /// Waits until `wake` for the listening socket or a pending client to
+    /// be readable, answers every pending client whose opening came (their
+    /// outcomes queue in `done`), and says whether the listener is ready.
+    fn settle(&self, state: &mut State, wake: Option<Instant>) -> Result<bool, AcceptError> {
+        let ready = {
+            let fds: Vec<BorrowedFd<'_>> = std::iter::once(self.listener.as_fd())
+                .chain(state.pending.iter().map(|p| p.socket.as_fd()))
+                .collect();
+            wait_readable(&fds, wake).map_err(AcceptError::Io)?
+        };
+        let pending = std::mem::take(&mut state.pending);
+        for (p, readable) in pending.into_iter().zip(&ready[1..]) {
+            match readable {
+                true => self.handshake(p, state),
+                false => state.pending.push(p),
+            }
+        }
+        Ok(ready[0])
+    }
+
     /// Takes every connection waiting on the listening socket into
     /// `pending`, turning away at once those whose user the policy
-    /// refuses.
-    fn take_new(&self, pending: &mut Vec<Pending>) -> Result<(), AcceptError> {
+    /// refuses. When the pending connections are full, those whose opening
+    /// has come are answered first; only if none has is the oldest closed.
+    fn take_new(&self, state: &mut State) -> Result<(), AcceptError> {
         while let Some((socket, peer)) = self.listener.accept().map_err(AcceptError::Io)? {
             if !self.allows(&peer) {
-                return Err(refuse(&socket, peer, Refusal::Credentials));
+                state
+                    .done
+                    .push_back(Err(refuse(&socket, peer, Refusal::Credentials)));
+                continue;
             }
-            if pending.len() >= self.options.max_pending {
-                pending.remove(0);
+            if state.pending.len() >= self.options.max_pending {
+                self.settle(state, Some(Instant::now()))?;
             }
-            pending.push(Pending {
+            if state.pending.len() >= self.options.max_pending {
+                state.pending.remove(0);
+            }
+            state.pending.push(Pending {
                 socket,
                 peer,
                 expires: Instant::now() + self.options.handshake_timeout,
@@ -374,8 +397,9 @@ impl Server {
         }
     }
 
-    /// Reads a pending client's opening and answers it.
-    fn handshake(&self, p: Pending, pending: &mut Vec<Pending>) -> Outcome {
+    /// Reads a pending client's opening and answers it; what came of it
+    /// (a client, or a refusal) queues in `done`.
+    fn handshake(&self, p: Pending, state: &mut State) {
         let mut buf = [0u8; HELLO_LEN + 1];
         let hello = match p.socket.try_recv(&mut buf) {
             Ok(Received::Record {
@@ -385,43 +409,41 @@ impl Server {
             }) if fds.is_empty() => Hello::decode(&buf[..len]).ok(),
             // Descriptors, or too long: not an opening (what came is closed).
             Ok(Received::Record { .. } | Received::NoRoom) => None,
-            Ok(Received::Empty) => {
-                pending.push(p);
-                return Outcome::Nothing;
-            }
+            Ok(Received::Empty) => return state.pending.push(p),
             // Gone mid-handshake: nothing is left of it.
-            Ok(Received::HungUp) | Err(_) => return Outcome::Nothing,
+            Ok(Received::HungUp) | Err(_) => return,
         };
-        let Some(hello) = hello else {
-            return Outcome::Refused(refuse(&p.socket, p.peer, Refusal::Handshake));
+        let outcome = match hello {
+            None => Err(refuse(&p.socket, p.peer, Refusal::Handshake)),
+            Some(hello) => match &self.options.token {
+                Some(token) if !hello.token.is_some_and(|t| token.matches(&t)) => {
+                    Err(refuse(&p.socket, p.peer, Refusal::Token))
+                }
+                _ => match self.welcome(p) {
+                    Some(outcome) => outcome,
+                    None => return,
+                },
+            },
         };
-        if let Some(token) = &self.options.token {
-            if !hello.token.is_some_and(|t| token.matches(&t)) {
-                return Outcome::Refused(refuse(&p.socket, p.peer, Refusal::Token));
-            }
-        }
-        self.welcome(p)
+        state.done.push_back(outcome);
     }
 
-    /// Makes the client's link and pipe, and sends it its end.
-    fn welcome(&self, p: Pending) -> Outcome {
+    /// Makes the client's link and pipe, and sends it its end; `None` if
+    /// the client hung up in between.
+    fn welcome(&self, p: Pending) -> Option<Result<Connection, AcceptError>> {
         let options = &self.options.pipe;
         let (near, far) = match options.pipe() {
             Ok(pair) => pair,
-            Err(e) => return Outcome::Refused(AcceptError::Io(e)),
+            Err(e) => return Some(Err(AcceptError::Io(e))),
         };
         let link = Link::new(p.socket, options.link_limits());
         match far.send_whole(&link, BOOTSTRAP_ID) {
-            Ok(()) => Outcome::Accepted(Connection {
+            Ok(()) => Some(Ok(Connection {
                 pipe: near,
                 peer: p.peer,
-            }),
-            // The client hung up in between: nothing to report.
-            Err(e) if link.failure().is_some() => {
-                let _ = e;
-                Outcome::Nothing
-            }
-            Err(e) => Outcome::Refused(AcceptError::Io(e)),
+            })),
+            Err(_) if link.failure().is_some() => None,
+            Err(e) => Some(Err(AcceptError::Io(e))),
         }
     }
 }

@@ -324,12 +324,16 @@ impl Pipe {
     }
 
     /// Sends this whole end's shared memory over `link` under `id` (how a
-    /// spawned child gets its pipe); the end is then forgotten here.
+    /// spawned child, or a server's client, gets its pipe). The end is
+    /// forgotten here before its record leaves, so a receiver in this same
+    /// process (a client of its own server) may take its sides at once; on
+    /// failure the caller drops the pipe's other end too.
     pub(crate) fn send_whole(self, link: &Arc<Link>, id: u64) -> std::io::Result<()> {
         let end = End::Pipe(self);
         let (carried, region) = end.carried().expect("a pipe end has a region");
-        link.send_pipe_end(region, carried, true, Some(id), None)?;
+        let region = Arc::clone(region);
         end.moved_over(link);
+        link.send_pipe_end(&region, carried, true, Some(id), None)?;
         Ok(())
     }
 

@@ -175,7 +175,7 @@ impl DecodeError {
             type_name: std::any::type_name::<T>(),
             offset: len,
             reason: Reason::Custom(format!(
-                "it carried {count} channel halves the type does not hold"
+                "it carried {count} handles (channel halves or descriptors) the type does not hold"
             )),
         }
     }

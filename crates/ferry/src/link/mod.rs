@@ -297,8 +297,7 @@ impl Link {
     ) -> Result<(Vec<Claimed>, Option<Held>), Fault> {
         let mut inbox = self.lock_inbox();
         let ready = |inbox: &Inbox| {
-            ids.iter().all(|&id| inbox.knows(id))
-                && block.is_none_or(|b| inbox.blocks.knows(b.id))
+            ids.iter().all(|&id| inbox.knows(id)) && block.is_none_or(|b| inbox.blocks.knows(b.id))
         };
         while !ready(&inbox) {
             if !deadline.step() {

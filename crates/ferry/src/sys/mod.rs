@@ -84,12 +84,12 @@ pub(crate) use backend::cpu::yield_cpu;
 pub use backend::cpu::{current_cpu, online_cpus, pin_to_cpu};
 pub(crate) use backend::doorbell::{Doorbell, Ringer};
 pub(crate) use backend::futex::{futex_wait, futex_wake};
-pub(crate) use backend::memory::{Mapping, SharedMemory, is_shortage};
-pub(crate) use backend::poller::{Interest, Poller};
 pub(crate) use backend::listener::{
     Listener, connect, credentials, effective_uid, note_pipe, random_bytes, read_note,
     wait_readable,
 };
+pub(crate) use backend::memory::{Mapping, SharedMemory, is_shortage};
+pub(crate) use backend::poller::{Interest, Poller};
 pub(crate) use backend::process::{
     adopt_inherited, adopt_inherited_pipe, duplicate, inherit_in_child, parent_pid,
 };

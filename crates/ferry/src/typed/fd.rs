@@ -14,6 +14,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::handles;
 use crate::End;
+use crate::codec::EncodeError;
 use crate::sys::duplicate;
 
 /// A file descriptor as a field of a typed message (any kind: a file, a
@@ -118,10 +119,13 @@ impl<'de> Deserialize<'de> for Fd {
 /// handles in one message, or if the descriptor cannot be duplicated (out
 /// of descriptors).
 pub fn serialize<T: AsFd, S: Serializer>(fd: &T, serializer: S) -> Result<S::Ok, S::Error> {
-    handles::room().map_err(serde::ser::Error::custom)?;
-    let copy = duplicate(fd.as_fd())
-        .map_err(|e| serde::ser::Error::custom(format!("cannot duplicate a descriptor: {e}")))?;
-    serializer.serialize_u32(handles::push_end(End::Fd(copy)))
+    let index = handles::push_fd(|| {
+        duplicate(fd.as_fd())
+            .map(End::Fd)
+            .map_err(|e| EncodeError::Handle(format!("cannot duplicate a descriptor: {e}")))
+    })
+    .map_err(serde::ser::Error::custom)?;
+    serializer.serialize_u32(index)
 }
 
 /// Deserializes a descriptor the message carried (for `#[serde(with =

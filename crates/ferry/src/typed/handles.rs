@@ -21,6 +21,12 @@ pub(super) struct Outgoing {
     /// Work to run once the message has been sent (forwarding the values
     /// queued in-process for a receiver that is leaving).
     pub(super) after: Vec<Box<dyn FnOnce() + Send>>,
+    /// The handle index of each descriptor the value held, in the order
+    /// its serialization met them, so a second pass over the same value
+    /// ([`continuing`]) names the same ones without taking them again.
+    fd_indices: Vec<u32>,
+    /// How many of `fd_indices` the current pass has met.
+    fd_cursor: usize,
 }
 
 impl Outgoing {
@@ -191,6 +197,59 @@ pub(super) fn push_end(end: End) -> u32 {
         (out.ends.len() - 1) as u32
     })
     .expect("checked by `room`")
+}
+
+/// Runs a second encode of a value whose first encode collected `out`,
+/// under that same table: channel halves already taken keep their indices
+/// (they remember them), and descriptors, met in the same order, are named
+/// by the indices they got the first time instead of being taken again.
+pub(super) fn continuing<R>(mut out: Outgoing, encode: impl FnOnce() -> R) -> (R, Outgoing) {
+    out.fd_cursor = 0;
+    let depth = ENCODING.with(|d| {
+        d.set(d.get() + 1);
+        d.get()
+    });
+    let leave = Leave {
+        depth: &ENCODING,
+        tables: drop_outgoing_at,
+    };
+    OUTGOING.with(|o| o.borrow_mut().push((depth, out)));
+    count_tables(1);
+    let result = encode();
+    let out = OUTGOING.with(|o| {
+        let mut o = o.borrow_mut();
+        match o.last() {
+            Some((d, _)) if *d == depth => {
+                count_tables(-1);
+                o.pop().map(|(_, out)| out)
+            }
+            _ => None,
+        }
+    });
+    drop(leave);
+    (result, out.unwrap_or_default())
+}
+
+/// The handle index of the next descriptor the current encode meets: on a
+/// first pass `take` makes the end (a duplicate of the descriptor, checked
+/// by [`room`] first), on a [`continuing`] pass the index it got then.
+pub(super) fn push_fd(take: impl FnOnce() -> Result<End, EncodeError>) -> Result<u32, EncodeError> {
+    let again = with_outgoing(|out| {
+        let index = out.fd_indices.get(out.fd_cursor).copied();
+        out.fd_cursor += usize::from(index.is_some());
+        index
+    })
+    .flatten();
+    if let Some(index) = again {
+        return Ok(index);
+    }
+    room()?;
+    let index = push_end(take()?);
+    with_outgoing(|out| {
+        out.fd_indices.push(index);
+        out.fd_cursor += 1;
+    });
+    Ok(index)
 }
 
 /// Runs `action` after the current message has been sent, or now if no

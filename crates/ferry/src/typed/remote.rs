@@ -250,14 +250,17 @@ pub(super) fn send<T: Serialize>(
                 scratch.large = false;
                 // The counting pass took the halves; this one writes the
                 // same indices (so it needs no table of its own).
-                send_buffered(
-                    tx,
-                    scratch,
-                    |buf| codec::encode_into(value, buf),
-                    ends,
-                    until,
-                )
-                .and_then(|written| match written == len {
+                let (sent, rest) = handles::continuing(out, || {
+                    send_buffered(
+                        tx,
+                        scratch,
+                        |buf| codec::encode_into(value, buf),
+                        ends,
+                        until,
+                    )
+                });
+                out = rest;
+                sent.and_then(|written| match written == len {
                     true => Ok(()),
                     false => Err(EncodeError::SizeChanged.into()),
                 })
@@ -280,14 +283,11 @@ pub(super) fn send<T: Serialize>(
     // halves taken above keep their indices; if the ring was skipped, this
     // encode takes them).
     scratch.buf.clear();
-    let encoded = match skipped {
-        false => codec::encode_into(value, &mut scratch.buf),
-        true => {
-            let (encoded, more) = handles::encoding(|| codec::encode_into(value, &mut scratch.buf));
-            out = more;
-            encoded
-        }
+    let (encoded, more) = match skipped {
+        false => handles::continuing(out, || codec::encode_into(value, &mut scratch.buf)),
+        true => handles::encoding(|| codec::encode_into(value, &mut scratch.buf)),
     };
+    out = more;
     scratch.skip_ring = scratch.buf.len() >= SURELY_FITS;
     let ends = std::mem::take(&mut out.ends);
     let result = encoded.map_err(SendFail::from).and_then(|()| {

@@ -155,7 +155,12 @@ impl Invite {
         }
         let mut out = Vec::with_capacity(INVITE_HEAD + self.name.len());
         out.extend_from_slice(&INVITE_MAGIC);
-        out.extend_from_slice(&[VERSION, u8::from(self.file), u8::from(self.token.is_some()), 0]);
+        out.extend_from_slice(&[
+            VERSION,
+            u8::from(self.file),
+            u8::from(self.token.is_some()),
+            0,
+        ]);
         out.extend_from_slice(&(self.name.len() as u16).to_le_bytes());
         out.extend_from_slice(&self.token.unwrap_or([0; TOKEN_LEN]));
         out.extend_from_slice(&self.name);
@@ -239,19 +244,34 @@ mod tests {
 
     #[test]
     fn hello_round_trips_and_every_other_byte_string_is_refused_or_canonical() {
-        for hello in [Hello { token: None }, Hello { token: Some([7; TOKEN_LEN]) }] {
+        for hello in [
+            Hello { token: None },
+            Hello {
+                token: Some([7; TOKEN_LEN]),
+            },
+        ] {
             assert_eq!(Hello::decode(&hello.encode()), Ok(hello));
         }
-        let good = Hello { token: Some([1; TOKEN_LEN]) }.encode();
+        let good = Hello {
+            token: Some([1; TOKEN_LEN]),
+        }
+        .encode();
         for i in 0..8 {
             let mut bad = good;
             bad[i] ^= 0x40;
-            assert_eq!(Hello::decode(&bad), Err(Violation::BadHandshake), "byte {i}");
+            assert_eq!(
+                Hello::decode(&bad),
+                Err(Violation::BadHandshake),
+                "byte {i}"
+            );
         }
         let mut untokened = Hello { token: None }.encode();
         untokened[20] = 1;
         assert_eq!(Hello::decode(&untokened), Err(Violation::BadHandshake));
-        assert_eq!(Hello::decode(&good[..HELLO_LEN - 1]), Err(Violation::BadHandshake));
+        assert_eq!(
+            Hello::decode(&good[..HELLO_LEN - 1]),
+            Err(Violation::BadHandshake)
+        );
         assert_eq!(Hello::decode(&[]), Err(Violation::BadHandshake));
     }
 
@@ -266,7 +286,11 @@ mod tests {
         bad[5] = 2;
         bad[7] = 1;
         assert_eq!(Refusal::decode(&bad), Err(Violation::BadHandshake));
-        assert_ne!(REFUSAL_LEN, super::super::record::RECORD_LEN, "told apart by length");
+        assert_ne!(
+            REFUSAL_LEN,
+            super::super::record::RECORD_LEN,
+            "told apart by length"
+        );
     }
 
     #[test]
@@ -278,24 +302,40 @@ mod tests {
         };
         let note = invite.encode().unwrap();
         assert_eq!(Invite::decode(&note), Ok(invite.clone()));
-        assert_eq!(Invite::decode(&note[..note.len() - 1]), Err(Violation::BadHandshake));
+        assert_eq!(
+            Invite::decode(&note[..note.len() - 1]),
+            Err(Violation::BadHandshake)
+        );
         let mut longer = note.clone();
         longer.push(b'x');
         assert_eq!(Invite::decode(&longer), Err(Violation::BadHandshake));
         for cut in 0..INVITE_HEAD {
             assert!(Invite::decode(&note[..cut]).is_err());
         }
-        let long = Invite { name: vec![b'a'; MAX_NAME + 1], ..invite };
+        let long = Invite {
+            name: vec![b'a'; MAX_NAME + 1],
+            ..invite
+        };
         assert_eq!(long.encode(), None);
     }
 
     #[test]
     fn invite_env_round_trips_and_refuses_what_it_did_not_write() {
-        let env = InviteEnv { fd: 7, parent: 4242 };
+        let env = InviteEnv {
+            fd: 7,
+            parent: 4242,
+        };
         assert_eq!(InviteEnv::decode(&env.encode()), Ok(env));
         for bad in [
-            "", "fd=7", "fd=07,parent=1", "fd=-1,parent=1", "fd=7,parent=", "fd=7,parent=1,x=2",
-            "parent=1,fd=7", "fd=99999999999,parent=1", "fd= 7,parent=1",
+            "",
+            "fd=7",
+            "fd=07,parent=1",
+            "fd=-1,parent=1",
+            "fd=7,parent=",
+            "fd=7,parent=1,x=2",
+            "parent=1,fd=7",
+            "fd=99999999999,parent=1",
+            "fd= 7,parent=1",
         ] {
             assert!(InviteEnv::decode(bad).is_err(), "{bad:?}");
         }

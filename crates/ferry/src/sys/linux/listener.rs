@@ -191,8 +191,12 @@ pub(crate) fn wait_readable(
     fds: &[BorrowedFd<'_>],
     deadline: Option<Instant>,
 ) -> io::Result<Vec<bool>> {
-    let mut polled: Vec<PollFd<'_>> = fds.iter().map(|fd| PollFd::new(fd, PollFlags::IN)).collect();
-    let timeout = deadline.map(|d| super::socket::timespec(d.saturating_duration_since(Instant::now())));
+    let mut polled: Vec<PollFd<'_>> = fds
+        .iter()
+        .map(|fd| PollFd::new(fd, PollFlags::IN))
+        .collect();
+    let timeout =
+        deadline.map(|d| super::socket::timespec(d.saturating_duration_since(Instant::now())));
     match rustix::event::poll(&mut polled, timeout.as_ref()) {
         Ok(_) | Err(rustix::io::Errno::INTR) => {}
         Err(e) => return Err(e.into()),
@@ -205,12 +209,18 @@ pub(crate) fn wait_readable(
 /// and no other process can.
 pub(crate) fn note_pipe(note: &[u8]) -> io::Result<OwnedFd> {
     if note.len() > 4096 {
-        return Err(io::Error::new(io::ErrorKind::InvalidInput, "note over 4,096 bytes"));
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "note over 4,096 bytes",
+        ));
     }
     let (read, write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
     let written = rustix::io::write(&write, note)?;
     if written != note.len() {
-        return Err(io::Error::new(io::ErrorKind::WriteZero, "note written in part"));
+        return Err(io::Error::new(
+            io::ErrorKind::WriteZero,
+            "note written in part",
+        ));
     }
     Ok(read)
 }

@@ -18,6 +18,14 @@
 //!   ([`Pipe::send_with`], [`Pipe::recv_with`]); all pipes between two
 //!   processes share one *link* (one socket), so descriptors grow with peer
 //!   processes, not with pipes.
+//! - File descriptors travel inside messages too ([`End::Fd`], received in
+//!   [`Message::fds`]; in typed messages, [`typed::Fd`]).
+//! - Unrelated processes meet at a named [`Server`]: [`connect`] gives a
+//!   pipe to it, [`Server::accept`] each client's pipe with its
+//!   [`Credentials`]. Only the server's own user is accepted unless a
+//!   policy says otherwise ([`ServerOptions::allow`]); a server may ask for
+//!   a [`Token`], which it hands to the children it starts
+//!   ([`Server::spawn`], [`connect_invited`]).
 //! - Each end chooses how it waits ([`Wait`]): sleep at once, spin, or the
 //!   default, spin briefly only while the peer runs on another CPU.
 //! - When the peer process exits or is killed, every call on its pipes
@@ -103,7 +111,10 @@
 //!   [`RecvError::Protocol`]/[`SendError::Protocol`] and closes that link.
 //! - What a peer can make this process hold is bounded before anything is
 //!   allocated or mapped: messages ([`PipeOptions::max_message`]), pipe ends
-//!   per message ([`MAX_HANDLES`], the kernel's limit), ends sent ahead of
+//!   and descriptors per message ([`MAX_HANDLES`], the kernel's limit),
+//!   descriptors sent ahead of their message (256 per link; past it a
+//!   receive reports a local `Io` error and the rest waits on the socket),
+//!   ends sent ahead of
 //!   their message (4,096 per link; a sender keeps at most
 //!   [`HANDLE_WINDOW`] per pipe in flight), mapped memory per link
 //!   ([`PipeOptions::max_mapped`], regions and blocks together), pool
@@ -130,7 +141,8 @@
 //! `wire` (the format) → [`sys`] (system calls) → [`ring`] (frames and the
 //! wait/wake protocol) and `pool` (blocks for large messages) → `link` (the
 //! control socket, and the hang-up watcher) → `channel` (the public
-//! [`Pipe`], [`Select`], the tokio types) → `bootstrap` (spawning).
+//! [`Pipe`], [`Select`], the tokio types) → `typed` → `bootstrap`
+//! (spawning, the named server, connecting).
 //!
 //! # Portability
 //!

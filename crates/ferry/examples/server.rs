@@ -55,7 +55,9 @@ fn server(clients: usize) -> Result<(), Box<dyn std::error::Error>> {
             String::from_utf8_lossy(&message.bytes),
             data.len()
         );
-        client.pipe.send(format!("read {} bytes: {data:?}", data.len()).as_bytes())?;
+        client
+            .pipe
+            .send(format!("read {} bytes: {data:?}", data.len()).as_bytes())?;
         served += 1;
     }
     for mut child in children {
@@ -75,6 +77,10 @@ fn client() -> Result<(), Box<dyn std::error::Error>> {
     write!(file, "hello from process {}", std::process::id())?;
     pipe.send_with(b"here is my data", vec![ferry::End::from(file)])?;
     let reply = pipe.recv()?;
-    println!("client {}: {}", std::process::id(), String::from_utf8_lossy(&reply));
+    println!(
+        "client {}: {}",
+        std::process::id(),
+        String::from_utf8_lossy(&reply)
+    );
     Ok(())
 }

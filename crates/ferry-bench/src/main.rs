@@ -2,11 +2,12 @@
 //! under one protocol, in one run.
 //!
 //! With no subcommand it runs every workload: `pingpong` (round trips
-//! between two processes), `throughput` (a one-way stream) and `calls` (the
-//! in-process baselines), prints their tables, and writes `report.json`,
-//! `report.md` and `report.svg` to `target/ferry-bench/`. Each workload
-//! also runs alone as a subcommand; `ferry-bench <workload> --help` lists
-//! its flags.
+//! between two processes), `throughput` (a one-way stream), `calls` (the
+//! in-process baselines) and `server` (connecting to a named server,
+//! descriptors in messages, many clients of one server), prints their
+//! tables, and writes `report.json`, `report.md` and `report.svg` to
+//! `target/ferry-bench/`. Each workload also runs alone as a subcommand;
+//! `ferry-bench <workload> --help` lists its flags.
 
 mod calls;
 mod child;
@@ -23,6 +24,7 @@ mod pool;
 mod progress;
 mod report;
 mod runner;
+mod server;
 mod stats;
 mod throughput;
 mod transport;
@@ -47,7 +49,12 @@ const ROW_SECONDS: f64 = 10.0;
 const QUICK_ROW_SECONDS: f64 = 1.0;
 
 /// ferry against the OS's own IPC and the best libraries: round trips, a
-/// one-way stream, and in-process calls, under one protocol.
+/// one-way stream, in-process calls, and a named server (connects,
+/// descriptors in messages, many clients), under one protocol.
+///
+/// With no subcommand, every workload but liveness and codecs runs: a few
+/// minutes on 2 cores (the server workload's share is about 15 s), or
+/// seconds with --quick.
 #[derive(Debug, Parser)]
 #[command(version, args_conflicts_with_subcommands = true)]
 struct Cli {
@@ -69,6 +76,11 @@ enum Command {
     /// In-process calls of add(i32, i32) and echo(String): direct, through
     /// a closure, to another thread, through a ferry pipe in this process.
     Calls(CallsArgs),
+    /// A named server: connect + first round trip (ferry's Server against
+    /// a Unix socket listener and ipc-channel's one-shot server), 144 B
+    /// round trips with a file descriptor each way against raw
+    /// SCM_RIGHTS, and one server with 100 clients at once.
+    Server(ServerArgs),
     /// What waiting costs when nothing happens (wakeups per second of
     /// idle pipes, beside idle socket reads) and how soon a killed peer is
     /// seen (beside a plain read of its output). Not part of the full run.
@@ -85,6 +97,9 @@ enum Command {
     /// The child of the liveness workload (started by it).
     #[command(hide = true)]
     LivenessChild,
+    /// A child of the server workload (started by it).
+    #[command(hide = true)]
+    ServerChild(server::ChildArgs),
 }
 
 /// Flags every workload takes.
@@ -175,6 +190,28 @@ struct ThroughputArgs {
 struct CallsArgs {
     #[command(flatten)]
     run: RunArgs,
+    /// Also write the rows to this file as a JSON array.
+    #[arg(long, value_name = "PATH")]
+    json: Option<PathBuf>,
+}
+
+#[derive(Debug, Default, Args)]
+struct ServerArgs {
+    #[command(flatten)]
+    run: RunArgs,
+    /// Tests, comma-separated: connect (connect + first round trip), fd
+    /// (round trips with a descriptor each way, and without), clients (one
+    /// server, many clients) [default: all three].
+    #[arg(long = "test", value_enum, value_delimiter = ',')]
+    tests: Vec<server::Test>,
+    /// Clients of the one server in the clients test [default: 100].
+    #[arg(long, value_parser = positive)]
+    clients: Option<usize>,
+    /// How long the clients make round trips [default: 2, or 0.2 with
+    /// --quick]; --count sets the connect and fd tests' counts
+    /// [default: 2000 connects, 20000 round trips, or 100 with --quick].
+    #[arg(long, value_name = "SECONDS", value_parser = seconds)]
+    seconds: Option<f64>,
     /// Also write the rows to this file as a JSON array.
     #[arg(long, value_name = "PATH")]
     json: Option<PathBuf>,
@@ -313,12 +350,34 @@ fn calls_cases(run: &RunArgs) -> Vec<calls::Case> {
     cases
 }
 
+/// The server rows: by placement, then test, then engine.
+fn server_cases(
+    run: &RunArgs,
+    tests: &[server::Test],
+    clients: Option<usize>,
+    seconds: Option<f64>,
+) -> Vec<server::Case> {
+    let settings = server::Settings {
+        tests: tests.to_vec(),
+        count: run.count,
+        quick: run.quick,
+        clients: clients.unwrap_or(server::CLIENTS),
+        window: seconds.map(Duration::from_secs_f64),
+        cap: run.cap(),
+    };
+    let placements = run.placements().into_iter();
+    placements
+        .flat_map(|placement| server::cases(placement, &settings))
+        .collect()
+}
+
 /// Which rows `--json` writes.
 #[derive(Debug, Clone, Copy)]
 enum Rows {
     Pingpong,
     Throughput,
     Calls,
+    Server,
 }
 
 /// Runs `plan`, prints the tables, writes the files asked for, and fails
@@ -341,6 +400,7 @@ fn bench(
             Rows::Pingpong => report::write_json(path, &report.pingpong),
             Rows::Throughput => report::write_json(path, &report.throughput),
             Rows::Calls => report::write_json(path, &report.calls),
+            Rows::Server => report::write_json(path, &report.server),
         };
         written?;
         eprintln!("wrote the rows to {}", path.display());
@@ -383,6 +443,7 @@ fn run_all(args: &AllArgs) -> Result<(), Error> {
         pingpong: pingpong_cases(run, &args.transports, &[], None),
         throughput: throughput_cases(run, &args.transports, &[], None),
         calls: calls_cases(run),
+        server: server_cases(run, &[], None, None),
         repeat: run.repeat,
     };
     let out = run.out.clone().unwrap_or_else(default_out);
@@ -425,9 +486,19 @@ fn main() -> ExitCode {
             let json = args.json.as_deref().map(|p| (p, Rows::Calls));
             bench(plan, &args.run, args.run.out.clone(), json)
         }
+        Some(Command::Server(args)) => {
+            let plan = Plan {
+                server: server_cases(&args.run, &args.tests, args.clients, args.seconds),
+                repeat: args.run.repeat,
+                ..Plan::default()
+            };
+            let json = args.json.as_deref().map(|p| (p, Rows::Server));
+            bench(plan, &args.run, args.run.out.clone(), json)
+        }
         Some(Command::Child(args)) => child::serve(args),
         Some(Command::Liveness(args)) => liveness::run(args),
         Some(Command::LivenessChild) => liveness::serve_child(),
+        Some(Command::ServerChild(args)) => server::serve_child(args),
         Some(Command::Codecs { quick }) => codecs::run(*quick).map(|report| print!("{report}")),
     };
     match result {

@@ -12,6 +12,7 @@ use crate::pingpong;
 use crate::placement::Placement;
 use crate::progress::{Bar, Progress, human};
 use crate::runner::{self, RunIndex, Runs};
+use crate::server;
 use crate::throughput;
 
 /// One row of a workload: what it is, and how to run it once.
@@ -44,6 +45,8 @@ pub struct Plan {
     pub throughput: Vec<throughput::Case>,
     /// Calls within this process.
     pub calls: Vec<calls::Case>,
+    /// Connects, descriptor passing and many clients.
+    pub server: Vec<server::Case>,
     /// Runs of the whole matrix.
     pub repeat: usize,
 }
@@ -57,6 +60,8 @@ pub struct Results {
     pub throughput: Vec<Runs<throughput::Case>>,
     /// Per calls row, its runs.
     pub calls: Vec<Runs<calls::Case>>,
+    /// Per server row, its runs.
+    pub server: Vec<Runs<server::Case>>,
     /// The failed runs' errors, naming their rows.
     pub failures: Vec<Error>,
     /// Wall-clock time of the whole plan.
@@ -72,6 +77,7 @@ impl Plan {
             pingpong: self.pingpong.into_iter().map(Runs::new).collect(),
             throughput: self.throughput.into_iter().map(Runs::new).collect(),
             calls: self.calls.into_iter().map(Runs::new).collect(),
+            server: self.server.into_iter().map(Runs::new).collect(),
             failures: Vec::new(),
             wall: Duration::ZERO,
         };
@@ -79,14 +85,16 @@ impl Plan {
         let pingpong = bar(&progress, "pingpong", &results.pingpong, repeat);
         let throughput = bar(&progress, "throughput", &results.throughput, repeat);
         let calls = bar(&progress, "calls", &results.calls, repeat);
+        let server = bar(&progress, "server", &results.server, repeat);
         for run in 0..repeat {
             let at = RunIndex { run, runs: repeat };
             let failures = &mut results.failures;
             runner::run_all(&mut results.pingpong, at, &pingpong, failures);
             runner::run_all(&mut results.throughput, at, &throughput, failures);
             runner::run_all(&mut results.calls, at, &calls, failures);
+            runner::run_all(&mut results.server, at, &server, failures);
         }
-        for bar in [&pingpong, &throughput, &calls] {
+        for bar in [&pingpong, &throughput, &calls, &server] {
             bar.finish();
         }
         results.wall = started.elapsed();
@@ -102,7 +110,7 @@ fn bar<C: Bench>(progress: &Progress, name: &str, rows: &[Runs<C>], repeat: usiz
 
 impl Results {
     /// The wall-clock time each workload took, and the whole run.
-    pub fn workload_walls(&self) -> [(&'static str, Duration); 3] {
+    pub fn workload_walls(&self) -> [(&'static str, Duration); 4] {
         fn sum<C: Bench>(rows: &[Runs<C>]) -> Duration {
             rows.iter().map(|r| r.wall).sum()
         }
@@ -110,6 +118,7 @@ impl Results {
             ("pingpong", sum(&self.pingpong)),
             ("throughput", sum(&self.throughput)),
             ("calls", sum(&self.calls)),
+            ("server", sum(&self.server)),
         ]
     }
 

@@ -230,7 +230,7 @@ fn measure(endpoint: &mut dyn Endpoint, case: &Case, bar: &Bar) -> Result<Measur
 
 /// Advances the bar every [`PROGRESS_EVERY`] round trips, and at the end
 /// by whatever the row did not run, so a capped row fills its share.
-struct Ticker<'a> {
+pub struct Ticker<'a> {
     bar: &'a Bar,
     total: usize,
     done: usize,
@@ -238,7 +238,8 @@ struct Ticker<'a> {
 }
 
 impl<'a> Ticker<'a> {
-    fn new(bar: &'a Bar, total: usize) -> Self {
+    /// A ticker for a row of `total` units.
+    pub fn new(bar: &'a Bar, total: usize) -> Self {
         Self {
             bar,
             total,
@@ -247,7 +248,8 @@ impl<'a> Ticker<'a> {
         }
     }
 
-    fn tick(&mut self) {
+    /// Counts one unit done.
+    pub fn tick(&mut self) {
         self.pending += 1;
         if self.pending == PROGRESS_EVERY {
             self.flush();
@@ -260,7 +262,8 @@ impl<'a> Ticker<'a> {
         self.pending = 0;
     }
 
-    fn finish(mut self) {
+    /// Fills the row's share of the bar.
+    pub fn finish(mut self) {
         self.flush();
         self.bar
             .advance(self.total.saturating_sub(self.done) as u64);

@@ -322,6 +322,67 @@ fn quick_calls_time_every_way_of_calling() {
     }
 }
 
+/// The server workload's rows: test, engine, and whether a descriptor
+/// rode along.
+const SERVER_ROWS: &[(&str, &str, bool)] = &[
+    ("connect", "ferry", false),
+    ("connect", "unix-seqpacket", false),
+    ("connect", "ipc-channel", false),
+    ("fd", "ferry", false),
+    ("fd", "ferry", true),
+    ("fd", "unix-seqpacket", false),
+    ("fd", "unix-seqpacket", true),
+    ("clients", "ferry", false),
+    ("clients", "ferry-select", false),
+    ("clients", "unix-seqpacket", false),
+    ("clients", "ipc-channel", false),
+];
+
+#[test]
+fn quick_server_connects_passes_descriptors_and_serves_many_clients() {
+    let json = Temp::new("server.json");
+    let args = [
+        "server",
+        "--quick",
+        "--count",
+        "50",
+        "--row-seconds",
+        ROW_SECONDS,
+        "--json",
+        json.arg(),
+    ];
+    let (out, json) = run_to_json(&args, &json);
+    let rows = rows(&json);
+    assert_eq!(rows.len(), SERVER_ROWS.len(), "{rows:?}");
+    for &(test, engine, fd) in SERVER_ROWS {
+        let row = rows
+            .iter()
+            .find(|r| r["test"] == test && r["engine"] == engine && r["fd"] == fd)
+            .unwrap_or_else(|| panic!("no {test} row for {engine} (fd: {fd})"));
+        let (p50, p99, max) = (num(row, "p50_us"), num(row, "p99_us"), num(row, "max_us"));
+        assert!(p50 > 0.0 && p50 <= p99 && p99 <= max, "{row}");
+        assert!(num(row, "per_s") > 0.0, "{row}");
+        match test {
+            "clients" => {
+                assert_eq!(row["clients"], 100, "{row}");
+                assert!(row["slowest_client_per_s"].as_f64().is_some(), "{row}");
+            }
+            _ => check_count(row, 50),
+        }
+    }
+    let tables = String::from_utf8_lossy(&out.stdout);
+    for title in [
+        "connect + first round trip (144 B)\nengine",
+        "fd passing round trip (144 B)\nengine",
+        "one server, many clients (144 B round trips)\nengine",
+    ] {
+        assert!(tables.contains(title), "no {title:?} table:\n{tables}");
+    }
+    for column in ["p50 ×unix-seqpacket", "fd adds µs", "rt/s ×unix-seqpacket"] {
+        assert!(tables.contains(column), "no {column} column:\n{tables}");
+    }
+}
+
 #[test]
 fn the_full_run_writes_every_workload_and_the_three_files() {
     let dir = Temp::new("report");
@@ -337,7 +398,7 @@ fn the_full_run_writes_every_workload_and_the_three_files() {
     let out = ferry_bench(&args);
     succeeded(&out);
     let report = read_json(&dir.0.join("report.json"));
-    for workload in ["pingpong", "throughput", "calls"] {
+    for workload in ["pingpong", "throughput", "calls", "server"] {
         assert!(
             !rows(&report[workload]).is_empty(),
             "no {workload} rows: {report}"
@@ -351,6 +412,7 @@ fn the_full_run_writes_every_workload_and_the_three_files() {
         "## pingpong",
         "## throughput",
         "## calls",
+        "## connect + first round trip (144 B)",
     ] {
         assert!(markdown.contains(heading), "{heading} missing:\n{markdown}");
     }

@@ -159,7 +159,7 @@ fn key_columns<'a, R>(key: impl Fn(&R) -> RowKey + Copy + 'a) -> Vec<Column<'a, 
 }
 
 /// The count of each run, starred where the time cap stopped one.
-fn count_column<'a, R>(count: impl Fn(&R) -> (usize, bool) + 'a) -> Column<'a, R> {
+pub(super) fn count_column<'a, R>(count: impl Fn(&R) -> (usize, bool) + 'a) -> Column<'a, R> {
     Column::number("count", move |r| match count(r) {
         (count, true) => format!("{count}*"),
         (count, false) => count.to_string(),
@@ -188,7 +188,7 @@ fn baseline_columns<'a, R>(
 }
 
 /// `value(row)` over `value(base)`; `-` without a base or a ratio.
-fn ratio_cell<R>(row: &R, base: Option<&R>, value: impl Fn(&R) -> f64) -> String {
+pub(super) fn ratio_cell<R>(row: &R, base: Option<&R>, value: impl Fn(&R) -> f64) -> String {
     let ratio = base.and_then(|base| {
         let (v, b) = (value(row), value(base));
         (b > 0.0 && v.is_finite()).then(|| v / b)
@@ -196,11 +196,11 @@ fn ratio_cell<R>(row: &R, base: Option<&R>, value: impl Fn(&R) -> f64) -> String
     ratio.map_or_else(|| "-".to_string(), format_ratio)
 }
 
-fn spread_cell(min: f64, max: f64, format: fn(f64) -> String) -> String {
+pub(super) fn spread_cell(min: f64, max: f64, format: fn(f64) -> String) -> String {
     format!("{}–{}", format(min), format(max))
 }
 
-fn capped_note(any_capped: bool) -> Option<String> {
+pub(super) fn capped_note(any_capped: bool) -> Option<String> {
     any_capped.then(|| CAPPED_NOTE.to_string())
 }
 

@@ -12,6 +12,7 @@ mod format;
 mod json;
 mod markdown;
 mod rows;
+mod server;
 mod table;
 
 use std::collections::BTreeMap;
@@ -24,6 +25,7 @@ use crate::matrix::Results;
 
 pub use json::write_json;
 pub use rows::{CallsRow, PingpongRow, ThroughputRow};
+pub use server::ServerRow;
 pub use table::Table;
 
 /// The transports each row is compared with, at the same size and
@@ -92,6 +94,10 @@ pub struct Report {
     /// In-process calls, one row per function, way and placement.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub calls: Vec<CallsRow>,
+    /// Connects, descriptor passing and many clients, one row per test,
+    /// engine and placement.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub server: Vec<ServerRow>,
     /// How the run was made.
     pub run: RunInfo,
 }
@@ -119,6 +125,7 @@ impl Report {
                 .filter_map(ThroughputRow::of)
                 .collect(),
             calls: results.calls.iter().filter_map(CallsRow::of).collect(),
+            server: results.server.iter().filter_map(ServerRow::of).collect(),
             run: info,
         }
     }
@@ -148,6 +155,7 @@ impl Report {
         if !self.calls.is_empty() {
             tables.push(columns::calls(&self.calls, repeat));
         }
+        tables.extend(server::tables(&self.server, repeat));
         tables
     }
 

@@ -129,7 +129,7 @@ pub type RowKey = (&'static str, &'static str, &'static str, usize);
 
 /// The median of `f` over the samples (callers pass at least one),
 /// rounded as [`round`] does.
-fn med<S>(samples: &[S], f: impl Fn(&S) -> f64) -> f64 {
+pub(super) fn med<S>(samples: &[S], f: impl Fn(&S) -> f64) -> f64 {
     round(Spread::of(samples.iter().map(f)).map_or(f64::NAN, |s| s.median))
 }
 
@@ -144,7 +144,7 @@ pub fn round(x: f64) -> f64 {
     (x * scale).round() / scale
 }
 
-fn median_count<S>(samples: &[S], f: impl Fn(&S) -> usize) -> usize {
+pub(super) fn median_count<S>(samples: &[S], f: impl Fn(&S) -> usize) -> usize {
     let spread = Spread::of(samples.iter().map(|s| f(s) as f64));
     spread.map_or(0, |s| s.median.round() as usize)
 }
@@ -158,14 +158,14 @@ fn pool_of(uses: impl Iterator<Item = PoolUse>) -> Option<PoolUse> {
 /// The tail of a row's round trips: its pooled percentiles, in µs, each at
 /// most the slowest round trip (a bucket's highest value can lie above it).
 #[derive(Debug, Clone, Copy)]
-struct Tail {
-    p99: f64,
-    p999: f64,
-    max: f64,
+pub(super) struct Tail {
+    pub(super) p99: f64,
+    pub(super) p999: f64,
+    pub(super) max: f64,
 }
 
 impl Tail {
-    fn of(all: &Histogram<u64>, slowest_ns: u64) -> Self {
+    pub(super) fn of(all: &Histogram<u64>, slowest_ns: u64) -> Self {
         let at = |q: f64| round(slowest_ns.min(all.value_at_quantile(q)) as f64 / 1e3);
         Self {
             p99: at(0.99),

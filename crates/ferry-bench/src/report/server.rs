@@ -1,0 +1,307 @@
+//! The server workload's rows and its three tables: connect and first
+//! round trip, descriptor passing, and many clients of one server.
+
+use serde::Serialize;
+
+use super::columns::{capped_note, count_column, ratio_cell, spread_cell};
+use super::format::{format_rate, format_us};
+use super::rows::{Buckets, Tail, med, median_count, round};
+use super::table::{Column, Table};
+use crate::runner::Runs;
+use crate::server::{self, Sample, Test};
+use crate::stats::{Spread, pooled};
+
+/// What every server row is compared with: the OS's own socket.
+const BASELINE: &str = "unix-seqpacket";
+
+const CONNECT_NOTE: &str = "A server in a child process; this process connects, makes one 144 B round trip and hangs up, count times; each figure is µs from before the connect to the reply (asking the child where to connect, and hanging up, are not timed). ferry: Server::bind at an abstract name and ferry::connect; unix-seqpacket: a SOCK_SEQPACKET listener at an abstract name, socket and connect; ipc-channel: an IpcOneShotServer per connection, made by the child ahead of time with a thread already in its accept, its name handed over out of band, and the client makes a reply channel, IpcSender::connect, sends, and waits for the reply. Every server answers a client's first request on the thread that accepted it. p99 and max are of all runs pooled; ×baseline is p50 over the baseline's at the same placement.";
+
+const FD_NOTE: &str = "144 B round trips with a child over a connection made ahead, through the same calls with one descriptor (a memfd) in the message each way, or none: ferry's send_with with an End::Fd and recv_with; unix-seqpacket, the floor: sendmsg and recvmsg with SCM_RIGHTS on a socket pair. Each side closes the descriptor it sent. fd adds µs is p50 minus the same engine's p50 without one: two descriptors' cost, one each way; ×unix-seqpacket compares rows with the same descriptors.";
+
+const CLIENTS_NOTE: &str = "One server in a child process (on CPU 0 when pinned), its clients in another (on CPU 1 with split), each client a thread making 144 B round trips for the window, all at once, after connecting one by one; the window opens once every client's thread has started. rt/s counts every client's round trips that ended in the window, slowest client rt/s only those of the client that made the fewest (a server that starves some clients shows it there, not in the percentiles); p50, p99 and max are of each round trip as its client timed it. ferry and unix-seqpacket: a thread per client in the server; ferry-select: one thread serving every client through a ferry::Select; ipc-channel: a one-shot server, and a thread, per client.";
+
+/// A server row, as written to JSON.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ServerRow {
+    /// `connect`, `fd` or `clients`.
+    pub test: &'static str,
+    /// The engine (or the fd rows' carrier).
+    pub engine: &'static str,
+    /// A descriptor rode with each message (fd rows).
+    pub fd: bool,
+    /// Clients at once.
+    pub clients: usize,
+    /// Where the processes ran.
+    pub placement: &'static str,
+    /// Timed connects or round trips (per run; clients rows: those that
+    /// ended in the window).
+    pub count: usize,
+    /// The median (the median of the runs' medians), µs.
+    pub p50_us: f64,
+    /// 99th percentile of all runs pooled, µs.
+    pub p99_us: f64,
+    /// Slowest of all runs, µs.
+    pub max_us: f64,
+    /// Operations per second (clients rows: every client's round trips
+    /// over the window).
+    pub per_s: f64,
+    /// The smallest run's p50, µs.
+    pub p50_min_us: f64,
+    /// The largest run's p50, µs.
+    pub p50_max_us: f64,
+    /// The slowest run's rate.
+    pub per_s_min: f64,
+    /// The fastest run's rate.
+    pub per_s_max: f64,
+    /// Round trips per second of the client that made the fewest (clients
+    /// rows; the median of the runs').
+    pub slowest_client_per_s: Option<f64>,
+    /// Runs summarized.
+    pub runs: usize,
+    /// A run stopped at the row's time cap, before its count.
+    pub capped: bool,
+    /// Wall-clock seconds of all the row's runs, start-up included.
+    pub wall_s: f64,
+    /// Every timed operation of all the row's runs.
+    pub histogram_ns: Buckets,
+}
+
+impl ServerRow {
+    /// The row of a case's runs; `None` if none succeeded.
+    pub fn of(runs: &Runs<server::Case>) -> Option<Self> {
+        let (case, s) = (&runs.case, &runs.samples[..]);
+        let p50 = Spread::of(s.iter().map(Sample::p50_us))?;
+        let rate = Spread::of(s.iter().map(Sample::rate))?;
+        let all = pooled(s.iter().map(|x| &x.histogram));
+        let tail = Tail::of(&all, s.iter().map(|x| x.histogram.max()).max()?);
+        Some(Self {
+            test: case.row.test().name(),
+            engine: case.row.engine(),
+            fd: case.row.fd(),
+            clients: case.row.clients(),
+            placement: case.placement.name(),
+            count: median_count(s, |x| x.ops as usize),
+            p50_us: round(p50.median),
+            p99_us: tail.p99,
+            max_us: tail.max,
+            per_s: med(s, Sample::rate),
+            p50_min_us: round(p50.min),
+            p50_max_us: round(p50.max),
+            per_s_min: round(rate.min),
+            per_s_max: round(rate.max),
+            slowest_client_per_s: Spread::of(s.iter().filter_map(Sample::slowest_client_rate))
+                .map(|spread| round(spread.median)),
+            runs: s.len(),
+            capped: s.iter().any(|x| x.capped),
+            wall_s: round(runs.wall.as_secs_f64()),
+            histogram_ns: Buckets(all),
+        })
+    }
+
+    /// The engine's name, with `+fd` where a descriptor rode along.
+    fn name(&self) -> String {
+        match self.fd {
+            true => format!("{}+fd", self.engine),
+            false => self.engine.to_string(),
+        }
+    }
+
+    /// Whether `other` is this row's counterpart of `engine`: the same
+    /// test, placement, clients and descriptors.
+    fn matches(&self, other: &Self, engine: &str) -> bool {
+        (other.test, other.placement, other.clients, other.fd)
+            == (self.test, self.placement, self.clients, self.fd)
+            && other.engine == engine
+    }
+}
+
+/// The tables of the tests that ran.
+pub fn tables(rows: &[ServerRow], repeat: usize) -> Vec<Table> {
+    let of = |test: Test| -> Vec<ServerRow> {
+        rows.iter()
+            .filter(|r| r.test == test.name())
+            .cloned()
+            .collect()
+    };
+    let tables = [
+        (
+            of(Test::Connect),
+            connect as fn(&[ServerRow], usize) -> Table,
+        ),
+        (of(Test::Fd), fd),
+        (of(Test::Clients), clients),
+    ];
+    tables
+        .into_iter()
+        .filter(|(rows, _)| !rows.is_empty())
+        .map(|(rows, table)| table(&rows, repeat))
+        .collect()
+}
+
+/// The engine, placement and count columns.
+fn key_columns<'a>() -> Vec<Column<'a, ServerRow>> {
+    vec![
+        Column::name("engine", ServerRow::name),
+        Column::name("placement", |r: &ServerRow| r.placement.to_string()),
+        count_column(|r: &ServerRow| (r.count, r.capped)),
+    ]
+}
+
+/// p50, p99 and max, and the runs' p50 range with `--repeat`.
+fn time_columns<'a>(repeat: usize) -> Vec<Column<'a, ServerRow>> {
+    let mut columns = vec![
+        Column::number("p50 µs", |r: &ServerRow| format_us(r.p50_us)),
+        Column::number("p99 µs", |r: &ServerRow| format_us(r.p99_us)),
+        Column::number("max µs", |r: &ServerRow| format_us(r.max_us)),
+    ];
+    if repeat > 1 {
+        let range = |r: &ServerRow| spread_cell(r.p50_min_us, r.p50_max_us, format_us);
+        columns.push(Column::number("p50 min–max", range));
+    }
+    columns
+}
+
+/// `{figure} ×{baseline}`: the row's `value` over its counterpart's.
+fn ratio_column<'a>(
+    rows: &'a [ServerRow],
+    figure: &str,
+    baseline: &'static str,
+    value: fn(&ServerRow) -> f64,
+) -> Column<'a, ServerRow> {
+    Column::number(format!("{figure} ×{baseline}"), move |row: &ServerRow| {
+        let base = rows.iter().find(|r| row.matches(r, baseline));
+        ratio_cell(row, base, value)
+    })
+}
+
+fn connect(rows: &[ServerRow], repeat: usize) -> Table {
+    let mut columns = key_columns();
+    columns.extend(time_columns(repeat));
+    columns.push(ratio_column(rows, "p50", BASELINE, |r| r.p50_us));
+    columns.push(ratio_column(rows, "p50", "ferry", |r| r.p50_us));
+    Table::new("connect + first round trip (144 B)", &columns, rows)
+        .grouped(rows, |r| r.placement)
+        .noted([CONNECT_NOTE.to_string()])
+        .noted(capped_note(rows.iter().any(|r| r.capped)))
+}
+
+fn fd(rows: &[ServerRow], repeat: usize) -> Table {
+    let mut columns = key_columns();
+    columns.extend(time_columns(repeat));
+    columns.push(Column::number("fd adds µs", |row: &ServerRow| {
+        let without = |r: &&ServerRow| {
+            (r.test, r.placement, r.engine, r.fd) == (row.test, row.placement, row.engine, false)
+        };
+        match (row.fd, rows.iter().find(without)) {
+            (true, Some(base)) => format_us(row.p50_us - base.p50_us),
+            _ => "-".to_string(),
+        }
+    }));
+    columns.push(ratio_column(rows, "p50", BASELINE, |r| r.p50_us));
+    Table::new("fd passing round trip (144 B)", &columns, rows)
+        .grouped(rows, |r| r.placement)
+        .noted([FD_NOTE.to_string()])
+        .noted(capped_note(rows.iter().any(|r| r.capped)))
+}
+
+fn clients(rows: &[ServerRow], repeat: usize) -> Table {
+    let mut columns = vec![
+        Column::name("engine", ServerRow::name),
+        Column::name("placement", |r: &ServerRow| r.placement.to_string()),
+        Column::number("clients", |r: &ServerRow| r.clients.to_string()),
+        Column::number("round trips", |r: &ServerRow| r.count.to_string()),
+        Column::number("rt/s", |r: &ServerRow| format_rate(r.per_s)),
+        Column::number("slowest client rt/s", |r: &ServerRow| {
+            r.slowest_client_per_s
+                .map_or_else(|| "-".to_string(), format_rate)
+        }),
+    ];
+    if repeat > 1 {
+        let range = |r: &ServerRow| spread_cell(r.per_s_min, r.per_s_max, format_rate);
+        columns.push(Column::number("rt/s min–max", range));
+    }
+    columns.extend(time_columns(1));
+    columns.push(ratio_column(rows, "rt/s", BASELINE, |r| r.per_s));
+    columns.push(ratio_column(rows, "p99", BASELINE, |r| r.p99_us));
+    Table::new(
+        "one server, many clients (144 B round trips)",
+        &columns,
+        rows,
+    )
+    .grouped(rows, |r| (r.placement, r.clients))
+    .noted([CLIENTS_NOTE.to_string()])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stats::{empty_histogram, record};
+
+    fn row(test: Test, engine: &'static str, fd: bool, p50_us: f64, per_s: f64) -> ServerRow {
+        let mut histogram = empty_histogram();
+        record(&mut histogram, (p50_us * 1e3) as u64);
+        ServerRow {
+            test: test.name(),
+            engine,
+            fd,
+            clients: if test == Test::Clients { 100 } else { 1 },
+            placement: "unpinned",
+            count: 10,
+            p50_us,
+            p99_us: p50_us * 2.0,
+            max_us: p50_us * 3.0,
+            per_s,
+            p50_min_us: p50_us,
+            p50_max_us: p50_us,
+            per_s_min: per_s,
+            per_s_max: per_s,
+            slowest_client_per_s: (test == Test::Clients).then_some(per_s / 200.0),
+            runs: 1,
+            capped: false,
+            wall_s: 1.0,
+            histogram_ns: Buckets(histogram),
+        }
+    }
+
+    fn cell(table: &Table, row: usize, header: &str) -> String {
+        let column = table.headers.iter().position(|h| h == header).unwrap();
+        table.rows[row][column].clone()
+    }
+
+    #[test]
+    fn each_test_gets_its_table_and_ratios_stay_within_it() {
+        let rows = [
+            row(Test::Connect, "ferry", false, 50.0, 0.0),
+            row(Test::Connect, "unix-seqpacket", false, 25.0, 0.0),
+            row(Test::Fd, "ferry", false, 2.0, 0.0),
+            row(Test::Fd, "ferry", true, 5.0, 0.0),
+            row(Test::Fd, "unix-seqpacket", true, 10.0, 0.0),
+            row(Test::Clients, "ferry", false, 4.0, 200_000.0),
+            row(Test::Clients, "unix-seqpacket", false, 8.0, 100_000.0),
+        ];
+        let tables = tables(&rows, 1);
+        assert_eq!(tables.len(), 3);
+        assert_eq!(cell(&tables[0], 0, "p50 ×unix-seqpacket"), "2.00");
+        assert_eq!(cell(&tables[0], 1, "p50 ×ferry"), "0.50");
+        let fd = &tables[1];
+        assert_eq!(cell(fd, 1, "engine"), "ferry+fd");
+        assert_eq!(cell(fd, 1, "fd adds µs"), "3.00");
+        assert_eq!(cell(fd, 0, "fd adds µs"), "-");
+        // ferry+fd against the floor, unix-seqpacket+fd; plain ferry has
+        // no counterpart here.
+        assert_eq!(cell(fd, 1, "p50 ×unix-seqpacket"), "0.50");
+        assert_eq!(cell(fd, 0, "p50 ×unix-seqpacket"), "-");
+        assert_eq!(cell(&tables[2], 0, "rt/s ×unix-seqpacket"), "2.00");
+        assert_eq!(cell(&tables[2], 0, "p99 ×unix-seqpacket"), "0.50");
+        assert_eq!(cell(&tables[2], 0, "slowest client rt/s"), "1.0 k");
+    }
+
+    #[test]
+    fn repeats_add_ranges_and_missing_tests_no_table() {
+        let rows = [row(Test::Clients, "ferry", false, 4.0, 200_000.0)];
+        let tables = tables(&rows, 3);
+        assert_eq!(tables.len(), 1);
+        assert!(tables[0].headers.contains(&"rt/s min–max".to_string()));
+        assert!(tables[0].headers.contains(&"p99 µs".to_string()));
+    }
+}

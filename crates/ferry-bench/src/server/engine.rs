@@ -1,0 +1,115 @@
+//! The servers and clients of the connect and clients rows, one engine
+//! per file: ferry's named server ([`super::ferry`]), a Unix
+//! `SOCK_SEQPACKET` listener ([`super::seqpacket`]) and ipc-channel's
+//! one-shot servers ([`super::ipc`]).
+//!
+//! Every server answers a client's first request on the thread that
+//! accepted it, so the first round trip waits for no thread to start, and
+//! then hands the client to a thread of its own (ferry-select: to one
+//! thread serving every client through a `ferry::Select`).
+
+use std::fmt::Debug;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use crate::error::Error;
+
+/// A kind of server, and its clients.
+pub trait Engine: Debug + Sync {
+    /// The name on the command line and in reports.
+    fn name(&self) -> &'static str;
+
+    /// In the server's process: starts listening, and serving clients on
+    /// threads of its own until the process ends. `clients` is how many
+    /// will come (only a server that waits for all of them uses it).
+    fn serve(&self, clients: usize) -> Result<Box<dyn Listening>, Error>;
+
+    /// Connects to the server at `address` and makes the first round trip:
+    /// `request` out, its echo into `reply`.
+    fn connect(
+        &self,
+        address: &str,
+        request: &[u8],
+        reply: &mut Vec<u8>,
+    ) -> Result<Box<dyn Conn>, Error>;
+}
+
+/// A server, as the process running it holds it.
+pub trait Listening {
+    /// Where the next client should connect: the same address every time,
+    /// or (ipc-channel) a server made for that one client.
+    fn next_address(&mut self) -> Result<String, Error>;
+}
+
+/// A client's connection.
+pub trait Conn: Send {
+    /// One round trip: `request` out, its echo into `reply`.
+    fn round_trip(&mut self, request: &[u8], reply: &mut Vec<u8>) -> Result<(), Error>;
+}
+
+/// A server that takes every client at one address.
+#[derive(Debug)]
+pub struct Fixed(pub String);
+
+impl Listening for Fixed {
+    fn next_address(&mut self) -> Result<String, Error> {
+        Ok(self.0.clone())
+    }
+}
+
+/// The engines of the connect rows, in report order.
+pub const CONNECT: &[&dyn Engine] = &[
+    &super::ferry::Ferry::THREADS,
+    &super::seqpacket::Seqpacket,
+    &super::ipc::IpcChannel,
+];
+
+/// The engines of the clients rows, in report order.
+pub const CLIENTS: &[&dyn Engine] = &[
+    &super::ferry::Ferry::THREADS,
+    &super::ferry::Ferry::SELECT,
+    &super::seqpacket::Seqpacket,
+    &super::ipc::IpcChannel,
+];
+
+/// The engine called `name`.
+pub fn by_name(name: &str) -> Result<&'static dyn Engine, Error> {
+    CLIENTS
+        .iter()
+        .copied()
+        .find(|e| e.name() == name)
+        .ok_or_else(|| Error::new(format!("no server engine is called `{name}`")))
+}
+
+/// An abstract socket name no other server has: this process's id and a
+/// count.
+pub fn fresh_name(kind: &str) -> String {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    // Relaxed: only uniqueness matters.
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    format!("ferry-bench.{kind}.{}.{n}", std::process::id())
+}
+
+/// Reports a server thread's failure on stderr: it has no caller to
+/// return it to, and the client waiting on it fails in turn, which the
+/// parent reports.
+pub fn report(what: &str, e: impl std::fmt::Display) {
+    eprintln!("ferry-bench server-child: {what}: {e}");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_engine_is_found_by_its_name() {
+        for engine in CLIENTS.iter().chain(CONNECT) {
+            assert_eq!(by_name(engine.name()).unwrap().name(), engine.name());
+        }
+        assert!(by_name("carrier-pigeon").is_err());
+    }
+
+    #[test]
+    fn fresh_names_differ() {
+        assert_ne!(fresh_name("x"), fresh_name("x"));
+    }
+}

@@ -1,0 +1,223 @@
+//! The fd rows: 144 B round trips with a child, with one descriptor in
+//! each message or none, through the same calls either way, so the
+//! difference is the descriptor's cost.
+//!
+//! The descriptor is a memfd made once: this process sends it, the child
+//! receives its own descriptor for the same file and sends that back, and
+//! this process sends the one it got back next time. Each side closes the
+//! descriptor it sent (ferry does so itself; the floor does it by hand),
+//! so the descriptor tables stay the same size. At the end, the
+//! descriptor this process holds must still name the memfd.
+
+use std::fmt::Debug;
+use std::os::fd::{AsFd, OwnedFd};
+use std::time::Instant;
+
+use ::ferry::{End, Pipe, RecvError};
+use rustix::fs::{MemfdFlags, fstat, memfd_create};
+use rustix::net::{AddressFamily, SocketFlags, SocketType, socketpair};
+
+use super::child::{ChildArgs, Helper, Role, Seat};
+use super::{Case, SIZE, Sample, dial, scm, timed};
+use crate::error::{Context, Error};
+use crate::payload;
+use crate::progress::Bar;
+
+/// A way to carry a message and maybe a descriptor to the child and back.
+pub trait Carrier: Debug + Sync {
+    /// The name on the command line and in reports.
+    fn name(&self) -> &'static str;
+
+    /// In this process: what the round trips go through, set up over the
+    /// child's control pipe.
+    fn open<'a>(&self, ctl: &'a Pipe) -> Result<Box<dyn Trip + 'a>, Error>;
+
+    /// In the child: echoes every message with its descriptor until the
+    /// parent hangs up.
+    fn echo(&self, ctl: &Pipe) -> Result<(), Error>;
+}
+
+/// The parent's end of a carrier.
+pub trait Trip {
+    /// Sends `request` with `fd`, and receives the echo into `reply`;
+    /// returns the descriptor that came back with it.
+    fn round_trip(
+        &mut self,
+        request: &[u8],
+        fd: Option<OwnedFd>,
+        reply: &mut Vec<u8>,
+    ) -> Result<Option<OwnedFd>, Error>;
+}
+
+/// Every carrier, in report order.
+pub const ALL: &[&dyn Carrier] = &[&FerryCarrier, &SeqpacketCarrier];
+
+/// The carrier called `name`.
+pub fn by_name(name: &str) -> Result<&'static dyn Carrier, Error> {
+    ALL.iter()
+        .copied()
+        .find(|c| c.name() == name)
+        .ok_or_else(|| Error::new(format!("no descriptor carrier is called `{name}`")))
+}
+
+/// Runs one fd row.
+pub fn run(case: &Case, carrier: &dyn Carrier, fd: bool, bar: &Bar) -> Result<Sample, Error> {
+    let args = ChildArgs::new(Role::Echo, carrier.name(), case.placement, Seat::Child);
+    let child = Helper::start(&args)?;
+    let measured = measure(case, carrier, fd, &child.ctl, bar);
+    child.finish(measured)
+}
+
+fn measure(
+    case: &Case,
+    carrier: &dyn Carrier,
+    fd: bool,
+    ctl: &Pipe,
+    bar: &Bar,
+) -> Result<Sample, Error> {
+    let mut trip = carrier.open(ctl)?;
+    let memfd = match fd {
+        true => Some(memfd_create("ferry-bench-fd", MemfdFlags::CLOEXEC).context("memfd_create")?),
+        false => None,
+    };
+    let inode = memfd.as_ref().map(inode_of).transpose()?;
+    let mut held = memfd;
+    let mut request = vec![0; SIZE];
+    let mut reply = Vec::with_capacity(SIZE);
+    let sample = timed::repeat(case, bar, |i| {
+        payload::fill(&mut request, payload::marker(i));
+        let start = Instant::now();
+        held = trip.round_trip(&request, held.take(), &mut reply)?;
+        let took = start.elapsed();
+        dial::check_echo(&request, &reply)?;
+        match held.is_some() == fd {
+            true => Ok(took),
+            false => Err(Error::new("the descriptor did not come back as sent")),
+        }
+    })?;
+    match (held.as_ref().map(inode_of).transpose()?, inode) {
+        (back, sent) if back == sent => Ok(sample),
+        _ => Err(Error::new(
+            "the descriptor that came back names another file",
+        )),
+    }
+}
+
+fn inode_of(fd: &OwnedFd) -> Result<u64, Error> {
+    Ok(fstat(fd).context("fstat")?.st_ino)
+}
+
+/// ferry's pipe to the child: `send_with` and `recv_with`, the descriptor
+/// as an [`End::Fd`].
+#[derive(Debug)]
+pub struct FerryCarrier;
+
+impl Carrier for FerryCarrier {
+    fn name(&self) -> &'static str {
+        "ferry"
+    }
+
+    fn open<'a>(&self, ctl: &'a Pipe) -> Result<Box<dyn Trip + 'a>, Error> {
+        Ok(Box::new(FerryTrip(ctl)))
+    }
+
+    fn echo(&self, ctl: &Pipe) -> Result<(), Error> {
+        loop {
+            match ctl.recv_with() {
+                Ok(message) => ctl
+                    .send_with(&message.bytes, message.fds)
+                    .context("echoing a message")?,
+                Err(RecvError::Disconnected) => return Ok(()),
+                Err(e) => return Err(e).context("receiving a message"),
+            }
+        }
+    }
+}
+
+struct FerryTrip<'a>(&'a Pipe);
+
+impl Trip for FerryTrip<'_> {
+    fn round_trip(
+        &mut self,
+        request: &[u8],
+        fd: Option<OwnedFd>,
+        reply: &mut Vec<u8>,
+    ) -> Result<Option<OwnedFd>, Error> {
+        let ends: Vec<End> = fd.map(End::Fd).into_iter().collect();
+        self.0.send_with(request, ends).context("send_with")?;
+        let mut message = self.0.recv_with().context("recv_with")?;
+        *reply = message.bytes;
+        let back = message.fds.pop();
+        match message.fds.is_empty() {
+            true => Ok(back),
+            false => Err(Error::new("more than one descriptor came back")),
+        }
+    }
+}
+
+/// The floor: a `SOCK_SEQPACKET` socket pair, the child's end handed over
+/// the control pipe, each message one `sendmsg` and one `recvmsg`.
+#[derive(Debug)]
+pub struct SeqpacketCarrier;
+
+/// Receive buffer of the floor's echo: any record fits.
+const RECORD: usize = 64 * 1024;
+
+impl Carrier for SeqpacketCarrier {
+    fn name(&self) -> &'static str {
+        "unix-seqpacket"
+    }
+
+    fn open<'a>(&self, ctl: &'a Pipe) -> Result<Box<dyn Trip + 'a>, Error> {
+        let (mine, theirs) = socketpair(
+            AddressFamily::UNIX,
+            SocketType::SEQPACKET,
+            SocketFlags::CLOEXEC,
+            None,
+        )
+        .context("socketpair")?;
+        ctl.send_with(b"socket", vec![theirs])
+            .context("handing the child its socket")?;
+        Ok(Box::new(SeqpacketTrip {
+            socket: mine,
+            inbox: vec![0; RECORD],
+        }))
+    }
+
+    fn echo(&self, ctl: &Pipe) -> Result<(), Error> {
+        let mut message = ctl.recv_with().context("waiting for the socket")?;
+        let socket = message
+            .fds
+            .pop()
+            .ok_or_else(|| Error::new("the parent sent no socket"))?;
+        let mut buf = vec![0; RECORD];
+        loop {
+            match scm::recv(&socket, &mut buf)? {
+                (0, None) => return Ok(()),
+                (n, fd) => scm::send(&socket, &buf[..n], fd.as_ref().map(AsFd::as_fd))?,
+            }
+        }
+    }
+}
+
+struct SeqpacketTrip {
+    socket: OwnedFd,
+    inbox: Vec<u8>,
+}
+
+impl Trip for SeqpacketTrip {
+    fn round_trip(
+        &mut self,
+        request: &[u8],
+        fd: Option<OwnedFd>,
+        reply: &mut Vec<u8>,
+    ) -> Result<Option<OwnedFd>, Error> {
+        scm::send(&self.socket, request, fd.as_ref().map(AsFd::as_fd))?;
+        // Closed once sent, as ferry closes an `End::Fd` it has sent.
+        drop(fd);
+        let (n, back) = scm::recv(&self.socket, &mut self.inbox)?;
+        reply.clear();
+        reply.extend_from_slice(&self.inbox[..n]);
+        Ok(back)
+    }
+}

@@ -1,0 +1,378 @@
+//! The `server` workload: what it costs to reach a named server, to pass
+//! a file descriptor in a message, and to serve many clients at once;
+//! ferry beside a Unix socket and ipc-channel.
+//!
+//! - **connect** ([`dial`]): a server runs in a child; this process
+//!   connects, makes one 144 B round trip and hangs up, many times, timing
+//!   each connect and its first round trip together.
+//! - **fd** ([`fds`]): 144 B round trips with a child over a connection
+//!   made ahead, with one descriptor in the message each way or none:
+//!   ferry's `send_with`/`recv_with`, and raw `SCM_RIGHTS` over a
+//!   `SOCK_SEQPACKET` socket pair (the floor).
+//! - **clients** ([`fleet`]): a server in one child, 100 clients (a thread
+//!   each) in another, all making 144 B round trips for a fixed window:
+//!   round trips per second of all of them, and each one's latency.
+//!
+//! The servers and clients of the first and last are engines behind one
+//! trait ([`engine::Engine`]); the descriptor carriers are behind another
+//! ([`fds::Carrier`]).
+
+mod child;
+mod dial;
+mod engine;
+mod fds;
+mod ferry;
+mod fleet;
+mod ipc;
+mod scm;
+mod seqpacket;
+mod timed;
+
+use std::time::Duration;
+
+use clap::ValueEnum;
+use hdrhistogram::Histogram;
+
+use crate::error::Error;
+use crate::matrix::Bench;
+use crate::pingpong;
+use crate::placement::Placement;
+use crate::progress::Bar;
+
+pub use child::{ChildArgs, serve_child};
+pub use engine::Engine;
+pub use fds::Carrier;
+
+/// Payload bytes of every request and reply.
+pub const SIZE: usize = 144;
+/// Connects per connect row.
+const CONNECTS: usize = 2_000;
+/// Round trips per fd row.
+const FD_ROUND_TRIPS: usize = 20_000;
+/// Timed operations per connect or fd row with `--quick`.
+const QUICK_COUNT: usize = 100;
+/// Clients of the one server in a clients row.
+pub const CLIENTS: usize = 100;
+/// How long the clients make round trips, per row.
+pub const WINDOW: Duration = Duration::from_secs(2);
+/// The window with `--quick`.
+pub const QUICK_WINDOW: Duration = Duration::from_millis(200);
+
+/// The three tests, as `--test` names them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Test {
+    /// Connect to a server and make one round trip.
+    Connect,
+    /// Round trips with a descriptor in each message, and without.
+    Fd,
+    /// One server, many clients at once.
+    Clients,
+}
+
+impl Test {
+    /// Every test, in report order.
+    pub const ALL: [Self; 3] = [Self::Connect, Self::Fd, Self::Clients];
+
+    /// The name in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Connect => "connect",
+            Self::Fd => "fd",
+            Self::Clients => "clients",
+        }
+    }
+}
+
+/// What one row runs.
+#[derive(Debug, Clone, Copy)]
+pub enum Row {
+    /// Connect and one round trip, through this engine.
+    Connect(&'static dyn Engine),
+    /// Round trips through this carrier, with one descriptor each way or
+    /// none.
+    Fd {
+        /// What carries the messages.
+        carrier: &'static dyn Carrier,
+        /// A descriptor rides with each message.
+        fd: bool,
+    },
+    /// This many clients of one server of this engine.
+    Clients {
+        /// The server and its clients.
+        engine: &'static dyn Engine,
+        /// How many clients.
+        clients: usize,
+    },
+}
+
+impl Row {
+    /// The test this row belongs to.
+    pub fn test(self) -> Test {
+        match self {
+            Self::Connect(_) => Test::Connect,
+            Self::Fd { .. } => Test::Fd,
+            Self::Clients { .. } => Test::Clients,
+        }
+    }
+
+    /// The engine's (or carrier's) name.
+    pub fn engine(self) -> &'static str {
+        match self {
+            Self::Connect(engine) | Self::Clients { engine, .. } => engine.name(),
+            Self::Fd { carrier, .. } => carrier.name(),
+        }
+    }
+
+    /// Whether a descriptor rides with each message.
+    pub fn fd(self) -> bool {
+        matches!(self, Self::Fd { fd: true, .. })
+    }
+
+    /// Clients served at once.
+    pub fn clients(self) -> usize {
+        match self {
+            Self::Clients { clients, .. } => clients,
+            _ => 1,
+        }
+    }
+
+    /// The engine's name, with `+fd` where a descriptor rides along.
+    pub fn display_name(self) -> String {
+        match self.fd() {
+            true => format!("{}+fd", self.engine()),
+            false => self.engine().to_string(),
+        }
+    }
+}
+
+/// One row of the workload.
+#[derive(Debug, Clone, Copy)]
+pub struct Case {
+    /// What it runs.
+    pub row: Row,
+    /// Where the processes run.
+    pub placement: Placement,
+    /// Timed connects or round trips (connect and fd rows).
+    pub count: usize,
+    /// Untimed ones first.
+    pub warmup: usize,
+    /// How long the clients run (clients rows).
+    pub window: Duration,
+    /// A connect or fd row stops once it has run this long.
+    pub cap: Duration,
+}
+
+/// What the command line asks of the workload.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Which tests run.
+    pub tests: Vec<Test>,
+    /// Timed operations per connect or fd row, if not the default.
+    pub count: Option<usize>,
+    /// Small counts.
+    pub quick: bool,
+    /// Clients per clients row.
+    pub clients: usize,
+    /// The clients' window, if not the default.
+    pub window: Option<Duration>,
+    /// Each row's time cap.
+    pub cap: Duration,
+}
+
+/// The rows at `placement`: by test, then engine.
+pub fn cases(placement: Placement, settings: &Settings) -> Vec<Case> {
+    let tests = match settings.tests.is_empty() {
+        true => Test::ALL.to_vec(),
+        false => settings.tests.clone(),
+    };
+    let rows = tests.into_iter().flat_map(|test| rows_of(test, settings));
+    rows.map(|row| {
+        let count = settings.count_of(row.test());
+        Case {
+            row,
+            placement,
+            count,
+            warmup: pingpong::default_warmup(count),
+            window: settings.window(),
+            cap: settings.cap,
+        }
+    })
+    .collect()
+}
+
+fn rows_of(test: Test, settings: &Settings) -> Vec<Row> {
+    match test {
+        Test::Connect => engine::CONNECT.iter().map(|&e| Row::Connect(e)).collect(),
+        Test::Fd => fds::ALL
+            .iter()
+            .flat_map(|&carrier| [false, true].map(|fd| Row::Fd { carrier, fd }))
+            .collect(),
+        Test::Clients => engine::CLIENTS
+            .iter()
+            .map(|&engine| Row::Clients {
+                engine,
+                clients: settings.clients,
+            })
+            .collect(),
+    }
+}
+
+impl Settings {
+    /// Timed operations per row of `test` (clients rows run for a window
+    /// instead).
+    fn count_of(&self, test: Test) -> usize {
+        match (self.count, self.quick, test) {
+            (Some(count), _, _) => count,
+            (None, true, _) => QUICK_COUNT,
+            (None, false, Test::Fd) => FD_ROUND_TRIPS,
+            (None, false, _) => CONNECTS,
+        }
+    }
+
+    /// How long the clients of a clients row run.
+    fn window(&self) -> Duration {
+        match (self.window, self.quick) {
+            (Some(window), _) => window,
+            (None, true) => QUICK_WINDOW,
+            (None, false) => WINDOW,
+        }
+    }
+}
+
+/// What one run of a row measured.
+#[derive(Debug, Clone)]
+pub struct Sample {
+    /// Every timed connect or round trip, in nanoseconds.
+    pub histogram: Histogram<u64>,
+    /// Operations counted for the rate: every timed one where one ran at
+    /// a time; where many clients ran at once, those that ended in the
+    /// window.
+    pub ops: u64,
+    /// The time they took: their sum where one ran at a time, the window
+    /// where many clients ran at once.
+    pub span: Duration,
+    /// The time cap stopped the row before its count.
+    pub capped: bool,
+    /// Round trips of the client that made the fewest (clients rows): a
+    /// server that starves some clients shows it here, not in the
+    /// percentiles of all round trips.
+    pub fewest: Option<u64>,
+}
+
+impl Sample {
+    /// Operations per second over the span.
+    pub fn rate(&self) -> f64 {
+        self.ops as f64 / self.span.as_secs_f64().max(f64::MIN_POSITIVE)
+    }
+
+    /// The slowest client's round trips per second (clients rows).
+    pub fn slowest_client_rate(&self) -> Option<f64> {
+        let span = self.span.as_secs_f64().max(f64::MIN_POSITIVE);
+        self.fewest.map(|n| n as f64 / span)
+    }
+
+    /// The median, µs.
+    pub fn p50_us(&self) -> f64 {
+        self.histogram.value_at_quantile(0.5) as f64 / 1e3
+    }
+
+    /// The 99th percentile, µs.
+    pub fn p99_us(&self) -> f64 {
+        self.histogram.value_at_quantile(0.99) as f64 / 1e3
+    }
+}
+
+impl Bench for Case {
+    type Sample = Sample;
+
+    fn label(&self) -> String {
+        let test = match self.row {
+            Row::Clients { clients, .. } => format!("{clients} clients"),
+            row => row.test().name().to_string(),
+        };
+        let engine = self.row.display_name();
+        format!("{test}: {engine} ({})", self.placement.name())
+    }
+
+    fn placement(&self) -> Placement {
+        self.placement
+    }
+
+    fn work(&self) -> u64 {
+        match self.row {
+            // Milliseconds of the window, advanced as it passes.
+            Row::Clients { .. } => self.window.as_millis() as u64,
+            _ => (self.warmup + self.count) as u64,
+        }
+    }
+
+    fn run(&self, bar: &Bar) -> Result<Sample, Error> {
+        match self.row {
+            Row::Connect(engine) => dial::run(self, engine, bar),
+            Row::Fd { carrier, fd } => fds::run(self, carrier, fd, bar),
+            Row::Clients { engine, clients } => fleet::run(self, engine, clients, bar),
+        }
+    }
+
+    fn brief(sample: &Sample) -> String {
+        let capped = if sample.capped { " (capped)" } else { "" };
+        format!(
+            "p50 {:.2} µs, p99 {:.2} µs, {:.0}/s{capped}",
+            sample.p50_us(),
+            sample.p99_us(),
+            sample.rate()
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(tests: Vec<Test>, quick: bool) -> Settings {
+        Settings {
+            tests,
+            count: None,
+            quick,
+            clients: CLIENTS,
+            window: None,
+            cap: Duration::from_secs(1),
+        }
+    }
+
+    #[test]
+    fn every_test_has_its_rows_in_order() {
+        let cases = cases(Placement::Unpinned, &settings(Vec::new(), false));
+        let names: Vec<String> = cases
+            .iter()
+            .map(|c| format!("{} {}", c.row.test().name(), c.row.display_name()))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "connect ferry",
+                "connect unix-seqpacket",
+                "connect ipc-channel",
+                "fd ferry",
+                "fd ferry+fd",
+                "fd unix-seqpacket",
+                "fd unix-seqpacket+fd",
+                "clients ferry",
+                "clients ferry-select",
+                "clients unix-seqpacket",
+                "clients ipc-channel",
+            ]
+        );
+        assert_eq!(cases[0].count, CONNECTS);
+        assert_eq!(cases[3].count, FD_ROUND_TRIPS);
+        assert_eq!(cases[7].window, WINDOW);
+    }
+
+    #[test]
+    fn quick_runs_are_short_and_tests_can_be_picked() {
+        let cases = cases(Placement::Same, &settings(vec![Test::Clients], true));
+        assert!(cases.iter().all(|c| c.row.test() == Test::Clients));
+        assert!(cases.iter().all(|c| c.window == QUICK_WINDOW));
+        assert_eq!(cases[0].row.clients(), CLIENTS);
+    }
+}

@@ -238,16 +238,22 @@ impl Half {
         let ring = self.ring();
         let control = self.region.control(ring);
         let other = self.region.control(1 - ring);
-        let (me, peer, my_other) = if self.is_producer() {
-            (&control.producer, &control.consumer, &other.consumer)
+        // Where the peer says it sleeps: a producer waits on the consumer
+        // of its own ring; a consumer on the peer's receive of the other
+        // ring, which the peer holds only while this end is whole.
+        let (me, peer, my_other, peer_sleeps) = if self.is_producer() {
+            let peer = &control.consumer;
+            (&control.producer, peer, &other.consumer, Some(peer))
         } else {
-            (&control.consumer, &control.producer, &other.producer)
+            let peer_rx = self.joined.then_some(&other.consumer);
+            (&control.consumer, &control.producer, &other.producer, peer_rx)
         };
         wait::Scope {
             wait: self.wait_strategy(),
             me,
             peer,
             my_other: self.joined.then_some(my_other),
+            peer_sleeps,
             link: self.link(),
             hung_up: &self.hung_up,
             drain: !self.is_producer(),

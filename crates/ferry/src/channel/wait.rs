@@ -1,14 +1,25 @@
 //! How a pipe end waits: spin, sleep, or spin then sleep.
 //!
-//! Measured on the 2-vCPU machines ferry is built on: waking a sleeper on
-//! another CPU costs 25–50 µs, a futex round trip between two processes on
-//! one CPU about 4.5 µs, and spinning while the peer shares your CPU about
-//! 44 µs per round trip (the spinner burns the slice the peer needs). So
-//! [`Wait::Adaptive`] spins only while the peer last ran on another CPU and
-//! more than one CPU is online, for a budget bounded by recent waits, and
+//! Measured on the 2-vCPU machines ferry is built on (AMD Zen 5 and Intel
+//! Xeon guests): waking a sleeper on another CPU costs 25–50 µs, a futex
+//! round trip between two processes on one CPU 3–4.5 µs, and spinning while
+//! the peer shares your CPU about 44 µs per round trip (the spinner burns
+//! the slice the peer needs). So [`Wait::Adaptive`] spins only while the
+//! peer last ran on another CPU and more than one CPU is online, and
 //! otherwise sleeps at once.
+//!
+//! How long it spins follows what the peer does, not a clock tuned to one
+//! machine: each side says in the shared control block when it sleeps
+//! (its `waiting` word, which the wake protocol needs anyway). While the
+//! peer is awake it is working on what this side waits for (copying a
+//! large reply takes hundreds of microseconds), so the waiter spins on, up
+//! to [`MAX_SPIN`]; once the peer sleeps too, nothing will come until
+//! something else wakes it, and the waiter sleeps after [`WAKE_GRACE`] (a
+//! peer this side has just woken takes one wake-up to say it is awake).
+//! Where the peer's state cannot be seen (a lone receiving half), the
+//! spin is bounded by recent waits instead.
 
-use crate::sync::AtomicBool;
+use crate::sync::{AtomicBool, AtomicUsize};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -28,7 +39,8 @@ pub enum Wait {
     /// different CPUs; burns a CPU while waiting. When the peer is seen on
     /// the same CPU, the spinner yields between polls so the peer can run.
     Spin,
-    /// Spin briefly while the peer runs on another CPU, then sleep.
+    /// Spin while the peer works on another CPU, and sleep once it sleeps
+    /// too (or has run a long while); on the peer's CPU, sleep at once.
     #[default]
     Adaptive,
 }
@@ -46,10 +58,20 @@ impl Wait {
     }
 }
 
-/// Longest spin before sleeping, for [`Wait::Adaptive`]: about one
-/// cross-CPU wake-up, beyond which sleeping is no slower.
-const MAX_SPIN: Duration = Duration::from_micros(60);
-/// Shortest spin, once waits have proven long.
+/// Longest spin of [`Wait::Adaptive`] while the peer is awake (working on
+/// what this side waits for): a 1 MiB message copied in and out takes
+/// 100–500 µs on the machines measured, and a peer busy for longer than
+/// this is better slept through (the wake-up costs under 5 % of the wait).
+const MAX_SPIN: Duration = Duration::from_millis(1);
+/// Longest spin of [`Wait::Adaptive`] while the peer sleeps: twice the
+/// slowest cross-CPU wake-up measured (25 µs on Zen 5, 40–50 µs on Xeon
+/// guests), so a peer this side's message has just woken can say so
+/// before this side gives up; one that stays asleep is waiting itself.
+const WAKE_GRACE: Duration = Duration::from_micros(100);
+/// Longest spin before sleeping where the peer's state is not seen: about
+/// one cross-CPU wake-up, beyond which sleeping is no slower.
+const BLIND_SPIN: Duration = Duration::from_micros(60);
+/// Shortest blind spin, once waits have proven long.
 const MIN_SPIN: Duration = Duration::from_micros(2);
 /// Polls made before the first clock read of a spinning wait.
 const BURST: usize = 256;
@@ -92,7 +114,9 @@ pub(crate) struct Waiter {
 
 impl Default for Waiter {
     fn default() -> Self {
-        Self { budget: MAX_SPIN }
+        Self {
+            budget: BLIND_SPIN,
+        }
     }
 }
 
@@ -107,6 +131,9 @@ pub(crate) struct Scope<'a> {
     /// My side of the other ring, where my CPU is published too, while
     /// this process holds both halves of the pipe end.
     pub(crate) my_other: Option<&'a Side>,
+    /// The peer's side whose `waiting` word says whether the peer sleeps
+    /// (see the module comment), where this side can see it.
+    pub(crate) peer_sleeps: Option<&'a Side>,
     pub(crate) link: Option<&'a Link>,
     /// The pipe end's record that a call already saw the peer gone.
     pub(crate) hung_up: &'a AtomicBool,
@@ -150,6 +177,23 @@ impl Scope<'_> {
         poll()?.ok_or(Stop::Gone(failure))
     }
 
+    /// How long an adaptive spin may last so far: long while the peer is
+    /// awake, short once it sleeps, `blind` where its state is not seen.
+    fn spin_limit(&self, blind: Duration) -> Duration {
+        // Relaxed: a scheduling hint. A peer that has not waited yet has
+        // not said where it runs: it may share this CPU.
+        if self.peer.cpu.load(Ordering::Relaxed) == 0 {
+            return blind.min(WAKE_GRACE);
+        }
+        match self.peer_sleeps {
+            // Relaxed: a scheduling hint; the peer writes it around its
+            // sleeps, and a stale value costs only speed.
+            Some(side) if side.waiting.load(Ordering::Relaxed) == 0 => MAX_SPIN,
+            Some(_) => WAKE_GRACE,
+            None => blind,
+        }
+    }
+
     /// Whether the peer last published the CPU this thread runs on now.
     fn sharing_cpu(&self) -> bool {
         // Relaxed: a scheduling hint.
@@ -168,6 +212,35 @@ impl Scope<'_> {
             }
         }
         mine != self.peer.cpu.load(Ordering::Relaxed)
+    }
+}
+
+/// Threads of this process spinning adaptively right now.
+static SPINNING: AtomicUsize = AtomicUsize::new(0);
+
+/// Leave to spin adaptively: at most one thread per online CPU beyond the
+/// first spins at a time in this process, so many threads waiting at once
+/// (a server with a thread per client) sleep instead of taking the CPUs
+/// their peers' replies need. Given back on drop.
+struct SpinSlot;
+
+impl SpinSlot {
+    fn take() -> Option<Self> {
+        let most = online_cpus().saturating_sub(1).max(1);
+        // Relaxed: a count only; no other memory is published through it.
+        if SPINNING.fetch_add(1, Ordering::Relaxed) < most {
+            Some(Self)
+        } else {
+            SPINNING.fetch_sub(1, Ordering::Relaxed);
+            None
+        }
+    }
+}
+
+impl Drop for SpinSlot {
+    fn drop(&mut self) {
+        // Relaxed: see `take`.
+        SPINNING.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -200,10 +273,15 @@ impl Waiter {
             };
         }
         let apart = scope.publish_cpu();
+        // Held while this thread spins adaptively (see `SpinSlot`).
+        let mut slot = None;
         let spin = match scope.wait {
             Wait::Sleep => false,
             Wait::Spin => true,
-            Wait::Adaptive => apart && online_cpus() > 1,
+            Wait::Adaptive => {
+                slot = (apart && online_cpus() > 1).then(SpinSlot::take).flatten();
+                slot.is_some()
+            }
         };
         if spin && apart {
             // A reply often lands within a few hundred nanoseconds: poll a
@@ -220,7 +298,9 @@ impl Waiter {
             return self.block(scope, deadline, &mut poll);
         }
         let start = Instant::now();
-        let result = match self.spin(scope, start, deadline, &mut poll) {
+        let spun = self.spin(scope, start, deadline, &mut poll);
+        drop(slot);
+        let result = match spun {
             Some(r) => r,
             None => self.block(scope, deadline, &mut poll),
         };
@@ -228,9 +308,11 @@ impl Waiter {
         result
     }
 
+    /// Adapts the blind spin budget: reset by a wait that ended within it,
+    /// halved by one that outlasted it.
     fn learn(&mut self, waited: Duration) {
-        self.budget = if waited <= MAX_SPIN {
-            MAX_SPIN
+        self.budget = if waited <= BLIND_SPIN {
+            BLIND_SPIN
         } else {
             (self.budget / 2).max(MIN_SPIN)
         };
@@ -244,7 +326,7 @@ impl Waiter {
         deadline: Option<Instant>,
         poll: &mut impl FnMut() -> Result<Option<R>, Corrupt>,
     ) -> Option<Result<R, Stop>> {
-        let until = (scope.wait == Wait::Adaptive).then(|| start + self.budget);
+        let adaptive = scope.wait == Wait::Adaptive;
         let mut last_check = start;
         let mut polls = 32;
         loop {
@@ -257,7 +339,7 @@ impl Waiter {
                 }
             }
             polls = 32;
-            if until.is_none() && scope.sharing_cpu() {
+            if !adaptive && scope.sharing_cpu() {
                 // A pure spinner on the peer's CPU would hold it for a whole
                 // scheduler slice; let the peer run instead, and look once
                 // each time this thread gets the CPU back.
@@ -265,7 +347,9 @@ impl Waiter {
                 polls = 1;
             }
             let now = Instant::now();
-            if until.is_some_and(|u| now >= u) {
+            // An adaptive spinner stops once it finds the peer on its CPU
+            // (where the reply cannot come until it yields).
+            if adaptive && (now - start >= scope.spin_limit(self.budget) || scope.sharing_cpu()) {
                 return None;
             }
             if deadline.is_some_and(|d| now >= d) {

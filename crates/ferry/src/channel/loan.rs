@@ -86,7 +86,7 @@ impl Sender {
         };
         Ok(match block {
             Some(lent) => Slot::Block(lent),
-            None => Slot::Heap(vec![0; len]),
+            None => Slot::Heap(super::spare::zeroed(len)),
         })
     }
 }
@@ -142,7 +142,7 @@ impl Receiver {
     ///
     /// As [`Receiver::recv`].
     pub fn recv_shared(&self) -> Result<SharedBytes, RecvError> {
-        let mut bytes = Vec::new();
+        let mut bytes = super::spare::take();
         let mut held = None;
         self.recv_message(
             &mut Delivery {
@@ -161,9 +161,20 @@ impl Receiver {
 /// copied bytes.
 pub(super) fn shared(held: Option<Held>, bytes: Vec<u8>) -> SharedBytes {
     SharedBytes(match held {
-        Some(held) => Shared::Block(held),
+        Some(held) => {
+            super::spare::give(bytes);
+            Shared::Block(held)
+        }
         None => Shared::Owned(bytes),
     })
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        if let Self::Owned(bytes) = self {
+            super::spare::give(std::mem::take(bytes));
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -220,7 +231,11 @@ impl Loan<'_> {
                     .sender
                     .push_block(&mut tx, link, id, block, self.len, None)?)
             }
-            Slot::Heap(bytes) => self.sender.send(&bytes),
+            Slot::Heap(bytes) => {
+                let sent = self.sender.send(&bytes);
+                super::spare::give(bytes);
+                sent
+            }
             Slot::Sent => Ok(()),
         }
     }
@@ -249,10 +264,14 @@ impl DerefMut for Loan<'_> {
 
 impl Drop for Loan<'_> {
     fn drop(&mut self) {
-        if let Slot::Block((id, block)) = std::mem::replace(&mut self.slot, Slot::Sent)
-            && let Some(link) = self.sender.half.link()
-        {
-            let _ = link.with_pool(|pool| pool.give_back(id, block));
+        match std::mem::replace(&mut self.slot, Slot::Sent) {
+            Slot::Block((id, block)) => {
+                if let Some(link) = self.sender.half.link() {
+                    let _ = link.with_pool(|pool| pool.give_back(id, block));
+                }
+            }
+            Slot::Heap(bytes) => super::spare::give(bytes),
+            Slot::Sent => {}
         }
     }
 }

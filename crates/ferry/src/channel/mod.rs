@@ -12,6 +12,7 @@ mod out_of_line;
 mod receiver;
 mod select;
 mod sender;
+mod spare;
 #[cfg(feature = "tokio")]
 mod tokio;
 mod wait;

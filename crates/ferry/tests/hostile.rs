@@ -20,10 +20,17 @@
 //! 5. [`wake_storm`]
 //! 9. [`doorbell_records`] (the records a `Select` or an async receiver
 //!    sends)
+//! 10. [`descriptor_record_flood`]
+//! 11. [`malformed_descriptor_records`]
+//! 12. [`hostile_parent_at_bootstrap`] (this test plays the raw parent;
+//!     the victim is the child)
 //!
 //! and two local faults, with an honest ferry peer:
-//! 7. [`out_of_descriptors_is_a_local_error`]
+//! 7. [`out_of_descriptors_is_a_local_error`] (a pipe end, then a
+//!    descriptor)
 //! 8. [`disconnected_is_sticky`]
+//!
+//! (A named server's handshake is attacked in `tests/hostile_server.rs`.)
 //!
 //! (Class 6, writable read-only blocks, lives in `tests/sealed_blocks.rs`.)
 
@@ -923,7 +930,10 @@ fn storm_victim(test: &str, role: &str) {
 /// opened, then receives a message carrying a pipe end from its (honest)
 /// parent: the error must be local (not `Protocol`, not `Disconnected`).
 /// With the limit restored, receiving again must deliver the end, and a
-/// message must round-trip through it: the link survives.
+/// message must round-trip through it: the link survives. Then the same
+/// with a message carrying a descriptor (a memfd): at the limit a local
+/// error, the record left queued; with the limit restored the message
+/// arrives with the memfd, whose contents read back.
 #[test]
 fn out_of_descriptors_is_a_local_error() {
     let test = this_test!();
@@ -942,6 +952,10 @@ fn out_of_descriptors_is_a_local_error() {
         pipe.send_with(b"end", vec![far]).expect("send a pipe end");
         if matches!(near.recv_timeout(secs(10)), Ok(m) if m == b"ping") {
             near.send(b"pong").expect("answer the ping");
+        }
+        if matches!(pipe.recv_timeout(secs(10)), Ok(m) if m == b"limited-fd") {
+            let fd = ferry::End::Fd(note_memfd(NOFILE_NOTE));
+            pipe.send_with(b"fd", vec![fd]).expect("send a descriptor");
         }
         let _ = pipe.recv_timeout(secs(10));
     }
@@ -975,6 +989,52 @@ fn check_nofile(verdict: &mut Verdict, run: &VictimRun) {
              and the round trip through the end {trip}"
         )
     });
+    check_nofile_fd(verdict, run);
+}
+
+/// The second half of [`check_nofile`]: a descriptor record at the limit.
+fn check_nofile_fd(verdict: &mut Verdict, run: &VictimRun) {
+    let Some(r) = run.find("fd_at_limit") else {
+        return verdict.fail("the victim never reported the descriptor at the limit".into());
+    };
+    let at_limit = r.str("fd_at_limit");
+    verdict.note(format!(
+        "recv_with of a descriptor at the limit gave {at_limit}"
+    ));
+    let local = !matches!(kind(at_limit), "Ok" | "Protocol" | "Disconnected");
+    verdict.check(local, || {
+        format!("a descriptor at the limit must be a local error: recv_with gave {at_limit}")
+    });
+    let Some(r) = run.find("fd_after") else {
+        return verdict.fail("the victim never reported the descriptor's second receive".into());
+    };
+    let (after, text) = (r.str("fd_after"), r.get("fd_text").unwrap_or("-"));
+    verdict.check(after == "Ok" && text == NOFILE_NOTE, || {
+        format!(
+            "with the limit restored the message must arrive with its descriptor: \
+             recv_with gave {after}, the memfd read {text:?}"
+        )
+    });
+}
+
+/// What the memfd sent to a victim at its descriptor limit holds.
+const NOFILE_NOTE: &str = "a memfd across the limit";
+
+/// A memfd holding `text`.
+fn note_memfd(text: &str) -> std::os::fd::OwnedFd {
+    let fd = rustix::fs::memfd_create("hostile-note", rustix::fs::MemfdFlags::CLOEXEC)
+        .expect("memfd_create");
+    rustix::io::write(&fd, text.as_bytes()).expect("write the memfd");
+    fd
+}
+
+/// The text of a memfd, read from its start.
+fn memfd_text(fd: &std::os::fd::OwnedFd) -> String {
+    let mut buf = [0u8; 256];
+    match rustix::io::pread(fd, &mut buf, 0) {
+        Ok(n) => String::from_utf8_lossy(&buf[..n]).into_owned(),
+        Err(e) => format!("pread: {e}"),
+    }
 }
 
 fn nofile_child() {
@@ -1012,7 +1072,32 @@ fn nofile_child() {
         Some(other) => report.text("after", outcome(&other)),
     };
     report.print();
+    nofile_fd(&pipe, old);
     let _ = pipe.send(b"done");
+}
+
+/// At the limit again, a message with a descriptor: a local error; then,
+/// with `old` restored, the message with its memfd.
+fn nofile_fd(pipe: &Arc<Pipe>, old: rustix::process::Rlimit) {
+    set_nofile(Some(lowest_free_fd()), old.maximum);
+    let _ = pipe.send(b"limited-fd");
+    stage("recv_with of a descriptor at the limit");
+    let at_limit = pipe.recv_with();
+    set_nofile(old.current, old.maximum);
+    Report::new()
+        .text("fd_at_limit", outcome(&at_limit))
+        .print();
+    drop(at_limit);
+    stage("recv_with of a descriptor after the limit");
+    let report = match recv_with_within(pipe, secs(5)) {
+        None => Report::new().text("fd_after", "nothing within 5 s"),
+        Some(Ok(msg)) if msg.fds.len() == 1 => Report::new()
+            .text("fd_after", "Ok")
+            .text("fd_text", memfd_text(&msg.fds[0])),
+        Some(Ok(msg)) => Report::new().text("fd_after", format!("Ok with {} fds", msg.fds.len())),
+        Some(other) => Report::new().text("fd_after", outcome(&other)),
+    };
+    report.print();
 }
 
 /// The number the next descriptor would get: the lowest one not open.
@@ -1183,4 +1268,372 @@ fn doorbell_victim(test: &str, role: &str) {
         .num("rounds", done)
         .num("doorbells", records);
     v.finish(ends, report);
+}
+
+// ---------------------------------------------------------------------
+// 10. A flood of descriptor records.
+
+/// Slack over the pending-descriptor cap a victim's count may show while
+/// it reads (the duplicate a peek takes, the directory `fd_count` reads).
+const FD_SLACK: u64 = 4;
+
+/// Whether a reported outcome is the local shortage of pending
+/// descriptors: `Io` with `QuotaExceeded`.
+fn is_quota(outcome: &str) -> bool {
+    kind(outcome) == "Io" && outcome.contains("QuotaExceeded")
+}
+
+/// The attacker sends a side pipe, then 1,000 descriptor records (each a
+/// fresh memfd) that the message on the bootstrap pipe cannot reach
+/// without holding them all. The victim's `recv_with` there must give a
+/// local `Io` error (`QuotaExceeded`, not `Protocol`) once 256 are
+/// pending, having grown its descriptor count by at most that; the side
+/// pipe's message claiming 10 of them must still arrive with those 10
+/// (each the memfd sent under its id); a second receive on the bootstrap
+/// pipe must again be the local error (the link stays up); and once the
+/// pipes are dropped the count is back to where it began.
+#[test]
+fn descriptor_record_flood() {
+    let test = this_test!();
+    if let Some(role) = common::role() {
+        return play(test, &role, fd_flood_victim);
+    }
+    let _serial = common::serial();
+    let dog = Watchdog::start(test, secs(60));
+    let mut verdict = Verdict::new();
+    let run = run_victim(&dog, test, "victim-fd-flood", RUN_LIMIT, |_| {});
+    if verdict.survived(&run) {
+        check_fd_flood(&mut verdict, &run);
+    }
+    verdict.finish();
+}
+
+fn check_fd_flood(verdict: &mut Verdict, run: &VictimRun) {
+    use attacker::fd_records::CLAIMED;
+    verdict.no_fd_growth(run);
+    let r = final_report(run);
+    let (flood, held) = (r.str("flood"), r.u64("held"));
+    verdict.note(format!(
+        "fd flood: recv_with gave {flood} after {} ms, holding {held} more descriptors",
+        r.u64("flood_us") / 1000
+    ));
+    verdict.check(is_quota(flood), || {
+        format!("a flood of unclaimed descriptors must give a local Io(QuotaExceeded): got {flood}")
+    });
+    let cap = ferry::wire::MAX_PENDING_FDS as u64;
+    verdict.check(held <= cap + FD_SLACK, || {
+        format!("the flood made the victim hold {held} descriptors (cap {cap})")
+    });
+    let (claimed, count) = (r.str("claimed"), r.u64("claimed_fds"));
+    verdict.check(
+        claimed == "Ok" && count == CLAIMED && r.str("claimed_ids") == "yes",
+        || {
+            format!(
+                "the side pipe's message must arrive with the {CLAIMED} descriptors it claims: \
+                 {claimed} with {count} fds, ids match: {}",
+                r.str("claimed_ids")
+            )
+        },
+    );
+    let (again, held_again) = (r.str("again"), r.u64("held_again"));
+    verdict.check(is_quota(again) && held_again <= cap + FD_SLACK, || {
+        format!(
+            "the link must stay up: a second receive gave {again}, holding {held_again} descriptors"
+        )
+    });
+}
+
+fn fd_flood_victim(test: &str, role: &str) {
+    use attacker::fd_records::FD_BASE;
+    let v = Victim::start(test, role, "fd-flood", &PipeOptions::new());
+    stage("side pipe");
+    let side = v
+        .boot
+        .recv_with()
+        .ok()
+        .and_then(|mut m| m.pipes.pop())
+        .expect("the side pipe");
+    let linked = common::fd_count() as u64;
+    v.boot.send(b"go").expect("go");
+    stage("recv_with under the flood");
+    let start = Instant::now();
+    let flood = v.boot.recv_with();
+    let micros = start.elapsed().as_micros() as u64;
+    let held = (common::fd_count() as u64).saturating_sub(linked);
+    stage("recv_with on the side pipe");
+    let claimed = side.recv_with();
+    let (count, ids_match) = match &claimed {
+        Ok(msg) => {
+            let sizes = msg
+                .fds
+                .iter()
+                .map(|fd| rustix::fs::fstat(fd).map(|s| s.st_size as u64));
+            let ids_match = sizes.zip(FD_BASE..).all(|(size, id)| size.ok() == Some(id));
+            (msg.fds.len() as u64, ids_match)
+        }
+        Err(_) => (0, false),
+    };
+    let claimed = {
+        let text = outcome(&claimed);
+        drop(claimed);
+        text
+    };
+    stage("recv_timeout after the side message");
+    let again = v.boot.recv_timeout(secs(2));
+    let held_again = (common::fd_count() as u64).saturating_sub(linked);
+    let report = Report::new()
+        .text("flood", outcome(&flood))
+        .num("flood_us", micros)
+        .num("held", held)
+        .text("claimed", claimed)
+        .num("claimed_fds", count)
+        .text("claimed_ids", if ids_match { "yes" } else { "no" })
+        .text("again", outcome(&again))
+        .num("held_again", held_again);
+    v.finish(vec![side], report);
+}
+
+// ---------------------------------------------------------------------
+// 11. Malformed descriptor records.
+
+/// Each attack leaves three valid descriptors pending (or one, or none)
+/// and then breaks a rule; the victim's `recv_with` must give `Protocol`
+/// naming it, close the pending descriptors at once (its count, taken
+/// right after the error, is no higher than before the attack), and the
+/// link must stay closed (`recv_timeout` gives `Protocol` at once):
+/// - a descriptor record with 0, 2 or 5 descriptors
+///   (`RecordDescriptorCount`), or with 8, more than the receive buffer
+///   takes (`MSG_CTRUNC`: `MalformedRecord`);
+/// - a descriptor record whose id a pending descriptor or pipe end holds,
+///   or a pipe end whose id a pending descriptor holds (`PipeEndIdTwice`);
+/// - a message naming one descriptor twice (`PipeEndNamedTwice`).
+///
+/// And one honest use a victim must survive: a message with three
+/// descriptors and a pipe end received with the bytes-only `recv` arrives,
+/// its descriptors closed at once; the next message arrives too.
+#[test]
+fn malformed_descriptor_records() {
+    let test = this_test!();
+    if let Some(role) = common::role() {
+        return play(test, &role, fd_record_victim);
+    }
+    let _serial = common::serial();
+    let dog = Watchdog::start(test, secs(90));
+    let mut verdict = Verdict::new();
+    // A record's receive buffer holds 4 to 6 descriptors (`CMSG_SPACE`
+    // rounding, and where the buffer falls): 5 may arrive whole (one too
+    // many) or cut short (`MSG_CTRUNC`); 8 are always cut short.
+    let count = &["RecordDescriptorCount"][..];
+    let id_twice = &["PipeEndIdTwice"][..];
+    for (attack, expected) in [
+        ("fd-none", count),
+        ("fd-two", count),
+        ("fd-five", &["RecordDescriptorCount", "MalformedRecord"]),
+        ("fd-eight", &["MalformedRecord"]),
+        ("fd-id-twice", id_twice),
+        ("fd-id-of-pipe-end", id_twice),
+        ("pipe-end-id-of-fd", id_twice),
+        ("fd-named-twice", &["PipeEndNamedTwice"]),
+        ("fd-bytes-only", &["Ok"]),
+    ] {
+        let run = run_victim(&dog, test, &format!("victim-{attack}"), RUN_LIMIT, |_| {});
+        if verdict.survived(&run) {
+            check_fd_record(&mut verdict, attack, expected, &run);
+        }
+    }
+    verdict.finish();
+}
+
+fn check_fd_record(verdict: &mut Verdict, attack: &str, expected: &[&str], run: &VictimRun) {
+    verdict.no_fd_growth(run);
+    let r = final_report(run);
+    let (got, then) = (r.str("recv"), r.str("then"));
+    let (linked, at_error) = (r.u64("linked"), r.u64("at_error"));
+    verdict.note(format!(
+        "{attack}: recv gave {got}, then {then}; descriptors {linked} before, {at_error} after"
+    ));
+    verdict.check(at_error <= linked, || {
+        format!(
+            "{attack}: the victim holds {at_error} descriptors after the receive, {linked} before"
+        )
+    });
+    if expected == ["Ok"] {
+        let after = String::from_utf8_lossy(attacker::fd_records::AFTER).into_owned();
+        return verdict.check(got == "Ok" && then == after, || {
+            format!("{attack}: both messages must arrive as bytes: got {got}, then {then}")
+        });
+    }
+    let named = expected.iter().any(|why| got.contains(why));
+    verdict.check(is_protocol(got) && named, || {
+        format!(
+            "{attack}: expected Protocol({}), got {got}",
+            expected.join(" or ")
+        )
+    });
+    verdict.check(is_protocol(then), || {
+        format!("{attack}: the link must stay closed after a violation: recv_timeout gave {then}")
+    });
+}
+
+fn fd_record_victim(test: &str, role: &str) {
+    let attack = role.trim_start_matches("victim-");
+    let v = Victim::start(test, role, attack, &PipeOptions::new());
+    let linked = common::fd_count() as u64;
+    v.boot.send(b"go").expect("go");
+    stage("recv");
+    let (got, pipes) = match attack {
+        "fd-bytes-only" => match v.boot.recv() {
+            Ok(bytes) if bytes == attacker::fd_records::BYTES_ONLY => (Ok(()), Vec::new()),
+            Ok(bytes) => (Err(format!("wrong bytes: {bytes:?}")), Vec::new()),
+            Err(e) => (Err(format!("{e:?}")), Vec::new()),
+        },
+        _ => match v.boot.recv_with() {
+            Ok(msg) => (Err(format!("Ok with {} fds", msg.fds.len())), msg.pipes),
+            Err(e) => (Err(format!("{e:?}")), Vec::new()),
+        },
+    };
+    let at_error = common::fd_count() as u64;
+    stage("then");
+    let then = match v.boot.recv_timeout(secs(2)) {
+        Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+        Err(e) => format!("{e:?}"),
+    };
+    let got = match got {
+        Ok(()) => "Ok".to_string(),
+        Err(e) => e,
+    };
+    let report = Report::new()
+        .text("recv", got)
+        .text("then", then)
+        .num("linked", linked)
+        .num("at_error", at_error);
+    v.finish(pipes, report);
+}
+
+// ---------------------------------------------------------------------
+// 12. A hostile parent at the bootstrap.
+
+/// This test plays a raw parent: it makes the control socket pair
+/// itself, queues what an attack sends on it, and starts the victim with
+/// a `FERRY_BOOTSTRAP` naming the socket, as `ferry::spawn` would. The
+/// victim's `Pipe::from_parent` must return an error, never panic or
+/// wait, and leave no descriptor behind:
+/// - a descriptor record (kind 6) where the pipe end id 0 should be, or
+///   a pipe end whose descriptor is a pipe, not a memfd, or one with two
+///   descriptors: `Protocol`;
+/// - 260 descriptor records ahead of the pipe end: `Io` (QuotaExceeded):
+///   a parent cannot make its child hold more than 256 descriptors;
+/// - nothing sent (the parent's end open, or closed): `Protocol`.
+#[test]
+fn hostile_parent_at_bootstrap() {
+    let test = this_test!();
+    if let Some(role) = common::role() {
+        return boot_victim(&role);
+    }
+    let _serial = common::serial();
+    let dog = Watchdog::start(test, secs(60));
+    let mut verdict = Verdict::new();
+    for attack in [
+        "boot-fd-record",
+        "boot-not-memfd",
+        "boot-two-fds",
+        "boot-fd-flood",
+        "boot-nothing",
+        "boot-hangup",
+    ] {
+        let run = run_raw_parent(&dog, test, attack);
+        if !verdict.survived(&run) {
+            continue;
+        }
+        verdict.no_fd_growth(&run);
+        let r = final_report(&run);
+        let got = r.str("from_parent");
+        verdict.note(format!("{attack}: from_parent gave {got}"));
+        let ok = match attack {
+            "boot-fd-flood" => is_quota(got),
+            _ => is_protocol(got),
+        };
+        verdict.check(ok, || format!("{attack}: from_parent gave {got}"));
+    }
+    verdict.finish();
+}
+
+/// Runs the victim of `attack` as the child of a raw parent: this process.
+fn run_raw_parent(dog: &Watchdog, test: &str, attack: &str) -> VictimRun {
+    use std::os::fd::AsRawFd;
+    let (parent, theirs) = attacker::socket::inheritable_pair().expect("a socket pair");
+    parent.grow_send_buffer();
+    queue_bootstrap_attack(&parent, attack);
+    // Held until the victim is done, unless the attack is to hang up.
+    let parent = (attack != "boot-hangup").then_some(parent);
+    let role = format!("victim-{attack}");
+    let mut cmd = common::child_command(test, &role);
+    let env = attacker::wire::bootstrap_env(theirs.as_raw_fd(), std::process::id());
+    cmd.env(common::BOOTSTRAP_ENV, env).stdout(Stdio::piped());
+    // Only this thread spawns while the socket is inheritable (the test
+    // holds `serial`), and it is closed here at once.
+    let child = dog.watch(cmd.spawn().expect("spawn the victim"));
+    drop(theirs);
+    let run = Watch::new(child, &role, RUN_LIMIT).finish(|_| {});
+    drop(parent);
+    run
+}
+
+/// Queues on `parent` what `attack` sends the child before it starts.
+fn queue_bootstrap_attack(parent: &attacker::socket::RawSocket, attack: &str) {
+    use attacker::fd_records::fresh;
+    use attacker::wire::{RecordKind, record};
+    use std::os::fd::AsFd;
+    let region = attacker::region::RawRegion::create(4096).expect("make a region");
+    // The pipe end id 0, role 1: what `ferry::spawn` sends.
+    let pipe_end = |fds: &[std::os::fd::BorrowedFd<'_>]| {
+        parent
+            .send_record(&record(RecordKind::PipeEnd, 1, 0), fds)
+            .expect("queue a record");
+    };
+    match attack {
+        "boot-fd-record" => {
+            let fd = fresh(4096);
+            parent
+                .send_record(&record(RecordKind::Fd, 0, 0), &[fd.as_fd()])
+                .expect("queue a record");
+        }
+        "boot-not-memfd" => {
+            let (reader, _writer) = std::io::pipe().expect("a pipe");
+            pipe_end(&[reader.as_fd()]);
+        }
+        "boot-two-fds" => pipe_end(&[region.fd(), region.fd()]),
+        "boot-fd-flood" => {
+            let count = ferry::wire::MAX_PENDING_FDS as u64 + 4;
+            for id in 1..=count {
+                let fd = fresh(id);
+                let queued = parent.try_send_record(&record(RecordKind::Fd, 0, id), &[fd.as_fd()]);
+                assert!(
+                    matches!(queued, Ok(true)),
+                    "the socket took only {} records before the child starts: {queued:?}",
+                    id - 1
+                );
+            }
+            pipe_end(&[region.fd()]);
+        }
+        _ => {}
+    }
+}
+
+/// The victim of a raw parent: takes its pipe, and reports how that went
+/// with its descriptor counts before (not counting the inherited socket,
+/// which a failed `from_parent` must close too) and after.
+fn boot_victim(role: &str) {
+    let dog = Watchdog::start(format!("victim `{role}`"), VICTIM_LIMIT);
+    let fds_before = common::fd_count() - 1;
+    stage("from_parent");
+    let got = Pipe::from_parent();
+    let report = Report::new().text("from_parent", outcome(&got));
+    drop(got);
+    let fds_after = settled_fd_count(fds_before);
+    report
+        .num("fds_before", fds_before as u64)
+        .num("fds_after", fds_after as u64)
+        .print();
+    drop(dog);
 }

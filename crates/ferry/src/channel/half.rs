@@ -246,7 +246,12 @@ impl Half {
             (&control.producer, peer, &other.consumer, Some(peer))
         } else {
             let peer_rx = self.joined.then_some(&other.consumer);
-            (&control.consumer, &control.producer, &other.producer, peer_rx)
+            (
+                &control.consumer,
+                &control.producer,
+                &other.producer,
+                peer_rx,
+            )
         };
         wait::Scope {
             wait: self.wait_strategy(),

@@ -114,9 +114,7 @@ pub(crate) struct Waiter {
 
 impl Default for Waiter {
     fn default() -> Self {
-        Self {
-            budget: BLIND_SPIN,
-        }
+        Self { budget: BLIND_SPIN }
     }
 }
 

@@ -206,8 +206,8 @@ impl Link {
     ///
     /// On a protocol failure, descriptors the peer sent that no message has
     /// claimed are closed (none can be claimed any more), unless a thread
-    /// is reading the inbox right now: that thread closes them when it sees
-    /// the failure. A hang-up keeps them for the messages still queued.
+    /// is reading the inbox right now: that thread closes them when it is
+    /// done. A hang-up keeps them for the messages still queued.
     pub(crate) fn fail(&self, failure: Failure) {
         let _ = self.failed.set(failure);
         // Release: orders `failed` (which `OnceLock` also publishes) before the flag.
@@ -320,6 +320,11 @@ impl Link {
                     .ok_or(Fault::Violation(Violation::PipeEndNamedTwice))
             })
             .collect::<Result<_, _>>()?;
+        // A thread that failed the link while this one read could not
+        // close what was pending: close it now.
+        if let Some(Failure::Protocol(_)) = self.failure() {
+            inbox.fds.clear();
+        }
         Ok((ends, held))
     }
 

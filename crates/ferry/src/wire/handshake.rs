@@ -167,8 +167,9 @@ impl Invite {
         Some(out)
     }
 
-    /// Decodes and checks a note: magic, version, flags of 0 or 1, a name
-    /// of 1 to [`MAX_NAME`] bytes that fills the rest exactly.
+    /// Decodes and checks a note: magic, version, flags of 0 or 1, zeros
+    /// where no token is, a name of 1 to [`MAX_NAME`] bytes that fills the
+    /// rest exactly.
     pub fn decode(bytes: &[u8]) -> Result<Self, Violation> {
         let Some((head, name)) = bytes.split_first_chunk::<INVITE_HEAD>() else {
             return Err(Violation::BadHandshake);
@@ -184,6 +185,7 @@ impl Invite {
             || has_token > 1
             || len != name.len()
             || !(1..=MAX_NAME).contains(&len)
+            || (has_token == 0 && token.iter().any(|&b| b != 0))
         {
             return Err(Violation::BadHandshake);
         }
@@ -312,6 +314,18 @@ mod tests {
         for cut in 0..INVITE_HEAD {
             assert!(Invite::decode(&note[..cut]).is_err());
         }
+        let mut untokened = Invite {
+            token: None,
+            ..invite.clone()
+        }
+        .encode()
+        .unwrap();
+        untokened[20] = 0xff;
+        assert_eq!(
+            Invite::decode(&untokened),
+            Err(Violation::BadHandshake),
+            "a token without its flag"
+        );
         let long = Invite {
             name: vec![b'a'; MAX_NAME + 1],
             ..invite

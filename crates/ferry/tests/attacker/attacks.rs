@@ -38,6 +38,7 @@ pub fn run(role: &str) {
         "wake-storm" => wake_storm(),
         "doorbell-pipe" => doorbells(false),
         "doorbell-flood" => doorbells(true),
+        fd if super::fd_records::ATTACKS.contains(&fd) => super::fd_records::run(fd),
         other => panic!("no attack named {other:?}"),
     }
 }

@@ -7,6 +7,8 @@
 //! - [`region`]: mapping the victim's region, making the attacker's own.
 //! - [`ring`]: positions, frames and futex wakes on one ring.
 //! - [`report`]: how a victim process reports to the test that runs it.
+//! - [`named`]: raw clients and listeners at a ferry server's name.
+//! - [`fd_records`]: the attacks with descriptor records.
 //!
 //! [`RawPeer::from_bootstrap`] starts an attacker the way `Pipe::from_parent`
 //! starts an honest child: it takes the socket named in `FERRY_BOOTSTRAP`,
@@ -15,6 +17,8 @@
 #![allow(dead_code)] // each test uses its own subset
 
 pub mod attacks;
+pub mod fd_records;
+pub mod named;
 pub mod region;
 pub mod report;
 pub mod ring;
@@ -87,6 +91,21 @@ impl RawPeer {
             Duration::from_secs(10),
         );
         assert!(published, "the victim left no room for a message");
+    }
+
+    /// Waits for the next frame the victim publishes on the inbound ring,
+    /// at most `limit`; its tag and body.
+    pub fn wait_for_frame(&self, limit: Duration) -> Option<(u32, Vec<u8>)> {
+        let start = Instant::now();
+        loop {
+            if let Some(frame) = self.inbound().take_frame() {
+                return Some(frame);
+            }
+            if self.done(start, limit) {
+                return None;
+            }
+            std::thread::sleep(Duration::from_micros(200));
+        }
     }
 
     /// Waits until the victim hangs up, at most `limit`.

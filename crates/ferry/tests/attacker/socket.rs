@@ -8,7 +8,8 @@
 
 use std::io::{self, IoSlice, IoSliceMut};
 use std::mem::MaybeUninit;
-use std::os::fd::{BorrowedFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::time::Duration;
 
 use rustix::event::{PollFd, PollFlags};
 use rustix::io::Errno;
@@ -29,6 +30,21 @@ pub struct Incoming {
     pub fds: Vec<OwnedFd>,
 }
 
+/// A connected control socket pair for a raw parent: its own end
+/// (close-on-exec) and the end a child it spawns inherits (not
+/// close-on-exec: the caller spawns that child at once, while no other
+/// thread of this process spawns, and then closes it).
+pub fn inheritable_pair() -> io::Result<(RawSocket, OwnedFd)> {
+    let (ours, theirs) = rustix::net::socketpair(
+        rustix::net::AddressFamily::UNIX,
+        rustix::net::SocketType::SEQPACKET,
+        rustix::net::SocketFlags::empty(),
+        None,
+    )?;
+    rustix::io::fcntl_setfd(&ours, rustix::io::FdFlags::CLOEXEC)?;
+    Ok((RawSocket::from_fd(ours), theirs))
+}
+
 /// The control socket a ferry parent left open in this process.
 #[derive(Debug)]
 pub struct RawSocket {
@@ -36,6 +52,17 @@ pub struct RawSocket {
 }
 
 impl RawSocket {
+    /// A socket this process made (a raw parent's end of a pair, or a
+    /// named connection).
+    pub fn from_fd(fd: OwnedFd) -> Self {
+        Self { fd }
+    }
+
+    /// The socket's descriptor.
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+
     /// Adopts the inherited socket: its number is the `fd=` field that
     /// opens `FERRY_BOOTSTRAP` (`fd=<n>,parent=<pid>,...`).
     pub fn from_bootstrap() -> Self {
@@ -96,6 +123,21 @@ impl RawSocket {
             bytes: buf[..msg.bytes].to_vec(),
             fds,
         }))
+    }
+
+    /// Receives one record, waiting at most `limit` for it; `Ok(None)` if
+    /// none came in time or the peer hung up.
+    pub fn recv_within(&self, limit: Duration) -> io::Result<Option<Incoming>> {
+        let mut fds = [PollFd::new(&self.fd, PollFlags::IN)];
+        let timeout = rustix::time::Timespec {
+            tv_sec: limit.as_secs() as i64,
+            tv_nsec: i64::from(limit.subsec_nanos()),
+        };
+        match rustix::event::poll(&mut fds, Some(&timeout)) {
+            Ok(0) => Ok(None),
+            Ok(_) | Err(Errno::INTR) => self.recv(false),
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// Sends one record with `fds` attached, waiting for room.

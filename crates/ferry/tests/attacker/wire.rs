@@ -1,8 +1,9 @@
 //! ferry's wire format, written out again by hand from the library's
 //! documentation (`shm/region.rs`, `ring/control.rs`, `ring/mod.rs`,
-//! `wire/frame.rs`, `wire/record.rs`), so that the attacker is independent
-//! code: it encodes what the victim will parse without sharing a line with
-//! the parser.
+//! `wire/frame.rs`, `wire/record.rs`, `wire/bootstrap.rs`,
+//! `wire/handshake.rs`), so that the attacker is independent code: it
+//! encodes what the victim will parse without sharing a line with the
+//! parser.
 
 /// The first 8 bytes of every pipe region.
 pub const REGION_MAGIC: [u8; 8] = *b"FERRYPIP";
@@ -101,6 +102,9 @@ pub enum RecordKind {
     Retire = 4,
     /// A doorbell (arg: 2 * ring + side, id: the region's inode).
     Doorbell = 5,
+    /// A descriptor sent with a message (arg 0, id: claimed by a frame,
+    /// from the ids pipe ends use).
+    Fd = 6,
 }
 
 /// Encodes a control record: magic, kind u16, arg u16, id u64.
@@ -135,4 +139,48 @@ pub fn parse_record(bytes: &[u8]) -> Option<RawRecord> {
         arg: u16::from_le_bytes([bytes[6], bytes[7]]),
         id: u64::from_le_bytes(bytes[8..].try_into().ok()?),
     })
+}
+
+/// The `FERRY_BOOTSTRAP` value a parent gives a child whose control socket
+/// is descriptor `fd`: the parent's pid, then ferry's default pipe options
+/// (256 MiB messages, out of line from 64 KiB, a 64 MiB pool, 4 GiB of the
+/// parent's memory mapped, the adaptive wait).
+pub fn bootstrap_env(fd: i32, parent: u32) -> String {
+    format!(
+        "fd={fd},parent={parent},limit=268435456,out_of_line=65536,\
+         pool_cap=67108864,max_mapped=4294967296,wait=2"
+    )
+}
+
+/// The handshake's version byte (the records' version).
+pub const HANDSHAKE_VERSION: u8 = 1;
+/// Bytes of a token.
+pub const TOKEN_LEN: usize = 32;
+/// Bytes of a client's opening.
+pub const HELLO_LEN: usize = 8 + TOKEN_LEN;
+/// Bytes of a server's refusal.
+pub const REFUSAL_LEN: usize = 8;
+/// The refusal code for a malformed opening.
+pub const REFUSED_HANDSHAKE: u8 = 3;
+
+/// A client's opening: "FRYH", the version, a token flag, two zero bytes,
+/// the token (or zeros).
+pub fn hello(version: u8, token: Option<[u8; TOKEN_LEN]>) -> [u8; HELLO_LEN] {
+    let mut out = [0u8; HELLO_LEN];
+    out[..4].copy_from_slice(b"FRYH");
+    out[4] = version;
+    if let Some(token) = token {
+        out[5] = 1;
+        out[8..].copy_from_slice(&token);
+    }
+    out
+}
+
+/// A server's refusal: "FRYN", the version, the code, two zero bytes.
+pub fn refusal(code: u8) -> [u8; REFUSAL_LEN] {
+    let mut out = [0u8; REFUSAL_LEN];
+    out[..4].copy_from_slice(b"FRYN");
+    out[4] = HANDSHAKE_VERSION;
+    out[5] = code;
+    out
 }

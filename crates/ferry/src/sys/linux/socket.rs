@@ -130,7 +130,13 @@ impl ControlSocket {
                 fds.extend(rights);
             }
         }
-        if msg.bytes == 0 && fds.is_empty() && !msg.flags.contains(ReturnFlags::CTRUNC) {
+        // Nothing read is the end of the stream, unless the peer is still
+        // there: then it sent an empty record (which no reader accepts).
+        if msg.bytes == 0
+            && fds.is_empty()
+            && !msg.flags.contains(ReturnFlags::CTRUNC)
+            && self.peer_hung_up()
+        {
             return Ok(Received::HungUp);
         }
         // The kernel truncates the descriptors it could not install here

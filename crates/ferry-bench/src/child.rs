@@ -6,6 +6,7 @@ use std::process::{Command, Stdio};
 use clap::{Args, ValueEnum};
 
 use crate::error::{Context, Error};
+use crate::instructions;
 use crate::pingpong::{self, EXIT_TIMEOUT};
 use crate::placement::Placement;
 use crate::throughput;
@@ -105,7 +106,8 @@ pub fn serve(args: &ChildArgs) -> Result<(), Error> {
         args.placement.pin_child()?;
         let mut endpoint = args.transport.connect_to_parent()?;
         match args.workload {
-            Workload::Pingpong => pingpong::echo(&mut *endpoint),
+            // The span `ferry-bench instructions` counts.
+            Workload::Pingpong => instructions::counted(&mut || pingpong::echo(&mut *endpoint)),
             Workload::Throughput => throughput::receive(&mut *endpoint),
         }
     };

@@ -15,6 +15,7 @@ mod codecs;
 mod control;
 mod cpu;
 mod error;
+mod instructions;
 mod liveness;
 mod matrix;
 mod payload;
@@ -85,6 +86,12 @@ enum Command {
     /// idle pipes, beside idle socket reads) and how soon a killed peer is
     /// seen (beside a plain read of its output). Not part of the full run.
     Liveness(liveness::LivenessArgs),
+    /// User-space instructions per 144 B round trip of ferry, the floor
+    /// (shm-futex) and unix-stream, counted rather than timed (perf's
+    /// instructions:u where the CPU has counters, else callgrind on a
+    /// build of its own), so a hot-path change shows as a number, not as
+    /// noise. Not part of the full run.
+    Instructions(instructions::InstructionsArgs),
     /// Typed-message encodings compared (markdown report on stdout).
     Codecs {
         /// Short batches, for a check in seconds.
@@ -94,6 +101,10 @@ enum Command {
     /// The child's side of a workload (started by the benchmark itself).
     #[command(hide = true)]
     Child(ChildArgs),
+    /// One counted run of the instructions command (started by it, under
+    /// the counter).
+    #[command(hide = true)]
+    InstructionsRun(instructions::CountArgs),
     /// The child of the liveness workload (started by it).
     #[command(hide = true)]
     LivenessChild,
@@ -424,16 +435,21 @@ fn bench(
     }
 }
 
+/// The workspace this was built in, when it is still there.
+fn workspace() -> Option<PathBuf> {
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    match workspace.join("Cargo.toml").is_file() {
+        true => Some(workspace.canonicalize().unwrap_or(workspace)),
+        false => None,
+    }
+}
+
 /// `target/ferry-bench` of the workspace this was built in, when it is
 /// still there, else of the current directory.
 fn default_out() -> PathBuf {
-    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    match workspace.join("Cargo.toml").is_file() {
-        true => workspace
-            .canonicalize()
-            .unwrap_or(workspace)
-            .join("target/ferry-bench"),
-        false => PathBuf::from("target/ferry-bench"),
+    match workspace() {
+        Some(workspace) => workspace.join("target/ferry-bench"),
+        None => PathBuf::from("target/ferry-bench"),
     }
 }
 
@@ -497,6 +513,8 @@ fn main() -> ExitCode {
         }
         Some(Command::Child(args)) => child::serve(args),
         Some(Command::Liveness(args)) => liveness::run(args),
+        Some(Command::Instructions(args)) => instructions::run(args),
+        Some(Command::InstructionsRun(args)) => instructions::count_here(args),
         Some(Command::LivenessChild) => liveness::serve_child(),
         Some(Command::ServerChild(args)) => server::serve_child(args),
         Some(Command::Codecs { quick }) => codecs::run(*quick).map(|report| print!("{report}")),

@@ -271,7 +271,7 @@ impl<'a> Ticker<'a> {
 }
 
 /// One request and its reply, every byte written and read on this side.
-fn round_trip(endpoint: &mut dyn Endpoint, size: usize, marker: u8) -> Result<(), Error> {
+pub fn round_trip(endpoint: &mut dyn Endpoint, size: usize, marker: u8) -> Result<(), Error> {
     payload::fill(endpoint.prepare(size)?, marker);
     endpoint.send()?;
     let reply = endpoint

@@ -556,3 +556,30 @@ fn a_child_not_started_by_the_benchmark_fails_clearly() {
         "{stderr}"
     );
 }
+
+/// The counted run of `ferry-bench instructions`, without a counter: the
+/// counting itself needs a build for callgrind (minutes), so CI runs
+/// `instructions --quick` as a step of its own.
+#[test]
+fn the_counted_run_makes_its_round_trips_for_each_default_transport() {
+    for transport in ["ferry", "shm-futex", "unix-stream"] {
+        let out = ferry_bench(&[
+            "instructions-run",
+            "--transport",
+            transport,
+            "--rounds",
+            "50",
+            "--size",
+            "144",
+        ]);
+        succeeded(&out);
+    }
+}
+
+#[test]
+fn instructions_refuses_round_trip_counts_that_cannot_be_differenced() {
+    let out = ferry_bench(&["instructions", "--rounds", "400,200"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("N2 > N1"), "{stderr}");
+}

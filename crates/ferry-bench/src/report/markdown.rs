@@ -41,11 +41,12 @@ impl RunInfo {
             n => format!("{n}, interleaved; each figure is the median of the runs'"),
         };
         let quick = if self.quick { "; quick counts" } else { "" };
-        let _ = writeln!(
-            out,
-            "- runs: {runs}; time cap {} s per row{quick}",
-            self.row_cap_s
-        );
+        // Counted rows (instructions) run to their count, with no cap.
+        let cap = match self.row_cap_s > 0.0 {
+            true => format!("; time cap {} s per row", self.row_cap_s),
+            false => String::new(),
+        };
+        let _ = writeln!(out, "- runs: {runs}{cap}{quick}");
         let walls: Vec<String> = self
             .workload_wall_s
             .iter()

@@ -9,6 +9,7 @@ mod bars;
 mod chart;
 mod columns;
 mod format;
+mod instructions;
 mod json;
 mod markdown;
 mod rows;
@@ -23,10 +24,11 @@ use serde::Serialize;
 use crate::error::{Context, Error};
 use crate::matrix::Results;
 
+pub use instructions::{InstructionsRow, format_count};
 pub use json::write_json;
 pub use rows::{CallsRow, PingpongRow, ThroughputRow};
 pub use server::ServerRow;
-pub use table::Table;
+pub use table::{Column, Table};
 
 /// The transports each row is compared with, at the same size and
 /// placement: the OS's everyday socket, and the floor of a hand-written
@@ -98,6 +100,10 @@ pub struct Report {
     /// engine and placement.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub server: Vec<ServerRow>,
+    /// User-space instructions per round trip, one row per transport
+    /// (`ferry-bench instructions`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub instructions: Vec<InstructionsRow>,
     /// How the run was made.
     pub run: RunInfo,
 }
@@ -126,6 +132,7 @@ impl Report {
                 .collect(),
             calls: results.calls.iter().filter_map(CallsRow::of).collect(),
             server: results.server.iter().filter_map(ServerRow::of).collect(),
+            instructions: Vec::new(),
             run: info,
         }
     }
@@ -156,6 +163,7 @@ impl Report {
             tables.push(columns::calls(&self.calls, repeat));
         }
         tables.extend(server::tables(&self.server, repeat));
+        tables.extend(instructions::table(&self.instructions));
         tables
     }
 

@@ -61,6 +61,14 @@ impl ChildGuard {
         Ok(Exit::Killed)
     }
 
+    /// Waits for the child to exit, however long it takes, without
+    /// polling (a caller that needs a deadline sets it from outside).
+    pub fn wait(mut self) -> Result<ExitStatus, Error> {
+        let status = self.child.wait().context("waiting for the child")?;
+        self.reaped = true;
+        Ok(status)
+    }
+
     fn kill(&mut self) {
         if !self.reaped {
             // Either may fail only because the child already exited.

@@ -56,7 +56,7 @@ use rustix::event::{PollFd, PollFlags, Timespec};
 use rustix::fs::MemfdFlags;
 use rustix::io::Errno;
 use rustix::mm::{MapFlags, ProtFlags};
-use rustix::process::{Pid, PidfdFlags};
+use rustix::process::{Pid, PidfdFlags, WaitId, WaitIdOptions};
 use rustix::thread::futex;
 
 use super::{ChildGuard, Connection, Endpoint, Transport};
@@ -255,6 +255,10 @@ enum Wait {
 enum Peer {
     /// The parent's view: a pidfd of the child, readable once it exits.
     Child(OwnedFd),
+    /// The parent's view where pidfds are missing (Linux before 5.3, and
+    /// valgrind, under which `ferry-bench instructions` counts): the
+    /// child's id, asked with `waitid` without reaping it.
+    ChildPid(Pid),
     /// The child's view: the parent's id; an orphan gets another parent.
     Parent(Option<Pid>),
 }
@@ -268,6 +272,14 @@ impl Peer {
                 let now = Timespec::default();
                 match rustix::event::poll(&mut fds, Some(&now)) {
                     Ok(ready) => (ready > 0, "child"),
+                    Err(Errno::INTR) => (false, "child"),
+                    Err(e) => return Err(e).context("asking whether the child exited"),
+                }
+            }
+            Self::ChildPid(pid) => {
+                let options = WaitIdOptions::EXITED | WaitIdOptions::NOHANG | WaitIdOptions::NOWAIT;
+                match rustix::process::waitid(WaitId::Pid(*pid), options) {
+                    Ok(status) => (status.is_some(), "child"),
                     Err(Errno::INTR) => (false, "child"),
                     Err(e) => return Err(e).context("asking whether the child exited"),
                 }
@@ -333,8 +345,11 @@ impl Transport for ShmFloor {
         command.env(ENV, format!("/proc/{}/fd/{fd}", std::process::id()));
         let mut child = ChildGuard::new(command.spawn().context("spawning the child")?);
         let pid = Pid::from_child(child.child_mut());
-        let pidfd = rustix::process::pidfd_open(pid, PidfdFlags::empty());
-        let peer = Peer::Child(pidfd.context("opening a pidfd of the child")?);
+        let peer = match rustix::process::pidfd_open(pid, PidfdFlags::empty()) {
+            Ok(pidfd) => Peer::Child(pidfd),
+            Err(Errno::NOSYS) => Peer::ChildPid(pid),
+            Err(e) => return Err(e).context("opening a pidfd of the child"),
+        };
         let endpoint = Box::new(Slots::new(mapping, 0, self.wait, peer).in_place(self.in_place));
         Ok(Connection { child, endpoint })
     }

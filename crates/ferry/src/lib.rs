@@ -27,7 +27,8 @@
 //!   a [`Token`], which it hands to the children it starts
 //!   ([`Server::spawn`], [`connect_invited`]).
 //! - Each end chooses how it waits ([`Wait`]): sleep at once, spin, or the
-//!   default, spin briefly only while the peer runs on another CPU.
+//!   default: spin while the peer works on another CPU, yield to it on
+//!   this one, and sleep once it sleeps too.
 //! - When the peer process exits or is killed, every call on its pipes
 //!   returns [`RecvError::Disconnected`] or [`SendError::Disconnected`]
 //!   within milliseconds, after every message it fully sent is delivered.

@@ -124,19 +124,24 @@ pub(super) fn encoding<R>(encode: impl FnOnce() -> R) -> (R, Outgoing) {
     let result = encode();
     let collected = match tables() {
         0 => None,
-        _ => OUTGOING.with(|o| {
-            let mut o = o.borrow_mut();
-            match o.last() {
-                Some((d, _)) if *d == depth => {
-                    count_tables(-1);
-                    o.pop().map(|(_, out)| out)
-                }
-                _ => None,
-            }
-        }),
+        _ => take_outgoing_at(depth),
     };
     drop(leave);
     (result, collected.unwrap_or_default())
+}
+
+/// Takes the encode table of depth `depth`, if it is the newest.
+fn take_outgoing_at(depth: u32) -> Option<Outgoing> {
+    OUTGOING.with(|o| {
+        let mut o = o.borrow_mut();
+        match o.last() {
+            Some((d, _)) if *d == depth => {
+                count_tables(-1);
+                o.pop().map(|(_, out)| out)
+            }
+            _ => None,
+        }
+    })
 }
 
 /// Whether the current encode's table can take one more end.
@@ -216,16 +221,7 @@ pub(super) fn continuing<R>(mut out: Outgoing, encode: impl FnOnce() -> R) -> (R
     OUTGOING.with(|o| o.borrow_mut().push((depth, out)));
     count_tables(1);
     let result = encode();
-    let out = OUTGOING.with(|o| {
-        let mut o = o.borrow_mut();
-        match o.last() {
-            Some((d, _)) if *d == depth => {
-                count_tables(-1);
-                o.pop().map(|(_, out)| out)
-            }
-            _ => None,
-        }
-    });
+    let out = take_outgoing_at(depth);
     drop(leave);
     (result, out.unwrap_or_default())
 }

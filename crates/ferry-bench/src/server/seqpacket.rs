@@ -2,13 +2,12 @@
 //! a listener at an abstract address (as ferry's named server uses), one
 //! thread per client, each message one record.
 
+use crate::transport::recv_record;
 use std::os::fd::OwnedFd;
 use std::thread;
 
 use rustix::io::Errno;
-use rustix::net::{
-    self, AddressFamily, RecvFlags, SendFlags, SocketAddrUnix, SocketFlags, SocketType,
-};
+use rustix::net::{self, AddressFamily, SendFlags, SocketAddrUnix, SocketFlags, SocketType};
 
 use super::engine::{self, Conn, Engine, Fixed, Listening};
 use crate::error::{Context, Error};
@@ -127,26 +126,6 @@ fn send_record(socket: &OwnedFd, record: &[u8]) -> Result<(), Error> {
             Ok(n) => return Err(Error::new(format!("sent {n} bytes of {}", record.len()))),
             Err(Errno::INTR) => {}
             Err(e) => return Err(e).context("sending a record"),
-        }
-    }
-}
-
-/// Receives one record into `buf`: its length (0 once the peer has
-/// closed), or an error if it did not fit.
-fn recv_record(socket: &OwnedFd, buf: &mut [u8]) -> Result<usize, Error> {
-    loop {
-        // TRUNC: the record's whole length, even if `buf` took less.
-        match net::recv(socket, &mut *buf, RecvFlags::TRUNC) {
-            Ok((_, len)) if len <= buf.len() => return Ok(len),
-            Ok((_, len)) => {
-                return Err(Error::new(format!(
-                    "a {len}-byte record was cut to {} bytes",
-                    buf.len()
-                )));
-            }
-            Err(Errno::INTR) => {}
-            Err(Errno::CONNRESET) => return Ok(0),
-            Err(e) => return Err(e).context("receiving a record"),
         }
     }
 }

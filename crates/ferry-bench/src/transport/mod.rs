@@ -28,6 +28,7 @@ use std::process::{Child, Command};
 use crate::error::Error;
 
 pub use guard::{ChildGuard, Exit};
+pub(crate) use unix_seqpacket::recv_record;
 
 /// A way to carry messages between a parent and the child it starts.
 pub trait Transport: Debug + Sync {

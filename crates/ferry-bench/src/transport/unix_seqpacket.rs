@@ -201,8 +201,9 @@ fn send_record(socket: &OwnedFd, record: &[u8]) -> Result<(), Error> {
 }
 
 /// Receives one record into `buf`, failing if it does not fit; 0 means the
-/// peer closed.
-fn recv_record(socket: &OwnedFd, buf: &mut [u8]) -> Result<usize, Error> {
+/// peer closed (or reset the connection). The server workload's sockets
+/// use it too.
+pub(crate) fn recv_record(socket: &OwnedFd, buf: &mut [u8]) -> Result<usize, Error> {
     loop {
         // TRUNC: the record's whole length, even if `buf` took less.
         match net::recv(socket, &mut *buf, RecvFlags::TRUNC) {
@@ -214,6 +215,7 @@ fn recv_record(socket: &OwnedFd, buf: &mut [u8]) -> Result<usize, Error> {
                 )));
             }
             Err(Errno::INTR) => {}
+            Err(Errno::CONNRESET) => return Ok(0),
             Err(e) => return Err(e).context("receiving a record"),
         }
     }

@@ -106,7 +106,8 @@ pub(crate) fn spawn_with(
     let (ours, theirs) = socket_pair().map_err(BootstrapError::Io)?;
     let (near, far) = options.pipe().map_err(BootstrapError::Io)?;
     let link = Link::new(ours, options.link_limits());
-    far.send_whole(&link, BOOTSTRAP_ID)
+    // The child does not exist yet: its fresh socket has room.
+    far.send_whole(&link, BOOTSTRAP_ID, None)
         .map_err(BootstrapError::Io)?;
     let env = BootstrapEnv {
         fd: inherit_in_child(&mut command, theirs.as_fd()),

@@ -437,7 +437,8 @@ impl Server {
             Err(e) => return Some(Err(AcceptError::Io(e))),
         };
         let link = Link::new(p.socket, options.link_limits());
-        match far.send_whole(&link, BOOTSTRAP_ID) {
+        let deadline = Instant::now() + self.options.handshake_timeout;
+        match far.send_whole(&link, BOOTSTRAP_ID, Some(deadline)) {
             Ok(()) => Some(Ok(Connection {
                 pipe: near,
                 peer: p.peer,

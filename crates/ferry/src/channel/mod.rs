@@ -331,13 +331,19 @@ impl Pipe {
     /// spawned child, or a server's client, gets its pipe). The end is
     /// forgotten here before its record leaves, so a receiver in this same
     /// process (a client of its own server) may take its sides at once; on
-    /// failure the caller drops the pipe's other end too.
-    pub(crate) fn send_whole(self, link: &Arc<Link>, id: u64) -> std::io::Result<()> {
+    /// failure the caller drops the pipe's other end too. Waits for room on
+    /// the socket until `deadline`.
+    pub(crate) fn send_whole(
+        self,
+        link: &Arc<Link>,
+        id: u64,
+        deadline: Option<Instant>,
+    ) -> std::io::Result<()> {
         let end = End::Pipe(self);
         let (carried, region) = end.carried().expect("a pipe end has a region");
         let region = Arc::clone(region);
         end.moved_over(link);
-        link.send_pipe_end(&region, carried, true, Some(id), None)?;
+        link.send_pipe_end(&region, carried, true, Some(id), deadline)?;
         Ok(())
     }
 

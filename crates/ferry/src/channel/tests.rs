@@ -182,7 +182,7 @@ fn linked_pair() -> (Pipe, Pipe) {
     );
     let (a, far) = PipeOptions::new().pipe().unwrap();
     let id = 1;
-    far.send_whole(&la, id).unwrap();
+    far.send_whole(&la, id, None).unwrap();
     let mut deadline = crate::link::Deadline::new(None);
     let end = lb
         .collect(&[id], None, &mut deadline)

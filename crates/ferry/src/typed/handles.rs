@@ -111,8 +111,8 @@ fn drop_incoming_at(depth: u32) {
     });
 }
 
-/// Runs `encode` with a table of its own and returns what it collected.
-pub(super) fn encoding<R>(encode: impl FnOnce() -> R) -> (R, Outgoing) {
+/// Enters an encode: its depth, and what leaves it (even on a panic).
+fn enter_encode() -> (u32, Leave) {
     let depth = ENCODING.with(|d| {
         d.set(d.get() + 1);
         d.get()
@@ -121,6 +121,12 @@ pub(super) fn encoding<R>(encode: impl FnOnce() -> R) -> (R, Outgoing) {
         depth: &ENCODING,
         tables: drop_outgoing_at,
     };
+    (depth, leave)
+}
+
+/// Runs `encode` with a table of its own and returns what it collected.
+pub(super) fn encoding<R>(encode: impl FnOnce() -> R) -> (R, Outgoing) {
+    let (depth, leave) = enter_encode();
     let result = encode();
     let collected = match tables() {
         0 => None,
@@ -210,14 +216,7 @@ pub(super) fn push_end(end: End) -> u32 {
 /// by the indices they got the first time instead of being taken again.
 pub(super) fn continuing<R>(mut out: Outgoing, encode: impl FnOnce() -> R) -> (R, Outgoing) {
     out.fd_cursor = 0;
-    let depth = ENCODING.with(|d| {
-        d.set(d.get() + 1);
-        d.get()
-    });
-    let leave = Leave {
-        depth: &ENCODING,
-        tables: drop_outgoing_at,
-    };
+    let (depth, leave) = enter_encode();
     OUTGOING.with(|o| o.borrow_mut().push((depth, out)));
     count_tables(1);
     let result = encode();

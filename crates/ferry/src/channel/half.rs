@@ -11,7 +11,7 @@ use super::wait::{self, Wait};
 use crate::link::{Failure, Link};
 use crate::pool::budget::Charge;
 use crate::ring::control::Side;
-use crate::ring::region::{EndHold, Part};
+use crate::ring::region::{EndHold, Part, SidesView};
 use crate::ring::{Corrupt, Region, wake};
 use crate::sync::{AtomicBool, AtomicU8, Ordering};
 use crate::sys::Doorbell;
@@ -26,6 +26,8 @@ pub(super) type LinkCell = Arc<OnceLock<Arc<Link>>>;
 #[derive(Debug)]
 pub(super) struct Half {
     pub(super) region: Arc<Region>,
+    /// The control-block sides this half reads and writes on every call.
+    view: SidesView,
     /// The side this half is: the producer or the consumer of its ring.
     pub(super) part: Part,
     /// The link to the process holding the ring's other side.
@@ -67,6 +69,7 @@ impl Half {
         let hold = region.hold(part).ok_or(Corrupt(Violation::EndHeldTwice))?;
         Ok(Self {
             _hold: hold,
+            view: region.sides(part),
             region,
             part,
             link,
@@ -83,19 +86,26 @@ impl Half {
     }
 
     /// This side's words and the other side's, in the ring's control block.
+    #[inline]
     pub(super) fn sides(&self) -> (&Side, &Side) {
-        let control = self.region.control(self.ring());
-        match self.is_producer() {
-            true => (&control.producer, &control.consumer),
-            false => (&control.consumer, &control.producer),
-        }
+        (self.view.me(), self.view.peer())
     }
 
     /// Tells the other side that this side changed the ring: wakes it if it
     /// sleeps, and rings its doorbell if it waits on one.
+    #[inline]
     pub(super) fn ring_peer(&self) {
         let (me, peer) = self.sides();
-        wake::ring(me, peer);
+        if wake::peer_listens(peer) {
+            self.wake_peer(me, peer);
+        }
+    }
+
+    /// [`Half::ring_peer`] once the peer sleeps or waits on its doorbell.
+    #[cold]
+    #[inline(never)]
+    fn wake_peer(&self, me: &Side, peer: &Side) {
+        wake::wake_listener(me, peer);
         if wake::wants_doorbell(peer) {
             self.ring_peer_bell();
         }
@@ -163,12 +173,14 @@ impl Half {
     }
 
     /// The ring this half writes or reads.
+    #[inline]
     pub(super) fn ring(&self) -> usize {
         match self.part {
             Part::Producer(ring) | Part::Consumer(ring) => ring,
         }
     }
 
+    #[inline]
     fn is_producer(&self) -> bool {
         matches!(self.part, Part::Producer(_))
     }
@@ -183,10 +195,12 @@ impl Half {
         self.wait.store(wait.to_u8(), Ordering::Relaxed);
     }
 
+    #[inline]
     pub(super) fn link(&self) -> Option<&Link> {
         self.link.get().map(|l| &**l)
     }
 
+    #[inline]
     pub(super) fn failure(&self) -> Option<Failure> {
         if let Some(why) = self.broken.get() {
             return Some(Failure::Protocol(*why));
@@ -198,6 +212,19 @@ impl Half {
             (None, true) => Some(Failure::HungUp),
             (link, _) => link,
         }
+    }
+
+    /// Whether nothing stands in a call's way: no failure recorded on this
+    /// half or its link, and the peer's side not closed (the fast paths'
+    /// one check; the general paths tell which failure it is).
+    #[inline]
+    pub(super) fn in_good_order(&self) -> bool {
+        // Relaxed (`hung_up`): see `failure`. Acquire (`closed`): pairs
+        // with the Release store in the peer's drop, after its last frame.
+        self.broken.get().is_none()
+            && self.link().is_none_or(|link| link.failure().is_none())
+            && !self.hung_up.load(Ordering::Relaxed)
+            && self.sides().1.closed.load(Ordering::Acquire) == 0
     }
 
     /// Records that a call saw the peer gone, so every later call says so.
@@ -235,33 +262,13 @@ impl Half {
 
     /// What a wait of this half looks at.
     pub(super) fn scope(&self) -> wait::Scope<'_> {
-        let ring = self.ring();
-        let control = self.region.control(ring);
-        let other = self.region.control(1 - ring);
-        // Where the peer says it sleeps: a producer waits on the consumer
-        // of its own ring; a consumer on the peer's receive of the other
-        // ring, which the peer holds only while this end is whole.
-        let (me, peer, my_other, peer_sleeps) = if self.is_producer() {
-            let peer = &control.consumer;
-            (&control.producer, peer, &other.consumer, Some(peer))
-        } else {
-            let peer_rx = self.joined.then_some(&other.consumer);
-            (
-                &control.consumer,
-                &control.producer,
-                &other.producer,
-                peer_rx,
-            )
-        };
         wait::Scope {
             wait: self.wait_strategy(),
-            me,
-            peer,
-            my_other: self.joined.then_some(my_other),
-            peer_sleeps,
+            sides: &self.view,
+            joined: self.joined,
+            producer: self.is_producer(),
             link: self.link(),
             hung_up: &self.hung_up,
-            drain: !self.is_producer(),
         }
     }
 
@@ -297,9 +304,7 @@ impl Drop for Half {
             // The other half of this pipe end goes with this one: say so
             // before waking the peer, so a peer woken now finds the whole
             // end gone, whether it receives or sends first.
-            self.scope()
-                .my_other
-                .inspect(|other| other.closed.store(1, Ordering::Release));
+            self.view.my_other().closed.store(1, Ordering::Release);
         }
         self.ring_peer();
         if self.bell.get().is_some() {

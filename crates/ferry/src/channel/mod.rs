@@ -439,6 +439,7 @@ impl Pipe {
     /// # Errors
     ///
     /// See [`Sender::send`].
+    #[inline]
     pub fn send(&self, bytes: &[u8]) -> Result<(), SendError> {
         self.tx.send(bytes)
     }
@@ -522,6 +523,7 @@ impl Pipe {
     /// # Errors
     ///
     /// See [`Receiver::recv_into`].
+    #[inline]
     pub fn recv_into(&self, buf: &mut Vec<u8>) -> Result<(), RecvError> {
         self.rx.recv_into(buf)
     }

@@ -16,7 +16,7 @@ use crate::ring::RingView;
 use crate::ring::{Consumer, Corrupt, Frame};
 use crate::sync::Ordering;
 use crate::wire::frame::{
-    BLOCK_REF, BlockRef, HANDLE_ID, Kind, TOTAL, Tag, decode_handle_id, decode_total,
+    BLOCK_REF, BlockRef, HANDLE_ID, Kind, PLAIN_WHOLE, TOTAL, Tag, decode_handle_id, decode_total,
 };
 
 /// A message together with the pipe ends (and halves) and descriptors it
@@ -182,6 +182,7 @@ impl Receiver {
     /// # Errors
     ///
     /// As [`Receiver::recv`].
+    #[inline]
     pub fn recv_into(&self, buf: &mut Vec<u8>) -> Result<(), RecvError> {
         Ok(self.recv_message(&mut Delivery::bytes(buf), None)?)
     }
@@ -362,9 +363,48 @@ impl Receiver {
         if let Some(failure @ Failure::Protocol(_)) = self.half.failure() {
             return Err(failure.into());
         }
-        let scope = self.half.scope();
         let mut rx = lock(&self.rx);
         let rx = &mut *rx;
+        if rx.partial.is_some() {
+            return self.assemble(rx, out, deadline, None);
+        }
+        // The common case, kept short: the next frame (now, or after a
+        // wait) is a whole message without handles. Anything else is put
+        // together by `assemble`, which checks the frame from the start.
+        let frame = match rx.ring.peek() {
+            Ok(Some(frame)) => frame,
+            _ => {
+                let scope = self.half.scope();
+                rx.waiter
+                    .wait_missed(&scope, deadline, || rx.ring.peek())
+                    .map_err(|stop| stop_to_error(&self.half, stop))?
+            }
+        };
+        if frame.tag() != PLAIN_WHOLE || frame.len() > self.half.limit {
+            return self.assemble(rx, out, deadline, Some(frame));
+        }
+        out.bytes.clear();
+        rx.ring.read_append(frame, 0, frame.len(), out.bytes);
+        rx.ring.consume(frame);
+        self.half.ring_peer();
+        if let Some(ends) = out.ends.as_deref_mut() {
+            ends.clear();
+        }
+        self.half.disarm_bell();
+        Ok(())
+    }
+
+    /// Puts a message together from frames of any kind, resuming one kept
+    /// across a timeout, starting with `first` if the caller peeked it.
+    #[inline(never)]
+    fn assemble(
+        &self,
+        rx: &mut Rx,
+        out: &mut Delivery<'_>,
+        deadline: Option<Instant>,
+        mut first: Option<Frame>,
+    ) -> Result<(), RecvFault> {
+        let scope = self.half.scope();
         out.bytes.clear();
         let mut asm = Assembly::default();
         if let Some(partial) = rx.partial.take() {
@@ -378,9 +418,10 @@ impl Receiver {
         // never complete a message cannot hold this call past its deadline.
         let mut budget = Deadline::new(deadline);
         loop {
-            let waited = match budget.step() {
-                true => rx.waiter.wait(&scope, deadline, || rx.ring.peek()),
-                false => Err(Stop::Timeout),
+            let waited = match (first.take(), budget.step()) {
+                (Some(frame), _) => Ok(frame),
+                (None, true) => rx.waiter.wait(&scope, deadline, || rx.ring.peek()),
+                (None, false) => Err(Stop::Timeout),
             };
             let taken = waited
                 .map_err(|stop| stop_to_error(&self.half, stop))
@@ -408,7 +449,7 @@ impl Receiver {
                 rx.claimed = rx.claimed.wrapping_add(u32::from(handles));
                 // Relaxed: a count the sender only compares; the wake below
                 // (with its fence) tells it to look.
-                scope.me.handles.store(rx.claimed, Ordering::Relaxed);
+                scope.me().handles.store(rx.claimed, Ordering::Relaxed);
             }
             self.half.ring_peer();
             if done {

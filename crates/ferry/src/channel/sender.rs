@@ -12,7 +12,9 @@ use crate::link::{Failure, Link};
 use crate::ring::RingView;
 use crate::ring::{Corrupt, FRAME_HEADER, Producer, frame_size};
 use crate::sync::Ordering;
-use crate::wire::frame::{HANDLE_ID, Kind, TOTAL, Tag, encode_handle_id, encode_total};
+use crate::wire::frame::{
+    HANDLE_ID, Kind, PLAIN_WHOLE, TOTAL, Tag, encode_handle_id, encode_total,
+};
 use crate::wire::{HANDLE_WINDOW, MAX_HANDLES};
 
 /// The sending half of a pipe end, behind its mutex.
@@ -90,6 +92,7 @@ impl Sender {
     /// [`SendError::TooLarge`] past the pipe's limit (nothing sent);
     /// [`SendError::Protocol`] if the peer broke the protocol;
     /// [`SendError::Io`] if the OS refused (a large message's shared memory).
+    #[inline]
     pub fn send(&self, bytes: &[u8]) -> Result<(), SendError> {
         Ok(self.send_message(bytes, None)?)
     }
@@ -432,7 +435,7 @@ impl Sender {
             .wait(&scope, deadline, || {
                 // Relaxed: a count only compared here; the receiver's wake
                 // (with its fence) makes us look again.
-                let claimed = scope.peer.handles.load(Ordering::Relaxed);
+                let claimed = scope.peer().handles.load(Ordering::Relaxed);
                 let in_flight = sent.wrapping_sub(claimed) as usize;
                 let window = in_flight == 0 || in_flight + count <= HANDLE_WINDOW;
                 Ok((window && ring.free()? >= need).then_some(()))
@@ -441,6 +444,30 @@ impl Sender {
     }
 
     fn send_message(&self, bytes: &[u8], deadline: Option<Instant>) -> Result<(), SendFault> {
+        // The common case, kept short: a small message into a ring with room
+        // for it now, on a pipe in good order. Anything else (a full ring,
+        // a large message, an owed abort, a failure to report) takes the
+        // general path below, which checks it all again.
+        if bytes.len() < self.out_of_line
+            && bytes.len() <= self.half.limit
+            && self.half.in_good_order()
+        {
+            let mut tx = lock(&self.tx);
+            if !tx.owes_abort
+                && bytes.len() <= tx.ring.max_body() / 2
+                && tx.ring.try_push(PLAIN_WHOLE, &[bytes]) == Ok(true)
+            {
+                drop(tx);
+                self.half.ring_peer();
+                return Ok(());
+            }
+        }
+        self.send_general(bytes, deadline)
+    }
+
+    /// [`Sender::send_message`] for every case.
+    #[inline(never)]
+    fn send_general(&self, bytes: &[u8], deadline: Option<Instant>) -> Result<(), SendFault> {
         let mut tx = self.begin_send(bytes.len(), deadline)?;
         // Between processes, large messages go out of line; one larger than
         // the largest block travels in pieces.
@@ -486,7 +513,7 @@ impl Sender {
         }
         let mut tx = lock(&self.tx);
         // Acquire: pairs with the Release store in the peer's drop.
-        if self.half.scope().peer.closed.load(Ordering::Acquire) != 0 {
+        if self.half.sides().1.closed.load(Ordering::Acquire) != 0 {
             return Err(self.half.gone(Failure::HungUp).into());
         }
         if tx.owes_abort {

@@ -21,12 +21,14 @@
 //! spin is bounded by recent waits instead.
 
 use crate::sync::{AtomicBool, AtomicUsize};
+use std::cell::Cell;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use crate::link::{Failure, Link};
 use crate::ring::Corrupt;
 use crate::ring::control::Side;
+use crate::ring::region::SidesView;
 use crate::ring::wake;
 use crate::sync::{Ordering, spin_hint};
 
@@ -134,33 +136,70 @@ impl Default for Waiter {
     }
 }
 
-/// What a wait looks at: the two sides of the ring it waits on, and the
-/// link whose failure ends it.
+/// Waits in a row that may reuse the CPU the first of them read. A wait
+/// that ends within its first poll burst or its yields to the peer has
+/// hardly run: the thread is almost surely where it was. Any wait that
+/// spins on or sleeps asks again next time (a thread moves while it
+/// sleeps), and so does every wait after this many: a stale answer costs
+/// at most one wait's strategy, never correctness.
+const CPU_REUSES: u32 = 16;
+
+/// What a wait looks at: the sides of the ring it waits on, and the link
+/// whose failure ends it.
 pub(crate) struct Scope<'a> {
     pub(crate) wait: Wait,
-    /// The waiting side.
-    pub(crate) me: &'a Side,
-    /// The side that will change the ring.
-    pub(crate) peer: &'a Side,
-    /// My side of the other ring, where my CPU is published too, while
-    /// this process holds both halves of the pipe end.
-    pub(crate) my_other: Option<&'a Side>,
-    /// The peer's side whose `waiting` word says whether the peer sleeps
-    /// (see the module comment), where this side can see it.
-    pub(crate) peer_sleeps: Option<&'a Side>,
+    /// The control-block sides of the waiting half (see [`SidesView`]).
+    pub(crate) sides: &'a SidesView,
+    /// Whether this process holds both halves of the pipe end: then this
+    /// thread's CPU is published on the other ring too, and a consumer
+    /// sees whether the peer sleeps.
+    pub(crate) joined: bool,
+    /// Whether the waiting half writes the ring (else it reads it, and
+    /// frames the peer committed before going are still wanted).
+    pub(crate) producer: bool,
     pub(crate) link: Option<&'a Link>,
     /// The pipe end's record that a call already saw the peer gone.
     pub(crate) hung_up: &'a AtomicBool,
+}
+
+impl<'a> Scope<'a> {
+    /// The waiting side.
+    pub(crate) fn me(&self) -> &'a Side {
+        self.sides.me()
+    }
+
+    /// The side that will change the ring.
+    pub(crate) fn peer(&self) -> &'a Side {
+        self.sides.peer()
+    }
+
+    /// My side of the other ring, where my CPU is published too, while
+    /// this process holds both halves of the pipe end.
+    fn my_other(&self) -> Option<&'a Side> {
+        self.joined.then(|| self.sides.my_other())
+    }
+
+    /// The peer's side whose `waiting` word says whether the peer sleeps
+    /// (see the module comment), where this side can see it: a producer
+    /// waits on the consumer of its own ring; a consumer on the peer's
+    /// receive of the other ring, which the peer holds only while this end
+    /// is whole.
+    fn peer_sleeps(&self) -> Option<&'a Side> {
+        (self.producer || self.joined).then(|| self.sides.peer_rx())
+    }
+
     /// Whether frames the peer committed before going are still wanted
     /// (a receiver drains them; a sender stops at once).
-    pub(crate) drain: bool,
+    fn drain(&self) -> bool {
+        !self.producer
+    }
 }
 
 impl Scope<'_> {
     fn gone(&self) -> Option<Failure> {
         // Acquire: pairs with the Release store of `closed` when the peer
         // dropped its end, after its last frame.
-        if self.peer.closed.load(Ordering::Acquire) != 0 {
+        if self.peer().closed.load(Ordering::Acquire) != 0 {
             return Some(Failure::HungUp);
         }
         // Relaxed: a sticky flag set by this process (see `Pipe::gone`).
@@ -185,7 +224,7 @@ impl Scope<'_> {
         failure: Failure,
         poll: impl FnOnce() -> Result<Option<R>, Corrupt>,
     ) -> Result<R, Stop> {
-        if !self.drain {
+        if !self.drain() {
             return Err(Stop::Gone(failure));
         }
         poll()?.ok_or(Stop::Gone(failure))
@@ -196,10 +235,10 @@ impl Scope<'_> {
     fn spin_limit(&self, blind: Duration) -> Duration {
         // Relaxed: a scheduling hint. A peer that has not waited yet has
         // not said where it runs: it may share this CPU.
-        if self.peer.cpu.load(Ordering::Relaxed) == 0 {
+        if self.peer().cpu.load(Ordering::Relaxed) == 0 {
             return blind.min(WAKE_GRACE);
         }
-        match self.peer_sleeps {
+        match self.peer_sleeps() {
             // Relaxed: a scheduling hint; the peer writes it around its
             // sleeps, and a stale value costs only speed.
             Some(side) if side.waiting.load(Ordering::Relaxed) == 0 => MAX_SPIN,
@@ -211,21 +250,24 @@ impl Scope<'_> {
     /// Whether the peer last published the CPU this thread runs on now.
     fn sharing_cpu(&self) -> bool {
         // Relaxed: a scheduling hint.
-        self.peer.cpu.load(Ordering::Relaxed) == crate::sys::current_cpu() as u32 + 1
+        self.peer().cpu.load(Ordering::Relaxed) == crate::sys::current_cpu() as u32 + 1
     }
 
     /// Publishes this thread's CPU (writing only on a change, so the
     /// peer's cached copy stays valid) and tells whether the peer last ran
     /// on another one.
-    fn publish_cpu(&self) -> bool {
-        let mine = crate::sys::current_cpu() as u32 + 1;
+    fn publish_cpu(&self, mine: u32) -> bool {
         // Relaxed (all): a scheduling hint; a stale value costs only speed.
-        for side in std::iter::once(self.me).chain(self.my_other) {
+        let publish = |side: &Side| {
             if side.cpu.load(Ordering::Relaxed) != mine {
                 side.cpu.store(mine, Ordering::Relaxed);
             }
+        };
+        publish(self.me());
+        if let Some(other) = self.my_other() {
+            publish(other);
         }
-        mine != self.peer.cpu.load(Ordering::Relaxed)
+        mine != self.peer().cpu.load(Ordering::Relaxed)
     }
 }
 
@@ -263,10 +305,35 @@ fn online_cpus() -> usize {
     *CPUS.get_or_init(crate::sys::online_cpus)
 }
 
+thread_local! {
+    /// 1 + the CPU this thread ran on at its last wait that asked, and how
+    /// many more waits may reuse the answer (see [`CPU_REUSES`]).
+    static MY_CPU: Cell<(u32, u32)> = const { Cell::new((0, 0)) };
+}
+
+/// 1 + the CPU this thread runs on: asked of the system, or the last
+/// answer while it may be reused.
+fn my_cpu() -> u32 {
+    MY_CPU.with(|known| {
+        let (cpu, reuses) = match known.get() {
+            (cpu, reuses @ 1..) => (cpu, reuses),
+            _ => (crate::sys::current_cpu() as u32 + 1, CPU_REUSES),
+        };
+        known.set((cpu, reuses - 1));
+        cpu
+    })
+}
+
+/// Makes this thread's next wait ask for its CPU.
+fn forget_my_cpu() {
+    MY_CPU.with(|known| known.set((0, 0)));
+}
+
 impl Waiter {
     /// Waits until `poll` yields a value, the deadline passes, or the peer is
     /// gone. A gone peer's committed frames are still delivered: `poll` runs
     /// once more after the peer is seen gone.
+    #[inline]
     pub(crate) fn wait<R>(
         &mut self,
         scope: &Scope<'_>,
@@ -276,6 +343,17 @@ impl Waiter {
         if let Some(ready) = poll()? {
             return Ok(ready);
         }
+        self.wait_missed(scope, deadline, poll)
+    }
+
+    /// [`Waiter::wait`] for a caller whose own poll has just found nothing.
+    #[inline(never)]
+    pub(crate) fn wait_missed<R>(
+        &mut self,
+        scope: &Scope<'_>,
+        deadline: Option<Instant>,
+        mut poll: impl FnMut() -> Result<Option<R>, Corrupt>,
+    ) -> Result<R, Stop> {
         if deadline.is_some_and(|d| d <= Instant::now()) {
             return match scope
                 .link
@@ -286,7 +364,7 @@ impl Waiter {
                 None => Err(Stop::Timeout),
             };
         }
-        let apart = scope.publish_cpu();
+        let apart = scope.publish_cpu(my_cpu());
         let spin = match scope.wait {
             Wait::Sleep => false,
             Wait::Spin => true,
@@ -319,6 +397,8 @@ impl Waiter {
         {
             return Ok(ready);
         }
+        // From here the wait runs on or sleeps: the next one asks for its CPU.
+        forget_my_cpu();
         // Past the first burst, an adaptive wait spins on only with leave
         // (see `SpinSlot`), held while it spins.
         let slot = match scope.wait {
@@ -445,7 +525,7 @@ impl Waiter {
             wakes: 0,
             ran_out: 0,
         };
-        match wake::sleep_until(&wake::BELL, scope.me, scope.peer, &mut sleeper) {
+        match wake::sleep_until(&wake::BELL, scope.me(), scope.peer(), &mut sleeper) {
             Err(Stop::Gone(failure)) => scope.after_gone(failure, poll),
             result => result,
         }

@@ -82,6 +82,7 @@ impl<S: Storage> Consumer<S> {
 
     /// Bytes published and unread; re-reads the producer's tail only when
     /// the cached one is used up.
+    #[inline]
     fn published(&mut self) -> Result<u64, Corrupt> {
         let cached = self.tail.wrapping_sub(self.head);
         if cached != 0 {
@@ -100,6 +101,7 @@ impl<S: Storage> Consumer<S> {
 
     /// The next frame, if one is published. Its header is read once into
     /// locals and checked against the published range.
+    #[inline]
     pub fn peek(&mut self) -> Result<Option<Frame>, Corrupt> {
         let available = self.published()?;
         if available == 0 {
@@ -136,6 +138,7 @@ impl<S: Storage> Consumer<S> {
     ///
     /// # Panics
     /// As [`read`](Self::read).
+    #[inline]
     pub fn read_append(&self, frame: Frame, offset: usize, len: usize, dst: &mut Vec<u8>) {
         let pos = self.body_at(frame, offset, len);
         dst.reserve(len);
@@ -156,6 +159,7 @@ impl<S: Storage> Consumer<S> {
     /// If `frame` was not peeked from this consumer at its current read
     /// position, or does not fit in what it has seen published (a frame
     /// already consumed, or one from another consumer): a caller's bug.
+    #[inline]
     pub fn consume(&mut self, frame: Frame) {
         self.check(frame);
         self.head = self.head.wrapping_add(frame.size());
@@ -169,6 +173,7 @@ impl<S: Storage> Consumer<S> {
     }
 
     /// Checks `frame` lies at the head, inside the published range.
+    #[inline]
     fn check(&self, frame: Frame) {
         assert!(
             frame.at == self.head && frame.size() <= self.tail.wrapping_sub(self.head),
@@ -178,6 +183,7 @@ impl<S: Storage> Consumer<S> {
 
     /// The ring position of body bytes `offset..offset + len` of `frame`,
     /// after checking the frame and that the range lies inside its body.
+    #[inline]
     fn body_at(&self, frame: Frame, offset: usize, len: usize) -> u64 {
         self.check(frame);
         assert!(

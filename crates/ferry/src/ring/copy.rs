@@ -10,6 +10,7 @@
 use super::Storage;
 
 /// Where position `pos` falls in the data area.
+#[inline]
 fn offset<S: Storage>(s: &S, pos: u64) -> usize {
     (pos as usize) & (s.capacity() - 1)
 }
@@ -19,6 +20,7 @@ fn offset<S: Storage>(s: &S, pos: u64) -> usize {
 /// # Safety
 /// The range `pos..pos + src.len()` must be owned by the caller (free space
 /// for the producer), and `src.len() <= capacity`.
+#[inline]
 pub(super) unsafe fn copy_in<S: Storage>(s: &S, pos: u64, src: &[u8]) {
     let (cap, at) = (s.capacity(), offset(s, pos));
     let first = src.len().min(cap - at);
@@ -37,6 +39,7 @@ pub(super) unsafe fn copy_in<S: Storage>(s: &S, pos: u64, src: &[u8]) {
 /// # Safety
 /// `dst` must be valid for `len` writes; the ring range `pos..pos + len`
 /// must be published to the caller (the consumer), with `len <= capacity`.
+#[inline]
 pub(super) unsafe fn copy_out<S: Storage>(s: &S, pos: u64, dst: *mut u8, len: usize) {
     let (cap, at) = (s.capacity(), offset(s, pos));
     let first = len.min(cap - at);
@@ -54,6 +57,7 @@ pub(super) unsafe fn copy_out<S: Storage>(s: &S, pos: u64, dst: *mut u8, len: us
 ///
 /// # Safety
 /// As for [`copy_in`] with 8 bytes; `pos` must be a multiple of 8.
+#[inline]
 pub(super) unsafe fn write_header<S: Storage>(s: &S, pos: u64, header: u64) {
     let at = offset(s, pos);
     // SAFETY: `at` is 8-aligned and the capacity a power of two >= 64, so
@@ -70,6 +74,7 @@ pub(super) unsafe fn write_header<S: Storage>(s: &S, pos: u64, header: u64) {
 ///
 /// # Safety
 /// As for [`copy_out`] with 8 bytes; `pos` must be a multiple of 8.
+#[inline]
 pub(super) unsafe fn read_header<S: Storage>(s: &S, pos: u64) -> u64 {
     let at = offset(s, pos);
     // SAFETY: as in `write_header`; the range is published to the caller.

@@ -43,6 +43,7 @@ impl<S: Storage> Producer<S> {
     }
 
     /// Largest body one frame can carry.
+    #[inline]
     pub fn max_body(&self) -> usize {
         // The header holds the length in 32 bits.
         (self.storage.capacity() - FRAME_HEADER).min(u32::MAX as usize)
@@ -66,6 +67,7 @@ impl<S: Storage> Producer<S> {
     ///
     /// # Panics
     /// If the body is longer than [`max_body`](Self::max_body).
+    #[inline(always)]
     pub fn try_push(&mut self, tag: u32, parts: &[&[u8]]) -> Result<bool, Corrupt> {
         let len = parts
             .iter()
@@ -149,10 +151,12 @@ impl<S: Storage> Producer<S> {
     }
 
     /// Bytes written and not yet released, as last seen (at most capacity).
+    #[inline]
     fn used(&self) -> u64 {
         self.tail.wrapping_sub(self.head)
     }
 
+    #[inline]
     fn free_cached(&self) -> usize {
         self.storage.capacity() - self.used() as usize
     }

@@ -23,8 +23,10 @@ use crate::wire::Violation;
 use std::collections::BTreeSet;
 use std::io;
 use std::os::fd::{BorrowedFd, OwnedFd};
+use std::ptr::NonNull;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use crate::ring::control::Side;
 use crate::ring::{CONTROL_SIZE, Control, Storage};
 use crate::sys::MapError;
 use crate::sys::{Mapping, PeerAccess, Ringer, SharedMemory};
@@ -217,9 +219,12 @@ impl Region {
     }
 
     /// The control block of ring `index` (0 or 1).
+    #[inline]
     pub(crate) fn control(&self, index: usize) -> &Control {
-        assert!(index < 2);
-        let offset = CONTROL_AT + index * CONTROL_SIZE;
+        debug_assert!(index < 2);
+        // Masked, not asserted: the index is a ring's (0 or 1) on every
+        // call, and the mask keeps even a wrong one in bounds at no cost.
+        let offset = CONTROL_AT + (index & 1) * CONTROL_SIZE;
         debug_assert!(offset + CONTROL_SIZE <= DATA_AT && DATA_AT <= self.map.len());
         // SAFETY: in bounds, 128-byte aligned and valid for any bytes (see
         // the module comment); borrowed no longer than the mapping lives.
@@ -229,39 +234,131 @@ impl Region {
     /// Ring `index` (0 or 1) of this region.
     pub(crate) fn ring(self: &Arc<Self>, index: usize) -> RingView {
         assert!(index < 2);
+        let control = NonNull::from(self.control(index));
+        // SAFETY: DATA_AT + index * capacity + capacity <= the mapping's size
+        // (see the module comment).
+        let data = unsafe { self.map.as_ptr().add(DATA_AT + index * self.capacity) };
         RingView {
-            region: Arc::clone(self),
-            index,
+            _region: Arc::clone(self),
+            control,
+            data: NonNull::new(data).expect("a mapping is never at address 0"),
+            capacity: self.capacity,
+        }
+    }
+
+    /// The control-block sides the holder of `part` looks at, found once.
+    pub(crate) fn sides(self: &Arc<Self>, part: Part) -> SidesView {
+        let (ring, producer) = match part {
+            Part::Producer(ring) => (ring, true),
+            Part::Consumer(ring) => (ring, false),
+        };
+        let (this, other) = (self.control(ring), self.control(1 - (ring & 1)));
+        let (me, peer, my_other) = match producer {
+            true => (&this.producer, &this.consumer, &other.consumer),
+            false => (&this.consumer, &this.producer, &other.producer),
+        };
+        // The peer's receiving side: of this ring if this is its producer,
+        // else of the other ring (which the peer reads while its end is whole).
+        let peer_rx = match producer {
+            true => &this.consumer,
+            false => &other.consumer,
+        };
+        SidesView {
+            _region: Arc::clone(self),
+            me: NonNull::from(me),
+            peer: NonNull::from(peer),
+            my_other: NonNull::from(my_other),
+            peer_rx: NonNull::from(peer_rx),
         }
     }
 }
 
-/// One of a region's two rings, as ring [`Storage`].
+/// The four control-block sides one half of a pipe end looks at on every
+/// call (its own, its ring's other side, its end's side of the other ring,
+/// and the peer's receiving side), worked out once.
+#[derive(Debug)]
+pub(crate) struct SidesView {
+    /// Keeps the mapping the addresses point into (never read: held).
+    _region: Arc<Region>,
+    me: NonNull<Side>,
+    peer: NonNull<Side>,
+    my_other: NonNull<Side>,
+    peer_rx: NonNull<Side>,
+}
+
+// SAFETY: the addresses point into control blocks of the mapping `_region`
+// keeps alive; a `Side` is atomics only, usable from any thread.
+unsafe impl Send for SidesView {}
+// SAFETY: as above.
+unsafe impl Sync for SidesView {}
+
+impl SidesView {
+    /// This half's side.
+    #[inline]
+    pub(crate) fn me(&self) -> &Side {
+        // SAFETY: (so for the three below) a `Side` inside the mapping
+        // this view keeps (see `Region::control`), borrowed no longer than
+        // the view.
+        unsafe { self.me.as_ref() }
+    }
+    /// The other side of this half's ring.
+    #[inline]
+    pub(crate) fn peer(&self) -> &Side {
+        // SAFETY: see `me`.
+        unsafe { self.peer.as_ref() }
+    }
+    /// This end's side of the other ring.
+    #[inline]
+    pub(crate) fn my_other(&self) -> &Side {
+        // SAFETY: see `me`.
+        unsafe { self.my_other.as_ref() }
+    }
+    /// The peer's receiving side (see [`Region::sides`]).
+    #[inline]
+    pub(crate) fn peer_rx(&self) -> &Side {
+        // SAFETY: see `me`.
+        unsafe { self.peer_rx.as_ref() }
+    }
+}
+
+/// One of a region's two rings, as ring [`Storage`]: where its control
+/// block and data area are, worked out once (the hot path reads them on
+/// every frame).
 #[derive(Debug, Clone)]
 pub(crate) struct RingView {
-    region: Arc<Region>,
-    index: usize,
+    /// Keeps the mapping the two addresses point into (never read: held).
+    _region: Arc<Region>,
+    control: NonNull<Control>,
+    data: NonNull<u8>,
+    capacity: usize,
 }
+
+// SAFETY: the two addresses point into the mapping `region` keeps alive,
+// which every thread may use (the control block is atomics, the data area
+// is only reached through the ring's raw-pointer copies); nothing in a
+// view is tied to a thread.
+unsafe impl Send for RingView {}
+// SAFETY: as above; `&RingView` hands out only what `&Region` does.
+unsafe impl Sync for RingView {}
 
 // SAFETY: the control block sits at a 128-byte aligned offset inside the
 // mapping (see the module comment) and is all atomics; the data area of
 // `capacity` bytes lies inside the mapping, whose size was checked; both
 // live as long as the `Arc<Region>` this view holds.
 unsafe impl Storage for RingView {
+    #[inline]
     fn control(&self) -> &Control {
-        self.region.control(self.index)
+        // SAFETY: see the impl's comment; borrowed no longer than `self`,
+        // which keeps the mapping.
+        unsafe { self.control.as_ref() }
     }
+    #[inline]
     fn data(&self) -> *mut u8 {
-        // SAFETY: DATA_AT + index * capacity + capacity <= the mapping's size.
-        unsafe {
-            self.region
-                .map
-                .as_ptr()
-                .add(DATA_AT + self.index * self.region.capacity)
-        }
+        self.data.as_ptr()
     }
+    #[inline]
     fn capacity(&self) -> usize {
-        self.region.capacity
+        self.capacity
     }
 }
 

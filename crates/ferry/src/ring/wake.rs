@@ -37,8 +37,9 @@
 //! `signal` word today ([`SysFutex`]); a descriptor, or a doorbell shared by
 //! many rings, for waiting on many pipes at once. The protocol above is the
 //! same for any bell; which one a ring's sides use is chosen here, once
-//! (`BELL`), and the crate rings and sleeps only through `ring`,
-//! `ring_anyway` and [`sleep_until`], never by naming a futex.
+//! (`BELL`), and the crate rings and sleeps only through
+//! [`peer_listens`] with `wake_listener` (the two halves of [`notify`]),
+//! `ring_anyway`, `ring_all` and [`sleep_until`], never by naming a futex.
 
 use std::time::{Duration, Instant};
 
@@ -115,7 +116,12 @@ pub fn notify<B: Bell>(futex: &B, me: &Side, peer: &Side) -> bool {
     // (B) in the module comment: pairs with fence (A) in `prepare`, ordering
     // our ring change before the read of the peer's flag.
     fence(Ordering::SeqCst);
-    // Relaxed: the fence above gives the ordering this read needs.
+    wake_if_waiting(futex, me, peer)
+}
+
+/// What [`notify`] does after its fence.
+fn wake_if_waiting<B: Bell>(futex: &B, me: &Side, peer: &Side) -> bool {
+    // Relaxed: the caller's fence (B) gives the ordering this read needs.
     if peer.waiting.load(Ordering::Relaxed) == 0 {
         return false;
     }
@@ -123,6 +129,26 @@ pub fn notify<B: Bell>(futex: &B, me: &Side, peer: &Side) -> bool {
     me.signal.fetch_add(1, Ordering::Release);
     futex.wake(&me.signal);
     true
+}
+
+/// The first half of [`notify`], for a caller that keeps the rest out of
+/// line: after the fence (B), whether `peer` sleeps or waits on its
+/// doorbell. If so the caller calls [`wake_listener`] (and rings the
+/// doorbell if [`wants_doorbell`]).
+#[inline]
+pub fn peer_listens(peer: &Side) -> bool {
+    // (B) in the module comment, as in `notify`.
+    fence(Ordering::SeqCst);
+    // Relaxed (both): the fence above gives the ordering these reads need.
+    peer.waiting.load(Ordering::Relaxed) != 0 || peer.doorbell.load(Ordering::Relaxed) != 0
+}
+
+/// The second half of [`notify`], after [`peer_listens`] said yes, with
+/// this process's [`BELL`]: wakes `peer` if it sleeps. Returns whether a
+/// wake system call was made.
+#[cfg(not(loom))]
+pub(crate) fn wake_listener(me: &Side, peer: &Side) -> bool {
+    wake_if_waiting(&BELL, me, peer)
 }
 
 /// Whether `peer` waits on its doorbell, so the side that just called
@@ -187,12 +213,6 @@ pub fn rouse_all<B: Bell>(bell: &B, side: &Side) {
 #[cfg(not(loom))]
 pub(crate) fn ring_all(side: &Side) {
     rouse_all(&BELL, side);
-}
-
-/// Tells `peer` that `me` changed the ring, with this process's [`BELL`].
-#[cfg(not(loom))]
-pub(crate) fn ring(me: &Side, peer: &Side) -> bool {
-    notify(&BELL, me, peer)
 }
 
 /// [`nudge`] with this process's [`BELL`].

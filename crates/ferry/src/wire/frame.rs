@@ -40,6 +40,15 @@ pub const TOTAL: usize = 8;
 /// Bytes of a `Block` frame's descriptor: id, generation, length.
 pub const BLOCK_REF: usize = 16;
 
+/// The raw tag of the commonest frame: a `Whole` message without handles
+/// (its body is all payload). A receiver compares a frame's raw tag with it
+/// before decoding anything.
+pub const PLAIN_WHOLE: u32 = Tag {
+    kind: Kind::Whole,
+    handles: 0,
+}
+.encode();
+
 /// A decoded, checked frame tag.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Tag {
@@ -52,8 +61,8 @@ pub struct Tag {
 
 impl Tag {
     /// Packs the tag for the ring header.
-    pub fn encode(self) -> u32 {
-        self.kind as u32 | u32::from(VERSION) << 8 | u32::from(self.handles) << 16
+    pub const fn encode(self) -> u32 {
+        self.kind as u32 | (VERSION as u32) << 8 | (self.handles as u32) << 16
     }
 
     /// Unpacks and checks a tag read from the ring: a known kind, this

@@ -143,7 +143,8 @@
 //! wait/wake protocol) and `pool` (blocks for large messages) → `link` (the
 //! control socket, and the hang-up watcher) → `channel` (the public
 //! [`Pipe`], [`Select`], the tokio types) → `typed` → `bootstrap`
-//! (spawning, the named server, connecting).
+//! (spawning, the named server, connecting). `memcopy` copies bytes for
+//! all of them, fast whatever their alignment.
 //!
 //! # Portability
 //!
@@ -159,6 +160,7 @@ mod channel;
 mod codec;
 #[cfg(not(loom))]
 mod link;
+mod memcopy;
 #[cfg(loom)]
 pub mod pool;
 #[cfg(not(loom))]

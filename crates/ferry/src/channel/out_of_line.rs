@@ -34,7 +34,7 @@ impl Sender {
         let Some((id, mut block)) = self.lend_block(link, bytes.len(), deadline)? else {
             return Ok(false);
         };
-        block.bytes_mut()[..bytes.len()].copy_from_slice(bytes);
+        crate::memcopy::copy_slice(&mut block.bytes_mut()[..bytes.len()], bytes);
         self.push_block(tx, link, id, block, bytes.len(), deadline)?;
         Ok(true)
     }

@@ -597,7 +597,7 @@ impl Receiver {
         }
         match (held, out.block.as_deref_mut()) {
             (Some(held), Some(slot)) => *slot = Some(held),
-            (Some(held), None) => out.bytes.extend_from_slice(held.bytes()),
+            (Some(held), None) => crate::memcopy::extend(out.bytes, held.bytes()),
             (None, _) => {}
         }
         Ok(())

@@ -8,6 +8,7 @@
 #![allow(unsafe_code)]
 
 use super::Storage;
+use crate::memcopy;
 
 /// Where position `pos` falls in the data area.
 #[inline]
@@ -27,9 +28,9 @@ pub(super) unsafe fn copy_in<S: Storage>(s: &S, pos: u64, src: &[u8]) {
     // SAFETY: `at + first <= cap` and `src.len() - first <= cap - first`,
     // so both copies stay inside the data area the caller owns (see above).
     unsafe {
-        std::ptr::copy_nonoverlapping(src.as_ptr(), s.data().add(at), first);
+        memcopy::copy(src.as_ptr(), s.data().add(at), first);
         if first < src.len() {
-            std::ptr::copy_nonoverlapping(src.as_ptr().add(first), s.data(), src.len() - first);
+            memcopy::copy(src.as_ptr().add(first), s.data(), src.len() - first);
         }
     }
 }
@@ -46,9 +47,9 @@ pub(super) unsafe fn copy_out<S: Storage>(s: &S, pos: u64, dst: *mut u8, len: us
     // SAFETY: as in `copy_in`, both ranges lie inside the data area, and
     // `dst` is valid for `first + (len - first) = len` bytes.
     unsafe {
-        std::ptr::copy_nonoverlapping(s.data().add(at), dst, first);
+        memcopy::copy(s.data().add(at), dst, first);
         if first < len {
-            std::ptr::copy_nonoverlapping(s.data(), dst.add(first), len - first);
+            memcopy::copy(s.data(), dst.add(first), len - first);
         }
     }
 }

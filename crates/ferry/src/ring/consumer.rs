@@ -138,7 +138,7 @@ impl<S: Storage> Consumer<S> {
     ///
     /// # Panics
     /// As [`read`](Self::read).
-    #[inline]
+    #[inline(always)]
     pub fn read_append(&self, frame: Frame, offset: usize, len: usize, dst: &mut Vec<u8>) {
         let pos = self.body_at(frame, offset, len);
         dst.reserve(len);

@@ -133,7 +133,7 @@ fn wake_if_waiting<B: Bell>(futex: &B, me: &Side, peer: &Side) -> bool {
 
 /// The first half of [`notify`], for a caller that keeps the rest out of
 /// line: after the fence (B), whether `peer` sleeps or waits on its
-/// doorbell. If so the caller calls [`wake_listener`] (and rings the
+/// doorbell. If so the caller calls `wake_listener` (and rings the
 /// doorbell if [`wants_doorbell`]).
 #[inline]
 pub fn peer_listens(peer: &Side) -> bool {

@@ -55,8 +55,11 @@ static CHOICE: [[AtomicU8; DISTANCE_CLASSES]; SIZE_CLASSES] =
 #[cfg(not(loom))]
 #[inline]
 pub(crate) unsafe fn copy(src: *const u8, dst: *mut u8, len: usize) {
-    let distance = (dst as usize).wrapping_sub(src as usize) % 64;
-    if len <= PIECE || distance == 0 {
+    let distance = match len > PIECE {
+        true => (dst as usize).wrapping_sub(src as usize) % 64,
+        false => 0,
+    };
+    if distance == 0 {
         // SAFETY: the caller's promise.
         unsafe { std::ptr::copy_nonoverlapping(src, dst, len) };
         return;

@@ -219,12 +219,9 @@ impl Half {
     /// one check; the general paths tell which failure it is).
     #[inline]
     pub(super) fn in_good_order(&self) -> bool {
-        // Relaxed (`hung_up`): see `failure`. Acquire (`closed`): pairs
-        // with the Release store in the peer's drop, after its last frame.
-        self.broken.get().is_none()
-            && self.link().is_none_or(|link| link.failure().is_none())
-            && !self.hung_up.load(Ordering::Relaxed)
-            && self.sides().1.closed.load(Ordering::Acquire) == 0
+        // Acquire: pairs with the Release store of `closed` in the peer's
+        // drop, after its last frame.
+        self.failure().is_none() && self.sides().1.closed.load(Ordering::Acquire) == 0
     }
 
     /// Records that a call saw the peer gone, so every later call says so.

@@ -3,7 +3,7 @@
 //! the process holding the other side, and the flags that remember how
 //! the pipe ended.
 
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, OnceLock};
 
 use super::PipeOptions;
 use super::error::SendFault;
@@ -323,10 +323,4 @@ fn doorbell_error(fault: SendFault) -> std::io::Error {
         SendFault::Disconnected => Error::new(ErrorKind::BrokenPipe, "the peer is gone"),
         other => Error::other(format!("handing the doorbell to the peer: {other:?}")),
     }
-}
-
-/// Locks `mutex`, whether or not a thread panicked while holding it (the
-/// state behind each of ferry's locks stays valid at every step).
-pub(super) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|e| e.into_inner())
 }

@@ -2,11 +2,13 @@
 //! in one process or across two. Each end is a [`Sender`] (`sender.rs`,
 //! large messages out of line in `out_of_line.rs`) and a [`Receiver`]
 //! (`receiver.rs`), each owning one side of one ring (`half.rs`); loans and
-//! shared views are in `loan.rs`, waiting in `wait.rs`.
+//! shared views are in `loan.rs`, waiting in `wait.rs`, the send and
+//! receive locks in `lock.rs`.
 
 mod error;
 mod half;
 mod loan;
+mod lock;
 mod options;
 mod out_of_line;
 mod receiver;

@@ -3,11 +3,11 @@
 
 use crate::wire::Violation;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use super::error::RecvFault;
-use super::half::{Half, lock};
+use super::half::Half;
+use super::lock::Lock;
 use super::wait::{Stop, Waiter};
 use super::{End, Pipe, PipeOptions, RecvError, RecvTimeoutError, Sender, TryRecvError};
 use crate::link::{Deadline, Failure, Fault};
@@ -129,7 +129,7 @@ fn stop_to_error(half: &Half, stop: Stop) -> RecvFault {
 #[derive(Debug)]
 pub struct Receiver {
     pub(super) half: Half,
-    rx: Mutex<Rx>,
+    rx: Lock<Rx>,
 }
 
 impl Receiver {
@@ -137,7 +137,7 @@ impl Receiver {
         let ring = Consumer::new(half.region.ring(half.ring()))?;
         Ok(Self {
             half,
-            rx: Mutex::new(Rx::new(ring)),
+            rx: Lock::new(Rx::new(ring)),
         })
     }
 
@@ -363,7 +363,7 @@ impl Receiver {
         if let Some(failure @ Failure::Protocol(_)) = self.half.failure() {
             return Err(failure.into());
         }
-        let mut rx = lock(&self.rx);
+        let mut rx = self.rx.lock();
         let rx = &mut *rx;
         if rx.partial.is_some() {
             return self.assemble(rx, out, deadline, None);

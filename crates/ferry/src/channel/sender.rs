@@ -1,11 +1,12 @@
 //! The sending half of a pipe end: messages into frames, frames into the
 //! ring it alone writes.
 
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::error::SendFault;
-use super::half::{Half, lock};
+use super::half::Half;
+use super::lock::{Guard, Lock};
 use super::wait::{Stop, Waiter};
 use super::{End, SendError, SendTimeoutError, SendWithError, TrySendError};
 use crate::link::{Failure, Link};
@@ -62,7 +63,7 @@ fn stop_to_error(half: &Half, stop: Stop) -> SendFault {
 #[derive(Debug)]
 pub struct Sender {
     pub(super) half: Half,
-    tx: Mutex<Tx>,
+    tx: Lock<Tx>,
     /// Messages from this many bytes travel out of line (to another process).
     pub(super) out_of_line: usize,
 }
@@ -72,7 +73,7 @@ impl Sender {
         let ring = Producer::new(half.region.ring(half.ring()))?;
         Ok(Self {
             half,
-            tx: Mutex::new(Tx::new(ring)),
+            tx: Lock::new(Tx::new(ring)),
             out_of_line: options.out_of_line,
         })
     }
@@ -452,7 +453,7 @@ impl Sender {
             && bytes.len() <= self.half.limit
             && self.half.in_good_order()
         {
-            let mut tx = lock(&self.tx);
+            let mut tx = self.tx.lock();
             if !tx.owes_abort
                 && bytes.len() <= tx.ring.max_body() / 2
                 && tx.ring.try_push(PLAIN_WHOLE, &[bytes]) == Ok(true)
@@ -501,7 +502,7 @@ impl Sender {
         &self,
         len: usize,
         deadline: Option<Instant>,
-    ) -> Result<MutexGuard<'_, Tx>, SendFault> {
+    ) -> Result<Guard<'_, Tx>, SendFault> {
         if len > self.half.limit {
             return Err(SendFault::TooLarge {
                 len,
@@ -511,7 +512,7 @@ impl Sender {
         if let Some(failure) = self.half.failure() {
             return Err(failure.into());
         }
-        let mut tx = lock(&self.tx);
+        let mut tx = self.tx.lock();
         // Acquire: pairs with the Release store in the peer's drop.
         if self.half.sides().1.closed.load(Ordering::Acquire) != 0 {
             return Err(self.half.gone(Failure::HungUp).into());

@@ -30,6 +30,8 @@
 //! - **Wait words** (`linux/futex.rs`): `futex_wait(word, expected, timeout)`
 //!   sleeping while a shared 32-bit word holds `expected`, and
 //!   `futex_wake(word, n)`. Both must work across processes.
+//!   `private_wait(word, expected)` and `private_wake(word, n)` do the same
+//!   for a word of this process's own memory (a pipe end's locks).
 //! - **Control socket** (`linux/socket.rs`): a connected, message-preserving
 //!   socket pair; `try_send` (bytes plus borrowed handles, never blocking)
 //!   and `wait_writable(deadline)`, `try_recv` (bytes plus owned handles,
@@ -83,7 +85,7 @@ mod backend;
 pub(crate) use backend::cpu::yield_cpu;
 pub use backend::cpu::{current_cpu, online_cpus, pin_to_cpu};
 pub(crate) use backend::doorbell::{Doorbell, Ringer};
-pub(crate) use backend::futex::{futex_wait, futex_wake};
+pub(crate) use backend::futex::{futex_wait, futex_wake, private_wait, private_wake};
 pub(crate) use backend::listener::{
     Listener, connect, credentials, effective_uid, note_pipe, random_bytes, read_note,
     wait_readable,

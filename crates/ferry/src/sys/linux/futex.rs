@@ -1,6 +1,9 @@
 //! Shared (inter-process) futexes: [`futex(2)`](https://man7.org/linux/man-pages/man2/futex.2.html).
 //!
-//! The words live in shared memory, so the `FUTEX_PRIVATE_FLAG` is never set.
+//! A ring's words live in shared memory, so `futex_wait` and `futex_wake`
+//! never set `FUTEX_PRIVATE_FLAG`; `private_wait` and `private_wake` do,
+//! for a word only this process uses (a pipe end's send or receive lock),
+//! which spares the kernel the lookup of a shared mapping.
 
 use crate::sync::AtomicU32;
 use std::time::Duration;
@@ -31,4 +34,17 @@ pub(crate) fn futex_wait(word: &AtomicU32, expected: u32, timeout: Duration) -> 
 pub(crate) fn futex_wake(word: &AtomicU32, n: u32) {
     // Errors are impossible for a valid, aligned address we hold a reference to.
     let _ = futex::wake(word.as_std(), futex::Flags::empty(), n);
+}
+
+/// Sleeps while `*word == expected`, a word of this process's own memory,
+/// until woken (or a signal, or at once if the word changed).
+pub(crate) fn private_wait(word: &AtomicU32, expected: u32) {
+    // Every outcome means "look again".
+    let _ = futex::wait(word.as_std(), futex::Flags::PRIVATE, expected, None);
+}
+
+/// Wakes up to `n` sleepers of [`private_wait`] on `word`.
+pub(crate) fn private_wake(word: &AtomicU32, n: u32) {
+    // Errors are impossible for a valid, aligned address we hold a reference to.
+    let _ = futex::wake(word.as_std(), futex::Flags::PRIVATE, n);
 }

@@ -1,0 +1,200 @@
+//! The send and receive locks of a pipe end: one futex word, no poisoning.
+//!
+//! Why not `std::sync::Mutex`: ferry never uses its poisoning (a send or
+//! receive interrupted by a panic leaves the ring consistent: a frame is
+//! published whole or not at all, so the next holder simply goes on), yet
+//! every lock and unlock of std's pays for it (two reads of the global
+//! panic count and a flag check, ~10 instructions a pair, four pairs per
+//! round trip: a tenth of ferry's budget beyond the floor's). The lock
+//! itself is the same futex protocol: a compare-exchange to take it, a swap
+//! to give it back that tells whether anyone sleeps on it, a private futex
+//! wait and wake only then. Unlike `typed::lock::SpinLock`, a thread that
+//! finds it held sleeps: a holder may wait for a full ring or an empty one
+//! for as long as its deadline allows.
+#![allow(unsafe_code)]
+
+use std::cell::UnsafeCell;
+use std::marker::PhantomData;
+use std::ops::{Deref, DerefMut};
+use std::panic::{RefUnwindSafe, UnwindSafe};
+
+use crate::sync::{AtomicU32, Ordering};
+use crate::sys;
+
+/// Nobody holds the lock.
+const FREE: u32 = 0;
+/// Held, and no thread sleeps on it.
+const HELD: u32 = 1;
+/// Held, and a thread may sleep on it: the holder wakes one when it gives
+/// the lock back.
+const CONTENDED: u32 = 2;
+/// Polls of a held lock before sleeping on it (a holder that only pushes a
+/// frame gives it back within these).
+const SPINS: u32 = 100;
+
+/// A value behind the lock.
+pub(super) struct Lock<T> {
+    state: AtomicU32,
+    value: UnsafeCell<T>,
+}
+
+// SAFETY: the value is reached only through a `Guard`, and at most one
+// guard exists at a time (`lock` takes the word from FREE with an acquiring
+// compare-exchange or swap, which only one thread can win; the guard's drop
+// makes it FREE again). Sharing the lock between threads thus hands the
+// value from one thread to another, never to two at once: `T: Send` is
+// what that needs.
+unsafe impl<T: Send> Sync for Lock<T> {}
+
+// As `std::sync::Mutex`: a panic while the lock is held cannot leave the
+// value half-changed in a way a later holder misreads (see the module text),
+// so the lock may cross `catch_unwind`.
+impl<T> UnwindSafe for Lock<T> {}
+impl<T> RefUnwindSafe for Lock<T> {}
+
+impl<T> Lock<T> {
+    pub(super) const fn new(value: T) -> Self {
+        Self {
+            state: AtomicU32::new(FREE),
+            value: UnsafeCell::new(value),
+        }
+    }
+
+    /// Takes the lock, sleeping while another thread holds it.
+    #[inline]
+    pub(super) fn lock(&self) -> Guard<'_, T> {
+        // Acquire: what the last holder wrote before giving it back is seen.
+        if self
+            .state
+            .compare_exchange(FREE, HELD, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            self.lock_contended();
+        }
+        Guard {
+            lock: self,
+            _value: PhantomData,
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn lock_contended(&self) {
+        let mut spins = 0;
+        while self.state.load(Ordering::Relaxed) == HELD && spins < SPINS {
+            spins += 1;
+            std::hint::spin_loop();
+        }
+        if self
+            .state
+            .compare_exchange(FREE, HELD, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok()
+        {
+            return;
+        }
+        // From here the word says CONTENDED whenever this thread may sleep,
+        // so the holder's release wakes it. Taking the lock as CONTENDED
+        // may cost one needless wake later, never a lost one.
+        while self.state.swap(CONTENDED, Ordering::Acquire) != FREE {
+            sys::private_wait(&self.state, CONTENDED);
+        }
+    }
+
+    /// The value, without locking: `&mut self` says no guard exists.
+    #[cfg(test)]
+    fn get_mut(&mut self) -> &mut T {
+        self.value.get_mut()
+    }
+}
+
+impl<T> std::fmt::Debug for Lock<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The value is not shown: reading it would mean taking the lock,
+        // which a `Debug` call must never wait for.
+        f.debug_struct("Lock").finish_non_exhaustive()
+    }
+}
+
+/// The lock, held; giving it back on drop.
+pub(super) struct Guard<'a, T> {
+    lock: &'a Lock<T>,
+    /// Sent or shared as a `&mut T` would be (a bare `&Lock<T>` would let
+    /// two threads share a guard of a `T` that is `Send` but not `Sync`).
+    _value: PhantomData<&'a mut T>,
+}
+
+impl<T> Deref for Guard<'_, T> {
+    type Target = T;
+    #[inline]
+    fn deref(&self) -> &T {
+        // SAFETY: this guard is the only one (see `Sync` above), so no
+        // `&mut T` exists while this borrow of it lives.
+        unsafe { &*self.lock.value.get() }
+    }
+}
+
+impl<T> DerefMut for Guard<'_, T> {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut T {
+        // SAFETY: as `deref`; `&mut self` makes this borrow the only one.
+        unsafe { &mut *self.lock.value.get() }
+    }
+}
+
+impl<T> Drop for Guard<'_, T> {
+    #[inline]
+    fn drop(&mut self) {
+        // Release: this holder's writes are seen by the next.
+        if self.lock.state.swap(FREE, Ordering::Release) == CONTENDED {
+            sys::private_wake(&self.lock.state, 1);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    #[test]
+    fn threads_take_turns_and_nothing_is_lost() {
+        // Each thread adds with a read, a pause and a write: two holders at
+        // once would lose increments. The pause makes the others find the
+        // lock held, spin out and sleep, so the wake path is taken.
+        let lock = Arc::new(Lock::new(0u64));
+        let threads: Vec<_> = (0..4)
+            .map(|_| {
+                let lock = Arc::clone(&lock);
+                std::thread::spawn(move || {
+                    for i in 0..2_000 {
+                        let mut value = lock.lock();
+                        let seen = *value;
+                        if i % 500 == 0 {
+                            std::thread::sleep(Duration::from_millis(1));
+                        }
+                        *value = seen + 1;
+                    }
+                })
+            })
+            .collect();
+        for thread in threads {
+            thread.join().unwrap();
+        }
+        let mut lock = Arc::into_inner(lock).unwrap();
+        assert_eq!(*lock.get_mut(), 8_000);
+    }
+
+    #[test]
+    fn a_panic_while_held_gives_the_lock_back() {
+        let lock = Lock::new(vec![1]);
+        let caught = std::panic::catch_unwind(|| {
+            let mut value = lock.lock();
+            value.push(2);
+            panic!("inside");
+        });
+        assert!(caught.is_err());
+        assert_eq!(*lock.lock(), [1, 2]);
+        assert_eq!(format!("{lock:?}"), "Lock { .. }");
+    }
+}

@@ -10,9 +10,9 @@
 //! ([`callgrind`]) where it has not. (I(N2) − I(N1)) / (N2 − N1) is one
 //! round trip in both processes, start-up and teardown cancelling out.
 //!
-//! On one CPU no waiter spins (ferry's adaptive wait sleeps at once when
-//! its peer shares its CPU; the floor and the sockets always sleep), so
-//! what a run executes does not depend on timing. The counted run is the
+//! On one CPU no waiter spins (ferry's adaptive wait yields to a peer on
+//! its CPU, then sleeps; the floor and the sockets always sleep), so what
+//! a run executes hardly depends on timing. The counted run is the
 //! hidden `instructions-run` subcommand ([`count_here`]).
 
 mod callgrind;

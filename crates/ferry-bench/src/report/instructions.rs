@@ -15,7 +15,7 @@ const BASELINES: &[&str] = &["shm-futex", "unix-stream"];
 /// What ferry's count may be, at most, over the floor's.
 pub const TARGET_OVER_FLOOR: f64 = 1.5;
 
-const NOTE: &str = "User-space instructions per round trip of both processes (the parent and the child echoing it), as (I(N2) − I(N1)) / (N2 − N1) over two runs of N1 and N2 round trips, so what is done once per run cancels out. Both processes are pinned to CPU 0 (placement same): no waiter spins there (ferry's adaptive wait sleeps at once when its peer shares its CPU), so the count barely depends on timing. Both sides write and read every payload byte, as in pingpong. Kernel instructions are not counted.";
+const NOTE: &str = "User-space instructions per round trip of both processes (the parent and the child echoing it), as (I(N2) − I(N1)) / (N2 − N1) over two runs of N1 and N2 round trips, so what is done once per run cancels out. Both processes are pinned to CPU 0 (placement same): no waiter spins there (ferry's adaptive wait yields to a peer on its CPU, then sleeps), so the count barely depends on timing. Both sides write and read every payload byte, as in pingpong. Kernel instructions are not counted.";
 
 const CALLGRIND_NOTE: &str = "callgrind: valgrind's count of every instruction executed in each process's round-trip span (the parent's loop; the child's echo loop, from its first receive to the hang-up), on a build with rustix's libc backend (target/instructions), which valgrind can run. Repeatable to about 1% (exactly, where no waiter sleeps on a futex): whether a waiter finds its message already there or sleeps for it depends on whether the wake-up preempted its peer.";
 

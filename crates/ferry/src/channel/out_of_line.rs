@@ -95,7 +95,7 @@ impl Sender {
             // when the receiver has read a message, and on a shared CPU it
             // cannot while this spins (spinning 50 µs first was no faster
             // across CPUs and slower on one).
-            std::thread::yield_now();
+            crate::sys::yield_cpu();
         }
     }
 

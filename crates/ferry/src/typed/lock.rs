@@ -51,7 +51,7 @@ impl<T> SpinLock<T> {
                     spins += 1;
                     std::hint::spin_loop();
                 } else {
-                    std::thread::yield_now();
+                    crate::sys::yield_cpu();
                 }
             }
         }

@@ -153,7 +153,7 @@ impl<T> Queue<T> {
     /// Yields the CPU while `seq` holds `seen`, until `until`.
     fn yield_while(&self, seen: u32, until: Instant) {
         while self.seq.load(Ordering::Acquire) == seen && Instant::now() < until {
-            std::thread::yield_now();
+            crate::sys::yield_cpu();
         }
     }
 

@@ -55,7 +55,10 @@ impl<T> SpinLock<T> {
                 }
             }
         }
-        Guard { lock: self }
+        Guard {
+            lock: self,
+            _value: std::marker::PhantomData,
+        }
     }
 }
 
@@ -63,6 +66,9 @@ impl<T> SpinLock<T> {
 #[derive(Debug)]
 pub(super) struct Guard<'a, T> {
     lock: &'a SpinLock<T>,
+    /// Sent or shared as a `&mut T` would be (a bare `&SpinLock<T>` would
+    /// let two threads share a guard of a `T` that is `Send` but not `Sync`).
+    _value: std::marker::PhantomData<&'a mut T>,
 }
 
 impl<T> Deref for Guard<'_, T> {

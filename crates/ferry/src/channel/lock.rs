@@ -162,10 +162,14 @@ mod tests {
         // Each thread adds with a read, a pause and a write: two holders at
         // once would lose increments. The pause makes the others find the
         // lock held, spin out and sleep, so the wake path is taken.
+        // Watchdog: a lost wake would leave a thread asleep for good; the
+        // test then fails after a minute instead of hanging.
+        let (done, finished) = std::sync::mpsc::channel();
         let lock = Arc::new(Lock::new(0u64));
         let threads: Vec<_> = (0..4)
             .map(|_| {
                 let lock = Arc::clone(&lock);
+                let done = done.clone();
                 std::thread::spawn(move || {
                     for i in 0..2_000 {
                         let mut value = lock.lock();
@@ -175,9 +179,15 @@ mod tests {
                         }
                         *value = seen + 1;
                     }
+                    done.send(()).unwrap();
                 })
             })
             .collect();
+        for _ in 0..threads.len() {
+            finished
+                .recv_timeout(Duration::from_secs(60))
+                .expect("a thread never got the lock back: a lost wake");
+        }
         for thread in threads {
             thread.join().unwrap();
         }

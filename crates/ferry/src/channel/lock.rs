@@ -83,7 +83,7 @@ impl<T> Lock<T> {
         let mut spins = 0;
         while self.state.load(Ordering::Relaxed) == HELD && spins < SPINS {
             spins += 1;
-            std::hint::spin_loop();
+            crate::sync::spin_hint();
         }
         if self
             .state

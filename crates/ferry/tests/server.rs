@@ -91,6 +91,7 @@ fn hundred_clients_at_once() {
         assert_eq!(role, "clients");
         return many_clients();
     }
+    let _serial = common::serial();
     let dog = Watchdog::start(this_test!(), secs(60));
     let name = unique("hundred");
     let server = Server::bind(name.as_str()).expect("bind");
@@ -149,6 +150,7 @@ fn tokens_are_checked_and_handed_to_invited_children() {
     if let Some(role) = common::role() {
         return token_client(&role);
     }
+    let _serial = common::serial();
     let dog = Watchdog::start(this_test!(), secs(60));
     let name = unique("token");
     let server = ServerOptions::new()
@@ -214,6 +216,7 @@ fn users_are_checked_both_ways() {
     if let Some(role) = common::role() {
         return user_client(&role);
     }
+    let _serial = common::serial();
     let dog = Watchdog::start(this_test!(), secs(60));
     let name = unique("users");
     let server = ServerOptions::new()
@@ -313,6 +316,7 @@ fn stale_socket_files_are_reclaimed() {
         std::thread::sleep(secs(30));
         return;
     }
+    let _serial = common::serial();
     let dog = Watchdog::start(this_test!(), secs(60));
     let path = std::env::temp_dir().join(format!("{}.sock", unique("stale")));
     let path_text = path.to_str().expect("a UTF-8 path").to_string();
@@ -382,6 +386,7 @@ fn stalled_handshakes_delay_no_one() {
     if let Some(role) = common::role() {
         return stall_roles(&role);
     }
+    let _serial = common::serial();
     let dog = Watchdog::start(this_test!(), secs(60));
     let name = unique("stall");
     let server = Arc::new(
@@ -494,6 +499,7 @@ fn either_side_dying_is_seen_by_the_other() {
         }
         return;
     }
+    let _serial = common::serial();
     let dog = Watchdog::start(this_test!(), secs(60));
     let name = unique("death");
     let mut server = child(&dog, this_test!(), "server", &name);

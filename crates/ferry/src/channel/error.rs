@@ -182,7 +182,8 @@ send_error! {
     /// Why [`try_send`](crate::Sender::try_send) failed. The caller keeps
     /// its bytes; nothing of the message was delivered.
     TrySendError,
-    /// The pipe has no room for the message now.
+    /// The pipe has no room for the message now (or another thread of
+    /// this end is in a send that waits for room).
     Full => "the pipe is full"
 }
 
@@ -190,7 +191,8 @@ send_error! {
     /// Why [`send_timeout`](crate::Sender::send_timeout) failed. The caller
     /// keeps its bytes; nothing of the message was delivered.
     SendTimeoutError,
-    /// The pipe stayed full until the deadline.
+    /// The pipe stayed full until the deadline (or another thread of this
+    /// end stayed in a send that waits for room).
     Timeout => "the pipe stayed full until the deadline"
 }
 
@@ -271,14 +273,16 @@ recv_error! {
 recv_error! {
     /// Why [`try_recv`](crate::Receiver::try_recv) failed.
     TryRecvError,
-    /// No message is waiting now.
+    /// No message is waiting now (or another thread of this end is
+    /// waiting for the next one).
     Empty => "no message is waiting"
 }
 
 recv_error! {
     /// Why [`recv_timeout`](crate::Receiver::recv_timeout) failed.
     RecvTimeoutError,
-    /// No message arrived before the deadline.
+    /// No message arrived before the deadline (or another thread of this
+    /// end was waiting for it all that time).
     Timeout => "no message arrived before the deadline"
 }
 

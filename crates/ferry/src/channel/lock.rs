@@ -17,6 +17,7 @@ use std::cell::UnsafeCell;
 use std::marker::PhantomData;
 use std::ops::{Deref, DerefMut};
 use std::panic::{RefUnwindSafe, UnwindSafe};
+use std::time::{Duration, Instant};
 
 use crate::sync::{AtomicU32, Ordering};
 use crate::sys;
@@ -61,25 +62,42 @@ impl<T> Lock<T> {
     }
 
     /// Takes the lock, sleeping while another thread holds it.
+    #[cfg(test)]
+    fn lock(&self) -> Guard<'_, T> {
+        loop {
+            if let Some(guard) = self.lock_until(None) {
+                return guard;
+            }
+        }
+    }
+
+    /// Takes the lock, sleeping while another thread holds it until
+    /// `deadline` (`None`: as long as it takes). `None` if it was still
+    /// held then. A deadline already past still waits out a holder that
+    /// gives it back within a brief spin (one that only pushes a frame), so
+    /// a `try_` call is refused only by a holder that is itself waiting
+    /// (for room, or for a message).
     #[inline]
-    pub(super) fn lock(&self) -> Guard<'_, T> {
+    pub(super) fn lock_until(&self, deadline: Option<Instant>) -> Option<Guard<'_, T>> {
         // Acquire: what the last holder wrote before giving it back is seen.
         if self
             .state
             .compare_exchange(FREE, HELD, Ordering::Acquire, Ordering::Relaxed)
             .is_err()
+            && !self.lock_contended(deadline)
         {
-            self.lock_contended();
+            return None;
         }
-        Guard {
+        Some(Guard {
             lock: self,
             _value: PhantomData,
-        }
+        })
     }
 
+    /// Whether the lock was taken before `deadline`.
     #[cold]
     #[inline(never)]
-    fn lock_contended(&self) {
+    fn lock_contended(&self, deadline: Option<Instant>) -> bool {
         let mut spins = 0;
         while self.state.load(Ordering::Relaxed) == HELD && spins < SPINS {
             spins += 1;
@@ -90,14 +108,23 @@ impl<T> Lock<T> {
             .compare_exchange(FREE, HELD, Ordering::Acquire, Ordering::Relaxed)
             .is_ok()
         {
-            return;
+            return true;
         }
         // From here the word says CONTENDED whenever this thread may sleep,
         // so the holder's release wakes it. Taking the lock as CONTENDED
-        // may cost one needless wake later, never a lost one.
+        // may cost one needless wake later, never a lost one; so may giving
+        // up at the deadline with the word left CONTENDED.
         while self.state.swap(CONTENDED, Ordering::Acquire) != FREE {
-            sys::private_wait(&self.state, CONTENDED);
+            let timeout = match deadline {
+                None => Duration::MAX,
+                Some(deadline) => match deadline.checked_duration_since(Instant::now()) {
+                    Some(left) if !left.is_zero() => left,
+                    _ => return false,
+                },
+            };
+            sys::private_wait(&self.state, CONTENDED, timeout);
         }
+        true
     }
 
     /// The value, without locking: `&mut self` says no guard exists.
@@ -155,7 +182,6 @@ impl<T> Drop for Guard<'_, T> {
 mod tests {
     use super::*;
     use std::sync::Arc;
-    use std::time::Duration;
 
     #[test]
     fn threads_take_turns_and_nothing_is_lost() {
@@ -193,6 +219,37 @@ mod tests {
         }
         let mut lock = Arc::into_inner(lock).unwrap();
         assert_eq!(*lock.get_mut(), 8_000);
+    }
+
+    #[test]
+    fn a_deadline_gives_up_on_a_holder_that_keeps_it() {
+        let lock = Arc::new(Lock::new(0u32));
+        let (held, holding) = std::sync::mpsc::channel();
+        let (release, released) = std::sync::mpsc::channel::<()>();
+        let holder = {
+            let lock = Arc::clone(&lock);
+            std::thread::spawn(move || {
+                let _guard = lock.lock();
+                held.send(()).unwrap();
+                let _ = released.recv_timeout(Duration::from_secs(60));
+            })
+        };
+        holding.recv().unwrap();
+        // Past the spin: asleep on the word until the deadline.
+        assert!(
+            lock.lock_until(Some(Instant::now() + Duration::from_millis(20)))
+                .is_none()
+        );
+        // A deadline already past: refused after the spin.
+        assert!(lock.lock_until(Some(Instant::now())).is_none());
+        release.send(()).unwrap();
+        // Given back: taken, and the word left CONTENDED by the timed-out
+        // waiters costs nothing but a needless wake.
+        *lock
+            .lock_until(Some(Instant::now() + Duration::from_secs(60)))
+            .unwrap() += 1;
+        holder.join().unwrap();
+        assert_eq!(*lock.lock_until(Some(Instant::now())).unwrap(), 1);
     }
 
     #[test]

@@ -363,7 +363,9 @@ impl Receiver {
         if let Some(failure @ Failure::Protocol(_)) = self.half.failure() {
             return Err(failure.into());
         }
-        let mut rx = self.rx.lock();
+        // Another thread of this end may hold the lock while it waits for
+        // a message: this call waits for it no longer than its own deadline.
+        let mut rx = self.rx.lock_until(deadline).ok_or(RecvFault::Timeout)?;
         let rx = &mut *rx;
         if rx.partial.is_some() {
             return self.assemble(rx, out, deadline, None);

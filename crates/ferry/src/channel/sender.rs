@@ -453,7 +453,9 @@ impl Sender {
             && bytes.len() <= self.half.limit
             && self.half.in_good_order()
         {
-            let mut tx = self.tx.lock();
+            let Some(mut tx) = self.tx.lock_until(deadline) else {
+                return Err(SendFault::Timeout);
+            };
             if !tx.owes_abort
                 && bytes.len() <= tx.ring.max_body() / 2
                 && tx.ring.try_push(PLAIN_WHOLE, &[bytes]) == Ok(true)
@@ -512,7 +514,9 @@ impl Sender {
         if let Some(failure) = self.half.failure() {
             return Err(failure.into());
         }
-        let mut tx = self.tx.lock();
+        // Another thread of this end may hold the lock while it waits for
+        // room: this call waits for it no longer than its own deadline.
+        let mut tx = self.tx.lock_until(deadline).ok_or(SendFault::Timeout)?;
         // Acquire: pairs with the Release store in the peer's drop.
         if self.half.sides().1.closed.load(Ordering::Acquire) != 0 {
             return Err(self.half.gone(Failure::HungUp).into());

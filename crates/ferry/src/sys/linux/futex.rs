@@ -37,10 +37,16 @@ pub(crate) fn futex_wake(word: &AtomicU32, n: u32) {
 }
 
 /// Sleeps while `*word == expected`, a word of this process's own memory,
-/// until woken (or a signal, or at once if the word changed).
-pub(crate) fn private_wait(word: &AtomicU32, expected: u32) {
+/// until woken, for at most `timeout` (`Duration::MAX`: without a timeout),
+/// or a signal, or at once if the word changed.
+pub(crate) fn private_wait(word: &AtomicU32, expected: u32, timeout: Duration) {
+    let ts = rustix::time::Timespec {
+        tv_sec: i64::try_from(timeout.as_secs()).unwrap_or(i64::MAX),
+        tv_nsec: i64::from(timeout.subsec_nanos()),
+    };
+    let ts = (timeout != Duration::MAX).then_some(&ts);
     // Every outcome means "look again".
-    let _ = futex::wait(word.as_std(), futex::Flags::PRIVATE, expected, None);
+    let _ = futex::wait(word.as_std(), futex::Flags::PRIVATE, expected, ts);
 }
 
 /// Wakes up to `n` sleepers of [`private_wait`] on `word`.

@@ -61,8 +61,8 @@ pub(crate) mod futex {
     pub(crate) fn futex_wake(_word: &AtomicU32, _n: u32) {}
 
     /// Sleeps a little, as a spurious wakeup would: the caller looks again.
-    pub(crate) fn private_wait(_word: &AtomicU32, _expected: u32) {
-        std::thread::sleep(Duration::from_micros(100));
+    pub(crate) fn private_wait(_word: &AtomicU32, _expected: u32, timeout: Duration) {
+        std::thread::sleep(timeout.min(Duration::from_micros(100)));
     }
 
     pub(crate) fn private_wake(_word: &AtomicU32, _n: u32) {}

@@ -1,6 +1,6 @@
-//! Threads sharing one pipe end: a call with a deadline (or a `try_` call)
-//! keeps it while another thread of the same end holds the send or receive
-//! side, waiting for room or for a message as long as it takes.
+//! Threads sharing one pipe end: a call with a deadline keeps it while
+//! another thread of the same end holds the send or receive side, waiting
+//! for room or for a message as long as it takes.
 
 mod common;
 
@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{Watchdog, secs};
-use ferry::{PipeOptions, RecvTimeoutError, SendTimeoutError, TryRecvError, TrySendError};
+use ferry::{PipeOptions, RecvTimeoutError, SendTimeoutError};
 
 /// How long the parent lets a blocking call settle into its wait before it
 /// tries the timed ones (they pass anyway if it has not, but then prove
@@ -47,7 +47,6 @@ fn timed_calls_keep_their_deadline_behind_a_waiting_thread() {
         main.recv_timeout(SHORT),
         Err(RecvTimeoutError::Timeout)
     ));
-    assert!(matches!(main.try_recv(), Err(TryRecvError::Empty)));
     assert!(
         start.elapsed() < LATE,
         "a timed receive waited for another thread's receive"
@@ -78,7 +77,6 @@ fn timed_calls_keep_their_deadline_behind_a_waiting_thread() {
         main.send_timeout(b"late", SHORT),
         Err(SendTimeoutError::Timeout)
     ));
-    assert!(matches!(main.try_send(b"late"), Err(TrySendError::Full)));
     assert!(
         start.elapsed() < LATE,
         "a timed send waited for another thread's send"

@@ -182,8 +182,7 @@ send_error! {
     /// Why [`try_send`](crate::Sender::try_send) failed. The caller keeps
     /// its bytes; nothing of the message was delivered.
     TrySendError,
-    /// The pipe has no room for the message now (or another thread of
-    /// this end is in a send that waits for room).
+    /// The pipe has no room for the message now.
     Full => "the pipe is full"
 }
 
@@ -273,8 +272,7 @@ recv_error! {
 recv_error! {
     /// Why [`try_recv`](crate::Receiver::try_recv) failed.
     TryRecvError,
-    /// No message is waiting now (or another thread of this end is
-    /// waiting for the next one).
+    /// No message is waiting now.
     Empty => "no message is waiting"
 }
 

@@ -73,10 +73,15 @@ impl<T> Lock<T> {
 
     /// Takes the lock, sleeping while another thread holds it until
     /// `deadline` (`None`: as long as it takes). `None` if it was still
-    /// held then. A deadline already past still waits out a holder that
-    /// gives it back within a brief spin (one that only pushes a frame), so
-    /// a `try_` call is refused only by a holder that is itself waiting
-    /// (for room, or for a message).
+    /// held then.
+    ///
+    /// A deadline already past when the lock is found held is a `try_`
+    /// call's, and waits for the holder as long as it takes. Refusing it
+    /// would answer `Full` (or `Empty`) for a pipe that may have room (or a
+    /// message), and a caller that then waits on its doorbell (an async
+    /// half) would wait for a ring no one owes it: the holder may leave the
+    /// ring as it found it. Holders on such ends are `try_` calls
+    /// themselves, which never wait for the ring.
     #[inline]
     pub(super) fn lock_until(&self, deadline: Option<Instant>) -> Option<Guard<'_, T>> {
         // Acquire: what the last holder wrote before giving it back is seen.
@@ -98,6 +103,7 @@ impl<T> Lock<T> {
     #[cold]
     #[inline(never)]
     fn lock_contended(&self, deadline: Option<Instant>) -> bool {
+        let deadline = deadline.filter(|&deadline| deadline > Instant::now());
         let mut spins = 0;
         while self.state.load(Ordering::Relaxed) == HELD && spins < SPINS {
             spins += 1;
@@ -240,16 +246,21 @@ mod tests {
             lock.lock_until(Some(Instant::now() + Duration::from_millis(20)))
                 .is_none()
         );
-        // A deadline already past: refused after the spin.
-        assert!(lock.lock_until(Some(Instant::now())).is_none());
+        // A deadline already past (a `try_` call's) waits for the holder.
+        let late = {
+            let lock = Arc::clone(&lock);
+            std::thread::spawn(move || *lock.lock_until(Some(Instant::now())).unwrap() += 1)
+        };
+        std::thread::sleep(Duration::from_millis(20));
         release.send(()).unwrap();
         // Given back: taken, and the word left CONTENDED by the timed-out
-        // waiters costs nothing but a needless wake.
+        // waiter costs nothing but a needless wake.
         *lock
             .lock_until(Some(Instant::now() + Duration::from_secs(60)))
             .unwrap() += 1;
         holder.join().unwrap();
-        assert_eq!(*lock.lock_until(Some(Instant::now())).unwrap(), 1);
+        late.join().unwrap();
+        assert_eq!(*lock.lock_until(Some(Instant::now())).unwrap(), 2);
     }
 
     #[test]

@@ -280,6 +280,8 @@ impl Receiver {
 
     /// Receives a message, waiting at most `timeout`. A message that was
     /// arriving in pieces when time ran out is kept for the next call.
+    /// Waiting for another thread's receive on this end (one that may
+    /// itself wait for a message) takes from the same time.
     ///
     /// ```
     /// use std::time::Duration;

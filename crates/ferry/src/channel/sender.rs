@@ -149,7 +149,9 @@ impl Sender {
         Ok(self.half.doorbell()?.as_fd())
     }
 
-    /// Sends a message, waiting at most `timeout` for room.
+    /// Sends a message, waiting at most `timeout` for room. The time counts
+    /// from the call: waiting for another thread's send on this end (one
+    /// that may itself wait for room) takes from it too.
     ///
     /// ```
     /// use std::time::Duration;

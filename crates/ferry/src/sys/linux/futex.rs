@@ -18,14 +18,10 @@ use rustix::thread::futex;
 /// Returns whether the sleep ended without a wake: it timed out
 /// (`ETIMEDOUT`) or a signal interrupted it (`EINTR`).
 pub(crate) fn futex_wait(word: &AtomicU32, expected: u32, timeout: Duration) -> bool {
-    let ts = rustix::time::Timespec {
-        tv_sec: i64::try_from(timeout.as_secs()).unwrap_or(i64::MAX),
-        tv_nsec: i64::from(timeout.subsec_nanos()),
-    };
-    let ts = (timeout != Duration::MAX).then_some(&ts);
+    let ts = relative(timeout);
     // Every outcome (woken, EAGAIN, ETIMEDOUT, EINTR) means "look again".
     matches!(
-        futex::wait(word.as_std(), futex::Flags::empty(), expected, ts),
+        futex::wait(word.as_std(), futex::Flags::empty(), expected, ts.as_ref()),
         Err(rustix::io::Errno::TIMEDOUT | rustix::io::Errno::INTR)
     )
 }
@@ -40,17 +36,21 @@ pub(crate) fn futex_wake(word: &AtomicU32, n: u32) {
 /// until woken, for at most `timeout` (`Duration::MAX`: without a timeout),
 /// or a signal, or at once if the word changed.
 pub(crate) fn private_wait(word: &AtomicU32, expected: u32, timeout: Duration) {
-    let ts = rustix::time::Timespec {
-        tv_sec: i64::try_from(timeout.as_secs()).unwrap_or(i64::MAX),
-        tv_nsec: i64::from(timeout.subsec_nanos()),
-    };
-    let ts = (timeout != Duration::MAX).then_some(&ts);
+    let ts = relative(timeout);
     // Every outcome means "look again".
-    let _ = futex::wait(word.as_std(), futex::Flags::PRIVATE, expected, ts);
+    let _ = futex::wait(word.as_std(), futex::Flags::PRIVATE, expected, ts.as_ref());
 }
 
 /// Wakes up to `n` sleepers of [`private_wait`] on `word`.
 pub(crate) fn private_wake(word: &AtomicU32, n: u32) {
     // Errors are impossible for a valid, aligned address we hold a reference to.
     let _ = futex::wake(word.as_std(), futex::Flags::PRIVATE, n);
+}
+
+/// A futex wait's relative timeout: `None` for `Duration::MAX` (no timeout).
+fn relative(timeout: Duration) -> Option<rustix::time::Timespec> {
+    (timeout != Duration::MAX).then(|| rustix::time::Timespec {
+        tv_sec: i64::try_from(timeout.as_secs()).unwrap_or(i64::MAX),
+        tv_nsec: i64::from(timeout.subsec_nanos()),
+    })
 }

@@ -36,7 +36,7 @@ fn timed_calls_keep_their_deadline_behind_a_waiting_thread() {
     let main = Arc::new(main);
 
     // Receive side: one thread waits in `recv` for a message the peer
-    // sends only when told; this thread's timed receives time out.
+    // sends only when told; this thread's timed receive times out.
     let waiting = {
         let main = Arc::clone(&main);
         std::thread::spawn(move || main.recv().expect("the waiting receive"))
@@ -61,7 +61,7 @@ fn timed_calls_keep_their_deadline_behind_a_waiting_thread() {
 
     // Send side: the peer reads nothing more until a byte on its standard
     // input. Fill the pipe; one thread waits in `send` for room; this
-    // thread's timed sends time out and deliver nothing.
+    // thread's timed send times out and delivers nothing.
     let mut filled = 0u64;
     while main.try_send(&filled.to_le_bytes()).is_ok() {
         filled += 1;

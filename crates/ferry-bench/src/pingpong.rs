@@ -272,8 +272,7 @@ impl<'a> Ticker<'a> {
 
 /// One request and its reply, every byte written and read on this side.
 pub fn round_trip(endpoint: &mut dyn Endpoint, size: usize, marker: u8) -> Result<(), Error> {
-    payload::fill(endpoint.prepare(size)?, marker);
-    endpoint.send()?;
+    endpoint.send_filled(size, &mut |buf| payload::fill(buf, marker))?;
     let reply = endpoint
         .recv()?
         .ok_or_else(|| Error::new("the child closed its end before replying"))?;
@@ -306,8 +305,8 @@ pub fn echo(endpoint: &mut dyn Endpoint) -> Result<(), Error> {
         };
         match step {
             Step::Echo { len, marker } => {
-                payload::fill(endpoint.prepare(len)?, payload::reply_marker(marker));
-                endpoint.send()?;
+                let marker = payload::reply_marker(marker);
+                endpoint.send_filled(len, &mut |buf| payload::fill(buf, marker))?;
             }
             Step::ReportCpu => control::answer(endpoint, &[control::nanos(cpu::process_time())])?,
         }

@@ -169,9 +169,8 @@ fn stream(endpoint: &mut dyn Endpoint, case: &Case, bar: &Bar) -> Result<Sample,
     let mut sent = Checksum::default();
     let mut send = |endpoint: &mut dyn Endpoint| -> Result<(), Error> {
         let marker = payload::marker(sent.messages as usize);
-        payload::fill(endpoint.prepare(case.size)?, marker);
         endpoint
-            .send()
+            .send_filled(case.size, &mut |buf| payload::fill(buf, marker))
             .map_err(|e| e.within(format!("message {}", sent.messages)))?;
         sent.add(u64::from(marker) * case.size as u64);
         Ok(())

@@ -183,6 +183,23 @@ impl Endpoint for LoanEndpoint {
         loan.send().context("sending a loaned slot")
     }
 
+    /// A loan borrowed from the pipe, written and sent in one scope: what
+    /// an application writing a message in place does (the `Arc` of
+    /// [`prepare`](Endpoint::prepare)'s owned loan is for holding one
+    /// across calls).
+    fn send_filled(&mut self, len: usize, fill: &mut dyn FnMut(&mut [u8])) -> Result<(), Error> {
+        // As in `prepare`: the last message received has been read.
+        self.view = None;
+        // A match, not `context`: the loan is made in place, not moved
+        // through a generic call.
+        let mut loan = match self.pipe.loan(len) {
+            Ok(loan) => loan,
+            Err(e) => return Err(e).context("loaning a slot"),
+        };
+        fill(&mut loan);
+        loan.send().context("sending a loaned slot")
+    }
+
     fn recv(&mut self) -> Result<Option<&[u8]>, Error> {
         // The last view's block goes back to the sender's pool first.
         self.view = None;

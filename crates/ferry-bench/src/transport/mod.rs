@@ -78,6 +78,15 @@ pub trait Endpoint {
     /// Sends the message last prepared.
     fn send(&mut self) -> Result<(), Error>;
 
+    /// Sends a message of `len` bytes, every one written by `fill`: by
+    /// default [`prepare`](Endpoint::prepare), `fill`, [`send`](Endpoint::send);
+    /// a transport whose buffer lives only from its making to its sending
+    /// (a loan written and sent in one scope) does it in one call instead.
+    fn send_filled(&mut self, len: usize, fill: &mut dyn FnMut(&mut [u8])) -> Result<(), Error> {
+        fill(self.prepare(len)?);
+        self.send()
+    }
+
     /// Waits for the next message; `None` once the peer has closed its end
     /// between messages.
     fn recv(&mut self) -> Result<Option<&[u8]>, Error>;

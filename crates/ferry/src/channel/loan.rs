@@ -47,6 +47,7 @@ impl Sender {
     /// assert_eq!(&*b.recv_shared()?, b"hello");
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
+    #[inline]
     pub fn loan(&self, len: usize) -> Result<Loan<'_>, SendError> {
         Ok(Loan {
             slot: self.lend_slot(len).map_err(SendError::from)?,
@@ -70,8 +71,20 @@ impl Sender {
     }
 
     /// The slot of a loan of `len` bytes: a block of the link's pool, or
-    /// ordinary memory (see [`Sender::loan`]).
+    /// ordinary memory (see [`Sender::loan`]). Inline for the small heap
+    /// slot, the common loan; a block is taken out of line.
+    #[inline]
     fn lend_slot(&self, len: usize) -> Result<Slot, SendFault> {
+        if len > self.half.limit || (len >= LOAN_IN_PLACE.min(self.out_of_line) && self.is_linked())
+        {
+            return self.lend_large_slot(len);
+        }
+        Ok(Slot::Heap(super::spare::zeroed(len)))
+    }
+
+    /// [`Sender::lend_slot`] past the limit, or for a block.
+    #[inline(never)]
+    fn lend_large_slot(&self, len: usize) -> Result<Slot, SendFault> {
         if len > self.half.limit {
             return Err(SendFault::TooLarge {
                 len,
@@ -79,10 +92,8 @@ impl Sender {
             });
         }
         let block = match self.half.link.get() {
-            Some(link) if len >= LOAN_IN_PLACE.min(self.out_of_line) => {
-                self.lend_block(link, len, None)?
-            }
-            _ => None,
+            Some(link) => self.lend_block(link, len, None)?,
+            None => None,
         };
         Ok(match block {
             Some(lent) => Slot::Block(lent),
@@ -141,6 +152,7 @@ impl Receiver {
     /// # Errors
     ///
     /// As [`Receiver::recv`].
+    #[inline]
     pub fn recv_shared(&self) -> Result<SharedBytes, RecvError> {
         let mut bytes = super::spare::take();
         let mut held = None;
@@ -159,6 +171,7 @@ impl Receiver {
 
 /// A received message's view: its block if it came out of line, else its
 /// copied bytes.
+#[inline]
 pub(super) fn shared(held: Option<Held>, bytes: Vec<u8>) -> SharedBytes {
     SharedBytes(match held {
         Some(held) => {
@@ -170,6 +183,7 @@ pub(super) fn shared(held: Option<Held>, bytes: Vec<u8>) -> SharedBytes {
 }
 
 impl Drop for Shared {
+    #[inline]
     fn drop(&mut self) {
         if let Self::Owned(bytes) = self {
             super::spare::give(std::mem::take(bytes));
@@ -216,33 +230,41 @@ pub struct Loan<'a> {
 
 impl Loan<'_> {
     /// Sends the slot's bytes as one message, waiting while the pipe is full.
-    pub fn send(mut self) -> Result<(), SendError> {
-        match std::mem::replace(&mut self.slot, Slot::Sent) {
-            Slot::Block((id, block)) => {
-                let link = self.sender.half.link().ok_or(SendError::Disconnected)?;
-                let mut tx = match self.sender.begin_send(self.len, None) {
-                    Ok(tx) => tx,
-                    Err(e) => {
-                        self.slot = Slot::Block((id, block));
-                        return Err(e.into());
-                    }
-                };
-                Ok(self
-                    .sender
-                    .push_block(&mut tx, link, id, block, self.len, None)?)
-            }
-            Slot::Heap(bytes) => {
-                let sent = self.sender.send(&bytes);
-                super::spare::give(bytes);
-                sent
-            }
+    #[inline]
+    pub fn send(self) -> Result<(), SendError> {
+        match &self.slot {
+            // The common loan, inline: a copy through the ring, then the
+            // buffer goes back to this thread's spares as the loan drops.
+            Slot::Heap(bytes) => self.sender.send(bytes),
+            Slot::Block(_) => self.send_block(),
             Slot::Sent => Ok(()),
         }
+    }
+
+    /// [`Loan::send`] of a block.
+    #[inline(never)]
+    fn send_block(mut self) -> Result<(), SendError> {
+        // Only `send` of a block comes here.
+        let Slot::Block((id, block)) = std::mem::replace(&mut self.slot, Slot::Sent) else {
+            return Ok(());
+        };
+        let link = self.sender.half.link().ok_or(SendError::Disconnected)?;
+        let mut tx = match self.sender.begin_send(self.len, None) {
+            Ok(tx) => tx,
+            Err(e) => {
+                self.slot = Slot::Block((id, block));
+                return Err(e.into());
+            }
+        };
+        Ok(self
+            .sender
+            .push_block(&mut tx, link, id, block, self.len, None)?)
     }
 }
 
 impl Deref for Loan<'_> {
     type Target = [u8];
+    #[inline]
     fn deref(&self) -> &[u8] {
         match &self.slot {
             Slot::Block((_, block)) => &block.bytes()[..self.len],
@@ -253,6 +275,7 @@ impl Deref for Loan<'_> {
 }
 
 impl DerefMut for Loan<'_> {
+    #[inline]
     fn deref_mut(&mut self) -> &mut [u8] {
         match &mut self.slot {
             Slot::Block((_, block)) => &mut block.bytes_mut()[..self.len],
@@ -263,15 +286,24 @@ impl DerefMut for Loan<'_> {
 }
 
 impl Drop for Loan<'_> {
+    #[inline]
     fn drop(&mut self) {
-        match std::mem::replace(&mut self.slot, Slot::Sent) {
-            Slot::Block((id, block)) => {
-                if let Some(link) = self.sender.half.link() {
-                    let _ = link.with_pool(|pool| pool.give_back(id, block));
-                }
-            }
-            Slot::Heap(bytes) => super::spare::give(bytes),
+        match &mut self.slot {
+            Slot::Heap(bytes) => super::spare::give(std::mem::take(bytes)),
+            Slot::Block(_) => self.give_block_back(),
             Slot::Sent => {}
+        }
+    }
+}
+
+impl Loan<'_> {
+    /// Gives an unsent loan's block back to the pool.
+    #[inline(never)]
+    fn give_block_back(&mut self) {
+        if let Slot::Block((id, block)) = std::mem::replace(&mut self.slot, Slot::Sent)
+            && let Some(link) = self.sender.half.link()
+        {
+            let _ = link.with_pool(|pool| pool.give_back(id, block));
         }
     }
 }
@@ -329,6 +361,7 @@ impl From<Vec<u8>> for SharedBytes {
 
 impl Deref for SharedBytes {
     type Target = [u8];
+    #[inline]
     fn deref(&self) -> &[u8] {
         match &self.0 {
             Shared::Block(held) => held.bytes(),

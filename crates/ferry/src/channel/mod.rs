@@ -505,6 +505,7 @@ impl Pipe {
     /// # Errors
     ///
     /// See [`Sender::loan`].
+    #[inline]
     pub fn loan(&self, len: usize) -> Result<Loan<'_>, SendError> {
         self.tx.loan(len)
     }
@@ -564,6 +565,7 @@ impl Pipe {
     /// # Errors
     ///
     /// See [`Receiver::recv_shared`].
+    #[inline]
     pub fn recv_shared(&self) -> Result<SharedBytes, RecvError> {
         self.rx.recv_shared()
     }

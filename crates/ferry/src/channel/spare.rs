@@ -3,7 +3,7 @@
 //! ring. A loan-and-view round trip then allocates nothing (a fresh `Vec`
 //! per message cost `ferry-loan` 1.3× a plain send and receive at 144 B).
 
-use std::cell::RefCell;
+use std::cell::Cell;
 
 /// Buffers kept per thread.
 const MOST: usize = 8;
@@ -11,20 +11,39 @@ const MOST: usize = 8;
 /// out-of-line threshold, 64 KiB by default).
 const LARGEST: usize = 64 << 10;
 
+/// A thread's kept buffers: `bufs[..len]` hold them, the rest are empty.
+/// Cells, not a `RefCell<Vec<_>>`: a take or a give is a load, a move and a
+/// store, with no borrow flag to set and clear and no vector to grow.
+struct Spare {
+    bufs: [Cell<Vec<u8>>; MOST],
+    len: Cell<usize>,
+}
+
 thread_local! {
-    static SPARE: RefCell<Vec<Vec<u8>>> = const { RefCell::new(Vec::new()) };
+    static SPARE: Spare = const {
+        Spare {
+            bufs: [const { Cell::new(Vec::new()) }; MOST],
+            len: Cell::new(0),
+        }
+    };
 }
 
 /// An empty buffer, reused if this thread has one.
+#[inline]
 pub(super) fn take() -> Vec<u8> {
     SPARE
-        .try_with(|spare| spare.borrow_mut().pop())
+        .try_with(|spare| {
+            let len = spare.len.get().checked_sub(1)?;
+            spare.len.set(len);
+            spare.bufs.get(len).map(Cell::take)
+        })
         .ok()
         .flatten()
         .unwrap_or_default()
 }
 
 /// `len` zero bytes in a reused buffer.
+#[inline]
 pub(super) fn zeroed(len: usize) -> Vec<u8> {
     let mut buf = take();
     buf.resize(len, 0);
@@ -33,15 +52,17 @@ pub(super) fn zeroed(len: usize) -> Vec<u8> {
 
 /// Keeps `buf` for a later [`take`] on this thread, if it is small and
 /// the thread keeps few.
+#[inline]
 pub(super) fn give(mut buf: Vec<u8>) {
     if buf.capacity() == 0 || buf.capacity() > LARGEST {
         return;
     }
     buf.clear();
     let _ = SPARE.try_with(|spare| {
-        let mut spare = spare.borrow_mut();
-        if spare.len() < MOST {
-            spare.push(buf);
+        let len = spare.len.get();
+        if let Some(slot) = spare.bufs.get(len) {
+            slot.set(buf);
+            spare.len.set(len + 1);
         }
     });
 }

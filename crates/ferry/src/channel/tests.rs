@@ -243,6 +243,33 @@ fn out_of_line_messages_round_trip_over_a_link() {
 }
 
 #[test]
+fn small_loans_start_zeroed_and_unsent_ones_send_nothing() {
+    let (a, b) = linked_pair();
+    // A view's buffer goes back to this thread's spares when dropped; a
+    // loan that reuses it starts zeroed, never with the message read
+    // before (which may have come from another link's peer).
+    a.send(&[0xAB; 300]).unwrap();
+    drop(b.recv_shared().unwrap());
+    let first = b.loan(300).unwrap();
+    assert_eq!(&*first, &[0; 300][..]);
+    // Two loans at once on one thread; the first dropped unsent.
+    let mut second = b.loan(10).unwrap();
+    second.fill(2);
+    drop(first);
+    second.send().unwrap();
+    assert_eq!(a.recv().unwrap(), [2; 10]);
+    assert!(matches!(a.try_recv(), Err(crate::TryRecvError::Empty)));
+    // Past the pipe's limit: refused, nothing sent.
+    let too_large = b.max_message() + 1;
+    assert!(matches!(
+        b.loan(too_large),
+        Err(SendError::TooLarge { len, .. }) if len == too_large
+    ));
+    b.loan(3).unwrap().send().unwrap();
+    assert_eq!(a.recv().unwrap(), [0; 3]);
+}
+
+#[test]
 fn an_owned_loan_keeps_its_pipe_and_holds_it_in_its_arc() {
     let (a, b) = linked_pair();
     let a = std::sync::Arc::new(a);

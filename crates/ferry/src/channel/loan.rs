@@ -260,6 +260,16 @@ impl Loan<'_> {
             .sender
             .push_block(&mut tx, link, id, block, self.len, None)?)
     }
+
+    /// Gives an unsent loan's block back to the pool.
+    #[inline(never)]
+    fn give_block_back(&mut self) {
+        if let Slot::Block((id, block)) = std::mem::replace(&mut self.slot, Slot::Sent)
+            && let Some(link) = self.sender.half.link()
+        {
+            let _ = link.with_pool(|pool| pool.give_back(id, block));
+        }
+    }
 }
 
 impl Deref for Loan<'_> {
@@ -292,18 +302,6 @@ impl Drop for Loan<'_> {
             Slot::Heap(bytes) => super::spare::give(std::mem::take(bytes)),
             Slot::Block(_) => self.give_block_back(),
             Slot::Sent => {}
-        }
-    }
-}
-
-impl Loan<'_> {
-    /// Gives an unsent loan's block back to the pool.
-    #[inline(never)]
-    fn give_block_back(&mut self) {
-        if let Slot::Block((id, block)) = std::mem::replace(&mut self.slot, Slot::Sent)
-            && let Some(link) = self.sender.half.link()
-        {
-            let _ = link.with_pool(|pool| pool.give_back(id, block));
         }
     }
 }

@@ -47,7 +47,11 @@ impl Sender {
     /// assert_eq!(&*b.recv_shared()?, b"hello");
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    #[inline]
+    // Always inline, with `lend_slot` and `Loan::send`: under a plain
+    // `#[inline]` the compiler kept them out of line, and the loan was
+    // built in one frame and moved to the caller's (callgrind: 65 of a
+    // small loan-and-view round trip's ~1,190 instructions per side).
+    #[inline(always)]
     pub fn loan(&self, len: usize) -> Result<Loan<'_>, SendError> {
         Ok(Loan {
             slot: self.lend_slot(len).map_err(SendError::from)?,
@@ -73,7 +77,7 @@ impl Sender {
     /// The slot of a loan of `len` bytes: a block of the link's pool, or
     /// ordinary memory (see [`Sender::loan`]). Inline for the small heap
     /// slot, the common loan; a block is taken out of line.
-    #[inline]
+    #[inline(always)]
     fn lend_slot(&self, len: usize) -> Result<Slot, SendFault> {
         if len > self.half.limit || (len >= LOAN_IN_PLACE.min(self.out_of_line) && self.is_linked())
         {
@@ -230,7 +234,7 @@ pub struct Loan<'a> {
 
 impl Loan<'_> {
     /// Sends the slot's bytes as one message, waiting while the pipe is full.
-    #[inline]
+    #[inline(always)]
     pub fn send(self) -> Result<(), SendError> {
         match &self.slot {
             // The common loan, inline: a copy through the ring, then the

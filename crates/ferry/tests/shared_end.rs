@@ -1,6 +1,7 @@
-//! Threads sharing one pipe end: a call with a deadline keeps it while
-//! another thread of the same end holds the send or receive side, waiting
-//! for room or for a message as long as it takes.
+//! Threads sharing one pipe end: a call with a deadline keeps it, and a
+//! `try_` call answers at once, while another thread of the same end holds
+//! the send or receive side, waiting for room or for a message as long as
+//! it takes.
 
 mod common;
 
@@ -10,7 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{Watchdog, secs};
-use ferry::{PipeOptions, RecvTimeoutError, SendTimeoutError};
+use ferry::{PipeOptions, RecvTimeoutError, SendTimeoutError, TryRecvError, TrySendError};
 
 /// How long the parent lets a blocking call settle into its wait before it
 /// tries the timed ones (they pass anyway if it has not, but then prove
@@ -24,7 +25,7 @@ const SHORT: Duration = Duration::from_millis(50);
 const LATE: Duration = Duration::from_secs(5);
 
 #[test]
-fn timed_calls_keep_their_deadline_behind_a_waiting_thread() {
+fn timed_and_try_calls_answer_behind_a_waiting_thread() {
     if let Some(role) = common::role() {
         assert_eq!(role, "peer");
         return peer();
@@ -50,6 +51,14 @@ fn timed_calls_keep_their_deadline_behind_a_waiting_thread() {
     assert!(
         start.elapsed() < LATE,
         "a timed receive waited for another thread's receive"
+    );
+    // A `try_` call answers at once: the ring is empty, and whatever comes
+    // first is the waiting thread's.
+    let start = Instant::now();
+    assert!(matches!(main.try_recv(), Err(TryRecvError::Empty)));
+    assert!(
+        start.elapsed() < LATE,
+        "a try_recv waited for another thread's receive"
     );
     main.send(b"send two").expect("cue the peer");
     let mut got = [
@@ -80,6 +89,13 @@ fn timed_calls_keep_their_deadline_behind_a_waiting_thread() {
     assert!(
         start.elapsed() < LATE,
         "a timed send waited for another thread's send"
+    );
+    // A `try_` call answers `Full` at once, and delivers nothing.
+    let start = Instant::now();
+    assert!(matches!(main.try_send(b"late"), Err(TrySendError::Full)));
+    assert!(
+        start.elapsed() < LATE,
+        "a try_send waited for another thread's send"
     );
     child
         .take_stdin()

@@ -45,6 +45,10 @@ pub(super) struct Half {
     /// Set once any call on this half has seen the peer gone: every later
     /// call says so too (after the messages still queued are received).
     hung_up: AtomicBool,
+    /// Set while a thread holding this half's lock waits for the ring (for
+    /// room or a message): another thread's `try_` call then answers
+    /// without waiting behind it (see `Lock::lock_until`).
+    holder_waits: AtomicBool,
     /// For a half the peer sent: its region's charge to the link's map
     /// budget, given back when the last half of it (and its mapping) goes.
     pub(super) charge: Option<Arc<Charge>>,
@@ -79,6 +83,7 @@ impl Half {
             moved: AtomicBool::new(false),
             broken: OnceLock::new(),
             hung_up: AtomicBool::new(false),
+            holder_waits: AtomicBool::new(false),
             charge: None,
             bell: OnceLock::new(),
             bell_search_done: AtomicBool::new(false),
@@ -89,6 +94,13 @@ impl Half {
     #[inline]
     pub(super) fn sides(&self) -> (&Side, &Side) {
         (self.view.me(), self.view.peer())
+    }
+
+    /// Whether a thread holding this half's lock waits for the ring now
+    /// (see `Lock::lock_until`).
+    pub(super) fn holder_waits(&self) -> bool {
+        // Relaxed: see `wait::Holding`.
+        self.holder_waits.load(Ordering::Relaxed)
     }
 
     /// Tells the other side that this side changed the ring: wakes it if it
@@ -266,6 +278,7 @@ impl Half {
             producer: self.is_producer(),
             link: self.link(),
             hung_up: &self.hung_up,
+            holder_waits: &self.holder_waits,
         }
     }
 

@@ -33,6 +33,12 @@ const CONTENDED: u32 = 2;
 /// frame gives it back within these).
 const SPINS: u32 = 100;
 
+/// Longest nap of a `try_` call waiting for a working holder before it
+/// looks whether the holder has begun to wait for the ring (see
+/// [`Lock::lock_until`]): a holder pushing or reading one frame gives the
+/// lock back well within it.
+const TRY_NAP: Duration = Duration::from_micros(100);
+
 /// A value behind the lock.
 pub(super) struct Lock<T> {
     state: AtomicU32,
@@ -65,7 +71,7 @@ impl<T> Lock<T> {
     #[cfg(test)]
     fn lock(&self) -> Guard<'_, T> {
         loop {
-            if let Some(guard) = self.lock_until(None) {
+            if let Some(guard) = self.lock_until(None, &|| false) {
                 return guard;
             }
         }
@@ -76,20 +82,30 @@ impl<T> Lock<T> {
     /// held then.
     ///
     /// A deadline already past when the lock is found held is a `try_`
-    /// call's, and waits for the holder as long as it takes. Refusing it
-    /// would answer `Full` (or `Empty`) for a pipe that may have room (or a
-    /// message), and a caller that then waits on its doorbell (an async
-    /// half) would wait for a ring no one owes it: the holder may leave the
-    /// ring as it found it. Holders on such ends are `try_` calls
-    /// themselves, which never wait for the ring.
+    /// call's. It waits for a holder that is working (pushing or reading a
+    /// frame: microseconds), and gives up (`None`) once `idle` says the
+    /// holder waits for the ring in a state whose answer is known: the
+    /// ring empty (for a receive: `Empty` is then the truth, and any frame
+    /// is the holder's) or holding frames the peer has yet to read (for a
+    /// send: `Full`, and the peer's next read, which frees room, rings an
+    /// armed doorbell). Giving up in any other state could strand a caller
+    /// that then waits on its doorbell (an async half): a frame published
+    /// before it armed the bell, and left in the ring by the holder, would
+    /// ring nothing.
+    ///
+    /// `idle` is asked only on that path; it reads shared words, no lock.
     #[inline]
-    pub(super) fn lock_until(&self, deadline: Option<Instant>) -> Option<Guard<'_, T>> {
+    pub(super) fn lock_until(
+        &self,
+        deadline: Option<Instant>,
+        idle: &dyn Fn() -> bool,
+    ) -> Option<Guard<'_, T>> {
         // Acquire: what the last holder wrote before giving it back is seen.
         if self
             .state
             .compare_exchange(FREE, HELD, Ordering::Acquire, Ordering::Relaxed)
             .is_err()
-            && !self.lock_contended(deadline)
+            && !self.lock_contended(deadline, idle)
         {
             return None;
         }
@@ -102,8 +118,10 @@ impl<T> Lock<T> {
     /// Whether the lock was taken before `deadline`.
     #[cold]
     #[inline(never)]
-    fn lock_contended(&self, deadline: Option<Instant>) -> bool {
-        let deadline = deadline.filter(|&deadline| deadline > Instant::now());
+    fn lock_contended(&self, deadline: Option<Instant>, idle: &dyn Fn() -> bool) -> bool {
+        let now = Instant::now();
+        let try_call = deadline.is_some_and(|deadline| deadline <= now);
+        let deadline = deadline.filter(|&deadline| deadline > now);
         let mut spins = 0;
         while self.state.load(Ordering::Relaxed) == HELD && spins < SPINS {
             spins += 1;
@@ -120,6 +138,9 @@ impl<T> Lock<T> {
         // so the holder's release wakes it. Taking the lock as CONTENDED
         // may cost one needless wake later, never a lost one; so may giving
         // up at the deadline with the word left CONTENDED.
+        if try_call {
+            return self.lock_unless_idle(idle);
+        }
         while self.state.swap(CONTENDED, Ordering::Acquire) != FREE {
             let timeout = match deadline {
                 None => Duration::MAX,
@@ -129,6 +150,20 @@ impl<T> Lock<T> {
                 },
             };
             sys::private_wait(&self.state, CONTENDED, timeout);
+        }
+        true
+    }
+
+    /// A `try_` call's wait for a held lock (see [`Lock::lock_until`]):
+    /// until it is given back, or `idle` says the holder waits for the
+    /// ring. Naps of [`TRY_NAP`] at most: a holder that starts to wait
+    /// gives nothing back, so it is looked at again after each.
+    fn lock_unless_idle(&self, idle: &dyn Fn() -> bool) -> bool {
+        while self.state.swap(CONTENDED, Ordering::Acquire) != FREE {
+            if idle() {
+                return false;
+            }
+            sys::private_wait(&self.state, CONTENDED, TRY_NAP);
         }
         true
     }
@@ -243,24 +278,69 @@ mod tests {
         holding.recv().unwrap();
         // Past the spin: asleep on the word until the deadline.
         assert!(
-            lock.lock_until(Some(Instant::now() + Duration::from_millis(20)))
+            lock.lock_until(Some(Instant::now() + Duration::from_millis(20)), &|| true)
                 .is_none()
         );
-        // A deadline already past (a `try_` call's) waits for the holder.
+        // A deadline already past (a `try_` call's) waits for a holder
+        // that is not idle.
         let late = {
             let lock = Arc::clone(&lock);
-            std::thread::spawn(move || *lock.lock_until(Some(Instant::now())).unwrap() += 1)
+            std::thread::spawn(move || {
+                *lock.lock_until(Some(Instant::now()), &|| false).unwrap() += 1
+            })
         };
         std::thread::sleep(Duration::from_millis(20));
         release.send(()).unwrap();
         // Given back: taken, and the word left CONTENDED by the timed-out
         // waiter costs nothing but a needless wake.
         *lock
-            .lock_until(Some(Instant::now() + Duration::from_secs(60)))
+            .lock_until(Some(Instant::now() + Duration::from_secs(60)), &|| true)
             .unwrap() += 1;
         holder.join().unwrap();
         late.join().unwrap();
-        assert_eq!(*lock.lock_until(Some(Instant::now())).unwrap(), 2);
+        assert_eq!(*lock.lock_until(Some(Instant::now()), &|| true).unwrap(), 2);
+    }
+
+    #[test]
+    fn a_try_call_gives_up_once_the_holder_waits_idle() {
+        use crate::sync::AtomicBool;
+        let lock = Arc::new(Lock::new(0u32));
+        let idle = Arc::new(AtomicBool::new(false));
+        let (held, holding) = std::sync::mpsc::channel();
+        let (release, released) = std::sync::mpsc::channel::<()>();
+        let holder = {
+            let (lock, idle) = (Arc::clone(&lock), Arc::clone(&idle));
+            std::thread::spawn(move || {
+                let _guard = lock.lock();
+                held.send(()).unwrap();
+                // Working a while, then waiting idle until released.
+                std::thread::sleep(Duration::from_millis(50));
+                idle.store(true, Ordering::Relaxed);
+                let _ = released.recv_timeout(Duration::from_secs(60));
+                idle.store(false, Ordering::Relaxed);
+            })
+        };
+        holding.recv().unwrap();
+        // Behind the working holder the `try_` call waits; once the holder
+        // says it waits idle, the call gives up without the lock.
+        let start = Instant::now();
+        let taken = lock
+            .lock_until(Some(start), &|| idle.load(Ordering::Relaxed))
+            .is_some();
+        let waited = start.elapsed();
+        assert!(!taken, "the lock was taken while held");
+        assert!(
+            waited >= Duration::from_millis(40),
+            "gave up on a working holder after {waited:?}"
+        );
+        assert!(
+            waited < Duration::from_secs(30),
+            "waited {waited:?} behind an idle holder"
+        );
+        release.send(()).unwrap();
+        holder.join().unwrap();
+        // Given back: a `try_` call takes it whatever `idle` says.
+        assert!(lock.lock_until(Some(Instant::now()), &|| true).is_some());
     }
 
     #[test]

@@ -199,7 +199,8 @@ impl Receiver {
     ///
     /// # Errors
     ///
-    /// [`TryRecvError::Empty`] when no whole message is waiting; the rest
+    /// [`TryRecvError::Empty`] when no whole message is waiting (at once,
+    /// even while another thread of this end waits in a receive); the rest
     /// as [`Receiver::recv`].
     pub fn try_recv(&self) -> Result<Vec<u8>, TryRecvError> {
         let mut bytes = Vec::new();
@@ -366,8 +367,12 @@ impl Receiver {
             return Err(failure.into());
         }
         // Another thread of this end may hold the lock while it waits for
-        // a message: this call waits for it no longer than its own deadline.
-        let mut rx = self.rx.lock_until(deadline).ok_or(RecvFault::Timeout)?;
+        // a message: this call waits for it no longer than its own deadline,
+        // and a `try_` call not at all while the ring is empty.
+        let mut rx = self
+            .rx
+            .lock_until(deadline, &|| !self.is_ready())
+            .ok_or(RecvFault::Timeout)?;
         let rx = &mut *rx;
         if rx.partial.is_some() {
             return self.assemble(rx, out, deadline, None);

@@ -84,11 +84,12 @@ impl<T> Lock<T> {
     /// A deadline already past when the lock is found held is a `try_`
     /// call's. It waits for a holder that is working (pushing or reading a
     /// frame: microseconds), and gives up (`None`) once `idle` says the
-    /// holder waits for the ring in a state whose answer is known: the
-    /// ring empty (for a receive: `Empty` is then the truth, and any frame
-    /// is the holder's) or holding frames the peer has yet to read (for a
-    /// send: `Full`, and the peer's next read, which frees room, rings an
-    /// armed doorbell). Giving up in any other state could strand a caller
+    /// answer is known without the lock: for a receive, the ring is empty
+    /// (`Empty` is then the truth, and any frame that comes is the
+    /// holder's or rings an armed doorbell); for a send, the holder waits
+    /// for room while the peer has frames to read (`Full`, and the peer's
+    /// next read, which frees room, rings an armed doorbell). Giving up in
+    /// any other state could strand a caller
     /// that then waits on its doorbell (an async half): a frame published
     /// before it armed the bell, and left in the ring by the holder, would
     /// ring nothing.

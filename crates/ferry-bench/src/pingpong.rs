@@ -273,9 +273,19 @@ impl<'a> Ticker<'a> {
 /// One request and its reply, every byte written and read on this side.
 pub fn round_trip(endpoint: &mut dyn Endpoint, size: usize, marker: u8) -> Result<(), Error> {
     endpoint.send_filled(size, &mut |buf| payload::fill(buf, marker))?;
-    let reply = endpoint
-        .recv()?
-        .ok_or_else(|| Error::new("the child closed its end before replying"))?;
+    let closed = || Error::new("the child closed its end before replying");
+    if endpoint.reads_in_scope() {
+        let mut checked = Ok(());
+        let open = endpoint.recv_read(&mut |reply| checked = check_reply(reply, size, marker))?;
+        return if open { checked } else { Err(closed()) };
+    }
+    let reply = endpoint.recv()?.ok_or_else(closed)?;
+    check_reply(reply, size, marker)
+}
+
+/// Checks a reply to a request of `size` bytes stamped with `marker`.
+#[inline]
+fn check_reply(reply: &[u8], size: usize, marker: u8) -> Result<(), Error> {
     if reply.len() != size {
         return Err(Error::new(format!(
             "the reply has {} bytes, the request had {size}",
@@ -291,17 +301,33 @@ enum Step {
     ReportCpu,
 }
 
+/// What to do with `message`.
+#[inline]
+fn step_for(message: &[u8]) -> Result<Step, Error> {
+    if message == control::CPU_QUERY {
+        return Ok(Step::ReportCpu);
+    }
+    Ok(Step::Echo {
+        len: message.len(),
+        marker: payload::read_request(message)?,
+    })
+}
+
 /// In the child: echoes every request, and answers CPU queries, until the
 /// parent closes its end.
 pub fn echo(endpoint: &mut dyn Endpoint) -> Result<(), Error> {
     loop {
-        let step = match endpoint.recv()? {
-            None => return Ok(()),
-            Some(message) if message == control::CPU_QUERY => Step::ReportCpu,
-            Some(request) => Step::Echo {
-                len: request.len(),
-                marker: payload::read_request(request)?,
-            },
+        let step = if endpoint.reads_in_scope() {
+            let mut step = Ok(Step::ReportCpu);
+            if !endpoint.recv_read(&mut |message| step = step_for(message))? {
+                return Ok(());
+            }
+            step?
+        } else {
+            match endpoint.recv()? {
+                None => return Ok(()),
+                Some(message) => step_for(message)?,
+            }
         };
         match step {
             Step::Echo { len, marker } => {

@@ -303,20 +303,37 @@ enum Step {
     ReportEnd,
 }
 
+/// Counts a payload into `received`, or says which control message came.
+#[inline]
+fn take(received: &mut Checksum, message: &[u8]) -> Option<Step> {
+    match message {
+        control::CPU_QUERY => Some(Step::ReportCpu),
+        control::STREAM_END => Some(Step::ReportEnd),
+        _ => {
+            received.add(byte_sum(message));
+            None
+        }
+    }
+}
+
 /// In the child: reads and sums every message, answering the parent's
 /// control messages, until the parent closes its end.
 pub fn receive(endpoint: &mut dyn Endpoint) -> Result<(), Error> {
     let mut received = Checksum::default();
     loop {
-        let step = match endpoint.recv()? {
-            None => return Ok(()),
-            Some(message) if message == control::CPU_QUERY => Step::ReportCpu,
-            Some(message) if message == control::STREAM_END => Step::ReportEnd,
-            Some(message) => {
-                received.add(byte_sum(message));
-                continue;
+        let step = if endpoint.reads_in_scope() {
+            let mut step = None;
+            if !endpoint.recv_read(&mut |message| step = take(&mut received, message))? {
+                return Ok(());
+            }
+            step
+        } else {
+            match endpoint.recv()? {
+                None => return Ok(()),
+                Some(message) => take(&mut received, message),
             }
         };
+        let Some(step) = step else { continue };
         let cpu = control::nanos(cpu::process_time());
         match step {
             Step::ReportCpu => control::answer(endpoint, &[cpu])?,

@@ -80,7 +80,10 @@
 //! messages are copied through the ring. [`Pipe::loan`] and
 //! [`Pipe::recv_shared`] write and read such a block in place, without the
 //! copies (a loan from [`LOAN_IN_PLACE`] bytes, 16 KiB: below that a copy
-//! through the ring is cheaper than a block). The threshold comes from round trips measured on the 2-vCPU
+//! through the ring is cheaper than a block). [`Pipe::send_in_place`] and
+//! [`Pipe::recv_in_place`] lend a closure a message of any size where it
+//! lies: in the ring below the out-of-line threshold (no copy, no buffer),
+//! in a block above it. The threshold comes from round trips measured on the 2-vCPU
 //! machines ferry is built on (p50, µs, copy in and out on both sides):
 //!
 //! | size | through the ring | out of line |

@@ -52,8 +52,9 @@ impl Ferry {
         wait: Wait::Sleep,
         payload: Payload::Copied,
     };
-    /// The default wait, each message written once in place in a loaned
-    /// slot and read in place.
+    /// The default wait, each message written once in place and read in
+    /// place (`send_in_place`, `recv_in_place`: in the ring when small, in
+    /// a pool block when large).
     pub const LOAN: Self = Self {
         name: "ferry-loan",
         wait: Wait::Adaptive,
@@ -136,8 +137,10 @@ impl Endpoint for FerryEndpoint {
     }
 }
 
-/// A ferry pipe end that writes each message in place into a loaned slot
-/// and reads each in place from a shared view.
+/// A ferry pipe end that writes each message in place and reads each in
+/// place: in the ring for a small message, in a pool block for a large one
+/// (the scoped calls in the workloads; the owned loan and view where a
+/// message is held across calls).
 ///
 /// [`Endpoint::prepare`] hands out a loan's bytes until [`Endpoint::send`],
 /// so the endpoint keeps the loan next to its pipe: an owned loan
@@ -183,21 +186,33 @@ impl Endpoint for LoanEndpoint {
         loan.send().context("sending a loaned slot")
     }
 
-    /// A loan borrowed from the pipe, written and sent in one scope: what
-    /// an application writing a message in place does (the `Arc` of
-    /// [`prepare`](Endpoint::prepare)'s owned loan is for holding one
+    /// A message written in place and sent in one scope
+    /// ([`::ferry::Pipe::send_in_place`]: straight into the ring, or into a
+    /// block), as an application writing a message where it goes does (the
+    /// owned loan of [`prepare`](Endpoint::prepare) is for holding one
     /// across calls).
     fn send_filled(&mut self, len: usize, fill: &mut dyn FnMut(&mut [u8])) -> Result<(), Error> {
         // As in `prepare`: the last message received has been read.
         self.view = None;
-        // A match, not `context`: the loan is made in place, not moved
-        // through a generic call.
-        let mut loan = match self.pipe.loan(len) {
-            Ok(loan) => loan,
-            Err(e) => return Err(e).context("loaning a slot"),
-        };
-        fill(&mut loan);
-        loan.send().context("sending a loaned slot")
+        match self.pipe.send_in_place(len, fill) {
+            Ok(()) => Ok(()),
+            Err(e) => Err(e).context("sending a message written in place"),
+        }
+    }
+
+    fn reads_in_scope(&self) -> bool {
+        true
+    }
+
+    /// The next message read where it lies, in one scope
+    /// ([`::ferry::Pipe::recv_in_place`]: in the ring, or in its block).
+    fn recv_read(&mut self, read: &mut dyn FnMut(&[u8])) -> Result<bool, Error> {
+        self.view = None;
+        match self.pipe.recv_in_place(read) {
+            Ok(()) => Ok(true),
+            Err(RecvError::Disconnected) => Ok(false),
+            Err(e) => Err(e).context("receiving a message in place"),
+        }
     }
 
     fn recv(&mut self) -> Result<Option<&[u8]>, Error> {

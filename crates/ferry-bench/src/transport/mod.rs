@@ -90,6 +90,23 @@ pub trait Endpoint {
     /// Waits for the next message; `None` once the peer has closed its end
     /// between messages.
     fn recv(&mut self) -> Result<Option<&[u8]>, Error>;
+
+    /// Whether this transport reads a message in a scope
+    /// ([`recv_read`](Endpoint::recv_read)) rather than by
+    /// [`recv`](Endpoint::recv); the workloads then use that (the other
+    /// transports keep `recv`, whose harness costs fewer instructions than
+    /// a call through a closure).
+    fn reads_in_scope(&self) -> bool {
+        false
+    }
+
+    /// Waits for the next message and lets `read` read it; `false` once the
+    /// peer has closed its end between messages. By default
+    /// [`recv`](Endpoint::recv), then `read`; a transport that lends a
+    /// message only until a scope ends does it in one call instead.
+    fn recv_read(&mut self, read: &mut dyn FnMut(&[u8])) -> Result<bool, Error> {
+        Ok(self.recv()?.map(read).is_some())
+    }
 }
 
 /// Every transport, in the order rows are run and reported.

@@ -1,5 +1,8 @@
-//! The zero-copy API over the pool: [`Loan`] to write a message in place,
-//! [`SharedBytes`] to read one in place.
+//! The zero-copy API: [`Loan`] to write a message in place, [`SharedBytes`]
+//! to read one in place, both owned values; and their scoped forms,
+//! [`Sender::send_in_place`] and [`Receiver::recv_in_place`], which lend a
+//! closure the message's bytes where they lie — in the ring for a small
+//! message, so nothing at all is copied or allocated for it.
 
 use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
@@ -58,6 +61,65 @@ impl Sender {
             sender: SenderRef::Borrowed(self),
             len,
         })
+    }
+
+    /// Sends one message of `len` bytes that `write` writes in place: for
+    /// a message that goes through the ring (below the out-of-line
+    /// threshold, 64 KiB by default), straight into the ring, with no copy
+    /// and no buffer of its own; for a larger one, into a [`loan`]'s slot.
+    /// Write all `len` bytes: they start as zeros for a message through
+    /// the ring, but a block may hold this process's own earlier messages
+    /// (never another process's bytes). The message is sent when `write`
+    /// returns, waiting while the pipe is full, as [`Sender::send`] does.
+    ///
+    /// `write` runs while this half's send lock is held: other threads
+    /// sending on it wait until it returns, and a send on this same half
+    /// from inside `write` panics (it would wait for itself). Sending on
+    /// another pipe, or receiving on this one, is fine. If `write` panics,
+    /// nothing is sent.
+    ///
+    /// The bytes `write` gets may be memory the receiving process can
+    /// write too (the ring's): write the message there, and do not rely on
+    /// reading back what you wrote.
+    ///
+    /// ```
+    /// let (a, b) = ferry::pipe()?;
+    /// a.send_in_place(5, |slot| slot.copy_from_slice(b"hello"))?;
+    /// let len = b.recv_in_place(|bytes| {
+    ///     assert_eq!(bytes, b"hello");
+    ///     bytes.len()
+    /// })?;
+    /// assert_eq!(len, 5);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`Sender::send`] (`write` is not called if the message cannot be
+    /// sent, e.g. [`SendError::TooLarge`] or
+    /// [`SendError::Disconnected`]).
+    ///
+    /// [`loan`]: Sender::loan
+    #[inline]
+    pub fn send_in_place(
+        &self,
+        len: usize,
+        write: impl FnOnce(&mut [u8]),
+    ) -> Result<(), SendError> {
+        match self.write_in_ring(len, write)? {
+            Ok(()) => Ok(()),
+            Err(write) => self.send_in_loan(len, write),
+        }
+    }
+
+    /// [`Sender::send_in_place`] of a message that does not go through the
+    /// ring in one piece: written into a loan's slot (a block, when it goes
+    /// out of line), then sent.
+    #[inline(never)]
+    fn send_in_loan(&self, len: usize, write: impl FnOnce(&mut [u8])) -> Result<(), SendError> {
+        let mut loan = self.loan(len)?;
+        write(&mut loan);
+        loan.send()
     }
 
     /// [`loan`](Sender::loan) for a sender in an [`Arc`]: the loan keeps
@@ -170,6 +232,56 @@ impl Receiver {
         )
         .map_err(RecvError::from)?;
         Ok(shared(held, bytes))
+    }
+}
+
+impl Receiver {
+    /// Receives the next message and lends its bytes to `read` where they
+    /// lie, returning what `read` returns: a message that came through the
+    /// ring is read in the ring, with no copy and no buffer of its own; one
+    /// that came out of line, in its block (as [`Receiver::recv_shared`]);
+    /// the rare message stored across the ring's end, or in pieces, is
+    /// copied first. The message counts as received once `read` returns,
+    /// or panics.
+    ///
+    /// `read` runs while this half's receive lock is held: other threads
+    /// receiving on it (`try_recv` too) wait until it returns, and a
+    /// receive on this same half from inside `read` panics (it would wait
+    /// for itself). Sending, on this pipe or another, is fine: a reply
+    /// can be written from inside `read`.
+    ///
+    /// A *hostile* sender can change the bytes while `read` reads them (as
+    /// with [`SharedBytes`]): parse what you check from a copy, not twice
+    /// from the slice.
+    ///
+    /// ```
+    /// let (a, b) = ferry::pipe()?;
+    /// a.send(b"ping")?;
+    /// // Answered from inside the read: the reply is written in place too.
+    /// b.recv_in_place(|request| {
+    ///     b.send_in_place(request.len(), |reply| reply.copy_from_slice(request))
+    /// })??;
+    /// assert_eq!(a.recv()?, b"ping");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`Receiver::recv`]; `read` is not called then.
+    #[inline]
+    pub fn recv_in_place<R>(&self, read: impl FnOnce(&[u8]) -> R) -> Result<R, RecvError> {
+        match self.read_in_ring(read)? {
+            Ok(value) => Ok(value),
+            Err(read) => self.recv_in_view(read),
+        }
+    }
+
+    /// [`Receiver::recv_in_place`] of a message not in one piece in the
+    /// ring: read through a view.
+    #[inline(never)]
+    fn recv_in_view<R>(&self, read: impl FnOnce(&[u8]) -> R) -> Result<R, RecvError> {
+        let view = self.recv_shared()?;
+        Ok(read(&view))
     }
 }
 

@@ -19,7 +19,7 @@ use std::ops::{Deref, DerefMut};
 use std::panic::{RefUnwindSafe, UnwindSafe};
 use std::time::{Duration, Instant};
 
-use crate::sync::{AtomicU32, Ordering};
+use crate::sync::{AtomicU32, AtomicUsize, Ordering};
 use crate::sys;
 
 /// Nobody holds the lock.
@@ -42,7 +42,36 @@ const TRY_NAP: Duration = Duration::from_micros(100);
 /// A value behind the lock.
 pub(super) struct Lock<T> {
     state: AtomicU32,
+    /// The thread (its [`thread_token`]) running a caller's closure while
+    /// it holds the lock (`send_in_place`, `recv_in_place`), else 0: that
+    /// thread taking the lock again would wait for itself for good.
+    lent_to: AtomicUsize,
     value: UnsafeCell<T>,
+}
+
+thread_local! {
+    /// One byte per thread, whose address names the thread.
+    static TOKEN: u8 = const { 0 };
+}
+
+/// This thread's name among the live ones: the address of its [`TOKEN`]
+/// (never 0).
+#[inline]
+fn thread_token() -> usize {
+    TOKEN.with(|token| std::ptr::from_ref(token) as usize)
+}
+
+/// A lock's holder running a caller's closure (see [`Lock::lend`]); the
+/// mark goes when this drops, on a panic too.
+pub(super) struct Lent<'a> {
+    lent_to: &'a AtomicUsize,
+}
+
+impl Drop for Lent<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        self.lent_to.store(0, Ordering::Relaxed);
+    }
 }
 
 // SAFETY: the value is reached only through a `Guard`, and at most one
@@ -63,6 +92,7 @@ impl<T> Lock<T> {
     pub(super) const fn new(value: T) -> Self {
         Self {
             state: AtomicU32::new(FREE),
+            lent_to: AtomicUsize::new(0),
             value: UnsafeCell::new(value),
         }
     }
@@ -116,10 +146,30 @@ impl<T> Lock<T> {
         })
     }
 
+    /// Marks this thread, which holds the lock, as running a caller's
+    /// closure until the mark drops: should the closure call on the same
+    /// half again, its lock call panics, naming the mistake, instead of
+    /// waiting for this thread for good. Only the lock's holder calls it.
+    #[inline]
+    pub(super) fn lend(&self) -> Lent<'_> {
+        // Relaxed: only this thread compares the word with its own token
+        // (another thread never sees its own token there, stale or not).
+        self.lent_to.store(thread_token(), Ordering::Relaxed);
+        Lent {
+            lent_to: &self.lent_to,
+        }
+    }
+
     /// Whether the lock was taken before `deadline`.
     #[cold]
     #[inline(never)]
     fn lock_contended(&self, deadline: Option<Instant>, idle: &dyn Fn() -> bool) -> bool {
+        // Relaxed: see `lend`.
+        assert!(
+            self.lent_to.load(Ordering::Relaxed) != thread_token(),
+            "a ferry call inside the closure of `send_in_place` or `recv_in_place` \
+             used the same half of the pipe end (it would wait for itself for good)"
+        );
         let now = Instant::now();
         let try_call = deadline.is_some_and(|deadline| deadline <= now);
         let deadline = deadline.filter(|&deadline| deadline > now);
@@ -355,5 +405,33 @@ mod tests {
         assert!(caught.is_err());
         assert_eq!(*lock.lock(), [1, 2]);
         assert_eq!(format!("{lock:?}"), "Lock { .. }");
+    }
+
+    #[test]
+    fn a_holder_lending_its_lock_to_a_closure_cannot_wait_for_itself() {
+        let lock = Arc::new(Lock::new(0u32));
+        let guard = lock.lock();
+        let lent = lock.lend();
+        // Another thread waits as for any holder, and gets it afterwards.
+        let other = {
+            let lock = Arc::clone(&lock);
+            std::thread::spawn(move || *lock.lock() + 1)
+        };
+        // This thread's own call is a mistake, named at once.
+        let again = std::panic::catch_unwind(|| {
+            drop(lock.lock_until(None, &|| false));
+        });
+        let message = again.expect_err("a panic, not a wait");
+        let message = (message.downcast_ref::<&str>().copied())
+            .or_else(|| message.downcast_ref::<String>().map(String::as_str))
+            .unwrap_or_default();
+        assert!(message.contains("inside the closure"), "{message}");
+        drop(lent);
+        drop(guard);
+        assert_eq!(other.join().unwrap(), 1);
+        // The mark went with `lent`: held again, this thread just waits
+        // (a `try_` call here: it gives up once `idle` says so).
+        let _guard = lock.lock();
+        assert!(lock.lock_until(Some(Instant::now()), &|| true).is_none());
     }
 }

@@ -510,6 +510,21 @@ impl Pipe {
         self.tx.loan(len)
     }
 
+    /// Sends one message written in place by `write`
+    /// ([`Sender::send_in_place`]).
+    ///
+    /// # Errors
+    ///
+    /// See [`Sender::send_in_place`].
+    #[inline]
+    pub fn send_in_place(
+        &self,
+        len: usize,
+        write: impl FnOnce(&mut [u8]),
+    ) -> Result<(), SendError> {
+        self.tx.send_in_place(len, write)
+    }
+
     // ---- receiving: see `Receiver` ----
 
     /// Receives the next message, waiting for it ([`Receiver::recv`]).
@@ -558,6 +573,17 @@ impl Pipe {
     /// See [`Receiver::recv_with`].
     pub fn recv_with(&self) -> Result<Message, RecvError> {
         self.rx.recv_with()
+    }
+
+    /// Receives the next message and lends it to `read` in place
+    /// ([`Receiver::recv_in_place`]).
+    ///
+    /// # Errors
+    ///
+    /// See [`Receiver::recv_in_place`].
+    #[inline]
+    pub fn recv_in_place<R>(&self, read: impl FnOnce(&[u8]) -> R) -> Result<R, RecvError> {
+        self.rx.recv_in_place(read)
     }
 
     /// Receives the next message as a view ([`Receiver::recv_shared`]).

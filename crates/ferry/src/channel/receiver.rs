@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use super::error::RecvFault;
 use super::half::Half;
-use super::lock::Lock;
+use super::lock::{Guard, Lock};
 use super::wait::{Stop, Waiter};
 use super::{End, Pipe, PipeOptions, RecvError, RecvTimeoutError, Sender, TryRecvError};
 use crate::link::{Deadline, Failure, Fault};
@@ -103,6 +103,27 @@ impl Rx {
             waiter: Waiter::default(),
             partial: None,
             claimed: 0,
+        }
+    }
+}
+
+/// A frame being read in place under the receive lock: consumed when this
+/// drops, after the reader returns or panics (the message counts as
+/// received either way; a reader that panics on it does not see it again).
+struct Reading<'a> {
+    rx: Guard<'a, Rx>,
+    /// `None`: the frame is left in the ring.
+    frame: Option<Frame>,
+    half: &'a Half,
+}
+
+impl Drop for Reading<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        if let Some(frame) = self.frame {
+            self.rx.ring.consume(frame);
+            self.half.ring_peer();
+            self.half.disarm_bell();
         }
     }
 }
@@ -358,21 +379,40 @@ impl Receiver {
         ))
     }
 
-    pub(super) fn recv_message(
-        &self,
-        out: &mut Delivery<'_>,
-        deadline: Option<Instant>,
-    ) -> Result<(), RecvFault> {
+    /// Takes the receive lock (after a check that the pipe is not broken).
+    #[inline(always)]
+    fn begin_recv(&self, deadline: Option<Instant>) -> Result<Guard<'_, Rx>, RecvFault> {
         if let Some(failure @ Failure::Protocol(_)) = self.half.failure() {
             return Err(failure.into());
         }
         // Another thread of this end may hold the lock while it waits for
         // a message: this call waits for it no longer than its own deadline,
         // and a `try_` call not at all while the ring is empty.
-        let mut rx = self
-            .rx
+        self.rx
             .lock_until(deadline, &|| !self.is_ready())
-            .ok_or(RecvFault::Timeout)?;
+            .ok_or(RecvFault::Timeout)
+    }
+
+    /// The frame at the read position, now or after a wait.
+    #[inline(always)]
+    fn next_frame(&self, rx: &mut Rx, deadline: Option<Instant>) -> Result<Frame, RecvFault> {
+        match rx.ring.peek() {
+            Ok(Some(frame)) => Ok(frame),
+            _ => {
+                let scope = self.half.scope();
+                rx.waiter
+                    .wait_missed(&scope, deadline, || rx.ring.peek())
+                    .map_err(|stop| stop_to_error(&self.half, stop))
+            }
+        }
+    }
+
+    pub(super) fn recv_message(
+        &self,
+        out: &mut Delivery<'_>,
+        deadline: Option<Instant>,
+    ) -> Result<(), RecvFault> {
+        let mut rx = self.begin_recv(deadline)?;
         let rx = &mut *rx;
         if rx.partial.is_some() {
             return self.assemble(rx, out, deadline, None);
@@ -380,15 +420,7 @@ impl Receiver {
         // The common case, kept short: the next frame (now, or after a
         // wait) is a whole message without handles. Anything else is put
         // together by `assemble`, which checks the frame from the start.
-        let frame = match rx.ring.peek() {
-            Ok(Some(frame)) => frame,
-            _ => {
-                let scope = self.half.scope();
-                rx.waiter
-                    .wait_missed(&scope, deadline, || rx.ring.peek())
-                    .map_err(|stop| stop_to_error(&self.half, stop))?
-            }
-        };
+        let frame = self.next_frame(rx, deadline)?;
         if frame.tag() != PLAIN_WHOLE || frame.len() > self.half.limit {
             return self.assemble(rx, out, deadline, Some(frame));
         }
@@ -401,6 +433,40 @@ impl Receiver {
         }
         self.half.disarm_bell();
         Ok(())
+    }
+
+    /// [`Receiver::recv_in_place`]'s common case: the next message is a
+    /// whole frame without handles lying in one piece in the ring, and
+    /// `read` reads it there, under the receive lock. Any other message
+    /// (in pieces, out of line, carrying ends, wrapping at the ring's end)
+    /// gives `read` back untaken (`Ok(Err(read))`).
+    #[inline(always)]
+    pub(super) fn read_in_ring<R, F: FnOnce(&[u8]) -> R>(
+        &self,
+        read: F,
+    ) -> Result<Result<R, F>, RecvFault> {
+        let mut rx = self.begin_recv(None)?;
+        if rx.partial.is_some() {
+            return Ok(Err(read));
+        }
+        let frame = self.next_frame(&mut rx, None)?;
+        if frame.tag() != PLAIN_WHOLE || frame.len() > self.half.limit {
+            return Ok(Err(read));
+        }
+        let mut reading = Reading {
+            rx,
+            frame: Some(frame),
+            half: &self.half,
+        };
+        let Some(body) = reading.rx.ring.body_in_place(frame) else {
+            // Left unread for the general receive, which copies it.
+            reading.frame = None;
+            return Ok(Err(read));
+        };
+        // Declared after `reading`, so dropped first: a call on this half
+        // from inside `read` panics rather than wait for itself.
+        let _lent = self.rx.lend();
+        Ok(Ok(read(body)))
     }
 
     /// Puts a message together from frames of any kind, resuming one kept

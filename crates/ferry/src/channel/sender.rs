@@ -474,6 +474,77 @@ impl Sender {
         self.send_general(bytes, deadline)
     }
 
+    /// [`Sender::send_in_place`]'s common case: a message small enough
+    /// for one frame in the ring, which `write` writes there, under the
+    /// send lock, once there is room (or into a spare buffer then copied, if
+    /// the frame would wrap at the ring's end). Any other message gives
+    /// `write` back unused (`Ok(Err(write))`).
+    #[inline(always)]
+    pub(super) fn write_in_ring<F: FnOnce(&mut [u8])>(
+        &self,
+        len: usize,
+        write: F,
+    ) -> Result<Result<(), F>, SendFault> {
+        if len >= self.out_of_line || len > self.half.limit {
+            return Ok(Err(write));
+        }
+        let mut tx = self.begin_send(len, None)?;
+        if len > tx.ring.max_body() / 2 {
+            return Ok(Err(write));
+        }
+        // `write` runs under the send lock: a call on this half from
+        // inside it panics rather than wait for itself.
+        let lent = self.tx.lend();
+        let write = match tx.ring.try_push_in_place(PLAIN_WHOLE, len, write) {
+            Ok(Ok(())) => {
+                drop((lent, tx));
+                self.half.ring_peer();
+                return Ok(Ok(()));
+            }
+            Ok(Err(write)) => write,
+            Err(Corrupt(why)) => return Err(self.half.corrupt(why).into()),
+        };
+        self.write_in_ring_later(&mut tx, len, write)?;
+        drop(lent);
+        Ok(Ok(()))
+    }
+
+    /// [`Sender::write_in_ring`] once the ring is too full for the frame,
+    /// or the frame would wrap at its end: waits for room, then writes in
+    /// place, or into a spare buffer and copies that.
+    #[inline(never)]
+    fn write_in_ring_later(
+        &self,
+        tx: &mut Tx,
+        len: usize,
+        write: impl FnOnce(&mut [u8]),
+    ) -> Result<(), SendFault> {
+        let scope = self.half.scope();
+        let need = frame_size(len);
+        let Tx { ring, waiter, .. } = tx;
+        waiter
+            .wait(&scope, None, || Ok((ring.free()? >= need).then_some(())))
+            .map_err(|stop| stop_to_error(&self.half, stop))?;
+        // Room only grows while the send lock is held: this cannot be full.
+        let write = match ring.try_push_in_place(PLAIN_WHOLE, len, write) {
+            Ok(Ok(())) => {
+                self.half.ring_peer();
+                return Ok(());
+            }
+            Ok(Err(write)) => write,
+            Err(Corrupt(why)) => return Err(self.half.corrupt(why).into()),
+        };
+        let mut copy = super::spare::zeroed(len);
+        write(&mut copy);
+        let whole = Tag {
+            kind: Kind::Whole,
+            handles: 0,
+        };
+        let pushed = self.push(tx, whole, &[&copy], None);
+        super::spare::give(copy);
+        pushed
+    }
+
     /// [`Sender::send_message`] for every case.
     #[inline(never)]
     fn send_general(&self, bytes: &[u8], deadline: Option<Instant>) -> Result<(), SendFault> {

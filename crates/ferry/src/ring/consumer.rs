@@ -9,7 +9,7 @@
 //! passes in.
 #![allow(unsafe_code)]
 
-use super::copy::{copy_out, read_header};
+use super::copy::{copy_out, in_one_piece, read_header};
 use super::{Corrupt, FRAME_ALIGN, FRAME_HEADER, Storage, check_adopted};
 use crate::sync::Ordering;
 use crate::wire::Violation;
@@ -151,6 +151,30 @@ impl<S: Storage> Consumer<S> {
             copy_out(&self.storage, pos, dst.as_mut_ptr().add(start), len);
             dst.set_len(start + len);
         }
+    }
+
+    /// The body of `frame` in place in the ring, if it lies in one piece
+    /// (a frame that wraps at the end of the data area is `None`: copy it).
+    /// While the slice lives this consumer is borrowed, so the frame cannot
+    /// be consumed and the producer does not write it.
+    ///
+    /// A producer in another process is outside that promise: it can change
+    /// the bytes while they are read (every byte value is a valid `u8`), as
+    /// it can a pool block it sent; callers parse from a copy.
+    ///
+    /// # Panics
+    /// As [`read`](Self::read).
+    #[inline]
+    pub fn body_in_place(&self, frame: Frame) -> Option<&[u8]> {
+        let pos = self.body_at(frame, 0, frame.len());
+        let start = in_one_piece(&self.storage, pos, frame.len())?;
+        // SAFETY: `body_at` checked the body lies inside the frame and the
+        // frame inside the published range, which the producer of this
+        // process does not write until `consume` (it takes `&mut self`, so
+        // not while this borrow of `self` lives); `in_one_piece` checked the
+        // range does not wrap, so it is `len` bytes of the data area, which
+        // lives as long as the storage this borrow keeps.
+        Some(unsafe { std::slice::from_raw_parts(start, frame.len()) })
     }
 
     /// Releases `frame`, the one at the read position, back to the producer.

@@ -54,6 +54,18 @@ pub(super) unsafe fn copy_out<S: Storage>(s: &S, pos: u64, dst: *mut u8, len: us
     }
 }
 
+/// Where the ring range `pos..pos + len` starts in the data area, if it
+/// lies there in one piece (does not wrap at the end); `len <= capacity`.
+/// Making a slice of it is the caller's to argue (see `Consumer::body_in_place`
+/// and `Producer::try_push_in_place`).
+#[inline]
+pub(super) fn in_one_piece<S: Storage>(s: &S, pos: u64, len: usize) -> Option<*mut u8> {
+    let at = offset(s, pos);
+    // `at < capacity`, so the subtraction cannot wrap; the pointer stays
+    // inside the data area (or one past it, for an empty range at its end).
+    (len <= s.capacity() - at).then(|| s.data().wrapping_add(at))
+}
+
 /// Writes a frame header at position `pos` (8-aligned, so it never wraps).
 ///
 /// # Safety

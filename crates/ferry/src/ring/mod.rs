@@ -31,8 +31,8 @@
 //! crate, the constructors adopt any storage: the crate makes at most one
 //! producer and one consumer per ring at a time in this process. A peer in
 //! another process lies outside Rust's memory model: its writes can only
-//! change bytes we copy (every byte value is a valid `u8`) or positions we
-//! check. A [`Frame`] remembers where it was peeked, and the consumer
+//! change bytes we copy or lend in place (every byte value is a valid
+//! `u8`) or positions we check. A [`Frame`] remembers where it was peeked, and the consumer
 //! refuses (panics on) one that does not lie in its published range at its
 //! read position, so no safe call reads outside that range.
 //!

@@ -7,7 +7,7 @@
 //! space it computes is never more than the data area.
 #![allow(unsafe_code)]
 
-use super::copy::{copy_in, write_header};
+use super::copy::{copy_in, in_one_piece, write_header};
 use super::{Corrupt, FRAME_ALIGN, FRAME_HEADER, Storage, check_adopted, frame_size};
 use crate::sync::Ordering;
 use crate::wire::Violation;
@@ -99,6 +99,58 @@ impl<S: Storage> Producer<S> {
             .pos
             .store(self.tail, Ordering::Release);
         Ok(true)
+    }
+
+    /// Writes one frame of `len` body bytes that `write` puts in place,
+    /// starting from zeros, if the frame fits now and its body lies in one
+    /// piece (does not wrap at the end of the data area). Otherwise nothing
+    /// is written and `write` comes back (`Ok(Err(write))`): the caller
+    /// waits for room, or writes a copy with [`try_push`](Self::try_push).
+    /// If `write` panics, nothing is published.
+    ///
+    /// The body is ring memory: a consumer in another process can write it
+    /// too, so `write` should put the message, not read back from it what
+    /// it relies on.
+    ///
+    /// # Panics
+    /// If `len` is larger than [`max_body`](Self::max_body).
+    #[inline(always)]
+    pub fn try_push_in_place<F: FnOnce(&mut [u8])>(
+        &mut self,
+        tag: u32,
+        len: usize,
+        write: F,
+    ) -> Result<Result<(), F>, Corrupt> {
+        assert!(len <= self.max_body(), "frame body larger than the ring");
+        let size = frame_size(len);
+        if size > self.free_cached() && size > self.free()? {
+            return Ok(Err(write));
+        }
+        let body = self.tail.wrapping_add(FRAME_HEADER as u64);
+        let Some(start) = in_one_piece(&self.storage, body, len) else {
+            return Ok(Err(write));
+        };
+        // SAFETY: `tail..tail + size` is free space (checked above), which
+        // the consumer does not read until the tail is published past it
+        // and which only this producer writes (`&mut self` for as long as
+        // the slice lives); `in_one_piece` checked the body's `len` bytes
+        // lie in the data area without wrapping.
+        let slot = unsafe { std::slice::from_raw_parts_mut(start, len) };
+        slot.fill(0);
+        write(slot);
+        // `len <= max_body() <= u32::MAX`, checked above.
+        let header = crate::wire::ring::encode_frame_header(len as u32, tag);
+        // SAFETY: the header's 8 bytes at the tail are free space owned by
+        // the producer (checked above); the tail is a multiple of 8.
+        unsafe { write_header(&self.storage, self.tail, header) };
+        self.tail = self.tail.wrapping_add(size as u64);
+        // Release: as in `try_push`, the bytes before the position.
+        self.storage
+            .control()
+            .producer
+            .pos
+            .store(self.tail, Ordering::Release);
+        Ok(Ok(()))
     }
 
     /// Writes one frame whose body `write` produces in place, if at least

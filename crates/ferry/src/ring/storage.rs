@@ -18,7 +18,9 @@ use super::control::Control;
 /// An implementation promises that, for as long as it lives:
 /// - `control()` refers to a [`Control`] block shared by both ring sides;
 /// - `data()` points to `capacity()` bytes, valid for reads and writes
-///   through raw pointers, that no Rust reference covers;
+///   through raw pointers, that no Rust reference covers but the slices
+///   the ring's sides lend of bytes the protocol gives them (a published
+///   body, free space being written) while they are borrowed;
 /// - `capacity()` never changes, is a power of two and at least 64.
 pub unsafe trait Storage {
     /// The shared control block.

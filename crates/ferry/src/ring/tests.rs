@@ -403,3 +403,69 @@ fn a_frame_written_in_place_past_its_bound_is_not_published() {
     assert!(!called.get());
     assert_eq!(pop(&mut c), Some((2, vec![3; 56])));
 }
+
+#[test]
+fn a_slot_in_place_starts_zeroed_and_is_read_in_place() {
+    // Stale bytes where the slot will be (the ring's first 48 bytes, then
+    // a lap later): the slot starts from zeros all the same.
+    let (mut p, mut c) = heap(128);
+    assert!(p.try_push(1, &[&[0xAA; 40]]).unwrap());
+    assert_eq!(pop(&mut c), Some((1, vec![0xAA; 40])));
+    assert!(p.try_push(1, &[&[0xAA; 72]]).unwrap());
+    assert_eq!(pop(&mut c), Some((1, vec![0xAA; 72])));
+    let seen = std::cell::RefCell::new(Vec::new());
+    let pushed = p.try_push_in_place(2, 20, |slot| {
+        seen.borrow_mut().extend_from_slice(slot);
+        slot[..5].copy_from_slice(b"hello");
+    });
+    assert!(pushed.unwrap().is_ok());
+    assert_eq!(*seen.borrow(), [0; 20]);
+    let frame = c.peek().unwrap().expect("a frame");
+    let body = c.body_in_place(frame).expect("in one piece");
+    assert_eq!(&body[..7], b"hello\0\0");
+    assert_eq!(body.len(), 20);
+    c.consume(frame);
+    assert_eq!(pop(&mut c), None);
+}
+
+#[test]
+fn a_slot_that_would_wrap_or_does_not_fit_gives_write_back() {
+    // The next body would start 8 bytes before the end: it would wrap.
+    let (mut p, mut c, _storage) = pair_at(128, 112);
+    let called = std::cell::Cell::new(false);
+    let back = p
+        .try_push_in_place(3, 20, |_| called.set(true))
+        .unwrap()
+        .expect_err("a body that wraps is not lent");
+    assert!(!called.get());
+    // Written as a copy instead, it wraps, and is not lent in place either.
+    assert!(p.try_push(3, &[b"across the end", b" of it"]).unwrap());
+    let frame = c.peek().unwrap().expect("a frame");
+    assert_eq!(c.body_in_place(frame), None);
+    assert_eq!(pop(&mut c), Some((3, b"across the end of it".to_vec())));
+    back(&mut []);
+    assert!(called.get());
+    // Too full: with 24 of 64 bytes taken, 32 bytes of body fit, 33 do not.
+    let (mut p, mut c) = heap(64);
+    assert!(p.try_push(4, &[&[1; 16]]).unwrap());
+    assert!(p.try_push_in_place(4, 33, |_| {}).unwrap().is_err());
+    assert!(p.try_push_in_place(4, 32, |s| s.fill(9)).unwrap().is_ok());
+    assert_eq!(pop(&mut c), Some((4, vec![1; 16])));
+    assert_eq!(pop(&mut c), Some((4, vec![9; 32])));
+}
+
+#[test]
+fn a_slot_whose_writer_panics_publishes_nothing() {
+    let (mut p, mut c) = heap(128);
+    let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let _ = p.try_push_in_place(5, 8, |_| panic!("the writer fails"));
+    }));
+    assert!(panicked.is_err());
+    assert_eq!(pop(&mut c), None);
+    assert!(
+        p.try_push_in_place(6, 3, |s| s.copy_from_slice(b"abc"))
+            .unwrap()
+            .is_ok()
+    );
+    assert_eq!(pop(&mut c), Some((6, b"abc".to_vec())));
+}

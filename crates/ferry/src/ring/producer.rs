@@ -77,20 +77,34 @@ impl<S: Storage> Producer<S> {
         if size > self.free_cached() && size > self.free()? {
             return Ok(false);
         }
-        // `len <= max_body() <= u32::MAX`, checked above.
-        let header = crate::wire::ring::encode_frame_header(len as u32, tag);
         // SAFETY: `tail..tail + size` is free space (checked just above), and
-        // it belongs to the producer until the tail is published; the tail
-        // is a multiple of 8 and each part is at most `len <= capacity`.
+        // it belongs to the producer until the tail is published; each part
+        // is at most `len <= capacity`, and `len <= max_body()` (asserted).
         unsafe {
-            write_header(&self.storage, self.tail, header);
             let mut pos = self.tail.wrapping_add(FRAME_HEADER as u64);
             for part in parts {
                 copy_in(&self.storage, pos, part);
                 pos = pos.wrapping_add(part.len() as u64);
             }
+            self.publish(tag, len);
         }
-        self.tail = self.tail.wrapping_add(size as u64);
+        Ok(true)
+    }
+
+    /// Writes the header of the frame at the tail, whose `len` body bytes
+    /// are written, and publishes the frame.
+    ///
+    /// # Safety
+    /// The frame's `frame_size(len)` bytes at the tail must be free space
+    /// (so the producer owns them), and `len <= max_body()`.
+    #[inline(always)]
+    unsafe fn publish(&mut self, tag: u32, len: usize) {
+        // `len <= max_body() <= u32::MAX`: the caller's promise.
+        let header = crate::wire::ring::encode_frame_header(len as u32, tag);
+        // SAFETY: the header's 8 bytes at the tail are free space the
+        // producer owns (the caller's promise); the tail is a multiple of 8.
+        unsafe { write_header(&self.storage, self.tail, header) };
+        self.tail = self.tail.wrapping_add(frame_size(len) as u64);
         // Release: pairs with the consumer's Acquire load of the tail, so the
         // frame's bytes are visible before its position is.
         self.storage
@@ -98,7 +112,6 @@ impl<S: Storage> Producer<S> {
             .producer
             .pos
             .store(self.tail, Ordering::Release);
-        Ok(true)
     }
 
     /// Writes one frame of `len` body bytes that `write` puts in place,
@@ -138,18 +151,9 @@ impl<S: Storage> Producer<S> {
         let slot = unsafe { std::slice::from_raw_parts_mut(start, len) };
         slot.fill(0);
         write(slot);
-        // `len <= max_body() <= u32::MAX`, checked above.
-        let header = crate::wire::ring::encode_frame_header(len as u32, tag);
-        // SAFETY: the header's 8 bytes at the tail are free space owned by
-        // the producer (checked above); the tail is a multiple of 8.
-        unsafe { write_header(&self.storage, self.tail, header) };
-        self.tail = self.tail.wrapping_add(size as u64);
-        // Release: as in `try_push`, the bytes before the position.
-        self.storage
-            .control()
-            .producer
-            .pos
-            .store(self.tail, Ordering::Release);
+        // SAFETY: the frame's `size` bytes are free space (checked above)
+        // and `len <= max_body()` (asserted).
+        unsafe { self.publish(tag, len) };
         Ok(Ok(()))
     }
 
@@ -185,20 +189,10 @@ impl<S: Storage> Producer<S> {
         if writer.overflowed {
             return Ok(Some(false));
         }
-        let len = writer.written;
-        // `len <= max_body() <= u32::MAX`: the writer's bound.
-        let header = crate::wire::ring::encode_frame_header(len as u32, tag);
-        // SAFETY: the header's 8 bytes at the tail are free space (the body
-        // room was computed after them), owned by the producer until the
-        // tail is published; the tail is a multiple of 8.
-        unsafe { write_header(&self.storage, self.tail, header) };
-        self.tail = self.tail.wrapping_add(frame_size(len) as u64);
-        // Release: as in `try_push`, the bytes before the position.
-        self.storage
-            .control()
-            .producer
-            .pos
-            .store(self.tail, Ordering::Release);
+        // SAFETY: the header and the `written` body bytes are free space
+        // (the body room was computed after the header, rounded down to
+        // whole frames), and the writer's bound keeps `written <= max_body()`.
+        unsafe { self.publish(tag, writer.written) };
         Ok(Some(true))
     }
 

@@ -14,6 +14,7 @@ mod child;
 mod codecs;
 mod control;
 mod cpu;
+mod distance;
 mod error;
 mod instructions;
 mod liveness;

@@ -122,6 +122,25 @@ impl Results {
         ]
     }
 
+    /// Every line round trip measured around the runs (see
+    /// [`crate::distance`]), ns, sorted.
+    pub fn line_round_trips(&self) -> Vec<u64> {
+        fn of<C: Bench>(rows: &[Runs<C>]) -> impl Iterator<Item = u64> + '_ {
+            rows.iter()
+                .flat_map(|r| &r.apart)
+                .flat_map(|a| [a.before, a.after])
+                .flatten()
+                .map(|d| d.as_nanos() as u64)
+        }
+        let mut all: Vec<u64> = of(&self.pingpong)
+            .chain(of(&self.throughput))
+            .chain(of(&self.calls))
+            .chain(of(&self.server))
+            .collect();
+        all.sort_unstable();
+        all
+    }
+
     /// One line: how long each workload and the whole run took.
     pub fn timings(&self) -> String {
         let parts: Vec<String> = self

@@ -5,6 +5,7 @@
 use std::thread;
 use std::time::{Duration, Instant};
 
+use crate::distance::{self, Apart};
 use crate::error::Error;
 use crate::matrix::Bench;
 use crate::progress::Bar;
@@ -16,6 +17,9 @@ pub struct Runs<C: Bench> {
     pub case: C,
     /// One per run that succeeded, in run order.
     pub samples: Vec<C::Sample>,
+    /// How far apart CPUs 0 and 1 were around each sample's run, in the
+    /// same order (see [`crate::distance`]).
+    pub apart: Vec<Apart>,
     /// Runs that failed.
     pub failed: usize,
     /// Wall-clock time of all its runs, child start-up and warm-up included.
@@ -28,6 +32,7 @@ impl<C: Bench> Runs<C> {
         Self {
             case,
             samples: Vec::new(),
+            apart: Vec::new(),
             failed: 0,
             wall: Duration::ZERO,
         }
@@ -56,12 +61,18 @@ pub fn run_all<C: Bench>(rows: &mut [Runs<C>], at: RunIndex, bar: &Bar, failures
         let label = format!("[{}/{count}{run}] {}", i + 1, row.case.label());
         bar.start(&label);
         let start = Instant::now();
+        let before = distance::line_round_trip();
         let outcome = run_placed(&row.case, bar);
+        let apart = Apart {
+            before,
+            after: distance::line_round_trip(),
+        };
         row.wall += start.elapsed();
         match outcome {
             Ok(sample) => {
-                bar.note(&format!("{label}: {}", C::brief(&sample)));
+                bar.note(&format!("{label}: {} ({apart})", C::brief(&sample)));
                 row.samples.push(sample);
+                row.apart.push(apart);
             }
             Err(e) => {
                 let e = e.within(format!("{}{run}", row.case.label()));

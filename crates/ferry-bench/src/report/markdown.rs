@@ -47,6 +47,14 @@ impl RunInfo {
             false => String::new(),
         };
         let _ = writeln!(out, "- runs: {runs}{cap}{quick}");
+        if let Some([fast, median, slow]) = self.line_round_trip_ns {
+            let _ = writeln!(
+                out,
+                "- a cache line between CPUs 0 and 1, around each run: {fast}–{slow} ns round \
+                 trip, median {median} (where it moves, the host moves the CPUs apart and \
+                 together; `per_run` in report.json pairs each run with it)"
+            );
+        }
         let walls: Vec<String> = self
             .workload_wall_s
             .iter()

@@ -58,6 +58,10 @@ pub struct RunInfo {
     pub workload_wall_s: BTreeMap<&'static str, f64>,
     /// The failed runs, each naming its row and why.
     pub failures: Vec<String>,
+    /// A cache line's round trip between CPUs 0 and 1 around the runs
+    /// (see `crate::distance`), ns: fastest, median and slowest of all
+    /// measured; `null` where none was.
+    pub line_round_trip_ns: Option<[u64; 3]>,
 }
 
 impl RunInfo {
@@ -119,6 +123,9 @@ impl Report {
             .map(|(name, wall)| (*name, wall.as_secs_f64()))
             .collect();
         info.failures = results.failures.iter().map(|e| e.to_string()).collect();
+        let lines = results.line_round_trips();
+        info.line_round_trip_ns =
+            (!lines.is_empty()).then(|| [lines[0], lines[lines.len() / 2], lines[lines.len() - 1]]);
         Self {
             pingpong: results
                 .pingpong

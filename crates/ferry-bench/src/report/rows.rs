@@ -55,8 +55,39 @@ pub struct PingpongRow {
     /// ferry's block pool in this process over the timed spans of all the
     /// row's runs; `null` where no block was used.
     pub pool: Option<PoolUse>,
-    /// Every timed round trip of all the row's runs.
+    /// Each run's p50 (µs), and how far apart the CPUs were around it.
+    pub per_run: Vec<RunPoint>,
+    /// Every timed round trip of all the row's runs (last: one long line).
     pub histogram_ns: Buckets,
+}
+
+/// One run of a row: its figure, and a cache line's round trip between
+/// CPUs 0 and 1 measured just before and just after it (see
+/// `crate::distance`; `null` where not measured). Runs whose figures
+/// scatter can be grouped by the state the machine was in.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunPoint {
+    /// The run's figure, in the row's unit (p50 µs, or messages per second).
+    pub value: f64,
+    /// The line's round trip before the run, ns.
+    pub line_before_ns: Option<u64>,
+    /// The line's round trip after the run, ns.
+    pub line_after_ns: Option<u64>,
+}
+
+impl RunPoint {
+    fn of<C: crate::matrix::Bench>(runs: &Runs<C>, value: impl Fn(&C::Sample) -> f64) -> Vec<Self> {
+        let ns = |d: Option<std::time::Duration>| d.map(|d| d.as_nanos() as u64);
+        runs.samples
+            .iter()
+            .zip(&runs.apart)
+            .map(|(sample, apart)| Self {
+                value: round(value(sample)),
+                line_before_ns: ns(apart.before),
+                line_after_ns: ns(apart.after),
+            })
+            .collect()
+    }
 }
 
 /// Round-trip times in nanoseconds, in an HDR histogram with three
@@ -97,6 +128,9 @@ pub struct ThroughputRow {
     /// ferry's block pool in this process over the timed spans of all the
     /// row's runs; `null` where no block was used.
     pub pool: Option<PoolUse>,
+    /// Each run's messages per second, and how far apart the CPUs were
+    /// around it.
+    pub per_run: Vec<RunPoint>,
 }
 
 /// A calls row, as written to JSON.
@@ -201,6 +235,7 @@ impl PingpongRow {
             capped: s.iter().any(|x| x.capped),
             wall_s: round(runs.wall.as_secs_f64()),
             pool: pool_of(s.iter().map(|x| x.pool)),
+            per_run: RunPoint::of(runs, |x| micros(x.summary.p50)),
             histogram_ns: Buckets(all),
         })
     }
@@ -231,6 +266,7 @@ impl ThroughputRow {
             capped: s.iter().any(|x| x.capped),
             wall_s: round(runs.wall.as_secs_f64()),
             pool: pool_of(s.iter().map(|x| x.pool)),
+            per_run: RunPoint::of(runs, throughput::Sample::rate),
         })
     }
 
@@ -287,6 +323,7 @@ pub mod tests {
             capped: false,
             wall_s: 1.0,
             pool: None,
+            per_run: Vec::new(),
             histogram_ns: Buckets(histogram),
         }
     }

@@ -16,6 +16,50 @@ fn offset<S: Storage>(s: &S, pos: u64) -> usize {
     (pos as usize) & (s.capacity() - 1)
 }
 
+/// Whether this CPU has the write-prefetch hint `prefetchw` (x86-64's
+/// PRFCHW feature, on AMD since K8 and on Intel since Broadwell), asked of
+/// the CPU once. Where it lacks it, [`prefetch_for_write`] must not run.
+pub(super) fn can_prefetch_for_write() -> bool {
+    #[cfg(all(target_arch = "x86_64", not(any(miri, loom))))]
+    {
+        use std::arch::x86_64::__cpuid;
+        use std::sync::OnceLock;
+        static PRFCHW: OnceLock<bool> = OnceLock::new();
+        *PRFCHW.get_or_init(|| {
+            // SAFETY: `cpuid` is present on every x86-64 CPU and only
+            // reports; leaf 0x8000_0001 exists if leaf 0x8000_0000 says so.
+            #[allow(unused_unsafe)]
+            let ecx = unsafe {
+                (__cpuid(0x8000_0000).eax >= 0x8000_0001).then(|| __cpuid(0x8000_0001).ecx)
+            };
+            ecx.is_some_and(|ecx| ecx & (1 << 8) != 0)
+        })
+    }
+    #[cfg(not(all(target_arch = "x86_64", not(any(miri, loom)))))]
+    false
+}
+
+/// Asks the CPU to bring the cache line holding position `pos` of the
+/// data area into this core's cache for writing, ahead of the write (so a
+/// line the consumer's core last read is taken from it while the producer
+/// does other work, not when a store waits on it). A hint: it reads and
+/// writes nothing the program sees and never faults.
+///
+/// Call only where [`can_prefetch_for_write`] said yes.
+#[inline(always)]
+pub(super) fn prefetch_for_write<S: Storage>(s: &S, pos: u64) {
+    let line = s.data().wrapping_add(offset(s, pos));
+    #[cfg(all(target_arch = "x86_64", not(any(miri, loom))))]
+    // SAFETY: `prefetchw` only hints (no memory is read or written, no fault
+    // is raised; `line` is inside the data area anyway), and the caller has
+    // checked this CPU has the instruction.
+    unsafe {
+        std::arch::asm!("prefetchw [{}]", in(reg) line, options(nostack, preserves_flags, readonly));
+    }
+    #[cfg(not(all(target_arch = "x86_64", not(any(miri, loom)))))]
+    let _ = line;
+}
+
 /// Copies `src` into the ring at position `pos`, wrapping at the end.
 ///
 /// # Safety

@@ -469,3 +469,43 @@ fn a_slot_whose_writer_panics_publishes_nothing() {
     );
     assert_eq!(pop(&mut c), Some((6, b"abc".to_vec())));
 }
+
+/// The write prefetch is used exactly where the CPU has it: the kernel's
+/// name for the feature is `3dnowprefetch`.
+#[test]
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+#[cfg_attr(miri, ignore = "Miri reads no /proc and runs no prefetch")]
+fn the_write_prefetch_is_used_where_the_cpu_has_it() {
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").expect("/proc/cpuinfo");
+    let flags = cpuinfo
+        .lines()
+        .find_map(|l| l.strip_prefix("flags"))
+        .expect("a flags line");
+    let has = flags.split_whitespace().any(|f| f == "3dnowprefetch");
+    assert_eq!(super::copy::can_prefetch_for_write(), has);
+}
+
+/// A stream through a small ring, where every frame's publication asks
+/// for a line ahead in free space (and, near the end of the free space,
+/// does not): every frame arrives whole and in order.
+#[test]
+fn frames_written_behind_the_write_prefetch_arrive_whole() {
+    let (mut p, mut c, _storage) = pair_at(1024, u64::MAX - 4095);
+    for round in 0..2_000u32 {
+        let body: Vec<u8> = (0..(round % 97) as u8).map(|b| b ^ round as u8).collect();
+        assert_eq!(p.try_push(round, &[&body]), Ok(true));
+        if round % 3 != 0 {
+            continue;
+        }
+        for want in round.saturating_sub(2)..=round {
+            let (tag, got) = pop(&mut c).expect("a frame");
+            assert_eq!(tag, want);
+            assert_eq!(got.len(), (want % 97) as usize);
+            assert!(
+                got.iter()
+                    .enumerate()
+                    .all(|(i, &b)| b == i as u8 ^ want as u8)
+            );
+        }
+    }
+}

@@ -10,14 +10,15 @@
 //! machine was in, not only by the transport.
 
 use std::fmt;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
 /// Round trips in one measurement: ~5–15 ms on the machines measured.
 const ROUND_TRIPS: u64 = 20_000;
-/// A measurement stops at this long (a CPU taken away by the host), and
-/// then says nothing.
+/// A round stops at this long (a CPU taken away by the host), and the
+/// measurement then says nothing.
 const GIVE_UP: Duration = Duration::from_millis(200);
 
 /// What the answerer writes once it runs on its CPU.
@@ -29,18 +30,20 @@ struct Line(AtomicU64);
 
 /// The median time, over a few rounds, for a cache line written on CPU 0
 /// to be answered from CPU 1; `None` where the machine has fewer than two
-/// CPUs this process may run on, pinning fails, or a round ran too long.
-/// Once a measurement has failed, this process measures no more (a
-/// machine where pinning fails would pay the give-up time every run).
+/// CPUs this process may pin a thread to (asked once), or where a round ran
+/// too long (the host took a CPU away: this measurement only).
 pub fn line_round_trip() -> Option<Duration> {
-    static FAILED: AtomicBool = AtomicBool::new(false);
-    if ferry::sys::online_cpus() < 2 || FAILED.load(Ordering::Relaxed) {
+    static CAN_PIN: OnceLock<bool> = OnceLock::new();
+    let can_pin = CAN_PIN.get_or_init(|| {
+        ferry::sys::online_cpus() >= 2
+            && thread::spawn(|| (0..2).all(|cpu| ferry::sys::pin_to_cpu(cpu).is_ok()))
+                .join()
+                .unwrap_or(false)
+    });
+    if !can_pin {
         return None;
     }
-    let Some(mut rounds) = (0..3).map(|_| round()).collect::<Option<Vec<_>>>() else {
-        FAILED.store(true, Ordering::Relaxed);
-        return None;
-    };
+    let mut rounds = (0..3).map(|_| round()).collect::<Option<Vec<_>>>()?;
     rounds.sort();
     Some(rounds[1])
 }

@@ -3,7 +3,8 @@
 //!
 //! On a virtual machine the two vCPUs are threads of the host, which may
 //! move them between cores that share a cache and cores that do not; the
-//! same guest then moves a line in ~150 ns one run and ~350 ns the next,
+//! same 2-vCPU guest takes ~60, ~120–140 or ~400 ns per round trip by the
+//! moment (switching within seconds),
 //! and every cross-CPU figure (a spinning round trip, a small-message
 //! stream) follows. Each run of a row measures this just before and just
 //! after it, so a row whose runs scatter can be read by the state the

@@ -160,3 +160,64 @@ fn child() {
         "nothing after the last message"
     );
 }
+
+/// Messages in the one-way stream below.
+const SMALL_COUNT: u64 = 400_000;
+
+/// One way, 64-byte messages as fast as the child sends them, the parent
+/// answering nothing until the end: its receive keeps catching up with
+/// the stream, and the adaptive wait lets batches build before it looks
+/// again (`Pace` in `channel/wait.rs`). Every message still arrives, in
+/// order, those taken with a timeout shorter than that pause too.
+#[test]
+fn a_one_way_stream_of_small_messages_arrives_in_order() {
+    if common::role().is_some() {
+        return small_stream_child();
+    }
+    let dog = common::Watchdog::start(this_test!(), secs(120));
+    let (child, pipe) = common::spawn_child(&dog, this_test!(), "child", &PipeOptions::new());
+    let mut got = Vec::new();
+    let mut timeouts = 0u64;
+    let mut seq = 0u64;
+    while seq < SMALL_COUNT {
+        // Every 64th receive has 1 µs to find its message.
+        let received = if seq.is_multiple_of(64) {
+            match pipe.recv_timeout(std::time::Duration::from_micros(1)) {
+                Err(ferry::RecvTimeoutError::Timeout) => {
+                    timeouts += 1;
+                    continue;
+                }
+                Ok(message) => {
+                    got = message;
+                    Ok(())
+                }
+                Err(e) => Err(e.to_string()),
+            }
+        } else {
+            pipe.recv_into(&mut got).map_err(|e| e.to_string())
+        };
+        received.unwrap_or_else(|e| panic!("recv of message {seq}: {e}"));
+        let mut want = [0u8; 64];
+        want[..8].copy_from_slice(&seq.to_le_bytes());
+        want[8..].fill(seq as u8);
+        assert_eq!(got, want, "message {seq}");
+        seq += 1;
+    }
+    eprintln!("{SMALL_COUNT} messages of 64 B, {timeouts} receives timed out first");
+    pipe.send(&seq.to_le_bytes()).expect("send the count");
+    drop(pipe);
+    child.wait_ok();
+}
+
+fn small_stream_child() {
+    let (_dog, pipe) = common::child_pipe("child", secs(120));
+    let mut msg = [0u8; 64];
+    for seq in 0..SMALL_COUNT {
+        msg[..8].copy_from_slice(&seq.to_le_bytes());
+        msg[8..].fill(seq as u8);
+        pipe.send(&msg)
+            .unwrap_or_else(|e| panic!("send of message {seq}: {e}"));
+    }
+    let count = pipe.recv().expect("the parent's count");
+    assert_eq!(count, SMALL_COUNT.to_le_bytes(), "messages the parent took");
+}

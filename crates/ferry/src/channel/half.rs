@@ -279,6 +279,7 @@ impl Half {
             link: self.link(),
             hung_up: &self.hung_up,
             holder_waits: &self.holder_waits,
+            taken: None,
         }
     }
 

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use super::error::RecvFault;
 use super::half::Half;
 use super::lock::{Guard, Lock};
-use super::wait::{Stop, Waiter};
+use super::wait::{Scope, Stop, Waiter};
 use super::{End, Pipe, PipeOptions, RecvError, RecvTimeoutError, Sender, TryRecvError};
 use crate::link::{Deadline, Failure, Fault};
 use crate::pool::per_link::Held;
@@ -399,7 +399,10 @@ impl Receiver {
         match rx.ring.peek() {
             Ok(Some(frame)) => Ok(frame),
             _ => {
-                let scope = self.half.scope();
+                let scope = Scope {
+                    taken: Some(rx.ring.taken()),
+                    ..self.half.scope()
+                };
                 rx.waiter
                     .wait_missed(&scope, deadline, || rx.ring.peek())
                     .map_err(|stop| stop_to_error(&self.half, stop))
@@ -495,7 +498,13 @@ impl Receiver {
         loop {
             let waited = match (first.take(), budget.step()) {
                 (Some(frame), _) => Ok(frame),
-                (None, true) => rx.waiter.wait(&scope, deadline, || rx.ring.peek()),
+                (None, true) => {
+                    let scope = Scope {
+                        taken: Some(rx.ring.taken()),
+                        ..self.half.scope()
+                    };
+                    rx.waiter.wait(&scope, deadline, || rx.ring.peek())
+                }
                 (None, false) => Err(Stop::Timeout),
             };
             let taken = waited

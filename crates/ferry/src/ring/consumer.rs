@@ -54,6 +54,8 @@ pub struct Consumer<S: Storage> {
     /// The producer's tail as last read and checked: a multiple of 8, at
     /// most the capacity ahead of `head`.
     tail: u64,
+    /// Frames this consumer has released (wrapping); see [`Consumer::taken`].
+    taken: u64,
 }
 
 impl<S: Storage> Consumer<S> {
@@ -72,6 +74,7 @@ impl<S: Storage> Consumer<S> {
             storage,
             head,
             tail,
+            taken: 0,
         })
     }
 
@@ -187,6 +190,7 @@ impl<S: Storage> Consumer<S> {
     pub fn consume(&mut self, frame: Frame) {
         self.check(frame);
         self.head = self.head.wrapping_add(frame.size());
+        self.taken = self.taken.wrapping_add(1);
         // Release: pairs with the producer's Acquire load of the head; our
         // reads of the frame happen before the producer may overwrite it.
         self.storage
@@ -194,6 +198,13 @@ impl<S: Storage> Consumer<S> {
             .consumer
             .pos
             .store(self.head, Ordering::Release);
+    }
+
+    /// Frames released by [`consume`](Self::consume) so far (wrapping): a
+    /// waiting reader tells from it how many it took between two waits.
+    #[inline]
+    pub fn taken(&self) -> u64 {
+        self.taken
     }
 
     /// Checks `frame` lies at the head, inside the published range.

@@ -393,16 +393,23 @@ impl Receiver {
             .ok_or(RecvFault::Timeout)
     }
 
+    /// What a receive's wait looks at: the half's scope, with the frames
+    /// taken so far (for the wait's stream pacing).
+    #[inline]
+    fn wait_scope(&self, rx: &Rx) -> Scope<'_> {
+        Scope {
+            taken: Some(rx.ring.taken()),
+            ..self.half.scope()
+        }
+    }
+
     /// The frame at the read position, now or after a wait.
     #[inline(always)]
     fn next_frame(&self, rx: &mut Rx, deadline: Option<Instant>) -> Result<Frame, RecvFault> {
         match rx.ring.peek() {
             Ok(Some(frame)) => Ok(frame),
             _ => {
-                let scope = Scope {
-                    taken: Some(rx.ring.taken()),
-                    ..self.half.scope()
-                };
+                let scope = self.wait_scope(rx);
                 rx.waiter
                     .wait_missed(&scope, deadline, || rx.ring.peek())
                     .map_err(|stop| stop_to_error(&self.half, stop))
@@ -499,10 +506,7 @@ impl Receiver {
             let waited = match (first.take(), budget.step()) {
                 (Some(frame), _) => Ok(frame),
                 (None, true) => {
-                    let scope = Scope {
-                        taken: Some(rx.ring.taken()),
-                        ..self.half.scope()
-                    };
+                    let scope = self.wait_scope(rx);
                     rx.waiter.wait(&scope, deadline, || rx.ring.peek())
                 }
                 (None, false) => Err(Stop::Timeout),

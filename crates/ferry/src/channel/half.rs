@@ -117,6 +117,7 @@ impl Half {
     #[cold]
     #[inline(never)]
     fn wake_peer(&self, me: &Side, peer: &Side) {
+        wait::publish_waker_cpu(me);
         wake::wake_listener(me, peer);
         if wake::wants_doorbell(peer) {
             self.ring_peer_bell();

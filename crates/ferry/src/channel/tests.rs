@@ -394,3 +394,31 @@ fn a_pipe_keeps_a_window_of_ends_in_flight() {
         assert_eq!(b.recv_with().unwrap().pipes.len(), 1);
     }
 }
+
+#[test]
+fn a_writer_that_never_waits_says_where_it_runs_when_it_wakes_its_reader() {
+    let (a, b) = PipeOptions::new().wait(Wait::Sleep).pipe().unwrap();
+    let reader = std::thread::spawn(move || b.recv().unwrap());
+    let control = a.region().control(a.role());
+    // Relaxed (all): the words are scheduling hints; the test only looks.
+    let started = std::time::Instant::now();
+    while control.consumer.waiting.load(Ordering::Relaxed) == 0 {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the reader never slept"
+        );
+        std::thread::yield_now();
+    }
+    assert_eq!(
+        control.producer.cpu.load(Ordering::Relaxed),
+        0,
+        "the writer has not said where it runs yet"
+    );
+    a.send(b"wake up").unwrap();
+    assert_eq!(reader.join().unwrap(), b"wake up");
+    let cpu = control.producer.cpu.load(Ordering::Relaxed);
+    assert!(
+        (1..=crate::sys::online_cpus() as u32).contains(&cpu),
+        "the writer's CPU word after waking its reader: {cpu}"
+    );
+}

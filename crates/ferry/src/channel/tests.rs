@@ -398,7 +398,8 @@ fn a_pipe_keeps_a_window_of_ends_in_flight() {
 #[test]
 fn a_writer_that_never_waits_says_where_it_runs_when_it_wakes_its_reader() {
     let (a, b) = PipeOptions::new().wait(Wait::Sleep).pipe().unwrap();
-    let reader = std::thread::spawn(move || b.recv().unwrap());
+    // A wake that never comes fails the test within 10 s instead of hanging.
+    let reader = std::thread::spawn(move || b.recv_timeout(Duration::from_secs(10)).unwrap());
     let control = a.region().control(a.role());
     // Relaxed (all): the words are scheduling hints; the test only looks.
     let started = std::time::Instant::now();

@@ -4,13 +4,16 @@
 //! A payload has every byte equal (see [`crate::payload`]); a control
 //! message is a fixed 16-byte phrase whose bytes differ, so the two never
 //! collide. The child answers each one:
-//! - [`CPU_QUERY`]: the child's CPU time so far, in nanoseconds;
+//! - [`CPU_QUERY`]: the child's CPU time so far, in nanoseconds, and the
+//!   CPUs it noted since the last query (see [`CpuLog`]);
 //! - [`STREAM_END`] (the throughput workload): how many payloads it
-//!   received, their checksum, and its CPU time so far.
+//!   received, their checksum, its CPU time so far, and the CPUs it noted
+//!   since the last query.
 
 use std::time::Duration;
 
 use crate::error::Error;
+use crate::placement::{CpuLog, MAX_SAMPLES};
 use crate::transport::Endpoint;
 
 /// Asks the child for its CPU time.
@@ -19,7 +22,7 @@ pub const CPU_QUERY: &[u8] = b"ferry-bench:cpu?";
 pub const STREAM_END: &[u8] = b"ferry-bench:end.";
 
 /// The child's answer to [`STREAM_END`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StreamReport {
     /// Payloads received since the stream began.
     pub messages: u64,
@@ -27,11 +30,25 @@ pub struct StreamReport {
     pub checksum: u64,
     /// The child's CPU time so far.
     pub cpu: Duration,
+    /// The CPUs the child noted since the last query.
+    pub cpus: Vec<u64>,
+}
+
+/// The child's answer to [`CPU_QUERY`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChildTime {
+    /// The child's CPU time so far.
+    pub cpu: Duration,
+    /// The CPUs the child noted since the last query.
+    pub cpus: Vec<u64>,
 }
 
 /// Sends `message` and waits for the child's reply, which must hold `N`
-/// little-endian `u64`s.
-fn ask<const N: usize>(endpoint: &mut dyn Endpoint, message: &[u8]) -> Result<[u64; N], Error> {
+/// little-endian `u64`s, then at most [`MAX_SAMPLES`] CPU numbers.
+fn ask<const N: usize>(
+    endpoint: &mut dyn Endpoint,
+    message: &[u8],
+) -> Result<([u64; N], Vec<u64>), Error> {
     endpoint.prepare(message.len())?.copy_from_slice(message);
     endpoint.send()?;
     let reply = endpoint
@@ -40,22 +57,38 @@ fn ask<const N: usize>(endpoint: &mut dyn Endpoint, message: &[u8]) -> Result<[u
     decode(reply)
 }
 
-/// The parent: the child's CPU time so far.
-pub fn child_cpu(endpoint: &mut dyn Endpoint) -> Result<Duration, Error> {
-    let [nanos] =
+/// The parent: the child's CPU time so far, and where both processes run.
+pub fn child_cpu(endpoint: &mut dyn Endpoint) -> Result<ChildTime, Error> {
+    let ([nanos], cpus) =
         ask::<1>(endpoint, CPU_QUERY).map_err(|e| e.within("asking the child's CPU time"))?;
-    Ok(Duration::from_nanos(nanos))
+    Ok(ChildTime {
+        cpu: Duration::from_nanos(nanos),
+        cpus,
+    })
 }
 
 /// The parent: ends a stream and returns the child's report.
 pub fn end_stream(endpoint: &mut dyn Endpoint) -> Result<StreamReport, Error> {
-    let [messages, checksum, nanos] =
+    let ([messages, checksum, nanos], cpus) =
         ask::<3>(endpoint, STREAM_END).map_err(|e| e.within("ending the stream"))?;
     Ok(StreamReport {
         messages,
         checksum,
         cpu: Duration::from_nanos(nanos),
+        cpus,
     })
+}
+
+/// The child: answers a control message with `words`, then the CPUs `log`
+/// noted (starting it anew).
+pub fn answer_with_cpus(
+    endpoint: &mut dyn Endpoint,
+    words: &[u64],
+    log: &mut CpuLog,
+) -> Result<(), Error> {
+    let mut all = words.to_vec();
+    all.extend(log.take());
+    answer(endpoint, &all)
 }
 
 /// The child: sends `words` as the reply to a control message.
@@ -72,21 +105,25 @@ pub fn nanos(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
-fn decode<const N: usize>(reply: &[u8]) -> Result<[u64; N], Error> {
-    if reply.len() != N * 8 {
+fn decode<const N: usize>(reply: &[u8]) -> Result<([u64; N], Vec<u64>), Error> {
+    let most = (N + MAX_SAMPLES) * 8;
+    if reply.len() < N * 8 || reply.len() > most || !reply.len().is_multiple_of(8) {
         return Err(Error::new(format!(
-            "the child's answer has {} bytes, expected {}",
+            "the child's answer has {} bytes, expected {} and then up to {MAX_SAMPLES} words",
             reply.len(),
             N * 8
         )));
     }
-    let mut words = [0u64; N];
-    for (word, chunk) in words.iter_mut().zip(reply.chunks_exact(8)) {
+    let mut all = reply.chunks_exact(8).map(|chunk| {
         let mut bytes = [0u8; 8];
         bytes.copy_from_slice(chunk);
-        *word = u64::from_le_bytes(bytes);
+        u64::from_le_bytes(bytes)
+    });
+    let mut words = [0u64; N];
+    for (word, value) in words.iter_mut().zip(&mut all) {
+        *word = value;
     }
-    Ok(words)
+    Ok((words, all.collect()))
 }
 
 #[cfg(test)]
@@ -108,7 +145,9 @@ mod tests {
         for word in [1u64, u64::MAX, 7] {
             bytes.extend_from_slice(&word.to_le_bytes());
         }
-        assert_eq!(decode::<3>(&bytes).unwrap(), [1, u64::MAX, 7]);
-        assert!(decode::<1>(&bytes).is_err());
+        assert_eq!(decode::<3>(&bytes).unwrap(), ([1, u64::MAX, 7], vec![]));
+        assert_eq!(decode::<1>(&bytes).unwrap(), ([1], vec![u64::MAX, 7]));
+        assert!(decode::<4>(&bytes).is_err());
+        assert!(decode::<1>(&bytes[..12]).is_err());
     }
 }

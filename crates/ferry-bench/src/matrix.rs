@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use crate::calls;
 use crate::error::Error;
 use crate::pingpong;
-use crate::placement::Placement;
+use crate::placement::{Placement, Seen};
 use crate::progress::{Bar, Progress, human};
 use crate::runner::{self, RunIndex, Runs};
 use crate::server;
@@ -34,6 +34,12 @@ pub trait Bench: Debug + Sync {
 
     /// A sample in a few words, for the progress line.
     fn brief(sample: &Self::Sample) -> String;
+
+    /// Where both processes ran around the sample's timed span, for rows
+    /// of two processes that report it.
+    fn seen(_sample: &Self::Sample) -> Option<Seen> {
+        None
+    }
 }
 
 /// Every row of a run, by workload.

@@ -21,7 +21,7 @@ use crate::cpu;
 use crate::error::Error;
 use crate::matrix::Bench;
 use crate::payload;
-use crate::placement::Placement;
+use crate::placement::{CpuLog, Placement, ROUND_TRIPS_PER_NOTE, Seen};
 use crate::pool::{Mark, PoolUse};
 use crate::progress::Bar;
 use crate::stats::{Summary, histogram_of, micros};
@@ -110,6 +110,8 @@ pub struct Sample {
     pub capped: bool,
     /// ferry's block pool in this process over the timed round trips.
     pub pool: PoolUse,
+    /// How often both processes were on one CPU in the timed round trips.
+    pub seen: Seen,
 }
 
 impl Case {
@@ -154,6 +156,10 @@ impl Bench for Case {
             micros(sample.cpu)
         )
     }
+
+    fn seen(sample: &Sample) -> Option<Seen> {
+        Some(sample.seen)
+    }
 }
 
 /// Runs one case: starts the child, times the round trips, closes, and
@@ -173,6 +179,7 @@ pub fn run(case: &Case, bar: &Bar) -> Result<Sample, Error> {
         cpu: m.cpu.div_f64(summary.count as f64),
         capped: m.capped,
         pool: m.pool,
+        seen: m.seen,
     })
 }
 
@@ -183,6 +190,7 @@ struct Measured {
     cpu: Duration,
     capped: bool,
     pool: PoolUse,
+    seen: Seen,
 }
 
 fn measure(endpoint: &mut dyn Endpoint, case: &Case, bar: &Bar) -> Result<Measured, Error> {
@@ -203,12 +211,14 @@ fn measure(endpoint: &mut dyn Endpoint, case: &Case, bar: &Bar) -> Result<Measur
     let pool = Mark::now();
     let mut samples = Vec::with_capacity(case.count);
     let mut capped = false;
+    let mut cpus = CpuLog::new(ROUND_TRIPS_PER_NOTE);
     for i in 0..case.count {
         let start = Instant::now();
         round_trip(endpoint, case.size, payload::marker(n))
             .map_err(|e| e.within(format!("round trip {i}")))?;
         let took = start.elapsed();
         samples.push(took);
+        cpus.tick();
         n += 1;
         ticker.tick();
         if start + took - started > case.cap && i + 1 < case.count {
@@ -218,13 +228,14 @@ fn measure(endpoint: &mut dyn Endpoint, case: &Case, bar: &Bar) -> Result<Measur
     }
     let pool = pool.since();
     let own = cpu::process_time().saturating_sub(own_before);
-    let child = control::child_cpu(endpoint)?.saturating_sub(child_before);
+    let child_after = control::child_cpu(endpoint)?;
     ticker.finish();
     Ok(Measured {
         samples,
-        cpu: own + child,
+        cpu: own + child_after.cpu.saturating_sub(child_before.cpu),
         capped,
         pool,
+        seen: Seen::of(&cpus.take(), &child_after.cpus),
     })
 }
 
@@ -313,9 +324,10 @@ fn step_for(message: &[u8]) -> Result<Step, Error> {
     })
 }
 
-/// In the child: echoes every request, and answers CPU queries, until the
-/// parent closes its end.
+/// In the child: echoes every request, and answers CPU queries (with the
+/// CPUs it noted since the last), until the parent closes its end.
 pub fn echo(endpoint: &mut dyn Endpoint) -> Result<(), Error> {
+    let mut cpus = CpuLog::new(ROUND_TRIPS_PER_NOTE);
     loop {
         let step = if endpoint.reads_in_scope() {
             let mut step = Ok(Step::ReportCpu);
@@ -331,10 +343,14 @@ pub fn echo(endpoint: &mut dyn Endpoint) -> Result<(), Error> {
         };
         match step {
             Step::Echo { len, marker } => {
+                cpus.tick();
                 let marker = payload::reply_marker(marker);
                 endpoint.send_filled(len, &mut |buf| payload::fill(buf, marker))?;
             }
-            Step::ReportCpu => control::answer(endpoint, &[control::nanos(cpu::process_time())])?,
+            Step::ReportCpu => {
+                let time = control::nanos(cpu::process_time());
+                control::answer_with_cpus(endpoint, &[time], &mut cpus)?;
+            }
         }
     }
 }

@@ -17,7 +17,7 @@ use crate::cpu;
 use crate::error::Error;
 use crate::matrix::Bench;
 use crate::payload;
-use crate::placement::Placement;
+use crate::placement::{CpuLog, MESSAGES_PER_NOTE, Placement, Seen};
 use crate::pool::{Mark, PoolUse};
 use crate::progress::Bar;
 use crate::stats::micros;
@@ -79,6 +79,8 @@ pub struct Sample {
     pub capped: bool,
     /// ferry's block pool in this process (the sender) over the timed span.
     pub pool: PoolUse,
+    /// How often both processes were on one CPU in the timed span.
+    pub seen: Seen,
 }
 
 impl Sample {
@@ -134,6 +136,10 @@ impl Bench for Case {
             sample.rate(),
             micros(sample.cpu_per_message())
         )
+    }
+
+    fn seen(sample: &Sample) -> Option<Seen> {
+        Some(sample.seen)
     }
 }
 
@@ -203,8 +209,10 @@ fn stream(endpoint: &mut dyn Endpoint, case: &Case, bar: &Bar) -> Result<Sample,
     };
     let mut messages = 0;
     let mut capped = false;
+    let mut cpus = CpuLog::new(MESSAGES_PER_NOTE);
     while messages < count {
         send(endpoint)?;
+        cpus.tick();
         messages += 1;
         if messages % every == 0 {
             meter.at(n, messages);
@@ -223,9 +231,10 @@ fn stream(endpoint: &mut dyn Endpoint, case: &Case, bar: &Bar) -> Result<Sample,
     Ok(Sample {
         messages,
         elapsed,
-        cpu: own + report.cpu.saturating_sub(child_before),
+        cpu: own + report.cpu.saturating_sub(child_before.cpu),
         capped,
         pool,
+        seen: Seen::of(&cpus.take(), &report.cpus),
     })
 }
 
@@ -317,9 +326,11 @@ fn take(received: &mut Checksum, message: &[u8]) -> Option<Step> {
 }
 
 /// In the child: reads and sums every message, answering the parent's
-/// control messages, until the parent closes its end.
+/// control messages (with the CPUs it noted since the last), until the
+/// parent closes its end.
 pub fn receive(endpoint: &mut dyn Endpoint) -> Result<(), Error> {
     let mut received = Checksum::default();
+    let mut cpus = CpuLog::new(MESSAGES_PER_NOTE);
     loop {
         let step = if endpoint.reads_in_scope() {
             let mut step = None;
@@ -333,12 +344,16 @@ pub fn receive(endpoint: &mut dyn Endpoint) -> Result<(), Error> {
                 Some(message) => take(&mut received, message),
             }
         };
-        let Some(step) = step else { continue };
-        let cpu = control::nanos(cpu::process_time());
+        let Some(step) = step else {
+            cpus.tick();
+            continue;
+        };
+        let cpu_time = control::nanos(cpu::process_time());
         match step {
-            Step::ReportCpu => control::answer(endpoint, &[cpu])?,
+            Step::ReportCpu => control::answer_with_cpus(endpoint, &[cpu_time], &mut cpus)?,
             Step::ReportEnd => {
-                control::answer(endpoint, &[received.messages, received.sum, cpu])?;
+                let words = [received.messages, received.sum, cpu_time];
+                control::answer_with_cpus(endpoint, &words, &mut cpus)?;
             }
         }
     }

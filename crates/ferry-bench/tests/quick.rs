@@ -217,6 +217,63 @@ fn quick_pingpong_has_a_sane_row_per_transport_and_size() {
     );
 }
 
+/// Each run says how often both processes were on one CPU: on a pinned
+/// placement, always (same) or never (split).
+#[test]
+fn runs_record_whether_both_processes_shared_a_cpu() {
+    let two = std::thread::available_parallelism().is_ok_and(|n| n.get() >= 2);
+    let placements = if two {
+        "same,split,unpinned"
+    } else {
+        "same,unpinned"
+    };
+    let check = |workload: &str, size: &str| {
+        let json = Temp::new(&format!("cpus-{workload}.json"));
+        let args = [
+            workload,
+            "--count",
+            "200",
+            "--size",
+            size,
+            "--transport",
+            "ferry,unix-stream",
+            "--placement",
+            placements,
+            "--repeat",
+            "2",
+            "--row-seconds",
+            ROW_SECONDS,
+            "--json",
+            json.arg(),
+        ];
+        let (out, json) = run_to_json(&args, &json);
+        let rows = rows(&json);
+        assert_eq!(rows.len(), 2 * placements.split(',').count(), "{rows:?}");
+        for row in rows {
+            let runs = row["per_run"].as_array().expect("per_run");
+            assert_eq!(runs.len(), 2, "{row}");
+            for run in runs {
+                let share = num(run, "one_cpu_share");
+                assert!((0.0..=1.0).contains(&share), "{row}");
+                let said = if share >= 0.5 { "yes" } else { "no" };
+                assert_eq!(run["one_cpu"], said, "{row}");
+                match row["placement"].as_str().unwrap() {
+                    "same" => assert_eq!(share, 1.0, "{row}"),
+                    "split" => assert_eq!(share, 0.0, "{row}"),
+                    _ => {}
+                }
+            }
+        }
+        let table = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            table.contains("one CPU") && table.contains(" on two"),
+            "{table}"
+        );
+    };
+    check("pingpong", "144");
+    check("throughput", "64");
+}
+
 #[test]
 fn quick_throughput_checks_every_stream() {
     let json = Temp::new("throughput.json");

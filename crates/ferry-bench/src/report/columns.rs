@@ -3,10 +3,11 @@
 
 use crate::calls;
 use crate::pool::PoolUse;
+use crate::stats::Spread;
 
 use super::BASELINES;
 use super::format::{format_gib, format_ns, format_rate, format_ratio, format_us};
-use super::rows::{CallsRow, PingpongRow, RowKey, ThroughputRow};
+use super::rows::{CallsRow, PingpongRow, RowKey, RunPoint, ThroughputRow};
 use super::table::{Column, Table};
 
 const CAPPED_NOTE: &str = "* stopped by the row's time cap: fewer than the asked-for count, over the cap's time (one CPU each for two spinners sharing one is the usual cause)";
@@ -14,6 +15,8 @@ const CAPPED_NOTE: &str = "* stopped by the row's time cap: fewer than the asked
 const PINGPONG_NOTE: &str = "Round trips between two processes, µs; p99, p99.9 and max are of all runs' round trips pooled; cpu is both processes' CPU time per round trip; ×baseline is p50 over the baseline's p50 at the same size and placement (below 1 is faster; - where the baseline did not run).";
 
 const THROUGHPUT_NOTE: &str = "A one-way stream, the receiver checksumming every byte; cpu is both processes' CPU time per message; ×baseline is GiB/s over the baseline's at the same size and placement (above 1 is faster).";
+
+const ONE_CPU_NOTE: &str = "one CPU: of an unpinned row's runs, how many had both processes on one CPU for most of the timed span (each notes its CPU every few round trips or messages; `one_cpu_share` in report.json has each run's share). The scheduler chooses, and mostly keeps its choice for a whole run. on one / on two: the median figure of the runs on one CPU and of those on two, with their number. Where one CPU is faster or slower than two, the row's median says more about where the scheduler put the pair than about the transport: compare the rows state by state (`per_run` in report.json has each run's figure and CPUs).";
 
 const CALLS_NOTE: &str = "In-process calls, ns per call (the median batch); ×direct is over the direct call of the same function.";
 
@@ -37,12 +40,22 @@ pub fn pingpong(rows: &[PingpongRow], repeat: usize) -> Table {
         let range = |r: &PingpongRow| spread_cell(r.p50_min_us, r.p50_max_us, format_us);
         columns.push(Column::number("p50 min–max", range));
     }
+    let unpinned = rows.iter().any(|r| r.placement == UNPINNED);
+    if unpinned {
+        let cell = |r: &PingpongRow| one_cpu_cell(r.placement, &r.per_run);
+        columns.push(Column::number("one CPU", cell));
+        let on =
+            |one: bool| move |r: &PingpongRow| state_cell(r.placement, &r.per_run, one, format_us);
+        columns.push(Column::number("p50 on one", on(true)));
+        columns.push(Column::number("p50 on two", on(false)));
+    }
     columns.extend(baseline_columns(rows, "p50", PingpongRow::key, |r| {
         r.p50_us
     }));
     Table::new("pingpong", &columns, rows)
         .grouped(rows, |r| (r.placement, r.size))
         .noted([PINGPONG_NOTE.to_string()])
+        .noted(unpinned.then(|| ONE_CPU_NOTE.to_string()))
         .noted(capped_note(rows.iter().any(|r| r.capped)))
 }
 
@@ -59,12 +72,26 @@ pub fn throughput(rows: &[ThroughputRow], repeat: usize) -> Table {
         let range = |r: &ThroughputRow| spread_cell(r.gib_per_s_min, r.gib_per_s_max, format_gib);
         columns.push(Column::number("GiB/s min–max", range));
     }
+    let unpinned = rows.iter().any(|r| r.placement == UNPINNED);
+    if unpinned {
+        let cell = |r: &ThroughputRow| one_cpu_cell(r.placement, &r.per_run);
+        columns.push(Column::number("one CPU", cell));
+        let on = |one: bool| {
+            move |r: &ThroughputRow| {
+                let gib = |rate: f64| format_gib(rate * r.size as f64 / GIB);
+                state_cell(r.placement, &r.per_run, one, gib)
+            }
+        };
+        columns.push(Column::number("GiB/s on one", on(true)));
+        columns.push(Column::number("GiB/s on two", on(false)));
+    }
     columns.extend(baseline_columns(rows, "GiB/s", ThroughputRow::key, |r| {
         r.gib_per_s
     }));
     Table::new("throughput", &columns, rows)
         .grouped(rows, |r| (r.placement, r.size))
         .noted([THROUGHPUT_NOTE.to_string()])
+        .noted(unpinned.then(|| ONE_CPU_NOTE.to_string()))
         .noted(capped_note(rows.iter().any(|r| r.capped)))
 }
 
@@ -200,6 +227,49 @@ pub(super) fn spread_cell(min: f64, max: f64, format: fn(f64) -> String) -> Stri
     format!("{}–{}", format(min), format(max))
 }
 
+/// The placement name of rows whose processes the scheduler places.
+const UNPINNED: &str = "unpinned";
+
+/// How many of an unpinned row's runs had both processes on one CPU, as
+/// `k/n`; `-` for a pinned row (or runs that did not say).
+fn one_cpu_cell(placement: &str, runs: &[RunPoint]) -> String {
+    if placement != UNPINNED {
+        return "-".to_string();
+    }
+    let said: Vec<&str> = runs.iter().filter_map(|r| r.one_cpu).collect();
+    if said.is_empty() {
+        return "-".to_string();
+    }
+    let yes = said.iter().filter(|&&s| s == "yes").count();
+    format!("{yes}/{}", said.len())
+}
+
+/// Bytes in a GiB.
+const GIB: f64 = (1u64 << 30) as f64;
+
+/// The median figure of an unpinned row's runs that had both processes on
+/// one CPU (`one`) or on two, with how many runs that is; `-` for a pinned
+/// row or where no run was in that state.
+fn state_cell(
+    placement: &str,
+    runs: &[RunPoint],
+    one: bool,
+    format: impl Fn(f64) -> String,
+) -> String {
+    let want = if one { "yes" } else { "no" };
+    let values = runs
+        .iter()
+        .filter(|r| r.one_cpu == Some(want))
+        .map(|r| r.value);
+    match Spread::of(values) {
+        Some(spread) if placement == UNPINNED => {
+            let n = runs.iter().filter(|r| r.one_cpu == Some(want)).count();
+            format!("{} ({n})", format(spread.median))
+        }
+        _ => "-".to_string(),
+    }
+}
+
 pub(super) fn capped_note(any_capped: bool) -> Option<String> {
     any_capped.then(|| CAPPED_NOTE.to_string())
 }
@@ -248,9 +318,51 @@ mod tests {
         let headers = table.headers.join(",");
         assert_eq!(
             headers,
-            "transport,wait,placement,size,count,p50 µs,p99 µs,p99.9 µs,max µs,mean µs,cpu µs,p50 min–max,p50 ×ferry,p50 ×unix-stream,p50 ×shm-futex"
+            "transport,wait,placement,size,count,p50 µs,p99 µs,p99.9 µs,max µs,mean µs,cpu µs,p50 min–max,one CPU,p50 on one,p50 on two,p50 ×ferry,p50 ×unix-stream,p50 ×shm-futex"
         );
         assert_eq!(table.rows[0][11], "1.00–1.00");
+    }
+
+    #[test]
+    fn unpinned_rows_count_the_runs_on_one_cpu_and_pinned_rows_show_a_dash() {
+        let run = |one_cpu| RunPoint {
+            value: match one_cpu {
+                Some("yes") => 4.0,
+                _ => 7.0,
+            },
+            line_before_ns: None,
+            line_after_ns: None,
+            one_cpu_share: None,
+            one_cpu,
+        };
+        let mut unpinned = row("ferry", 12, 1.0);
+        unpinned.per_run = vec![run(Some("yes")), run(Some("no")), run(Some("yes"))];
+        let mut apart = row("ferry", 144, 1.0);
+        apart.per_run = vec![run(Some("no")), run(Some("no")), run(None)];
+        let mut pinned = row("ferry", 1728, 1.0);
+        pinned.placement = "split";
+        pinned.per_run = vec![run(Some("no"))];
+        let table = pingpong(&[unpinned, apart, pinned], 3);
+        let column = table.headers.iter().position(|h| h == "one CPU").unwrap();
+        let cells: Vec<&str> = table
+            .rows
+            .iter()
+            .map(|r| r[column].as_str())
+            .filter(|c| !c.is_empty())
+            .collect();
+        assert_eq!(cells, ["2/3", "0/2", "-"]);
+        let state = |header: &str| -> Vec<String> {
+            let column = table.headers.iter().position(|h| h == header).unwrap();
+            let cells = table.rows.iter().map(|r| r[column].clone());
+            cells.filter(|c| !c.is_empty()).collect()
+        };
+        assert_eq!(state("p50 on one"), ["4.00 (2)", "-", "-"]);
+        assert_eq!(state("p50 on two"), ["7.00 (1)", "7.00 (2)", "-"]);
+        assert!(table.notes.iter().any(|n| n.starts_with("one CPU")));
+        // Without an unpinned row, no such column.
+        let mut split = row("ferry", 12, 1.0);
+        split.placement = "split";
+        assert!(!pingpong(&[split], 3).headers.iter().any(|h| h == "one CPU"));
     }
 
     #[test]

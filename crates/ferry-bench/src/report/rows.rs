@@ -61,10 +61,12 @@ pub struct PingpongRow {
     pub histogram_ns: Buckets,
 }
 
-/// One run of a row: its figure, and a cache line's round trip between
-/// CPUs 0 and 1 measured just before and just after it (see
-/// `crate::distance`; `null` where not measured). Runs whose figures
-/// scatter can be grouped by the state the machine was in.
+/// One run of a row: its figure, a cache line's round trip between CPUs 0
+/// and 1 measured just before and just after it (see `crate::distance`;
+/// `null` where not measured), and how often the two processes shared a
+/// CPU. Runs whose
+/// figures scatter can be grouped by the state the machine was in, and
+/// unpinned runs by where the scheduler put the pair.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RunPoint {
     /// The run's figure, in the row's unit (p50 µs, or messages per second).
@@ -73,6 +75,14 @@ pub struct RunPoint {
     pub line_before_ns: Option<u64>,
     /// The line's round trip after the run, ns.
     pub line_after_ns: Option<u64>,
+    /// The share of the timed span's notes (every few round trips or
+    /// messages, each process noting its CPU) that found both processes on
+    /// one CPU; `null` for rows of one process.
+    pub one_cpu_share: Option<f64>,
+    /// Whether the two processes shared one CPU for most of the span
+    /// (`"yes"`: half the notes or more) or not (`"no"`); `null` for rows
+    /// of one process.
+    pub one_cpu: Option<&'static str>,
 }
 
 impl RunPoint {
@@ -81,10 +91,18 @@ impl RunPoint {
         runs.samples
             .iter()
             .zip(&runs.apart)
-            .map(|(sample, apart)| Self {
-                value: round(value(sample)),
-                line_before_ns: ns(apart.before),
-                line_after_ns: ns(apart.after),
+            .map(|(sample, apart)| {
+                let seen = C::seen(sample);
+                Self {
+                    value: round(value(sample)),
+                    line_before_ns: ns(apart.before),
+                    line_after_ns: ns(apart.after),
+                    one_cpu_share: seen.and_then(|s| s.share()).map(round),
+                    one_cpu: seen.and_then(|s| s.one_cpu()).map(|one| match one {
+                        true => "yes",
+                        false => "no",
+                    }),
+                }
             })
             .collect()
     }

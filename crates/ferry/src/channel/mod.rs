@@ -14,6 +14,7 @@ mod out_of_line;
 mod receiver;
 mod select;
 mod sender;
+mod share;
 mod spare;
 #[cfg(feature = "tokio")]
 mod tokio;

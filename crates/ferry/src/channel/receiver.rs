@@ -437,6 +437,7 @@ impl Receiver {
         out.bytes.clear();
         rx.ring.read_append(frame, 0, frame.len(), out.bytes);
         rx.ring.consume(frame);
+        rx.waiter.share.last_len = frame.len();
         self.half.ring_peer();
         if let Some(ends) = out.ends.as_deref_mut() {
             ends.clear();
@@ -463,6 +464,7 @@ impl Receiver {
         if frame.tag() != PLAIN_WHOLE || frame.len() > self.half.limit {
             return Ok(Err(read));
         }
+        rx.waiter.share.last_len = frame.len();
         let mut reading = Reading {
             rx,
             frame: Some(frame),
@@ -541,6 +543,7 @@ impl Receiver {
             }
             self.half.ring_peer();
             if done {
+                rx.waiter.share.last_len = out.bytes.len();
                 if let Some(ends) = out.ends.as_deref_mut() {
                     *ends = asm.ends;
                 }

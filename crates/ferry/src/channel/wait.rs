@@ -25,12 +25,19 @@
 //! build before it looks again ([`STREAM_PAUSE`]; see `Pace`): reading at
 //! the writer's heels, each look takes the line the writer is about to
 //! write, and both sides pay a cross-core transfer per few messages.
+//!
+//! Large round trips run faster with the pair on one CPU on some machines
+//! (a copy within one core's cache against one across cores) and slower on
+//! others: a receiving end measures which, per message size, and where one
+//! CPU wins it sleeps a few waits instead of spinning, so the scheduler may
+//! bring it next to its peer, and stays there (see `share`).
 
 use crate::sync::{AtomicBool, AtomicUsize};
 use std::cell::Cell;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+use super::share::{Plan, Share};
 use crate::link::{Failure, Link};
 use crate::ring::Corrupt;
 use crate::ring::control::Side;
@@ -53,7 +60,10 @@ pub enum Wait {
     /// same way. A receiver that keeps catching up with a one-way
     /// stream looks again only after a few microseconds, so it reads in
     /// batches (a streamed message may wait that much longer; a round
-    /// trip never does).
+    /// trip never does). Where round trips of large messages (8 KiB and
+    /// up) measure faster with both ends on one CPU, as on some machines,
+    /// a receiver sleeps a few waits so the scheduler may put it there,
+    /// and stays.
     #[default]
     Adaptive,
 }
@@ -152,6 +162,9 @@ pub(crate) struct Waiter {
     spins: u32,
     /// A receiver's view of whether it reads a stream.
     pace: Pace,
+    /// A receiver's record of whether large round trips run faster with
+    /// the pair on one CPU.
+    pub(crate) share: Share,
 }
 
 impl Default for Waiter {
@@ -160,6 +173,7 @@ impl Default for Waiter {
             budget: BLIND_SPIN,
             spins: 0,
             pace: Pace::default(),
+            share: Share::default(),
         }
     }
 }
@@ -500,10 +514,21 @@ impl Waiter {
             };
         }
         let apart = scope.publish_cpu(my_cpu());
+        let plan = match scope.wait {
+            Wait::Adaptive if scope.taken.is_some() && online_cpus() > 1 => {
+                // Relaxed: a scheduling hint.
+                let peer = scope.peer().cpu.load(Ordering::Relaxed) as usize;
+                let may_move = || peer != 0 && crate::sys::may_run_on(peer - 1);
+                self.share.plan(!apart, scope.sent(), may_move)
+            }
+            _ => Plan::Usual,
+        };
         let spin = match scope.wait {
             Wait::Sleep => false,
             Wait::Spin => true,
-            Wait::Adaptive => apart && online_cpus() > 1,
+            // A try at one CPU sleeps, so the peer's wake-up may bring this
+            // thread to it (see `share`).
+            Wait::Adaptive => apart && online_cpus() > 1 && plan != Plan::Try,
         };
         if spin && scope.wait == Wait::Adaptive {
             self.spins = self.spins.wrapping_add(1);
@@ -535,7 +560,8 @@ impl Waiter {
         }
         if scope.wait == Wait::Adaptive
             && !apart
-            && let Some(ready) = self.yield_to_peer(scope, deadline, &mut poll)?
+            && let Some(ready) =
+                self.yield_to_peer(scope, deadline, &mut poll, plan != Plan::Stay)?
         {
             return Ok(ready);
         }
@@ -576,18 +602,21 @@ impl Waiter {
     /// sleeps.
     ///
     /// While the peer is seen awake (working on what this side waits for)
-    /// it yields on, up to [`MAX_SPIN`], as a spinner on another CPU would
-    /// spin. Both threads then stay runnable, and where the scheduler may
-    /// move them, an idle CPU takes one: two unpinned processes the kernel
-    /// had put on one CPU (its wake-ups pull a sleeper next to its waker)
-    /// stayed there for whole runs when the waiter slept after a few
-    /// yields, at 2.5× the round trip of two CPUs (144 B: 8 of 18 runs of
-    /// a matrix, against none of ferry-spin's; with this, none).
+    /// it yields on (with `on`), up to [`MAX_SPIN`], as a spinner on
+    /// another CPU would spin. Both threads then stay runnable, and where
+    /// the scheduler may move them, an idle CPU takes one: two unpinned
+    /// processes the kernel had put on one CPU (its wake-ups pull a sleeper
+    /// next to its waker) stayed there for whole runs when the waiter slept
+    /// after a few yields, at 2.5× the round trip of two CPUs (144 B: 8 of
+    /// 18 runs of a matrix, against none of ferry-spin's; with this, none).
+    /// Where one CPU measures faster (large round trips on some machines,
+    /// see `share`), the pair stays: `on` is false.
     fn yield_to_peer<R>(
         &mut self,
         scope: &Scope<'_>,
         deadline: Option<Instant>,
         poll: &mut impl FnMut() -> Result<Option<R>, Corrupt>,
+        on: bool,
     ) -> Result<Option<R>, Stop> {
         // From the last of the first few yields: how long the peer has
         // been seen awake (no clock read before).
@@ -603,7 +632,7 @@ impl Waiter {
                 break;
             }
             if yields >= SAME_CPU_YIELDS {
-                if !scope.peer_awake() {
+                if !on || !scope.peer_awake() {
                     break;
                 }
                 let now = Instant::now();

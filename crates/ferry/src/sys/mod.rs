@@ -82,8 +82,8 @@ mod backend;
 #[path = "shell/mod.rs"]
 mod backend;
 
-pub(crate) use backend::cpu::yield_cpu;
 pub use backend::cpu::{current_cpu, online_cpus, pin_to_cpu};
+pub(crate) use backend::cpu::{may_run_on, yield_cpu};
 pub(crate) use backend::doorbell::{Doorbell, Ringer};
 pub(crate) use backend::futex::{futex_wait, futex_wake, private_wait, private_wake};
 pub(crate) use backend::listener::{

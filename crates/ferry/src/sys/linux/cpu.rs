@@ -37,6 +37,17 @@ pub(crate) fn yield_cpu() {
     rustix::thread::sched_yield();
 }
 
+/// Whether the calling thread's affinity mask lets the scheduler run it on
+/// `cpu` (`false` if the mask cannot be read).
+///
+/// See [`sched_getaffinity(2)`](https://man7.org/linux/man-pages/man2/sched_getaffinity.2.html).
+pub(crate) fn may_run_on(cpu: usize) -> bool {
+    rustix::thread::sched_getaffinity(None).is_ok_and(|set| cpu < CPU_SET_BITS && set.is_set(cpu))
+}
+
+/// CPUs a [`rustix::thread::CpuSet`] holds.
+const CPU_SET_BITS: usize = rustix::thread::CpuSet::MAX_CPU;
+
 /// Pins the calling thread to one CPU.
 ///
 /// See [`sched_setaffinity(2)`](https://man7.org/linux/man-pages/man2/sched_setaffinity.2.html).
@@ -57,5 +68,11 @@ mod tests {
         assert_eq!(super::count_cpu_list("3-1"), None);
         assert_eq!(super::count_cpu_list("x"), None);
         assert!(super::online_cpus() >= 1);
+    }
+
+    #[test]
+    fn a_thread_may_run_where_it_runs_and_nowhere_past_the_set() {
+        assert!(super::may_run_on(super::current_cpu()));
+        assert!(!super::may_run_on(usize::MAX));
     }
 }

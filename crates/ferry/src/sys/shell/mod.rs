@@ -31,6 +31,12 @@ pub(crate) mod cpu {
         std::thread::available_parallelism().map_or(1, |n| n.get())
     }
 
+    /// Whether this thread may run on `cpu`: no affinity is seen here, so
+    /// any.
+    pub(crate) fn may_run_on(_cpu: usize) -> bool {
+        true
+    }
+
     /// Gives the CPU to another runnable thread, if any.
     pub(crate) fn yield_cpu() {
         std::thread::yield_now();

@@ -17,8 +17,9 @@
 //!   wake it next to its peer (the kernel's wake-ups pull a sleeper to its
 //!   waker's CPU, where that CPU is allowed and the scheduler judges it
 //!   better; often, not always: sleeping pairs shared a CPU in 20 of 24
-//!   runs of one batch and 9 of 16 of another). A try that leaves it apart
-//!   is not repeated for a while ([`BACKOFF_FIRST`], doubling);
+//!   runs of one batch and 9 of 16 of another). A try that leaves it apart,
+//!   or puts it together only for a few waits ([`HOLD`]), is not repeated
+//!   for a while ([`BACKOFF_FIRST`], doubling);
 //! - on one CPU it stays there (it sleeps after a few yields, as before
 //!   a peer on its CPU was yielded to on) while one CPU measures faster,
 //!   and otherwise yields to the awake peer on, which lets an idle CPU take
@@ -44,6 +45,10 @@ const TRY_WAITS: u8 = 8;
 /// Waits before the first try is repeated after a failed one; doubled on
 /// each failure, up to [`BACKOFF_MOST`].
 const BACKOFF_FIRST: u32 = 256;
+/// Waits in a row on one CPU after which a move has held: a pair the
+/// scheduler parts sooner counts as a failed try (on some runs of the
+/// Xeon guest it parted a pair within a few round trips, again and again).
+const HOLD: u32 = 64;
 /// See [`BACKOFF_FIRST`].
 const BACKOFF_MOST: u32 = 1 << 16;
 
@@ -107,6 +112,8 @@ pub(crate) struct Share {
     classes: [Periods; CLASSES],
     /// Waits left in the current try.
     trying: u8,
+    /// Waits in a row on one CPU, up to [`HOLD`].
+    together: u32,
     /// Waits before the next try may begin, and the next backoff's length.
     backoff: u32,
     backoff_next: u32,
@@ -151,6 +158,20 @@ impl Share {
             let ns = u64::try_from((now - mark.at).as_nanos()).unwrap_or(u64::MAX);
             self.classes[class].add(one, ns);
         }
+        if one {
+            // A try that worked, or a pair the scheduler put together.
+            self.trying = 0;
+            self.together = (self.together + 1).min(HOLD);
+            if self.together == HOLD {
+                self.backoff_next = BACKOFF_FIRST;
+            }
+        } else {
+            if (1..HOLD).contains(&self.together) {
+                // Parted soon after it came together: as a failed try.
+                self.fail();
+            }
+            self.together = 0;
+        }
         let one_faster = self.classes[class].one_faster();
         let plan = match (one, one_faster) {
             (true, Some(true)) => Plan::Stay,
@@ -162,11 +183,6 @@ impl Share {
             }
             (false, _) => Plan::Usual,
         };
-        if one {
-            // A try that worked, or a pair the scheduler put together.
-            self.trying = 0;
-            self.backoff_next = BACKOFF_FIRST;
-        }
         self.last = Some(Mark {
             at: now,
             class,
@@ -184,8 +200,7 @@ impl Share {
             self.trying -= 1;
             if self.trying == 0 {
                 // Still apart after the whole try.
-                self.backoff = self.backoff_next.max(BACKOFF_FIRST);
-                self.backoff_next = (self.backoff * 2).min(BACKOFF_MOST);
+                self.fail();
                 return Plan::Usual;
             }
             return Plan::Try;
@@ -201,6 +216,12 @@ impl Share {
         }
         self.trying = TRY_WAITS;
         Plan::Try
+    }
+
+    /// A try failed: none for the next backoff, the one after twice as long.
+    fn fail(&mut self) {
+        self.backoff = self.backoff_next.max(BACKOFF_FIRST);
+        self.backoff_next = (self.backoff * 2).min(BACKOFF_MOST);
     }
 }
 
@@ -309,6 +330,35 @@ mod tests {
             tries,
         ];
         assert_eq!(runs[..5], expected, "{runs:?}");
+    }
+
+    #[test]
+    fn a_pair_parted_soon_after_a_try_backs_off_as_from_a_failed_one() {
+        let mut waits = Waits::of(248_832);
+        waits.run(false, N + 1, 60, true);
+        // The try worked, but the pair parted after 3 waits.
+        assert_eq!(waits.run(true, 3, 35, true), [Plan::Usual; 3]);
+        let plans = waits.run(false, BACKOFF_FIRST as usize + 1, 60, true);
+        assert!(
+            plans[..BACKOFF_FIRST as usize]
+                .iter()
+                .all(|&p| p == Plan::Usual),
+            "{plans:?}"
+        );
+        assert_eq!(plans[BACKOFF_FIRST as usize], Plan::Try);
+        // Parted again: twice the backoff.
+        waits.run(true, 3, 35, true);
+        let plans = waits.run(false, 2 * BACKOFF_FIRST as usize + 1, 60, true);
+        assert!(
+            plans[..2 * BACKOFF_FIRST as usize]
+                .iter()
+                .all(|&p| p == Plan::Usual)
+        );
+        assert_eq!(plans[2 * BACKOFF_FIRST as usize], Plan::Try);
+        // A move that held for HOLD waits resets the backoff: when the
+        // pair parts after it, the next try comes at once.
+        waits.run(true, HOLD as usize, 35, true);
+        assert_eq!(waits.run(false, 1, 60, true), [Plan::Try]);
     }
 
     #[test]

@@ -126,13 +126,26 @@ fn class_of(len: usize) -> usize {
 }
 
 impl Share {
+    /// Whether the last message was large enough for [`Share::plan`].
+    #[inline]
+    pub(crate) fn large(&self) -> bool {
+        self.last_len >= MIN_LEN
+    }
+
+    /// Forgets the last wait (a small message came between: the period to
+    /// the next large one is no round trip).
+    #[inline]
+    pub(crate) fn forget(&mut self) {
+        self.last = None;
+    }
+
     /// Records the period since the last wait and plans this one. `one`:
     /// whether the peer last said it runs on this thread's CPU; `sent`:
     /// this end's send position; `may_move`: whether this thread may run
     /// on the peer's CPU (asked only when a try would begin).
     pub(crate) fn plan(&mut self, one: bool, sent: u64, may_move: impl FnOnce() -> bool) -> Plan {
-        if self.last_len < MIN_LEN {
-            self.last = None;
+        if !self.large() {
+            self.forget();
             return Plan::Usual;
         }
         self.plan_at(Instant::now(), one, sent, may_move)

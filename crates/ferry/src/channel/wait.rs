@@ -514,14 +514,12 @@ impl Waiter {
             };
         }
         let apart = scope.publish_cpu(my_cpu());
-        let plan = match scope.wait {
-            Wait::Adaptive if scope.taken.is_some() && online_cpus() > 1 => {
-                // Relaxed: a scheduling hint.
-                let peer = scope.peer().cpu.load(Ordering::Relaxed) as usize;
-                let may_move = || peer != 0 && crate::sys::may_run_on(peer - 1);
-                self.share.plan(!apart, scope.sent(), may_move)
+        let plan = match scope.wait == Wait::Adaptive && self.share.large() {
+            true => self.plan_share(scope, apart),
+            false => {
+                self.share.forget();
+                Plan::Usual
             }
-            _ => Plan::Usual,
         };
         let spin = match scope.wait {
             Wait::Sleep => false,
@@ -590,6 +588,19 @@ impl Waiter {
         };
         self.learn(start.elapsed());
         result
+    }
+
+    /// Where a receiving end's wait after a large message should run (see
+    /// `share`); kept out of the wait's common path.
+    #[inline(never)]
+    fn plan_share(&mut self, scope: &Scope<'_>, apart: bool) -> Plan {
+        if scope.taken.is_none() || online_cpus() < 2 {
+            return Plan::Usual;
+        }
+        // Relaxed: a scheduling hint.
+        let peer = scope.peer().cpu.load(Ordering::Relaxed) as usize;
+        let may_move = || peer != 0 && crate::sys::may_run_on(peer - 1);
+        self.share.plan(!apart, scope.sent(), may_move)
     }
 
     /// Lets a peer that last ran on this thread's CPU run, a few times, in

@@ -16,8 +16,8 @@
 //!   instead of spinning, a few waits in a row, which lets the scheduler
 //!   wake it next to its peer (the kernel's wake-ups pull a sleeper to its
 //!   waker's CPU, where that CPU is allowed and the scheduler judges it
-//!   better; often, not always: sleeping pairs shared a CPU in 20 of 24
-//!   runs of one batch and 9 of 16 of another). A try that leaves it apart,
+//!   better; often, not always: sleeping pairs shared a CPU in 23 of 24
+//!   runs of one batch and 12 of 24 of another). A try that leaves it apart,
 //!   or puts it together only for a few waits ([`HOLD`]), is not repeated
 //!   for a while ([`BACKOFF_FIRST`], doubling);
 //! - on one CPU it stays there (it sleeps after a few yields, as before

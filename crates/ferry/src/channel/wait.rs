@@ -327,9 +327,8 @@ impl Scope<'_> {
     /// How long an adaptive spin may last so far: long while the peer is
     /// awake, short once it sleeps, `blind` where its state is not seen.
     fn spin_limit(&self, blind: Duration) -> Duration {
-        // Relaxed: a scheduling hint. A peer that has not waited yet has
-        // not said where it runs: it may share this CPU.
-        if self.peer().cpu.load(Ordering::Relaxed) == 0 {
+        // A peer that has not said where it runs may share this CPU.
+        if !self.peer_said_cpu() {
             return blind.min(WAKE_GRACE);
         }
         match self.peer_sleeps() {
@@ -339,6 +338,13 @@ impl Scope<'_> {
             Some(_) => WAKE_GRACE,
             None => blind,
         }
+    }
+
+    /// Whether the peer has said where it runs: it has waited, or woken
+    /// this side, at least once (its CPU word is 0 until then).
+    fn peer_said_cpu(&self) -> bool {
+        // Relaxed: a scheduling hint.
+        self.peer().cpu.load(Ordering::Relaxed) != 0
     }
 
     /// Whether the peer is seen awake (not about to sleep or asleep).
@@ -569,10 +575,8 @@ impl Waiter {
                 }
             }
         }
-        // Relaxed: a scheduling hint (0: the peer has not said).
-        let unknown = apart && scope.peer().cpu.load(Ordering::Relaxed) == 0;
         if scope.wait == Wait::Adaptive
-            && (!apart || self.look_first(unknown))
+            && (!apart || self.look_first(!scope.peer_said_cpu()))
             && let Some(ready) =
                 self.yield_to_peer(scope, deadline, &mut poll, !apart && plan != Plan::Stay)?
         {

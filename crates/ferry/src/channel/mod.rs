@@ -11,6 +11,7 @@ mod loan;
 mod lock;
 mod options;
 mod out_of_line;
+mod part;
 mod receiver;
 mod select;
 mod sender;

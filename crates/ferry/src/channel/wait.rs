@@ -26,6 +26,10 @@
 //! the writer's heels, each look takes the line the writer is about to
 //! write, and both sides pay a cross-core transfer per few messages.
 //!
+//! A small round trip's pair that finds itself on one CPU holds the CPU
+//! now and then, so the scheduler moves the peer to an idle one (see
+//! `part`): taking turns, neither would ever be moved.
+//!
 //! Large round trips run faster with the pair on one CPU on some machines
 //! (a copy within one core's cache against one across cores) and slower on
 //! others: a receiving end measures which, per message size, and where one
@@ -37,6 +41,7 @@ use std::cell::Cell;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+use super::part::{self, Parting, Room};
 use super::share::{Plan, Share};
 use crate::link::{Failure, Link};
 use crate::ring::Corrupt;
@@ -177,6 +182,8 @@ pub(crate) struct Waiter {
     /// Waits left that yield first while the peer's CPU is not known (see
     /// [`FIRST_LOOKS`]).
     first_looks: u8,
+    /// A receiver's record of its waits on its peer's CPU (see `part`).
+    parting: Parting,
 }
 
 impl Default for Waiter {
@@ -187,6 +194,7 @@ impl Default for Waiter {
             pace: Pace::default(),
             share: Share::default(),
             first_looks: FIRST_LOOKS,
+            parting: Parting::default(),
         }
     }
 }
@@ -354,6 +362,13 @@ impl Scope<'_> {
             .is_some_and(|side| side.waiting.load(Ordering::Relaxed) == 0)
     }
 
+    /// Whether the peer is seen asleep (or about to sleep).
+    fn peer_asleep(&self) -> bool {
+        // Relaxed: a scheduling hint.
+        self.peer_sleeps()
+            .is_some_and(|side| side.waiting.load(Ordering::Relaxed) != 0)
+    }
+
     /// This end's send position on the other ring: a receiver tells from
     /// it whether its end answered between two waits.
     fn sent(&self) -> u64 {
@@ -453,6 +468,23 @@ impl Drop for SpinSlot {
     fn drop(&mut self) {
         // Relaxed: see `take`.
         SPINNING.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Whether another CPU may take a peer on this thread's CPU (see `part`),
+/// for a receiving end whose last message is recorded in `share`.
+fn room(share: &Share) -> Room {
+    if online_cpus() < 2 || !crate::sys::may_move() {
+        return Room::Pinned;
+    }
+    if share.large() {
+        // One CPU may be faster: `share` decides (counted as busy, so a
+        // pipe whose messages turn small tries later).
+        return Room::Busy;
+    }
+    match crate::sys::runnable_threads() {
+        Some(runnable) if runnable <= online_cpus() => Room::Free,
+        _ => Room::Busy,
     }
 }
 
@@ -575,6 +607,19 @@ impl Waiter {
                 }
             }
         }
+        if scope.wait == Wait::Adaptive && scope.taken.is_some() {
+            // A round trip on the peer's CPU: hold once in a while, so the
+            // scheduler may part the pair (see `part`).
+            if apart {
+                self.parting.apart();
+            } else if self
+                .parting
+                .together(|| scope.sent(), || room(&self.share), Instant::now)
+                && let Some(ready) = self.hold(scope, deadline, &mut poll)?
+            {
+                return Ok(ready);
+            }
+        }
         if scope.wait == Wait::Adaptive
             && (!apart || self.look_first(!scope.peer_said_cpu()))
             && let Some(ready) =
@@ -633,14 +678,15 @@ impl Waiter {
     ///
     /// While the peer is seen awake (working on what this side waits for)
     /// it yields on (with `on`), up to [`MAX_SPIN`], as a spinner on
-    /// another CPU would spin. Both threads then stay runnable, and where
-    /// the scheduler may move them, an idle CPU takes one: two unpinned
-    /// processes the kernel had put on one CPU (its wake-ups pull a sleeper
-    /// next to its waker) stayed there for whole runs when the waiter slept
-    /// after a few yields, at 2.5× the round trip of two CPUs (144 B: 8 of
-    /// 18 runs of a matrix, against none of ferry-spin's; with this, none).
-    /// Where one CPU measures faster (large round trips on some machines,
-    /// see `share`), the pair stays: `on` is false.
+    /// another CPU would spin: two unpinned processes the kernel had put on
+    /// one CPU (its wake-ups pull a sleeper next to its waker) stayed there
+    /// for whole runs when the waiter slept after a few yields, at 2.5×
+    /// the round trip of two CPUs (144 B: 8 of 18 runs of a matrix, against
+    /// none of ferry-spin's). Yielding alone does not part them either (each
+    /// of the pair stays cache-hot, which the balancer leaves): a receiver
+    /// holds now and then for that (see `part`). Where one CPU measures
+    /// faster (large round trips on some machines, see `share`), the pair
+    /// stays: `on` is false.
     fn yield_to_peer<R>(
         &mut self,
         scope: &Scope<'_>,
@@ -672,6 +718,47 @@ impl Waiter {
             }
         }
         Ok(None)
+    }
+
+    /// Polls without yielding for up to [`part::HOLD`], so a peer on this
+    /// CPU waits in the run queue until the scheduler moves it to an idle
+    /// CPU (see `part`); ends at the message, a deadline, a gone or
+    /// sleeping peer, or the hold's end. Holds a [`SpinSlot`], so a server's
+    /// threads do not hold all at once.
+    #[inline(never)]
+    fn hold<R>(
+        &mut self,
+        scope: &Scope<'_>,
+        deadline: Option<Instant>,
+        poll: &mut impl FnMut() -> Result<Option<R>, Corrupt>,
+    ) -> Result<Option<R>, Stop> {
+        let Some(_slot) = SpinSlot::take() else {
+            return Ok(None);
+        };
+        // The answer may come from another CPU: ask again next wait,
+        // which tells whether the pair parted (see `Parting::apart`).
+        forget_my_cpu();
+        // A `try_` call of another thread need not wait behind a hold.
+        let _holding = Holding::new(scope.holder_waits);
+        let start = Instant::now();
+        let result = 'hold: loop {
+            for _ in 0..BURST {
+                spin_hint();
+                if let Some(ready) = poll()? {
+                    break 'hold Some(ready);
+                }
+            }
+            let now = Instant::now();
+            if now - start >= part::HOLD
+                || deadline.is_some_and(|d| now >= d)
+                || scope.peer_asleep()
+                || scope.gone().is_some()
+            {
+                break None;
+            }
+        };
+        self.parting.held(Instant::now());
+        Ok(result)
     }
 
     /// Whether a wait apart from a peer whose CPU is `unknown` yields

@@ -37,6 +37,17 @@ pub(crate) mod cpu {
         true
     }
 
+    /// Whether this thread may run on more than one CPU: no affinity is
+    /// seen here, so yes.
+    pub(crate) fn may_move() -> bool {
+        true
+    }
+
+    /// Threads runnable in the whole system: not seen here.
+    pub(crate) fn runnable_threads() -> Option<usize> {
+        None
+    }
+
     /// Gives the CPU to another runnable thread, if any.
     pub(crate) fn yield_cpu() {
         std::thread::yield_now();

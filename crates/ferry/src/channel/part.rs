@@ -8,11 +8,12 @@
 //! them, and a sleeper is woken next to its waker. A fresh child often
 //! starts on its parent's CPU (the parent sleeps while it starts), and in
 //! `ferry-bench pingpong` runs of 12 B messages such pairs stayed together
-//! for 30–100 ms, the whole of some runs (8 of 20 runs shared one CPU for
-//! 40–60 % of the timed span), while `ferry-spin`'s pairs parted within
-//! 1–9 ms: a spinner keeps the CPU, its peer waits in the run queue
-//! without running, and the balancer moves a task that has not run for
-//! half a millisecond (`sched_migration_cost`) at its next tick.
+//! for 37–67 ms, the whole of some runs (in one batch of 20 runs at 12 and
+//! 1,728 B, 7 shared one CPU for 37–51 % of the timed span), while
+//! `ferry-spin`'s pairs parted within 0.7–9 ms: a spinner keeps the CPU,
+//! its peer waits in the run queue without running, and the balancer
+//! moves a task that has not run for half a millisecond
+//! (`sched_migration_cost`) at its next tick.
 //!
 //! So a receiving end whose waits keep finding its peer on its own CPU
 //! *holds* once in a while: it polls without yielding, for up to
@@ -31,10 +32,12 @@
 //! holds the pair takes turns as before. A pair that cannot part pays
 //! for each hold about the rest of a tick. Measured on the Xeon guest
 //! (`ferry-bench pingpong --repeat 4 --placement unpinned,same --size
-//! 12,144,1728`, 3 rounds alternating with the build before): unpinned
-//! runs whose pair shared a CPU 5, 3 and 0 of 12 before, 0, 0 and 1 of 12
-//! with tries; p50 at 12 B 0.626 µs before, 0.508 with (`ferry-spin`
-//! 0.49–0.50); the rows pinned to one CPU unchanged.
+//! 12,144,1728`, 3 rounds alternating with the build before, 12 runs
+//! each): unpinned runs whose pair shared a CPU 5, 3, 0 of 12 before and
+//! 0, 0, 1 with tries in one batch (p50 at 12 B 0.626 µs before, 0.508
+//! with; `ferry-spin` 0.49–0.50), 0, 4, 2 before and 0, 0, 0 with in
+//! another (144 B: 0.677 before, 0.580 with); the rows pinned to one CPU
+//! within 1 %.
 //!
 //! Tries are spaced by waits, not a clock (no clock read on the path of a
 //! pair that shares a CPU, outside a try): [`BACKOFF_FIRST`] waits after

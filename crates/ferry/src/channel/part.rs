@@ -105,7 +105,8 @@ pub(crate) struct Parting {
     together: u32,
     /// Waits in a row apart, up to [`APART_RESET`].
     apart: u32,
-    /// This end's send position at the last wait.
+    /// This end's send position at the last look (see
+    /// [`Parting::together`]).
     sent: u64,
     /// Waits together before the next look (0 during a try: every wait
     /// looks), the waits from a try's end to the next, and the backoff

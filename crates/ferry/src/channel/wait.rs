@@ -733,6 +733,9 @@ impl Waiter {
         poll: &mut impl FnMut() -> Result<Option<R>, Corrupt>,
     ) -> Result<Option<R>, Stop> {
         let Some(_slot) = SpinSlot::take() else {
+            // Another thread spins: this hold counts as made, so a try
+            // ends after its holds whether or not any could begin.
+            self.parting.held(Instant::now());
             return Ok(None);
         };
         // The answer may come from another CPU: ask again next wait,

@@ -49,9 +49,8 @@ fn server(clients: usize) -> Result<(), Box<dyn std::error::Error>> {
         file.rewind()?;
         file.read_to_string(&mut data)?;
         println!(
-            "server: client pid {} (uid {}) sent {:?} with a memfd holding {} bytes",
-            client.peer.pid,
-            client.peer.uid,
+            "server: client ({}) sent {:?} with a memfd holding {} bytes",
+            client.peer,
             String::from_utf8_lossy(&message.bytes),
             data.len()
         );

@@ -176,8 +176,8 @@ fn refused(server: &ferry::Server, name: &str, opening: &Opening, verdict: &mut 
             verdict.check(*reason == Refusal::Handshake, || {
                 format!("{what}: refused for {reason:?}, not Handshake")
             });
-            verdict.check(peer.pid == std::process::id(), || {
-                format!("{what}: the refusal names pid {}", peer.pid)
+            verdict.check(peer.pid == Some(std::process::id()), || {
+                format!("{what}: the refusal names {peer}")
             });
         }
         other => verdict.fail(format!("{what}: accept gave {other:?}, not a refusal")),

@@ -104,7 +104,7 @@ fn hundred_clients_at_once() {
     for _ in 0..PROCESSES * PER_PROCESS {
         let client = server.accept_timeout(secs(20)).expect("a client");
         assert!(
-            pids.contains(&client.peer.pid),
+            client.peer.pid.is_some_and(|pid| pids.contains(&pid)),
             "peer {:?} is one of {pids:?}",
             client.peer
         );
@@ -162,7 +162,7 @@ fn tokens_are_checked_and_handed_to_invited_children() {
         match server.accept_timeout(secs(10)) {
             Err(AcceptError::Refused { peer, reason }) => {
                 assert_eq!(reason, Refusal::Token);
-                assert_eq!(peer.pid, client.id());
+                assert_eq!(peer.pid, Some(client.id()));
             }
             other => panic!("{role}: expected a refusal, got {other:?}"),
         }
@@ -175,7 +175,7 @@ fn tokens_are_checked_and_handed_to_invited_children() {
     cmd.stdout(Stdio::null());
     let invited = dog.watch(server.spawn(cmd).expect("spawn an invited child"));
     let client = server.accept_timeout(secs(10)).expect("the invited child");
-    assert_eq!(client.peer.pid, invited.id());
+    assert_eq!(client.peer.pid, Some(invited.id()));
     client.pipe.send(b"hello").expect("send");
     assert_eq!(client.pipe.recv().expect("reply"), b"hello back");
     invited.wait_ok();
@@ -226,7 +226,10 @@ fn users_are_checked_both_ways() {
     let mut client = child(&dog, this_test!(), "refused-user", &name);
     match server.accept_timeout(secs(10)) {
         Err(AcceptError::Refused { peer, reason }) => {
-            assert_eq!((peer.pid, reason), (client.id(), Refusal::Credentials));
+            assert_eq!(
+                (peer.pid, reason),
+                (Some(client.id()), Refusal::Credentials)
+            );
         }
         other => panic!("expected a refusal, got {other:?}"),
     }
@@ -410,7 +413,7 @@ fn stalled_handshakes_delay_no_one() {
         .join()
         .expect("accept")
         .expect("the honest client");
-    assert_eq!(client.peer.pid, honest.id());
+    assert_eq!(client.peer.pid, Some(honest.id()));
     let served = echo(client.pipe);
     assert!(
         honest.wait().success(),

@@ -11,8 +11,8 @@ use crate::channel::{Pipe, PipeOptions, ProtocolError};
 use crate::link::{Fault, Link};
 use crate::sync::{AtomicBool, Ordering};
 use crate::sys::{
-    ControlSocket, Received, adopt_inherited_pipe, credentials, effective_uid, parent_pid,
-    read_note, wait_readable,
+    ControlSocket, Received, adopt_inherited_pipe, credentials, effective_uid, read_note,
+    wait_readable,
 };
 use crate::wire::Violation;
 use crate::wire::handshake::{Hello, Invite, InviteEnv, MAX_INVITE, REFUSAL_LEN, Refusal};
@@ -176,7 +176,7 @@ impl ConnectOptions {
         // refusal is still queued, so read on whatever this says.
         let _ = socket.try_send(&hello.encode(), &[]);
         answer(&socket, deadline)?;
-        let link = Link::new(socket, self.pipe.link_limits());
+        let link = Link::connected(socket, self.pipe.link_limits()).map_err(ConnectError::Io)?;
         take_pipe(&link, &self.pipe, deadline)
     }
 }
@@ -274,7 +274,7 @@ pub fn connect_invited_with(options: ConnectOptions) -> Result<Pipe, ConnectErro
         .map_err(|_| ConnectError::NotInvited(format!("{INVITE_ENV} is not set")))?;
     let env = InviteEnv::decode(&value)
         .map_err(|why| ConnectError::NotInvited(format!("{INVITE_ENV}={value:?}: {why}")))?;
-    if parent_pid() != Some(env.parent) {
+    if !super::child_of(env.parent) {
         return Err(ConnectError::NotInvited(format!(
             "{INVITE_ENV} was set for a child of process {}, not this process",
             env.parent

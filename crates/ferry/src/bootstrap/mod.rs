@@ -7,7 +7,17 @@
 //! process id and every option the parent chose for the child's end (see
 //! [`crate::wire::bootstrap`] for the encoding). The child checks that its
 //! parent is that process, so a grandchild that merely inherited the
-//! environment is refused.
+//! environment is refused. A child whose parent is outside its pid
+//! namespace (started through `unshare --pid --fork` or a sandbox that
+//! makes one) cannot see its parent's id, so the check is skipped there.
+//!
+//! Each side watches the other process itself, beside the socket (see
+//! [`crate::link`]): the parent holds a pidfd of the child it just spawned
+//! (not yet reaped, so its id cannot have been reused), and the child
+//! opens one of its parent and then checks that its parent is still the
+//! same (if not, the parent died in between and the link is down); a child
+//! whose parent is outside its pid namespace asks its socket for the
+//! process that made the socket pair, which is the parent.
 
 mod address;
 mod connect;
@@ -31,7 +41,9 @@ use std::fmt;
 
 use crate::channel::{Pipe, PipeOptions, ProtocolError};
 use crate::link::{Deadline, Fault, Link};
-use crate::sys::{ControlSocket, adopt_inherited, inherit_in_child, parent_pid, socket_pair};
+use crate::sys::{
+    ControlSocket, Process, adopt_inherited, inherit_in_child, parent_pid, socket_pair,
+};
 use crate::wire::bootstrap::BootstrapEnv;
 
 /// The environment variable naming the inherited socket, the parent, and
@@ -119,8 +131,14 @@ pub(crate) fn spawn_with(
         wait: options.wait.to_u8(),
     };
     command.env(ENV, env.encode());
-    let child = command.spawn().map_err(BootstrapError::Io)?;
+    let mut child = command.spawn().map_err(BootstrapError::Io)?;
     drop(theirs);
+    // The child is not reaped before this: its id is still its own.
+    if let Err(e) = link.watch_peer(Process::open(child.id())) {
+        let _ = child.kill();
+        let _ = child.wait();
+        return Err(BootstrapError::Io(e));
+    }
     Ok((child, near))
 }
 
@@ -144,7 +162,10 @@ impl Pipe {
             ))
         })?;
         let options = options_of(&env);
-        let link = Link::new(ControlSocket::from_fd(fd), options.link_limits());
+        let socket = ControlSocket::from_fd(fd);
+        let parent = parent_process(&socket);
+        let link = Link::new(socket, options.link_limits());
+        link.watch_peer(parent).map_err(BootstrapError::Io)?;
         let protocol = |why: Violation| BootstrapError::Protocol(ProtocolError::from(why));
         first_pipe(&link, &options, None).map_err(|fault| match fault {
             Fault::Local(e) => BootstrapError::Io(e),
@@ -170,8 +191,33 @@ fn first_pipe(
     Pipe::adopt(link, end, options).map_err(|why| Fault::Violation(why.0))
 }
 
+/// A handle on this process's parent, whose end of the socket pair is at
+/// the other end of `socket` (see the module comment).
+fn parent_process(socket: &ControlSocket) -> std::io::Result<Option<Process>> {
+    let Some(pid) = parent_pid() else {
+        return Process::of_peer(socket.as_fd());
+    };
+    let process = Process::open(pid)?;
+    // A parent that died before the handle was made left this process to
+    // a reaper: the id the handle names may be anyone's by now.
+    match parent_pid() == Some(pid) {
+        true => Ok(process),
+        false => Err(std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            "the parent process has exited",
+        )),
+    }
+}
+
+/// Whether process `parent` (as the parent's pid namespace numbers it) is
+/// this process's parent; `true` also when this process cannot see its
+/// parent (outside its pid namespace).
+fn child_of(parent: u32) -> bool {
+    parent_pid().is_none_or(|actual| actual == parent)
+}
+
 /// This process's [`ENV`], decoded, after checking that the parent named
-/// in it is this process's parent.
+/// in it is this process's parent (see [`child_of`]).
 fn read_env() -> Result<BootstrapEnv, BootstrapError> {
     let value = std::env::var(ENV).map_err(|_| {
         BootstrapError::NotSpawned(format!(
@@ -185,12 +231,11 @@ fn read_env() -> Result<BootstrapEnv, BootstrapError> {
         ))
     })?;
     match parent_pid() {
-        Some(actual) if actual == env.parent => Ok(env),
-        actual => Err(BootstrapError::NotSpawned(format!(
-            "{ENV} was set by process {}, but this process's parent is {}: it was inherited, not given by ferry::spawn",
+        Some(actual) if actual != env.parent => Err(BootstrapError::NotSpawned(format!(
+            "{ENV} was set by process {}, but this process's parent is {actual}: it was inherited, not given by ferry::spawn",
             env.parent,
-            actual.map_or_else(|| "gone".to_string(), |p| p.to_string())
         ))),
+        _ => Ok(env),
     }
 }
 

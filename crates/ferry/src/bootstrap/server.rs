@@ -171,11 +171,7 @@ pub enum AcceptError {
 impl fmt::Display for AcceptError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::Refused { peer, reason } => write!(
-                f,
-                "refused a client (pid {}, uid {}, gid {}): {reason}",
-                peer.pid, peer.uid, peer.gid
-            ),
+            Self::Refused { peer, reason } => write!(f, "refused a client ({peer}): {reason}"),
             Self::Timeout => f.write_str("no client completed its handshake before the deadline"),
             Self::Io(e) => write!(f, "system error while accepting a client: {e}"),
         }
@@ -436,7 +432,10 @@ impl Server {
             Ok(pair) => pair,
             Err(e) => return Some(Err(AcceptError::Io(e))),
         };
-        let link = Link::new(p.socket, options.link_limits());
+        let link = match Link::connected(p.socket, options.link_limits()) {
+            Ok(link) => link,
+            Err(e) => return Some(Err(AcceptError::Io(e))),
+        };
         let deadline = Instant::now() + self.options.handshake_timeout;
         match far.send_whole(&link, BOOTSTRAP_ID, Some(deadline)) {
             Ok(()) => Some(Ok(Connection {

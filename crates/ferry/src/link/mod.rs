@@ -2,6 +2,21 @@
 //! (descriptor passing, and the peer's death seen as a hang-up) shared by
 //! every pipe between the two.
 //!
+//! The peer's death is also seen through a handle on its process (a
+//! pidfd), where the kernel gives one: the process that connected or
+//! listened (`SO_PEERPIDFD`), or, for a spawned child and its parent, the
+//! child or parent itself. The socket's hang-up alone cannot be trusted: a
+//! peer can send its own end of the socket to this process as a descriptor
+//! (or a socket whose queue holds it, or anything else that keeps it open),
+//! and this process then keeps the peer's end open itself, so the hang-up
+//! never comes. Refusing the link's own socket as a payload would close one
+//! way of many and is not attempted; the process handle closes them all,
+//! since no descriptor this process holds keeps the peer process alive. So
+//! the link's peer *is* that process: if it hands its socket to another
+//! process and exits, the link is down. Where no handle can be had (Linux
+//! before 6.5 for a named server's links, before 5.3 for spawned ones, or
+//! another OS), the hang-up alone tells, as before.
+//!
 //! Many pipes share one link, so descriptors grow with peers, not pipes: a
 //! pipe's shared memory crosses the socket once, is mapped, and its
 //! descriptor is closed at once on both sides.
@@ -34,7 +49,7 @@ use crate::pool::per_link::{Announce, Held, SendPool};
 use crate::ring::Region;
 use crate::ring::region::Part;
 use crate::ring::wake;
-use crate::sys::{ControlSocket, Ringer};
+use crate::sys::{ControlSocket, Process, Ringer};
 use crate::wire::frame::BlockRef;
 use crate::wire::record::{Carried, Record};
 use inbox::{Inbox, Queued, Reader};
@@ -114,6 +129,9 @@ pub(crate) struct Link {
     /// The key of this link in the process's hang-up watcher, if it is
     /// watched (see [`Link::watched`]).
     watch_key: OnceLock<u64>,
+    /// The peer process, where a handle on it could be had (see the
+    /// module comment).
+    peer: OnceLock<Process>,
 }
 
 impl Link {
@@ -132,11 +150,51 @@ impl Link {
             born: Instant::now(),
             checked_at: AtomicU64::new(0),
             watch_key: OnceLock::new(),
+            peer: OnceLock::new(),
         });
         if let Some(key) = watcher::watch(&link) {
             let _ = link.watch_key.set(key);
         }
         link
+    }
+
+    /// A link over a socket connected to a named server (or accepted from
+    /// one), whose peer is the process at the other end of `socket` (see
+    /// [`Link::watch_peer`]). Fails only for a local reason (out of
+    /// descriptors or memory).
+    pub(crate) fn connected(socket: ControlSocket, limits: LinkLimits) -> io::Result<Arc<Self>> {
+        let peer = Process::of_peer(socket.as_fd());
+        let link = Self::new(socket, limits);
+        link.watch_peer(peer)?;
+        Ok(link)
+    }
+
+    /// Watches `peer`, the handle on the peer process found by the caller,
+    /// beside the socket: once it exits, the link is down (as on a
+    /// hang-up: what the peer committed is still delivered). `Ok(None)`:
+    /// no handle here, the hang-up alone tells. A `NotFound` error: the
+    /// peer process has already gone, so the link is down now. Other
+    /// errors are this process's own shortages, returned as they are.
+    pub(crate) fn watch_peer(&self, peer: io::Result<Option<Process>>) -> io::Result<()> {
+        let process = match peer {
+            Ok(Some(process)) => process,
+            Ok(None) => return Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                self.hung_up();
+                return Ok(());
+            }
+            Err(e) => return Err(e),
+        };
+        let already = || io::Error::other("the link's peer process is already set");
+        self.peer.set(process).map_err(|_| already())?;
+        let process = self.peer.get().ok_or_else(already)?;
+        if let Some(&key) = self.watch_key.get() {
+            watcher::watch_process(key, process)?;
+        }
+        if process.exited() {
+            self.hung_up();
+        }
+        Ok(())
     }
 
     /// Whether the peer's hang-up is pushed to this link's waiters by the
@@ -146,7 +204,8 @@ impl Link {
         self.watch_key.get().is_some()
     }
 
-    /// The watcher saw the peer hang up: marks the link down, then wakes
+    /// The watcher saw the peer hang up or its process exit: marks the
+    /// link down, then wakes
     /// every thread of this process asleep on one of its rings, so each
     /// finds it down.
     fn hung_up(&self) {
@@ -177,12 +236,14 @@ impl Link {
         }
     }
 
-    /// Asks the kernel whether the peer has gone (one `poll`), and records it.
+    /// Asks the kernel whether the peer has gone (a `poll` of the socket,
+    /// and one of the peer process's handle if there is one), and records
+    /// it.
     pub(crate) fn check_peer(&self) -> Option<Failure> {
         if let Some(failure) = self.failure() {
             return Some(failure);
         }
-        if self.socket.peer_hung_up() {
+        if self.socket.peer_hung_up() || self.peer.get().is_some_and(Process::exited) {
             self.fail(Failure::HungUp);
         }
         self.failure()
@@ -494,7 +555,7 @@ fn carried_parts(end: Carried) -> Vec<Part> {
 impl Drop for Link {
     fn drop(&mut self) {
         if let Some(&key) = self.watch_key.get() {
-            watcher::unwatch(key, &self.socket);
+            watcher::unwatch(key, &self.socket, self.peer.get());
         }
     }
 }

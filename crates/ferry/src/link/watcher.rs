@@ -1,7 +1,9 @@
 //! Peer death pushed, not polled: one thread per process, `ferry-watch`,
-//! sleeps in the kernel on every link's control socket at once and is woken
-//! only when a peer's end hangs up (its process exited, crashed or was
-//! killed). It then marks the link down and wakes every thread of this
+//! sleeps in the kernel on every link's control socket and peer process
+//! handle at once and is woken only when a peer's end hangs up or its
+//! process exits (crashed or was killed too; the handle tells even when the
+//! peer made this process hold its end of the socket, see [`super`]). It
+//! then marks the link down and wakes every thread of this
 //! process asleep on the link's rings, which find the link down and return
 //! `Disconnected` (after taking what the peer committed). Waiting threads
 //! therefore sleep without a timeout, and an idle process makes no periodic
@@ -13,11 +15,12 @@
 //! they did before the watcher existed.
 
 use std::collections::HashMap;
+use std::os::fd::AsFd;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use super::Link;
 use crate::sync::{AtomicU64, Ordering};
-use crate::sys::{ControlSocket, Interest, Poller};
+use crate::sys::{ControlSocket, Interest, Poller, Process};
 
 /// The process's watcher: the kernel's watch and the links it stands for.
 #[derive(Debug)]
@@ -64,16 +67,29 @@ pub(super) fn watch(link: &Arc<Link>) -> Option<u64> {
     Some(key)
 }
 
-/// Stops watching a link's socket, before the socket is closed.
-pub(super) fn unwatch(key: u64, socket: &ControlSocket) {
+/// Watches the peer process of the link watched under `key` too: its exit
+/// is reported as the socket's hang-up is.
+pub(super) fn watch_process(key: u64, process: &Process) -> std::io::Result<()> {
+    match watcher() {
+        Some(watcher) => (watcher.poller).add(process.as_fd(), key, Interest::Exited),
+        None => Ok(()),
+    }
+}
+
+/// Stops watching a link's socket and peer process, before they are closed.
+pub(super) fn unwatch(key: u64, socket: &ControlSocket, process: Option<&Process>) {
     if let Some(watcher) = watcher() {
         watcher.poller.remove(socket.as_fd());
+        if let Some(process) = process {
+            watcher.poller.remove(process.as_fd());
+        }
         let mut links = watcher.links.lock().unwrap_or_else(|e| e.into_inner());
         links.remove(&key);
     }
 }
 
-/// The watcher thread: waits for hang-ups and hands each to its link.
+/// The watcher thread: waits for hang-ups and exits and hands each to its
+/// link.
 fn run() {
     // The thread starts inside `get_or_init`: this call waits for it to
     // finish, and finds the watcher made.

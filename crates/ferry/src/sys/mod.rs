@@ -45,9 +45,10 @@
 //!   can itself be polled) watching many descriptors for
 //!   `Interest::HangUp` (a socket's peer closed, reported once, and woken by
 //!   nothing else: records arriving do not wake it) or
-//!   `Interest::Readable`. One thread per process sleeps in one on every
-//!   link's socket, so peer death is pushed to waiters and an idle process
-//!   makes no periodic wakeups.
+//!   `Interest::Readable`, or a process handle for `Interest::Exited`
+//!   (reported once). One thread per process sleeps in one on every
+//!   link's socket and peer process, so peer death is pushed to waiters
+//!   and an idle process makes no periodic wakeups.
 //! - **Doorbells** (`linux/doorbell.rs`): `Doorbell::new()` making a
 //!   waiting end (`clear`, `AsFd`: readable once rung, until cleared) and
 //!   the `Ringer` that rings it (`ring`, `AsFd`), which a ring side waiting
@@ -59,14 +60,24 @@
 //!   `may_run_on` (a CPU), `may_move` (more than one), `runnable_threads`
 //!   (system-wide, from `/proc/loadavg`).
 //! - **Processes** (`linux/process.rs`): `inherit_in_child` (make one socket
-//!   survive `exec` in a spawned child), `parent_pid`, `adopt_inherited`
+//!   survive `exec` in a spawned child), `parent_pid` (`None` when the
+//!   parent is outside this process's pid namespace), `adopt_inherited`
 //!   (a socket) and `adopt_inherited_pipe`, `duplicate` (a descriptor).
+//! - **Peer processes** (`linux/peer.rs`): a `Process` handle (a pidfd on
+//!   Linux), `Process::open(pid)` and `Process::of_peer(socket)` (the
+//!   process at the other end of a connected socket), each `Ok(None)` where
+//!   the OS has no such handle and `NotFound` when the process has already
+//!   gone; `exited()` without blocking, and `AsFd` for a `Poller`
+//!   (`Interest::Exited`). A link watches its peer process this way, so a
+//!   peer cannot hide its death by making this process hold its end of the
+//!   socket; without it, death is the socket's hang-up alone.
+//!   `credentials(socket)` of a connected socket's peer (pid `None` when
+//!   the peer is outside this pid namespace).
 //! - **Named sockets** (`linux/listener.rs`): a `Listener` (`bind(name,
 //!   backlog)` on a `SocketName`, reclaiming a socket file left by a
 //!   listener that is gone and making a new one readable by its owner
 //!   only; non-blocking `accept` with the client's `Credentials`),
-//!   `connect(name, timeout)`, `credentials` of a connected socket's peer,
-//!   `effective_uid`, `random_bytes`, `wait_readable` over many
+//!   `connect(name, timeout)`, `effective_uid`, `random_bytes`, `wait_readable` over many
 //!   descriptors, and `note_pipe`/`read_note`: a few bytes a spawned child
 //!   reads once from an inherited pipe.
 //!
@@ -89,10 +100,10 @@ pub(crate) use backend::cpu::{may_move, may_run_on, runnable_threads, yield_cpu}
 pub(crate) use backend::doorbell::{Doorbell, Ringer};
 pub(crate) use backend::futex::{futex_wait, futex_wake, private_wait, private_wake};
 pub(crate) use backend::listener::{
-    Listener, connect, credentials, effective_uid, note_pipe, random_bytes, read_note,
-    wait_readable,
+    Listener, connect, effective_uid, note_pipe, random_bytes, read_note, wait_readable,
 };
 pub(crate) use backend::memory::{Mapping, SharedMemory, is_shortage};
+pub(crate) use backend::peer::{Process, credentials};
 pub(crate) use backend::poller::{Interest, Poller};
 pub(crate) use backend::process::{
     adopt_inherited, adopt_inherited_pipe, duplicate, inherit_in_child, parent_pid,
@@ -103,12 +114,25 @@ pub(crate) use backend::socket::{ControlSocket, socket_pair};
 /// connection was made (`SO_PEERCRED` on Linux).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Credentials {
-    /// The peer's process id.
-    pub pid: u32,
+    /// The peer's process id, as this process's pid namespace numbers it;
+    /// `None` when the peer is outside that namespace (a server in a
+    /// container seeing a client of the host, a sandboxed client seeing
+    /// its server), where the kernel cannot name it.
+    pub pid: Option<u32>,
     /// The peer's effective user id.
     pub uid: u32,
     /// The peer's effective group id.
     pub gid: u32,
+}
+
+impl std::fmt::Display for Credentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.pid {
+            Some(pid) => write!(f, "pid {pid}")?,
+            None => f.write_str("pid unknown (another pid namespace)")?,
+        }
+        write!(f, ", uid {}, gid {}", self.uid, self.gid)
+    }
 }
 
 /// Where a listening socket is found.

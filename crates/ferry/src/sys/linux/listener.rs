@@ -3,7 +3,7 @@
 //! [`listen(2)`](https://man7.org/linux/man-pages/man2/listen.2.html),
 //! [`accept4(2)`](https://man7.org/linux/man-pages/man2/accept4.2.html),
 //! [`connect(2)`](https://man7.org/linux/man-pages/man2/connect.2.html)),
-//! the peer's credentials (`SO_PEERCRED`, [`unix(7)`](https://man7.org/linux/man-pages/man7/unix.7.html)),
+//! the peer's credentials (read in `peer.rs`),
 //! random tokens ([`getrandom(2)`](https://man7.org/linux/man-pages/man2/getrandom.2.html)),
 //! and the one-shot note a server hands a child it starts ([`pipe(2)`](https://man7.org/linux/man-pages/man2/pipe.2.html)).
 
@@ -17,6 +17,8 @@ use rustix::fs::{FileType, Mode};
 use rustix::net::{AddressFamily, SocketAddrUnix, SocketFlags, SocketType};
 
 use crate::sys::{Credentials, SocketName};
+
+use super::peer::credentials;
 
 use super::socket::ControlSocket;
 
@@ -153,18 +155,6 @@ pub(crate) fn connect(name: &SocketName<'_>, timeout: Duration) -> io::Result<Co
         )),
         Err(e) => Err(e.into()),
     }
-}
-
-/// The credentials of the process at the other end of a connected Unix
-/// socket, as they were when it connected (or, for a client's socket, when
-/// the server listened).
-pub(crate) fn credentials(fd: BorrowedFd<'_>) -> io::Result<Credentials> {
-    let cred = rustix::net::sockopt::socket_peercred(fd)?;
-    Ok(Credentials {
-        pid: cred.pid.as_raw_nonzero().get() as u32,
-        uid: cred.uid.as_raw(),
-        gid: cred.gid.as_raw(),
-    })
 }
 
 /// This process's effective user id.

@@ -5,6 +5,7 @@ pub(crate) mod doorbell;
 pub(crate) mod futex;
 pub(crate) mod listener;
 pub(crate) mod memory;
+pub(crate) mod peer;
 pub(crate) mod poller;
 pub(crate) mod process;
 pub(crate) mod socket;

@@ -3,7 +3,9 @@
 //! Two uses. The process's hang-up watcher registers every link's control
 //! socket for [`Interest::HangUp`] alone (`EPOLLRDHUP`, one shot;
 //! `EPOLLHUP` and `EPOLLERR` are always reported), so it is woken when a
-//! peer's end closes and by nothing else: records arriving do not wake it.
+//! peer's end closes and by nothing else: records arriving do not wake it;
+//! and the peer process's pidfd, where there is one, for
+//! [`Interest::Exited`] (`EPOLLIN`, one shot: readable once it exits).
 //! A set of receivers waited on together registers their doorbells for
 //! [`Interest::Readable`].
 
@@ -24,6 +26,8 @@ pub(crate) enum Interest {
     HangUp,
     /// Readable (level-triggered: reported while it stays readable).
     Readable,
+    /// A process handle's process exited (readable), reported once.
+    Exited,
 }
 
 /// An epoll instance.
@@ -46,6 +50,7 @@ impl Poller {
         let flags = match interest {
             Interest::HangUp => EventFlags::RDHUP | EventFlags::ONESHOT,
             Interest::Readable => EventFlags::IN,
+            Interest::Exited => EventFlags::IN | EventFlags::ONESHOT,
         };
         Ok(epoll::add(&self.epoll, fd, EventData::new_u64(key), flags)?)
     }

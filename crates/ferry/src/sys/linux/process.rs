@@ -68,7 +68,10 @@ pub(crate) fn duplicate(fd: BorrowedFd<'_>) -> io::Result<OwnedFd> {
     Ok(rustix::io::fcntl_dupfd_cloexec(fd, 0)?)
 }
 
-/// The parent's process id, if the parent is still alive.
+/// The parent's process id; `None` when the parent is outside this
+/// process's pid namespace (this process is the first of a new one, or was
+/// spawned into one), where the kernel reports 0. A parent that exited is
+/// not seen here: the process was handed to a reaper, whose id this gives.
 pub(crate) fn parent_pid() -> Option<u32> {
     rustix::process::getppid().map(|p| p.as_raw_nonzero().get() as u32)
 }

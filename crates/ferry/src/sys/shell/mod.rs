@@ -170,6 +170,41 @@ pub(crate) mod process {
     }
 }
 
+pub(crate) mod peer {
+    use std::convert::Infallible;
+    use std::io;
+    use std::os::fd::{AsFd, BorrowedFd};
+
+    use crate::sys::Credentials;
+
+    /// No process handle here: `open` and `of_peer` find none, so links
+    /// fall back to their socket's hang-up.
+    #[derive(Debug)]
+    pub(crate) struct Process(Infallible);
+
+    impl Process {
+        pub(crate) fn open(_pid: u32) -> io::Result<Option<Self>> {
+            Ok(None)
+        }
+        pub(crate) fn of_peer(_socket: BorrowedFd<'_>) -> io::Result<Option<Self>> {
+            Ok(None)
+        }
+        pub(crate) fn exited(&self) -> bool {
+            match self.0 {}
+        }
+    }
+
+    impl AsFd for Process {
+        fn as_fd(&self) -> BorrowedFd<'_> {
+            match self.0 {}
+        }
+    }
+
+    pub(crate) fn credentials(_fd: BorrowedFd<'_>) -> io::Result<Credentials> {
+        super::unsupported()
+    }
+}
+
 pub(crate) mod listener {
     use std::io;
     use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -200,10 +235,6 @@ pub(crate) mod listener {
     }
 
     pub(crate) fn connect(_name: &SocketName<'_>, _timeout: Duration) -> io::Result<ControlSocket> {
-        super::unsupported()
-    }
-
-    pub(crate) fn credentials(_fd: BorrowedFd<'_>) -> io::Result<Credentials> {
         super::unsupported()
     }
 
@@ -293,6 +324,8 @@ pub(crate) mod poller {
         HangUp,
         /// Readable.
         Readable,
+        /// A process handle's process exited.
+        Exited,
     }
 
     /// No poller here: `new` fails, so none exists.

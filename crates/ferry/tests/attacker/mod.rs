@@ -9,6 +9,7 @@
 //! - [`report`]: how a victim process reports to the test that runs it.
 //! - [`named`]: raw clients and listeners at a ferry server's name.
 //! - [`fd_records`]: the attacks with descriptor records.
+//! - [`hide_death`]: a peer that sends its own control socket, then dies.
 //!
 //! [`RawPeer::from_bootstrap`] starts an attacker the way `Pipe::from_parent`
 //! starts an honest child: it takes the socket named in `FERRY_BOOTSTRAP`,
@@ -18,6 +19,7 @@
 
 pub mod attacks;
 pub mod fd_records;
+pub mod hide_death;
 pub mod named;
 pub mod region;
 pub mod report;
@@ -48,7 +50,13 @@ impl RawPeer {
     pub fn from_bootstrap() -> Self {
         let _ =
             rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL));
-        let socket = RawSocket::from_bootstrap();
+        Self::from_socket(RawSocket::from_bootstrap())
+    }
+
+    /// Starts on `socket`, a bootstrap socket or a named server's
+    /// connection after the opening: maps the pipe end the other side sent
+    /// first.
+    pub fn from_socket(socket: RawSocket) -> Self {
         let first = socket
             .recv(true)
             .expect("receive the bootstrap record")

@@ -33,9 +33,19 @@
 //!   returns [`RecvError::Disconnected`] or [`SendError::Disconnected`]
 //!   within milliseconds, after every message it fully sent is delivered.
 //!   The kernel pushes the death: one thread per process (`ferry-watch`)
-//!   sleeps on every link's socket and wakes only when a peer hangs up, so
-//!   a blocked wait sleeps without a timeout and an idle pipe makes no
-//!   wakeups at all.
+//!   sleeps on every link's socket and peer process (a pidfd) and wakes
+//!   only when a peer hangs up or exits, so a blocked wait sleeps without
+//!   a timeout and an idle pipe makes no wakeups at all. Watching the
+//!   process means a peer cannot hide its death by sending this process
+//!   its own end of the socket; it also means the peer *is* that process:
+//!   the child [`spawn()`] started (not a grandchild a wrapper leaves
+//!   behind), the parent, the client that connected, the server process
+//!   that listened. A server that binds, then forks and exits, is gone for
+//!   its clients. (Without pidfds, before Linux 6.5 for a named server's
+//!   links and 5.3 for spawned ones, the socket's hang-up alone tells.)
+//! - Peers in different pid namespaces (a sandboxed client, a server in a
+//!   container) connect as any others; a peer's pid that this process's
+//!   namespace cannot name is `None` in its [`Credentials`].
 //!
 //! # Waiting on many pipes
 //!

@@ -95,9 +95,8 @@ impl Process {
         // SAFETY: the kernel installed `raw` in this process for this call
         // (it returned 0 with an `int` of a non-negative number), and no
         // one else knows it: it is owned here once.
-        Ok(Some(Self {
-            fd: unsafe { OwnedFd::from_raw_fd(raw) },
-        }))
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        Ok(Some(Self { fd }))
     }
 
     /// Whether the process has exited, without blocking (one `poll`).

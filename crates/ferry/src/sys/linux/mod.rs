@@ -7,4 +7,5 @@ pub(crate) mod listener;
 pub(crate) mod memory;
 pub(crate) mod poller;
 pub(crate) mod process;
+pub(crate) mod rlimit;
 pub(crate) mod socket;

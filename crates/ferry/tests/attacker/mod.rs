@@ -9,6 +9,7 @@
 //! - [`report`]: how a victim process reports to the test that runs it.
 //! - [`named`]: raw clients and listeners at a ferry server's name.
 //! - [`fd_records`]: the attacks with descriptor records.
+//! - [`linger`]: descriptors whose close blocks.
 //!
 //! [`RawPeer::from_bootstrap`] starts an attacker the way `Pipe::from_parent`
 //! starts an honest child: it takes the socket named in `FERRY_BOOTSTRAP`,
@@ -18,6 +19,7 @@
 
 pub mod attacks;
 pub mod fd_records;
+pub mod linger;
 pub mod named;
 pub mod region;
 pub mod report;

@@ -126,9 +126,10 @@
 //! - What a peer can make this process hold is bounded before anything is
 //!   allocated or mapped: messages ([`PipeOptions::max_message`]), pipe ends
 //!   and descriptors per message ([`MAX_HANDLES`], the kernel's limit),
-//!   descriptors sent ahead of their message (256 per link; past it a
-//!   receive reports a local `Io` error and the rest waits on the socket),
-//!   ends sent ahead of
+//!   descriptors sent ahead of their message (for all peers together at
+//!   most half of this process's soft `RLIMIT_NOFILE`, and per link a
+//!   quarter of that, at most 256; past it a receive reports a local `Io`
+//!   error and the rest waits on the socket), ends sent ahead of
 //!   their message (4,096 per link; a sender keeps at most
 //!   [`HANDLE_WINDOW`] per pipe in flight), mapped memory per link
 //!   ([`PipeOptions::max_mapped`], regions and blocks together), pool
@@ -139,6 +140,10 @@
 //!   without blocking past it.
 //! - A peer that rings this process's futex in a loop makes a sleeper back
 //!   off (to at most a few hundred wakes per second), not spin.
+//! - No call waits for the close of a descriptor a peer sent (closing a
+//!   lingering socket or a FUSE file can take as long as the peer likes):
+//!   those that are refused or never reach the application are closed by
+//!   a few background threads (`ferry-close`).
 //! - Pool blocks are sealed (`F_SEAL_FUTURE_WRITE`) once their sender has
 //!   mapped them: a receiver can read a block, never write it. A sender can
 //!   still change its own block while the receiver reads it (see

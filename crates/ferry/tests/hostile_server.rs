@@ -137,7 +137,7 @@ fn bad_openings_are_refused_and_cost_nothing() {
     let mut verdict = Verdict::new();
     for opening in bad_openings() {
         refused(&server, &name, &opening, &mut verdict);
-        let now = common::fd_count();
+        let now = common::fd_count_back_to(baseline);
         verdict.check(now <= baseline, || {
             format!(
                 "{}: descriptors grew from {baseline} to {now}",
@@ -147,13 +147,13 @@ fn bad_openings_are_refused_and_cost_nothing() {
     }
     for what in ["an empty datagram", "hello then hang up"] {
         not_accepted(&server, &name, what, &mut verdict);
-        let now = common::fd_count();
+        let now = common::fd_count_back_to(baseline);
         verdict.check(now <= baseline, || {
             format!("{what}: descriptors grew from {baseline} to {now}")
         });
     }
     honest_client(&server, &name, &mut verdict);
-    let now = common::fd_count();
+    let now = common::fd_count_back_to(baseline);
     verdict.check(now <= baseline, || {
         format!("the honest client: descriptors grew from {baseline} to {now}")
     });
@@ -367,7 +367,7 @@ fn a_raw_server_cannot_hurt_a_client() {
         verdict.check(took <= CONNECT_TIMEOUT + LATE, || {
             format!("{answer:?}: connect took {took:?}")
         });
-        let now = common::fd_count();
+        let now = common::fd_count_back_to(baseline);
         verdict.check(now <= baseline, || {
             format!("{answer:?}: descriptors grew from {baseline} to {now}")
         });

@@ -547,7 +547,7 @@ fn handles_the_type_does_not_hold_are_refused_and_closed() {
         inbox = Some(plain.into_bytes().unwrap());
     }
     assert_eq!(
-        common::fd_count(),
+        common::fd_count_back_to(before),
         before,
         "descriptors of refused ends leaked"
     );

@@ -11,8 +11,8 @@ use crate::channel::{Pipe, PipeOptions, ProtocolError};
 use crate::link::{Fault, Link};
 use crate::sync::{AtomicBool, Ordering};
 use crate::sys::{
-    ControlSocket, Received, adopt_inherited_pipe, credentials, effective_uid, read_note,
-    wait_readable,
+    ControlSocket, OffThread, Received, adopt_inherited_pipe, close_all_later, credentials,
+    effective_uid, read_note, wait_readable,
 };
 use crate::wire::Violation;
 use crate::wire::handshake::{Hello, Invite, InviteEnv, MAX_INVITE, REFUSAL_LEN, Refusal};
@@ -175,8 +175,12 @@ impl ConnectOptions {
         // A server that refused at once may have closed already: its
         // refusal is still queued, so read on whatever this says.
         let _ = socket.try_send(&hello.encode(), &[]);
+        // Closed off this thread if the answer is refused: its queue may
+        // hold descriptors the server sent.
+        let socket = OffThread::new(socket);
         answer(&socket, deadline)?;
-        let link = Link::connected(socket, self.pipe.link_limits()).map_err(ConnectError::Io)?;
+        let link =
+            Link::connected(socket.into_inner(), self.pipe.link_limits()).map_err(ConnectError::Io)?;
         take_pipe(&link, &self.pipe, deadline)
     }
 }
@@ -191,8 +195,14 @@ fn answer(socket: &ControlSocket, deadline: Instant) -> Result<(), ConnectError>
     loop {
         match socket.peek(&mut buf).map_err(ConnectError::Io)? {
             Received::Record {
-                len: RECORD_LEN, ..
-            } => return Ok(()),
+                len: RECORD_LEN,
+                fds,
+                ..
+            } => {
+                // Peeked duplicates: the record stays queued for the link.
+                close_all_later(fds);
+                return Ok(());
+            }
             Received::Record {
                 len: REFUSAL_LEN,
                 fds,
@@ -200,7 +210,10 @@ fn answer(socket: &ControlSocket, deadline: Instant) -> Result<(), ConnectError>
             } if fds.is_empty() => {
                 return Err(ConnectError::Refused(Refusal::decode(&buf[..REFUSAL_LEN])?));
             }
-            Received::Record { .. } => return Err(Violation::BadHandshake.into()),
+            Received::Record { fds, .. } => {
+                close_all_later(fds);
+                return Err(Violation::BadHandshake.into());
+            }
             Received::HungUp if !reset_seen => reset_seen = true,
             Received::HungUp => return Err(ConnectError::Closed),
             Received::NoRoom => {

@@ -20,8 +20,8 @@ use super::{BOOTSTRAP_ID, INVITE_ENV};
 use crate::channel::{Pipe, PipeOptions};
 use crate::link::Link;
 use crate::sys::{
-    ControlSocket, Credentials, Listener, Received, effective_uid, inherit_in_child, note_pipe,
-    wait_readable,
+    ControlSocket, Credentials, Listener, OffThread, Received, close_all_later, effective_uid,
+    inherit_in_child, note_pipe, wait_readable,
 };
 use crate::wire::handshake::{HELLO_LEN, Hello, Invite, InviteEnv, Refusal};
 
@@ -190,7 +190,9 @@ impl std::error::Error for AcceptError {
 /// A connection in its handshake.
 #[derive(Debug)]
 struct Pending {
-    socket: ControlSocket,
+    /// Closed off the accepting thread: its queue may hold descriptors the
+    /// client sent, which are released when it closes.
+    socket: OffThread<ControlSocket>,
     peer: Credentials,
     expires: Instant,
 }
@@ -378,7 +380,7 @@ impl Server {
                 state.pending.remove(0);
             }
             state.pending.push(Pending {
-                socket,
+                socket: OffThread::new(socket),
                 peer,
                 expires: Instant::now() + self.options.handshake_timeout,
             });
@@ -403,8 +405,13 @@ impl Server {
                 fds,
                 truncated: false,
             }) if fds.is_empty() => Hello::decode(&buf[..len]).ok(),
-            // Descriptors, or too long: not an opening (what came is closed).
-            Ok(Received::Record { .. } | Received::NoRoom) => None,
+            // Descriptors, or too long: not an opening (what came goes to
+            // the closer).
+            Ok(Received::Record { fds, .. }) => {
+                close_all_later(fds);
+                None
+            }
+            Ok(Received::NoRoom) => None,
             Ok(Received::Empty) => return state.pending.push(p),
             // Gone mid-handshake: nothing is left of it.
             Ok(Received::HungUp) | Err(_) => return,
@@ -432,7 +439,7 @@ impl Server {
             Ok(pair) => pair,
             Err(e) => return Some(Err(AcceptError::Io(e))),
         };
-        let link = match Link::connected(p.socket, options.link_limits()) {
+        let link = match Link::connected(p.socket.into_inner(), options.link_limits()) {
             Ok(link) => link,
             Err(e) => return Some(Err(AcceptError::Io(e))),
         };

@@ -42,7 +42,7 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::link::{Claimed, Link, PeerEnd};
+use crate::link::{Claimed, Link, PeerEnd, PendingFd};
 use crate::ring::region::Part;
 use crate::ring::{Corrupt, Region};
 use crate::wire::record::Carried;
@@ -224,19 +224,6 @@ impl End {
         }
     }
 
-    /// What a message claimed over `link`: a descriptor as it is, a pipe
-    /// end (or half) adopted with `options`.
-    pub(crate) fn claimed(
-        link: &Arc<Link>,
-        claimed: Claimed,
-        options: &PipeOptions,
-    ) -> Result<Self, Corrupt> {
-        match claimed {
-            Claimed::End(end) => Self::adopt(link, end, options),
-            Claimed::Fd(fd) => Ok(Self::Fd(fd)),
-        }
-    }
-
     /// An end (or half) whose shared memory arrived over `link`.
     pub(crate) fn adopt(
         link: &Arc<Link>,
@@ -285,6 +272,44 @@ impl End {
     }
 }
 
+/// What a message brought over a link, until the application takes it:
+/// an end, or a descriptor the peer sent, which stays charged to the link
+/// and, if the message is never delivered (refused, dropped, abandoned),
+/// is closed off the caller's thread (see [`crate::link::PendingFd`]).
+#[derive(Debug)]
+// As `End`: an end is moved once per transfer, not worth a box.
+#[allow(clippy::large_enum_variant)]
+pub(crate) enum Arrived {
+    /// A pipe end (or half), adopted.
+    End(End),
+    /// A descriptor, not yet the application's.
+    Fd(PendingFd),
+}
+
+impl Arrived {
+    /// What a message claimed over `link`: a descriptor as it is, a pipe
+    /// end (or half) adopted with `options`.
+    pub(crate) fn claimed(
+        link: &Arc<Link>,
+        claimed: Claimed,
+        options: &PipeOptions,
+    ) -> Result<Self, Corrupt> {
+        match claimed {
+            Claimed::End(end) => Ok(Self::End(End::adopt(link, end, options)?)),
+            Claimed::Fd(fd) => Ok(Self::Fd(fd)),
+        }
+    }
+
+    /// Hands it to the application: a descriptor becomes its own (and no
+    /// longer counts against the link's share).
+    pub(crate) fn into_end(self) -> End {
+        match self {
+            Self::End(end) => end,
+            Self::Fd(fd) => End::Fd(fd.into_owned()),
+        }
+    }
+}
+
 impl Pipe {
     /// End `role` of the pipe in `region`, whose rings' link cells are
     /// `links`.
@@ -325,9 +350,12 @@ impl Pipe {
         end: Claimed,
         options: &PipeOptions,
     ) -> Result<Self, Corrupt> {
-        match End::claimed(link, end, options)? {
-            End::Pipe(pipe) => Ok(pipe),
-            _ => Err(Corrupt(crate::wire::Violation::BadPipeEndRole)),
+        match end {
+            Claimed::End(end) => match End::adopt(link, end, options)? {
+                End::Pipe(pipe) => Ok(pipe),
+                _ => Err(Corrupt(crate::wire::Violation::BadPipeEndRole)),
+            },
+            Claimed::Fd(_) => Err(Corrupt(crate::wire::Violation::BadPipeEndRole)),
         }
     }
 

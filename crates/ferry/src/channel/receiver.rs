@@ -9,7 +9,7 @@ use super::error::RecvFault;
 use super::half::Half;
 use super::lock::{Guard, Lock};
 use super::wait::{Scope, Stop, Waiter};
-use super::{End, Pipe, PipeOptions, RecvError, RecvTimeoutError, Sender, TryRecvError};
+use super::{Arrived, End, Pipe, PipeOptions, RecvError, RecvTimeoutError, Sender, TryRecvError};
 use crate::link::{Deadline, Failure, Fault};
 use crate::pool::per_link::Held;
 use crate::ring::RingView;
@@ -36,9 +36,9 @@ pub struct Message {
 }
 
 impl Message {
-    fn take_ends(&mut self, ends: Vec<End>) {
+    fn take_ends(&mut self, ends: Vec<Arrived>) {
         for end in ends {
-            match end {
+            match end.into_end() {
                 End::Pipe(pipe) => self.pipes.push(pipe),
                 End::Sender(sender) => self.senders.push(sender),
                 End::Receiver(receiver) => self.receivers.push(receiver),
@@ -53,7 +53,7 @@ impl Message {
 struct Partial {
     bytes: Vec<u8>,
     total: usize,
-    ends: Vec<End>,
+    ends: Vec<Arrived>,
 }
 
 /// The message being put together from frames.
@@ -61,16 +61,17 @@ struct Partial {
 struct Assembly {
     /// The announced length, between `First` and `Last`.
     total: Option<usize>,
-    /// Pipe ends claimed so far.
-    ends: Vec<End>,
+    /// Pipe ends and descriptors claimed so far.
+    ends: Vec<Arrived>,
 }
 
 /// Where a received message goes.
 pub(super) struct Delivery<'a> {
     /// The payload, unless it is handed over as a block.
     pub(super) bytes: &'a mut Vec<u8>,
-    /// Attached pipe ends, if the caller takes them (else they are dropped).
-    pub(super) ends: Option<&'a mut Vec<End>>,
+    /// Attached pipe ends and descriptors, if the caller takes them (else
+    /// they are dropped, descriptors on the closer).
+    pub(super) ends: Option<&'a mut Vec<Arrived>>,
     /// An out-of-line payload's block, if the caller reads it in place.
     pub(super) block: Option<&'a mut Option<Held>>,
 }
@@ -362,7 +363,7 @@ impl Receiver {
         &self,
         bytes: &mut Vec<u8>,
         deadline: Option<Instant>,
-    ) -> Result<(Option<super::SharedBytes>, Vec<End>), RecvFault> {
+    ) -> Result<(Option<super::SharedBytes>, Vec<Arrived>), RecvFault> {
         let mut held = None;
         let mut ends = Vec::new();
         self.recv_message(
@@ -682,8 +683,8 @@ impl Receiver {
             .collect(&ids, block, budget)
             .map_err(|fault| self.fault_to_error(fault))?;
         for end in ends {
-            let end =
-                End::claimed(link, end, &PipeOptions::new()).map_err(|c| self.half.corrupt(c.0))?;
+            let end = Arrived::claimed(link, end, &PipeOptions::new())
+                .map_err(|c| self.half.corrupt(c.0))?;
             asm.ends.push(end);
         }
         match (held, out.block.as_deref_mut()) {

@@ -6,23 +6,31 @@
 //! then taken off the socket. So a local failure (out of descriptors, out
 //! of address space) leaves the record where it was, for a later call to
 //! try again: the peer is never blamed and nothing is lost.
+//!
+//! Every descriptor read here is a [`PeerFd`] from the first line, so none
+//! is ever closed on the reading thread (see [`crate::sys::PeerFd`]); one
+//! sent with a message is charged to the link's [`LinkFds`] from when it is
+//! filed until the application takes it or the closer has closed it.
 
 use crate::wire::Violation;
 use std::collections::HashMap;
 use std::io;
-use std::os::fd::OwnedFd;
 use std::sync::{Arc, Mutex, Weak};
 
 use super::Fault;
+use super::fd_budget::{FdCharge, LinkFds};
 use crate::pool::budget::{Charge, MapBudget};
 use crate::pool::per_link::PeerBlocks;
 use crate::ring::Region;
 use crate::ring::region::Part;
 use crate::sys::MapError;
-use crate::sys::{ControlSocket, Received, Ringer};
+use crate::sys::{ControlSocket, PeerFd, Received, Ringer, close_all_later};
 use crate::wire::record::{Carried, RECORD_LEN, Record};
 
 pub(super) use crate::wire::{MAX_PENDING, MAX_PENDING_FDS};
+
+/// A descriptor the peer sent with a message, with its charge.
+pub(crate) type PendingFd = PeerFd<FdCharge>;
 
 /// A pipe end (or half) the peer sent: its mapped region, what of it is
 /// ours, and its charge to the link's map budget.
@@ -41,8 +49,9 @@ pub(crate) struct PeerEnd {
 pub(crate) enum Claimed {
     /// A pipe end (or half).
     End(PeerEnd),
-    /// A descriptor the application sent.
-    Fd(OwnedFd),
+    /// A descriptor the peer's application sent, still charged to the
+    /// link until it is handed over ([`PeerFd::into_owned`]).
+    Fd(PendingFd),
 }
 
 /// Records read and not yet used.
@@ -51,7 +60,7 @@ pub(super) struct Inbox {
     /// Pipe ends, by id, until a message claims them.
     pub pipes: HashMap<u64, PeerEnd>,
     /// Descriptors, by id (shared with pipe ends), until a message claims them.
-    pub fds: HashMap<u64, OwnedFd>,
+    pub fds: HashMap<u64, PendingFd>,
     /// The peer's blocks and release table.
     pub blocks: PeerBlocks,
 }
@@ -87,6 +96,8 @@ pub(super) struct Reader<'a> {
     pub socket: &'a ControlSocket,
     pub budget: &'a Arc<MapBudget>,
     pub pool_cap: usize,
+    /// The descriptors held for this link.
+    pub fds: &'a Arc<LinkFds>,
     /// The ring sides held here whose peer is across this link.
     pub rings: &'a Mutex<Vec<(Weak<Region>, Part)>>,
 }
@@ -120,11 +131,15 @@ impl Reader<'_> {
         };
         self.apply(inbox, record, fds)?;
         // The record is in the inbox: take it off the socket. Its
-        // descriptors arrive a second time and are closed at once (we hold
-        // the peeked duplicates); if they cannot be installed, the kernel
-        // drops them, which is just as well.
+        // descriptors arrive a second time and go to the closer at once (we
+        // hold the peeked duplicates, or have closed them there); if they
+        // cannot be installed, the kernel drops them, which is just as well.
         match self.socket.try_recv(&mut buf) {
-            Ok(Received::Record { .. } | Received::NoRoom) => Ok(Queued::Read),
+            Ok(Received::Record { fds, .. }) => {
+                close_all_later(fds);
+                Ok(Queued::Read)
+            }
+            Ok(Received::NoRoom) => Ok(Queued::Read),
             Ok(Received::Empty | Received::HungUp) => {
                 Err(Fault::Violation(Violation::RecordVanished))
             }
@@ -135,14 +150,19 @@ impl Reader<'_> {
     /// The next record, decoded, with duplicates of its descriptors (the
     /// record stays queued), or why there is none.
     #[allow(clippy::type_complexity)]
-    fn peek(&self, buf: &mut [u8]) -> Result<Result<(Record, Vec<OwnedFd>), Queued>, Fault> {
+    fn peek(&self, buf: &mut [u8]) -> Result<Result<(Record, Vec<PeerFd>), Queued>, Fault> {
         match self.socket.peek(buf) {
             Ok(Received::Record {
                 len,
                 fds,
-                truncated: false,
-            }) if len == RECORD_LEN => Ok(Ok((Record::decode(&buf[..len])?, fds))),
-            Ok(Received::Record { .. }) => Err(Fault::Violation(Violation::MalformedRecord)),
+                truncated,
+            }) => {
+                let fds: Vec<PeerFd> = fds.into_iter().map(PeerFd::new).collect();
+                match (len, truncated) {
+                    (RECORD_LEN, false) => Ok(Ok((Record::decode(&buf[..len])?, fds))),
+                    _ => Err(Fault::Violation(Violation::MalformedRecord)),
+                }
+            }
             Ok(Received::Empty) => Ok(Err(Queued::Nothing)),
             Ok(Received::HungUp) => Ok(Err(Queued::HungUp)),
             Ok(Received::NoRoom) => Err(Fault::Local(io::Error::new(
@@ -154,14 +174,14 @@ impl Reader<'_> {
     }
 
     /// Checks a record and files it in the inbox.
-    fn apply(&self, inbox: &mut Inbox, record: Record, mut fds: Vec<OwnedFd>) -> Result<(), Fault> {
+    fn apply(&self, inbox: &mut Inbox, record: Record, mut fds: Vec<PeerFd>) -> Result<(), Fault> {
         if let Record::Retire { id } = record {
             return match fds.is_empty() {
                 true => Ok(inbox.blocks.retire(id)?),
                 false => Err(Fault::Violation(Violation::RetireWithDescriptor)),
             };
         }
-        let fd: OwnedFd = fds
+        let fd: PeerFd = fds
             .pop()
             .filter(|_| fds.is_empty())
             .ok_or(Fault::Violation(Violation::RecordDescriptorCount))?;
@@ -189,25 +209,18 @@ impl Reader<'_> {
         }
     }
 
-    /// Keeps a descriptor until the message naming `id` claims it. Past
-    /// [`MAX_PENDING_FDS`] unclaimed, the record stays queued (the
-    /// duplicate peeked here is closed) and the shortage is reported as
+    /// Keeps a descriptor until the message naming `id` claims it,
+    /// charged to the link. Past the link's share, or the process's (see
+    /// [`super::fd_budget`]), the record stays queued (the duplicate
+    /// peeked here goes to the closer) and the shortage is reported as
     /// local: the messages of this link's other pipes hold them, and
     /// receiving those frees room.
-    fn file_fd(&self, inbox: &mut Inbox, fd: OwnedFd, id: u64) -> Result<(), Fault> {
+    fn file_fd(&self, inbox: &mut Inbox, fd: PeerFd, id: u64) -> Result<(), Fault> {
         if inbox.knows(id) {
             return Err(Fault::Violation(Violation::PipeEndIdTwice));
         }
-        if inbox.fds.len() >= MAX_PENDING_FDS {
-            return Err(Fault::Local(io::Error::new(
-                io::ErrorKind::QuotaExceeded,
-                format!(
-                    "{MAX_PENDING_FDS} descriptors the peer sent wait here for messages \
-                     not yet received; receive those first (the descriptor stays queued)"
-                ),
-            )));
-        }
-        inbox.fds.insert(id, fd);
+        let charge = self.fds.charge().map_err(Fault::Local)?;
+        inbox.fds.insert(id, fd.holding(charge));
         Ok(())
     }
 
@@ -218,7 +231,7 @@ impl Reader<'_> {
     fn file_doorbell(
         &self,
         inbox: &Inbox,
-        fd: OwnedFd,
+        fd: PeerFd,
         part: Part,
         inode: u64,
     ) -> Result<(), Fault> {
@@ -248,7 +261,7 @@ impl Reader<'_> {
     fn file_pipe_end(
         &self,
         inbox: &mut Inbox,
-        fd: OwnedFd,
+        fd: PeerFd,
         end: Carried,
         id: u64,
     ) -> Result<(), Fault> {

@@ -29,13 +29,14 @@
 //! the calls that move pipe ends to it, and those by their own deadlines.
 
 mod deadline;
+mod fd_budget;
 mod inbox;
 mod watcher;
 
 pub(crate) use deadline::Deadline;
 #[cfg(test)]
 pub(crate) use deadline::GRACE;
-pub(crate) use inbox::{Claimed, PeerEnd};
+pub(crate) use inbox::{Claimed, PeerEnd, PendingFd};
 
 use crate::sync::{AtomicBool, AtomicU64, Ordering};
 use crate::wire::Violation;
@@ -49,9 +50,10 @@ use crate::pool::per_link::{Announce, Held, SendPool};
 use crate::ring::Region;
 use crate::ring::region::Part;
 use crate::ring::wake;
-use crate::sys::{ControlSocket, Process, Ringer};
+use crate::sys::{ControlSocket, OffThread, Process, Ringer};
 use crate::wire::frame::BlockRef;
 use crate::wire::record::{Carried, Record};
+use fd_budget::LinkFds;
 use inbox::{Inbox, Queued, Reader};
 
 /// Most records one [`Link::drain`] reads.
@@ -105,7 +107,11 @@ pub(crate) struct LinkLimits {
 /// One end of the connection to a peer process.
 #[derive(Debug)]
 pub(crate) struct Link {
-    socket: ControlSocket,
+    /// Closed off the dropping thread: its queue may hold descriptors the
+    /// peer sent, released when it closes.
+    socket: OffThread<ControlSocket>,
+    /// The peer's descriptors held here for this link.
+    fds: Arc<LinkFds>,
     /// What the peer sent over the socket, as far as read.
     inbox: Mutex<Inbox>,
     /// The blocks this side sends large messages through (made on first use).
@@ -137,7 +143,8 @@ pub(crate) struct Link {
 impl Link {
     pub(crate) fn new(socket: ControlSocket, limits: LinkLimits) -> Arc<Self> {
         let link = Arc::new(Self {
-            socket,
+            socket: OffThread::new(socket),
+            fds: LinkFds::new(),
             inbox: Mutex::new(Inbox::default()),
             pool: Mutex::new(None),
             pool_cap: limits.pool_cap,
@@ -266,7 +273,7 @@ impl Link {
     /// the peer sees the hang-up at once.
     ///
     /// On a protocol failure, descriptors the peer sent that no message has
-    /// claimed are closed (none can be claimed any more), unless a thread
+    /// claimed go to the closer (none can be claimed any more), unless a thread
     /// is reading the inbox right now: that thread closes them when it is
     /// done. A hang-up keeps them for the messages still queued.
     pub(crate) fn fail(&self, failure: Failure) {
@@ -341,6 +348,7 @@ impl Link {
             socket: &self.socket,
             budget: &self.budget,
             pool_cap: self.pool_cap,
+            fds: &self.fds,
             rings: &self.rings,
         }
     }
@@ -382,7 +390,7 @@ impl Link {
             })
             .collect::<Result<_, _>>()?;
         // A thread that failed the link while this one read could not
-        // close what was pending: close it now.
+        // drop what was pending: hand it to the closer now.
         if let Some(Failure::Protocol(_)) = self.failure() {
             inbox.fds.clear();
         }

@@ -116,7 +116,7 @@ pub(crate) struct PeerBlock {
 impl PeerBlock {
     /// Maps a block the peer sent, checking it is sealed and of its class's size.
     pub(crate) fn from_peer(
-        fd: std::os::fd::OwnedFd,
+        fd: crate::sys::PeerFd,
         class: usize,
     ) -> Result<Self, crate::sys::MapError> {
         if class >= CLASSES {
@@ -167,7 +167,7 @@ mod tests {
         // EPERM (the exact errno is checked in `sys`).
         assert_eq!(refused.kind(), io::ErrorKind::PermissionDenied, "{refused}");
         block.bytes_mut()[..4].copy_from_slice(b"mine");
-        let fd = object.fd().try_clone_to_owned().expect("dup");
+        let fd = crate::sys::PeerFd::new(object.fd().try_clone_to_owned().expect("dup"));
         let view = PeerBlock::from_peer(fd, 0).expect("the peer's read-only view");
         assert_eq!(view.bytes(4), b"mine");
         assert_eq!(block.bytes()[..4], *b"mine");

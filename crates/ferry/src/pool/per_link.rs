@@ -15,7 +15,7 @@ use crate::sync::Ordering;
 use crate::wire::Violation;
 use std::collections::HashMap;
 use std::io;
-use std::os::fd::{BorrowedFd, OwnedFd};
+use std::os::fd::BorrowedFd;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -24,7 +24,7 @@ use super::budget::{Charge, MapBudget};
 use super::ledger::Ledger;
 use super::release::{ReleaseTable, SLOTS};
 use super::reserve::{self, IDLE};
-use crate::sys::MapError;
+use crate::sys::{MapError, PeerFd};
 
 /// Most blocks of one size class a link direction maps. A stream that runs
 /// ahead of its receiver waits for blocks to come back beyond this, instead
@@ -235,7 +235,7 @@ impl PeerBlocks {
         &mut self,
         id: u64,
         class: usize,
-        fd: OwnedFd,
+        fd: PeerFd,
         cap: usize,
         budget: &Arc<MapBudget>,
     ) -> Result<(), MapError> {
@@ -270,7 +270,7 @@ impl PeerBlocks {
     }
 
     /// Maps the peer's release table.
-    pub(crate) fn set_table(&mut self, fd: OwnedFd) -> Result<(), MapError> {
+    pub(crate) fn set_table(&mut self, fd: PeerFd) -> Result<(), MapError> {
         if self.table.is_some() {
             return Err(Violation::ReleaseTableTwice.into());
         }

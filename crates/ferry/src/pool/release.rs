@@ -13,7 +13,6 @@
 
 use crate::sync::{AtomicU32, Ordering};
 use std::io;
-use std::os::fd::OwnedFd;
 
 use crate::sys::{Mapping, PeerAccess, SharedMemory};
 
@@ -36,7 +35,7 @@ impl ReleaseTable {
     }
 
     /// Maps a table the peer sent.
-    pub(crate) fn from_peer(fd: OwnedFd) -> Result<Self, crate::sys::MapError> {
+    pub(crate) fn from_peer(fd: crate::sys::PeerFd) -> Result<Self, crate::sys::MapError> {
         let object = SharedMemory::from_peer(fd, TABLE_LEN, TABLE_LEN, PeerAccess::Shared)?;
         let map = object
             .map()

@@ -22,14 +22,14 @@
 use crate::wire::Violation;
 use std::collections::BTreeSet;
 use std::io;
-use std::os::fd::{BorrowedFd, OwnedFd};
+use std::os::fd::BorrowedFd;
 use std::ptr::NonNull;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::ring::control::Side;
 use crate::ring::{CONTROL_SIZE, Control, Storage};
 use crate::sys::MapError;
-use crate::sys::{Mapping, PeerAccess, Ringer, SharedMemory};
+use crate::sys::{Mapping, PeerAccess, PeerFd, Ringer, SharedMemory};
 use crate::wire::region::{
     CONTROL_AT, DATA_AT, HEADER_LEN, MAX_CAPACITY, MAX_REGION_LEN, MIN_CAPACITY, MIN_REGION_LEN,
     RegionHeader,
@@ -123,7 +123,7 @@ impl Region {
     /// The descriptor is closed before this returns. The ring positions
     /// inside are checked by the ring's sides when they adopt them
     /// (`Producer::new`, `Consumer::new`), on the values they then use.
-    pub(crate) fn from_peer(fd: OwnedFd, max_len: usize) -> Result<Arc<Self>, MapError> {
+    pub(crate) fn from_peer(fd: PeerFd, max_len: usize) -> Result<Arc<Self>, MapError> {
         let object =
             SharedMemory::from_peer(fd, MIN_REGION_LEN, MAX_REGION_LEN, PeerAccess::Shared)?;
         if object.len() > max_len {
@@ -369,7 +369,7 @@ mod tests {
 
     /// A peer's copy of `region`'s memory object, as if received from a
     /// process that made it: `region` itself is gone from this one.
-    fn as_received(region: Arc<Region>) -> OwnedFd {
+    fn as_received(region: Arc<Region>) -> PeerFd {
         let mut copy = None;
         region
             .send_object(true, |fd| {
@@ -377,7 +377,7 @@ mod tests {
                 Ok(())
             })
             .expect("object still held");
-        copy.expect("dup")
+        PeerFd::new(copy.expect("dup"))
     }
 
     #[test]
@@ -403,7 +403,7 @@ mod tests {
                 Ok(())
             })
             .unwrap();
-        let again = Region::from_peer(copy.unwrap(), usize::MAX).unwrap();
+        let again = Region::from_peer(PeerFd::new(copy.unwrap()), usize::MAX).unwrap();
         let end = region.hold(Part::Producer(0)).expect("producer 0 is free");
         assert!(
             again.hold(Part::Producer(0)).is_none(),

@@ -73,6 +73,8 @@
 //!   socket; without it, death is the socket's hang-up alone.
 //!   `credentials(socket)` of a connected socket's peer (pid `None` when
 //!   the peer is outside this pid namespace).
+//! - **Limits** (`linux/rlimit.rs`): `descriptor_limit`, the soft limit on
+//!   this process's descriptors (`None` where unknown or unlimited).
 //! - **Named sockets** (`linux/listener.rs`): a `Listener` (`bind(name,
 //!   backlog)` on a `SocketName`, reclaiming a socket file left by a
 //!   listener that is gone and making a new one readable by its owner
@@ -80,6 +82,16 @@
 //!   `connect(name, timeout)`, `effective_uid`, `random_bytes`, `wait_readable` over many
 //!   descriptors, and `note_pipe`/`read_note`: a few bytes a spawned child
 //!   reads once from an inherited pipe.
+//!
+//! Shared by every backend (`closer.rs`): a [`PeerFd`] is a descriptor a
+//! peer sent, which is never closed on the caller's thread (closing some
+//! files waits, for as long as their sender likes): its drop hands it to
+//! `close_later`, this process's closer threads. Whatever adopts a peer's
+//! descriptor (`SharedMemory::from_peer`, `Ringer::from_peer`) takes a
+//! `PeerFd` and keeps it as one, or closes it itself only once it has
+//! checked it is of a kind whose close cannot wait (a memfd). A value that
+//! may hold a peer's descriptors inside it (a socket with the peer's
+//! records queued) is held in an `OffThread`, dropped there too.
 //!
 //! Handles are `OwnedFd`/`BorrowedFd` from the first line; no raw descriptor
 //! number travels through the rest of the crate, except as the decimal string
@@ -108,7 +120,11 @@ pub(crate) use backend::poller::{Interest, Poller};
 pub(crate) use backend::process::{
     adopt_inherited, adopt_inherited_pipe, duplicate, inherit_in_child, parent_pid,
 };
+pub(crate) use backend::rlimit::descriptor_limit;
 pub(crate) use backend::socket::{ControlSocket, socket_pair};
+pub(crate) use closer::{OffThread, PeerFd, close_all_later};
+
+mod closer;
 
 /// Who is at the other end of a connection, as the kernel saw it when the
 /// connection was made (`SO_PEERCRED` on Linux).

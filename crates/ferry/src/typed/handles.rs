@@ -8,9 +8,12 @@
 //! send or receive there is no table, and a half refuses to serialize.
 
 use std::cell::{Cell, RefCell};
+use std::os::fd::AsFd;
 use std::sync::Arc;
 
+use crate::channel::Arrived;
 use crate::codec::EncodeError;
+use crate::link::PendingFd;
 use crate::{End, SharedBytes};
 
 /// What an encode collected.
@@ -40,7 +43,12 @@ impl Outgoing {
 
 /// What a decode may claim.
 struct Incoming {
-    ends: Vec<Option<End>>,
+    /// Descriptors left unclaimed go to the closer when this drops.
+    ends: Vec<Option<Arrived>>,
+    /// The descriptors claimed: the decode got a duplicate of each, so a
+    /// value dropped half-decoded (a later field refused) never closes the
+    /// last descriptor of a file on this thread; these go to the closer.
+    kept: Vec<PendingFd>,
     /// The whole message, for byte fields read in place.
     view: Option<Arc<SharedBytes>>,
 }
@@ -260,7 +268,7 @@ pub(super) fn after_send(action: Box<dyn FnOnce() + Send>) {
 /// Runs `decode` with `ends` (the ends the message carried) to claim, and
 /// returns how many it left unclaimed (they are dropped).
 pub(super) fn decoding<R>(
-    ends: Vec<End>,
+    ends: Vec<Arrived>,
     view: Option<Arc<SharedBytes>>,
     decode: impl FnOnce() -> R,
 ) -> (R, usize) {
@@ -280,6 +288,7 @@ pub(super) fn decoding<R>(
                 depth,
                 Incoming {
                     ends: ends.into_iter().map(Some).collect(),
+                    kept: Vec::new(),
                     view,
                 },
             ))
@@ -305,18 +314,24 @@ pub(super) fn claim(index: u32) -> Result<End, String> {
     }
     INCOMING.with(|i| {
         let mut i = i.borrow_mut();
-        let ends = match i.last_mut() {
-            Some((d, incoming)) if *d == depth => &mut incoming.ends[..],
-            _ => &mut [],
+        let Some((_, incoming)) = i.last_mut().filter(|(d, _)| *d == depth) else {
+            return Err(format!("handle {index} is past the 0 the message carried"));
         };
-        let count = ends.len();
-        match usize::try_from(index).ok().and_then(|k| ends.get_mut(k)) {
-            Some(slot) => slot
-                .take()
-                .ok_or_else(|| format!("handle {index} is claimed twice")),
-            None => Err(format!(
-                "handle {index} is past the {count} the message carried"
-            )),
+        let count = incoming.ends.len();
+        let slot = usize::try_from(index)
+            .ok()
+            .and_then(|k| incoming.ends.get_mut(k))
+            .ok_or_else(|| format!("handle {index} is past the {count} the message carried"))?;
+        match slot.take() {
+            None => Err(format!("handle {index} is claimed twice")),
+            Some(Arrived::End(end)) => Ok(end),
+            Some(Arrived::Fd(fd)) => {
+                let copy = crate::sys::duplicate(fd.as_fd()).map_err(|e| {
+                    format!("handle {index}: this process could not take the descriptor: {e}")
+                });
+                incoming.kept.push(fd);
+                Ok(End::Fd(copy?))
+            }
         }
     })
 }

@@ -21,7 +21,9 @@ pub const HANDLE_WINDOW: usize = 64;
 pub const MAX_PENDING: usize = 4096;
 
 /// Most descriptors (sent with messages, [`super::record::Record::Fd`])
-/// one link holds for this process while no message has claimed them yet.
+/// one link holds for this process while no message has claimed them yet
+/// (fewer under a low descriptor limit: each link's share of what all
+/// peers together may hold is a quarter of half the soft `RLIMIT_NOFILE`).
 /// Unlike a pipe end, whose region is mapped and its descriptor closed at
 /// once, such a descriptor stays open until the application takes it, so
 /// this bounds the slots of this process's descriptor table a peer can

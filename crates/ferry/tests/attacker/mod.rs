@@ -10,6 +10,7 @@
 //! - [`named`]: raw clients and listeners at a ferry server's name.
 //! - [`fd_records`]: the attacks with descriptor records.
 //! - [`hide_death`]: a peer that sends its own control socket, then dies.
+//! - [`linger`]: descriptors whose close blocks.
 //!
 //! [`RawPeer::from_bootstrap`] starts an attacker the way `Pipe::from_parent`
 //! starts an honest child: it takes the socket named in `FERRY_BOOTSTRAP`,
@@ -20,6 +21,7 @@
 pub mod attacks;
 pub mod fd_records;
 pub mod hide_death;
+pub mod linger;
 pub mod named;
 pub mod region;
 pub mod report;

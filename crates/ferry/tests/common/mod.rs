@@ -105,6 +105,36 @@ pub fn fd_count() -> usize {
     count - epolls.min(1)
 }
 
+/// [`fd_count`] once it has stopped falling (for at most 2 s): the
+/// descriptors a peer sent that this process refused are closed by
+/// ferry's closer threads, a moment after the call that refused them.
+pub fn settled_fd_count() -> usize {
+    let start = std::time::Instant::now();
+    let mut last = fd_count();
+    loop {
+        std::thread::sleep(Duration::from_millis(20));
+        let now = fd_count();
+        if now >= last || start.elapsed() > Duration::from_secs(2) {
+            return now;
+        }
+        last = now;
+    }
+}
+
+/// [`fd_count`] once it is back to `baseline` or below, or after 2 s:
+/// for a check that refused descriptors were closed (ferry's closer
+/// threads close them a moment after the call that refused them).
+pub fn fd_count_back_to(baseline: usize) -> usize {
+    let start = std::time::Instant::now();
+    loop {
+        let now = fd_count();
+        if now <= baseline || start.elapsed() > Duration::from_secs(2) {
+            return now;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 /// Serializes the tests of one binary that must not share the machine with
 /// each other (descriptor counts, latency measurements).
 pub fn serial() -> MutexGuard<'static, ()> {

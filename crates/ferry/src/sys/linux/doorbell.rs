@@ -18,6 +18,7 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 use rustix::net::{AddressFamily, RecvFlags, SendFlags, SocketFlags, SocketType};
 
+use crate::sys::PeerFd;
 use crate::wire::Violation;
 
 /// Datagrams a clear takes at most: a peer ringing faster than that leaves
@@ -33,7 +34,24 @@ pub(crate) struct Doorbell {
 /// The ringing end.
 #[derive(Debug)]
 pub(crate) struct Ringer {
-    fd: OwnedFd,
+    fd: RingerFd,
+}
+
+/// A ringer's descriptor: made here, or sent by a peer (then closed off
+/// this thread, as its queue may hold descriptors whose close waits).
+#[derive(Debug)]
+enum RingerFd {
+    Own(OwnedFd),
+    Peer(PeerFd),
+}
+
+impl AsFd for RingerFd {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        match self {
+            Self::Own(fd) => fd.as_fd(),
+            Self::Peer(fd) => fd.as_fd(),
+        }
+    }
 }
 
 impl Doorbell {
@@ -45,7 +63,12 @@ impl Doorbell {
             SocketFlags::CLOEXEC | SocketFlags::NONBLOCK,
             None,
         )?;
-        Ok((Self { fd: a }, Ringer { fd: b }))
+        Ok((
+            Self { fd: a },
+            Ringer {
+                fd: RingerFd::Own(b),
+            },
+        ))
     }
 
     /// Clears: takes the datagrams rung so far (at most [`CLEAR_MOST`]),
@@ -64,11 +87,13 @@ impl Ringer {
     /// Adopts the ringing end a peer sent: it must be a Unix datagram
     /// socket (anything else is refused: a pipe or a file could be harmed
     /// by our writes).
-    pub(crate) fn from_peer(fd: OwnedFd) -> Result<Self, Violation> {
+    pub(crate) fn from_peer(fd: PeerFd) -> Result<Self, Violation> {
         let unix = rustix::net::sockopt::socket_domain(&fd).ok() == Some(AddressFamily::UNIX);
         let dgram = rustix::net::sockopt::socket_type(&fd).ok() == Some(SocketType::DGRAM);
         match unix && dgram {
-            true => Ok(Self { fd }),
+            true => Ok(Self {
+                fd: RingerFd::Peer(fd),
+            }),
             false => Err(Violation::DoorbellNotDatagramSocket),
         }
     }

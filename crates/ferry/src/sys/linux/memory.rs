@@ -26,7 +26,7 @@ use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::ptr::NonNull;
 
-use crate::sys::{Access, PeerAccess};
+use crate::sys::{Access, PeerAccess, PeerFd};
 
 use rustix::fs::{MemfdFlags, SealFlags};
 use rustix::io::Errno;
@@ -94,9 +94,11 @@ impl SharedMemory {
 
     /// Adopts an object received from a peer, after checking that it is
     /// plain shared memory (tmpfs), sealed against resizing, writable if it
-    /// must be (`access`), and that its size lies in `min..=max`.
+    /// must be (`access`), and that its size lies in `min..=max`. A
+    /// refused descriptor goes to the closer with `fd`; an adopted one is
+    /// a memfd, whose close never waits, so it is closed here from then on.
     pub(crate) fn from_peer(
-        fd: OwnedFd,
+        fd: PeerFd,
         min: usize,
         max: usize,
         access: PeerAccess,
@@ -119,7 +121,10 @@ impl SharedMemory {
         if len < min || len > max {
             return Err(Violation::SizeOutOfRange);
         }
-        Ok(Self { fd, len })
+        Ok(Self {
+            fd: fd.into_owned(),
+            len,
+        })
     }
 
     pub(crate) fn len(&self) -> usize {

@@ -8,4 +8,5 @@ pub(crate) mod memory;
 pub(crate) mod peer;
 pub(crate) mod poller;
 pub(crate) mod process;
+pub(crate) mod rlimit;
 pub(crate) mod socket;

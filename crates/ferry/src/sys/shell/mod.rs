@@ -88,7 +88,7 @@ pub(crate) mod futex {
 pub(crate) mod memory {
     use std::convert::Infallible;
     use std::io;
-    use std::os::fd::{BorrowedFd, OwnedFd};
+    use std::os::fd::BorrowedFd;
 
     use crate::sys::{Access, PeerAccess};
 
@@ -103,7 +103,7 @@ pub(crate) mod memory {
             super::unsupported()
         }
         pub(crate) fn from_peer(
-            _fd: OwnedFd,
+            _fd: crate::sys::PeerFd,
             _min_len: usize,
             _max_len: usize,
             _access: PeerAccess,
@@ -141,6 +141,13 @@ pub(crate) mod memory {
         pub(crate) fn len(&self) -> usize {
             match self.0 {}
         }
+    }
+}
+
+pub(crate) mod rlimit {
+    /// The descriptor limit: not seen here.
+    pub(crate) fn descriptor_limit() -> Option<u64> {
+        None
     }
 }
 
@@ -356,7 +363,7 @@ pub(crate) mod poller {
 
 pub(crate) mod doorbell {
     use std::io;
-    use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+    use std::os::fd::{AsFd, BorrowedFd};
 
     /// No doorbell here: `new` fails, so none exists.
     #[derive(Debug)]
@@ -376,7 +383,7 @@ pub(crate) mod doorbell {
     }
 
     impl Ringer {
-        pub(crate) fn from_peer(_fd: OwnedFd) -> Result<Self, crate::wire::Violation> {
+        pub(crate) fn from_peer(_fd: crate::sys::PeerFd) -> Result<Self, crate::wire::Violation> {
             Err(crate::wire::Violation::DoorbellNotDatagramSocket)
         }
         pub(crate) fn ring(&self) {

@@ -11,6 +11,7 @@ use super::wait::{Stop, Waiter};
 use super::{End, SendError, SendTimeoutError, SendWithError, TrySendError};
 use crate::link::{Failure, Link};
 use crate::ring::RingView;
+use crate::ring::region::MoveClaim;
 use crate::ring::{Corrupt, FRAME_HEADER, Producer, frame_size};
 use crate::sync::Ordering;
 use crate::wire::frame::{
@@ -246,8 +247,10 @@ impl Sender {
         ends: Vec<End>,
         deadline: Option<Instant>,
     ) -> Result<(), SendWithError<SendFault>> {
-        let link = match self.check_transfer(bytes, &ends) {
-            Ok(link) => link,
+        // The claims stay held until the ends have moved (their rings'
+        // link cells set) or been handed back.
+        let (link, _claims) = match self.check_transfer(bytes, &ends) {
+            Ok(checked) => checked,
             Err(error) => return Err(SendWithError { error, ends }),
         };
         let mut tx = match self.begin_send(bytes.len(), deadline) {
@@ -385,8 +388,13 @@ impl Sender {
         self.half.link.get().is_some()
     }
 
-    /// The link the ends will travel over, once they may.
-    fn check_transfer(&self, bytes: &[u8], ends: &[End]) -> Result<&Arc<Link>, SendFault> {
+    /// The link the ends will travel over, once they may, and the claims
+    /// on moving their rings' sides (see [`End::claim_move`]).
+    fn check_transfer(
+        &self,
+        bytes: &[u8],
+        ends: &[End],
+    ) -> Result<(&Arc<Link>, Vec<MoveClaim>), SendFault> {
         let Some(link) = self.half.link.get() else {
             return Err(SendFault::NotTransferable(
                 "pipe ends travel only over a pipe to another process",
@@ -414,7 +422,22 @@ impl Sender {
                 limit: self.half.limit,
             });
         }
-        Ok(link)
+        let mut claims = Vec::new();
+        for end in ends {
+            if !end.claim_move(&mut claims) {
+                return Err(SendFault::NotTransferable(
+                    "another thread is sending the other side of this pipe end's ring",
+                ));
+            }
+        }
+        // Checked again under the claims: a move that finished between the
+        // first check and the claims has set its rings' links.
+        if !ends.iter().all(End::is_local) {
+            return Err(SendFault::NotTransferable(
+                "only a pipe end (or half) whose twin is in this process can be sent",
+            ));
+        }
+        Ok((link, claims))
     }
 
     /// Waits until `count` more ends fit in this direction's window and

@@ -114,8 +114,11 @@ impl Sender {
     /// # Errors
     ///
     /// [`TrySendError::Full`] when there is no room now (nothing sent),
-    /// and at once while another thread of this end waits in a send for
-    /// room (its message goes first); the rest as [`Sender::send`].
+    /// and when another thread of this end is in a send that does not end
+    /// within about 100 µs (one waiting for room, or for the peer to read
+    /// its socket): a `try_` call never waits for it (a ready descriptor
+    /// armed by this answer is rung once that send is done); the rest as
+    /// [`Sender::send`].
     pub fn try_send(&self, bytes: &[u8]) -> Result<(), TrySendError> {
         let sent = match self.send_message(bytes, Some(Instant::now())) {
             Err(SendFault::Timeout) => match self.half.armable_bell() {
@@ -479,10 +482,7 @@ impl Sender {
             && bytes.len() <= self.half.limit
             && self.half.in_good_order()
         {
-            let Some(mut tx) = self
-                .tx
-                .lock_until(deadline, &|| self.holder_waits_on_peer())
-            else {
+            let Some(mut tx) = self.tx.lock_until(deadline, &self.half) else {
                 return Err(SendFault::Timeout);
             };
             if !tx.owes_abort
@@ -615,11 +615,12 @@ impl Sender {
             return Err(failure.into());
         }
         // Another thread of this end may hold the lock while it waits for
-        // room: this call waits for it no longer than its own deadline, and
-        // a `try_` call not at all (see `holder_waits_on_peer`).
+        // room or for the socket: this call waits for it no longer than its
+        // own deadline, and a `try_` call not at all (see
+        // `Lock::lock_until`).
         let mut tx = self
             .tx
-            .lock_until(deadline, &|| self.holder_waits_on_peer())
+            .lock_until(deadline, &self.half)
             .ok_or(SendFault::Timeout)?;
         // Acquire: pairs with the Release store in the peer's drop.
         if self.half.sides().1.closed.load(Ordering::Acquire) != 0 {
@@ -634,19 +635,6 @@ impl Sender {
             tx.owes_abort = false;
         }
         Ok(tx)
-    }
-
-    /// Whether another thread holding the send lock waits for room while
-    /// the peer has frames to read (its next read frees room and rings an
-    /// armed doorbell): a `try_` call then answers `Full` rather than wait
-    /// behind it (see `Lock::lock_until`).
-    fn holder_waits_on_peer(&self) -> bool {
-        let (me, peer) = self.half.sides();
-        // Acquire (all): pair with the Release stores of the positions and
-        // of `closed`; a peer gone is left for the holder to report.
-        self.half.holder_waits()
-            && me.pos.load(Ordering::Acquire) != peer.pos.load(Ordering::Acquire)
-            && peer.closed.load(Ordering::Acquire) == 0
     }
 
     /// The most payload a `First` frame carries.

@@ -27,8 +27,8 @@ use std::ptr::NonNull;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::ring::control::Side;
-use crate::sync::{AtomicU8, Ordering};
 use crate::ring::{CONTROL_SIZE, Control, Storage};
+use crate::sync::{AtomicU8, Ordering};
 use crate::sys::MapError;
 use crate::sys::{Mapping, PeerAccess, Ringer, SharedMemory};
 use crate::wire::region::{

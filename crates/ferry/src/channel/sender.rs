@@ -686,7 +686,7 @@ impl Sender {
         let piece = tx.ring.max_body() / 4;
         let rest = len - first;
         let mut need = frame_size(TOTAL + first) + (rest / piece) * frame_size(piece);
-        if rest % piece != 0 || rest == 0 {
+        if !rest.is_multiple_of(piece) || rest == 0 {
             need += frame_size(rest % piece);
         }
         let free = tx.ring.free().map_err(|c| self.corrupt(c))?;

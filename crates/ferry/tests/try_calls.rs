@@ -5,6 +5,7 @@
 
 mod common;
 
+use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
 use common::{XorShift, secs};
@@ -131,12 +132,29 @@ fn sleeper() {
     assert_eq!(extra.len(), 2);
     pipe.send(b"asleep").expect("asleep");
     std::thread::sleep(SLEEP);
-    for end in extra.iter().chain([&pipe]) {
+    for end in &extra {
         let msg = end.recv_with().expect("a filling message");
         assert_eq!(msg.pipes.len(), FILL);
     }
+    // `main` is left unread until the parent's `try_send` got through.
+    assert_eq!(extra[0].recv().expect("go"), b"go");
+    let msg = pipe.recv_with().expect("the filling message on main");
+    assert_eq!(msg.pipes.len(), FILL);
+    assert_eq!(pipe.recv().expect("x"), b"x");
     assert_eq!(pipe.recv().expect("the end"), b"end");
     extra.clear();
+}
+
+/// Whether `fd` turns readable within `limit`.
+fn readable(fd: &impl AsFd, limit: Duration) -> bool {
+    use rustix::event::{PollFd, PollFlags, poll};
+    let fd = fd.as_fd();
+    let mut fds = [PollFd::new(&fd, PollFlags::IN)];
+    let timeout = rustix::time::Timespec {
+        tv_sec: limit.as_secs() as i64,
+        tv_nsec: i64::from(limit.subsec_nanos()),
+    };
+    poll(&mut fds, Some(&timeout)).expect("poll") == 1
 }
 
 /// Sends a message carrying [`FILL`] pipe ends (their twins dropped).
@@ -154,7 +172,9 @@ fn fill(pipe: &ferry::Pipe) -> Result<(), ferry::SendError> {
 /// does not read, holding its end's send lock: another thread's
 /// `try_send` on the same end answers `Full` at once (before, it waited
 /// until the peer read its socket: seconds), and its `send_timeout` keeps
-/// its deadline.
+/// its deadline. Once the stuck send is done, the sender's readiness
+/// descriptor, armed by the `Full` answers, is rung, though the receiver
+/// has read nothing from the ring.
 #[test]
 fn a_try_call_never_waits_behind_a_send_stuck_on_the_socket() {
     if common::role().is_some() {
@@ -167,6 +187,8 @@ fn a_try_call_never_waits_behind_a_send_stuck_on_the_socket() {
     main.send_with(b"extra", vec![there_1, there_2])
         .expect("send the extra pipes");
     assert_eq!(main.recv().expect("asleep"), b"asleep");
+    // Made (and handed to the child) while the socket has room.
+    let ready = main.sender().ready_fd().expect("a readiness descriptor");
     std::thread::scope(|s| {
         // Two pipes' worth of records fill most of the socket (it holds a
         // few hundred); the third message, on `main`, waits on it.
@@ -202,6 +224,22 @@ fn a_try_call_never_waits_behind_a_send_stuck_on_the_socket() {
             );
         }
         assert!(!stuck.is_finished(), "the peer read its socket early");
+        // The `Full` answers armed the descriptor. Nothing but the stuck
+        // send giving the lock back rings it: the child reads its socket
+        // after a while, and not `main`'s ring until told.
+        let started = Instant::now();
+        loop {
+            assert!(
+                readable(&ready, secs(15).saturating_sub(started.elapsed())),
+                "the descriptor armed by `Full` was never rung once the lock was free"
+            );
+            match main.try_send(b"x") {
+                Ok(()) => break,
+                Err(TrySendError::Full) => {}
+                Err(e) => panic!("try_send after the wake: {e}"),
+            }
+        }
+        here_1.send(b"go").expect("go");
         for filler in first.into_iter().chain([stuck]) {
             filler.join().expect("filler").expect("a filling send");
         }

@@ -85,6 +85,14 @@ macro_rules! atomic {
             pub fn fetch_sub(&self, value: $int, order: Ordering) -> $int {
                 self.0.fetch_sub(value, order)
             }
+            #[inline]
+            pub fn fetch_or(&self, value: $int, order: Ordering) -> $int {
+                self.0.fetch_or(value, order)
+            }
+            #[inline]
+            pub fn fetch_and(&self, value: $int, order: Ordering) -> $int {
+                self.0.fetch_and(value, order)
+            }
         }
     };
 }

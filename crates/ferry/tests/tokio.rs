@@ -201,3 +201,63 @@ fn async_round_trips_under_stress_lose_no_wakeup() {
     });
     child.wait_ok();
 }
+
+/// Ring capacity of [`async_sends_of_messages_larger_than_the_ring_complete`].
+const RING: usize = 16 * 1024;
+
+/// Message `seq` of three rings.
+fn three_rings(seq: u64) -> Vec<u8> {
+    let mut msg = XorShift::new(seq + 1).bytes(3 * RING);
+    msg[..8].copy_from_slice(&seq.to_le_bytes());
+    msg
+}
+
+/// `AsyncSender::send` of messages three times the ring (out-of-line
+/// blocks off, so they go through the ring in pieces) to a child that
+/// polls with `try_recv`, pausing 1 ms whenever it finds nothing: each
+/// send completes, writing pieces as room appears (before, every wake
+/// began the message again, and the pieces written were thrown away).
+#[test]
+fn async_sends_of_messages_larger_than_the_ring_complete() {
+    const COUNT: u64 = 100;
+    if let Some(role) = common::role() {
+        let (_dog, pipe) = common::child_pipe(&role, secs(60));
+        let mut seq = 0;
+        while seq < COUNT {
+            match pipe.try_recv() {
+                Ok(msg) => {
+                    assert!(msg == three_rings(seq), "message {seq} arrived changed");
+                    seq += 1;
+                }
+                Err(ferry::TryRecvError::Empty) => std::thread::sleep(Duration::from_millis(1)),
+                Err(e) => panic!("message {seq}: {e}"),
+            }
+        }
+        pipe.send(b"all").expect("all");
+        let _ = pipe.recv();
+        return;
+    }
+    let dog = common::Watchdog::start(this_test!(), secs(60));
+    let options = PipeOptions::new().capacity(RING);
+    let (child, mut pipe) = common::spawn_child(&dog, this_test!(), "poller", &options);
+    pipe.set_out_of_line(usize::MAX);
+    let (tx, rx) = pipe.split();
+    let start = Instant::now();
+    runtime().block_on(async move {
+        let tx = tx.into_async().expect("async tx");
+        for seq in 0..COUNT {
+            let msg = three_rings(seq);
+            let left = secs(10).saturating_sub(start.elapsed());
+            tokio::time::timeout(left, tx.send(&msg))
+                .await
+                .unwrap_or_else(|_| panic!("message {seq} not sent after 10 s"))
+                .expect("async send");
+        }
+        assert_eq!(
+            rx.recv_timeout(secs(10)).expect("the child's count"),
+            b"all"
+        );
+        drop(tx);
+    });
+    child.wait_ok();
+}

@@ -360,6 +360,69 @@ fn send_with_both_ends_of_one_pipe() {
     child.wait_ok();
 }
 
+/// Two threads racing to send the two ends of one pipe to two different
+/// children: never both accepted (each end would then live in a child,
+/// neither knowing the other moved); the refused end comes back in the
+/// error and still talks to its twin, in the child that took it.
+#[test]
+fn two_threads_never_both_send_the_two_ends_of_one_pipe() {
+    if common::role().is_some() {
+        return counter();
+    }
+    let _serial = common::serial();
+    let dog = common::Watchdog::start(this_test!(), secs(60));
+    let options = PipeOptions::new();
+    let (first, main_a) = common::spawn_child(&dog, this_test!(), "counter", &options);
+    let (second, main_b) = common::spawn_child(&dog, this_test!(), "counter", &options);
+    let mains = [&main_a, &main_b];
+    let mut accepted = [0; 2];
+    for round in 0..300 {
+        let (a, b) = ferry::pipe().expect("pipe");
+        let start = std::sync::Barrier::new(2);
+        let race = |main: &Pipe, end: Pipe| {
+            start.wait();
+            main.send_with(b"race", vec![end])
+        };
+        let (sent_a, sent_b) = std::thread::scope(|s| {
+            let a = s.spawn(|| race(&main_a, a));
+            let b = s.spawn(|| race(&main_b, b));
+            (a.join().expect("thread a"), b.join().expect("thread b"))
+        });
+        let (winner, refused) = match (sent_a, sent_b) {
+            (Ok(()), Ok(())) => panic!("round {round}: both ends of one pipe were sent away"),
+            (Ok(()), Err(refused)) => (0, refused),
+            (Err(refused), Ok(())) => (1, refused),
+            (Err(a), Err(b)) => {
+                // Both refused (allowed, if unlikely): both come back.
+                let mut ends = a.ends.into_iter().chain(b.ends);
+                let a = ends.next().and_then(ferry::End::into_pipe).expect("a back");
+                let b = ends.next().and_then(ferry::End::into_pipe).expect("b back");
+                a.send(b"both back").expect("send");
+                assert_eq!(b.recv().expect("recv"), b"both back");
+                continue;
+            }
+        };
+        assert!(
+            matches!(refused.error, SendError::NotTransferable(_)),
+            "round {round}: refused with {}",
+            refused.error
+        );
+        accepted[winner] += 1;
+        assert_eq!(msg_u64(&mains[winner].recv().expect("count")), 1);
+        let back = refused
+            .ends
+            .into_iter()
+            .next()
+            .and_then(ferry::End::into_pipe)
+            .unwrap_or_else(|| panic!("round {round}: the refused end was not handed back"));
+        round_trip(&back, &format!("round {round}"));
+    }
+    assert!(accepted[0] + accepted[1] > 0, "no end was ever sent");
+    drop((main_a, main_b));
+    first.wait_ok();
+    second.wait_ok();
+}
+
 /// A pipe end that arrives with a message read by `recv` (not
 /// `recv_with`) is dropped: its twin hears `Disconnected`, and the link
 /// and its other pipes carry on.

@@ -7,6 +7,7 @@ use std::sync::{Arc, OnceLock};
 
 use super::PipeOptions;
 use super::error::SendFault;
+use super::lock::Missed;
 use super::wait::{self, Wait};
 use crate::link::{Failure, Link};
 use crate::pool::budget::Charge;
@@ -14,7 +15,7 @@ use crate::ring::control::Side;
 use crate::ring::region::{EndHold, Part, SidesView};
 use crate::ring::{Corrupt, Region, wake};
 use crate::sync::{AtomicBool, AtomicU8, Ordering};
-use crate::sys::Doorbell;
+use crate::sys::{Doorbell, Ringer};
 use crate::wire::Violation;
 
 /// The link a ring's two sides talk over: unset while both are in this
@@ -45,16 +46,16 @@ pub(super) struct Half {
     /// Set once any call on this half has seen the peer gone: every later
     /// call says so too (after the messages still queued are received).
     hung_up: AtomicBool,
-    /// Set while a thread holding this half's lock waits for the ring (for
-    /// room or a message): another thread's `try_` call then answers
-    /// without waiting behind it (see `Lock::lock_until`).
-    holder_waits: AtomicBool,
     /// For a half the peer sent: its region's charge to the link's map
     /// budget, given back when the last half of it (and its mapping) goes.
     pub(super) charge: Option<Arc<Charge>>,
     /// This half's doorbell, made on first use by a wait that needs a
     /// descriptor (select, async, a user's poll loop); see [`Half::doorbell`].
     bell: OnceLock<Arc<Doorbell>>,
+    /// What rings this half's own doorbell, kept once it is made: for the
+    /// holder of this half's lock to ring when a `try_` call gave up on
+    /// the lock meanwhile (see [`Missed`]).
+    own_ringer: OnceLock<Arc<Ringer>>,
     /// Set once this half looked for the peer's doorbell on the link and
     /// found none (the peer's side is held in a process this link does not
     /// reach): it does not look again on every send.
@@ -83,7 +84,7 @@ impl Half {
             moved: AtomicBool::new(false),
             broken: OnceLock::new(),
             hung_up: AtomicBool::new(false),
-            holder_waits: AtomicBool::new(false),
+            own_ringer: OnceLock::new(),
             charge: None,
             bell: OnceLock::new(),
             bell_search_done: AtomicBool::new(false),
@@ -94,13 +95,6 @@ impl Half {
     #[inline]
     pub(super) fn sides(&self) -> (&Side, &Side) {
         (self.view.me(), self.view.peer())
-    }
-
-    /// Whether a thread holding this half's lock waits for the ring now
-    /// (see `Lock::lock_until`).
-    pub(super) fn holder_waits(&self) -> bool {
-        // Relaxed: see `wait::Holding`.
-        self.holder_waits.load(Ordering::Relaxed)
     }
 
     /// Tells the other side that this side changed the ring: wakes it if it
@@ -160,8 +154,11 @@ impl Half {
                 .map_err(|e| doorbell_error(self.io_error(e)))?;
         }
         // Kept here too: a peer in this process, and the hang-up watcher,
-        // ring it.
-        *slot = Some(Arc::new(ringer));
+        // ring it; and this half's lock holders (see `Missed`), before the
+        // doorbell can be armed.
+        let ringer = Arc::new(ringer);
+        let _ = self.own_ringer.set(Arc::clone(&ringer));
+        *slot = Some(ringer);
         Ok(self.bell.get_or_init(|| Arc::new(bell)))
     }
 
@@ -279,7 +276,6 @@ impl Half {
             producer: self.is_producer(),
             link: self.link(),
             hung_up: &self.hung_up,
-            holder_waits: &self.holder_waits,
             taken: None,
         }
     }
@@ -300,6 +296,17 @@ impl Half {
         }
         // Relaxed: read only by this half's own drop.
         self.moved.store(true, Ordering::Relaxed);
+    }
+}
+
+impl Missed for Half {
+    /// A `try_` call on this half gave up on its lock while another thread
+    /// held it: rings this half's own doorbell (if it has one), so a
+    /// caller waiting on it looks again now that the lock is free.
+    fn missed(&self) {
+        if let Some(ringer) = self.own_ringer.get() {
+            ringer.ring();
+        }
     }
 }
 

@@ -24,20 +24,33 @@ use crate::sys;
 
 /// Nobody holds the lock.
 const FREE: u32 = 0;
-/// Held, and no thread sleeps on it.
-const HELD: u32 = 1;
-/// Held, and a thread may sleep on it: the holder wakes one when it gives
-/// the lock back.
-const CONTENDED: u32 = 2;
+/// Bit: the lock is held.
+const LOCKED: u32 = 1;
+/// Bit: a thread may sleep on the word; the holder wakes one when it
+/// gives the lock back.
+const SLEEPERS: u32 = 2;
+/// Bit: a `try_` call gave up on the held lock; the holder tells its
+/// [`Missed`] once it gives the lock back.
+const MISSED: u32 = 4;
 /// Polls of a held lock before sleeping on it (a holder that only pushes a
 /// frame gives it back within these).
 const SPINS: u32 = 100;
 
-/// Longest nap of a `try_` call waiting for a working holder before it
-/// looks whether the holder has begun to wait for the ring (see
-/// [`Lock::lock_until`]): a holder pushing or reading one frame gives the
-/// lock back well within it.
+/// Longest a `try_` call naps on a held lock before it gives up (see
+/// [`Lock::lock_until`]): a holder pushing or reading one frame gives it
+/// back well within it; one that waits (for the ring, for the socket) may
+/// keep it for as long as its own deadline allows, and no `try_` call
+/// waits for that.
 const TRY_NAP: Duration = Duration::from_micros(100);
+
+/// Who hears that a `try_` call gave up on the lock while it was held:
+/// told once the holder has given it back, so a caller that then waits on
+/// a doorbell looks again (what the holder did, or left undone, may be
+/// what it waits for).
+pub(super) trait Missed {
+    /// A `try_` call gave up on the lock, which is free now.
+    fn missed(&self);
+}
 
 /// A value behind the lock.
 pub(super) struct Lock<T> {
@@ -101,7 +114,7 @@ impl<T> Lock<T> {
     #[cfg(test)]
     fn lock(&self) -> Guard<'_, T> {
         loop {
-            if let Some(guard) = self.lock_until(None, &|| false) {
+            if let Some(guard) = self.lock_until(None, &()) {
                 return guard;
             }
         }
@@ -112,36 +125,33 @@ impl<T> Lock<T> {
     /// held then.
     ///
     /// A deadline already past when the lock is found held is a `try_`
-    /// call's. It waits for a holder that is working (pushing or reading a
-    /// frame: microseconds), and gives up (`None`) once `idle` says the
-    /// answer is known without the lock: for a receive, the ring is empty
-    /// (`Empty` is then the truth, and any frame that comes is the
-    /// holder's or rings an armed doorbell); for a send, the holder waits
-    /// for room while the peer has frames to read (`Full`, and the peer's
-    /// next read, which frees room, rings an armed doorbell). Giving up in
-    /// any other state could strand a caller
-    /// that then waits on its doorbell (an async half): a frame published
-    /// before it armed the bell, and left in the ring by the holder, would
-    /// ring nothing.
-    ///
-    /// `idle` is asked only on that path; it reads shared words, no lock.
+    /// call's: it naps at most [`TRY_NAP`] (a holder pushing or reading a
+    /// frame gives the lock back within it), then gives up (`None`)
+    /// whatever the holder does: a holder may wait for the ring or the
+    /// socket for as long as its own deadline allows, and a `try_` call
+    /// never waits for that. Giving up marks the lock: once the holder
+    /// gives it back it tells `missed` (the half rings its own doorbell),
+    /// so a caller that gave up and then waits on its doorbell (an async
+    /// half, a select) looks again: a frame (or room) the holder left
+    /// untaken would otherwise ring nothing.
     #[inline]
-    pub(super) fn lock_until(
-        &self,
+    pub(super) fn lock_until<'a>(
+        &'a self,
         deadline: Option<Instant>,
-        idle: &dyn Fn() -> bool,
-    ) -> Option<Guard<'_, T>> {
+        missed: &'a dyn Missed,
+    ) -> Option<Guard<'a, T>> {
         // Acquire: what the last holder wrote before giving it back is seen.
         if self
             .state
-            .compare_exchange(FREE, HELD, Ordering::Acquire, Ordering::Relaxed)
+            .compare_exchange(FREE, LOCKED, Ordering::Acquire, Ordering::Relaxed)
             .is_err()
-            && !self.lock_contended(deadline, idle)
+            && !self.lock_contended(deadline)
         {
             return None;
         }
         Some(Guard {
             lock: self,
+            missed,
             _value: PhantomData,
         })
     }
@@ -163,7 +173,7 @@ impl<T> Lock<T> {
     /// Whether the lock was taken before `deadline`.
     #[cold]
     #[inline(never)]
-    fn lock_contended(&self, deadline: Option<Instant>, idle: &dyn Fn() -> bool) -> bool {
+    fn lock_contended(&self, deadline: Option<Instant>) -> bool {
         // Relaxed: see `lend`.
         assert!(
             self.lent_to.load(Ordering::Relaxed) != thread_token(),
@@ -174,25 +184,30 @@ impl<T> Lock<T> {
         let try_call = deadline.is_some_and(|deadline| deadline <= now);
         let deadline = deadline.filter(|&deadline| deadline > now);
         let mut spins = 0;
-        while self.state.load(Ordering::Relaxed) == HELD && spins < SPINS {
+        while self.state.load(Ordering::Relaxed) == LOCKED && spins < SPINS {
             spins += 1;
             crate::sync::spin_hint();
         }
         if self
             .state
-            .compare_exchange(FREE, HELD, Ordering::Acquire, Ordering::Relaxed)
+            .compare_exchange(FREE, LOCKED, Ordering::Acquire, Ordering::Relaxed)
             .is_ok()
         {
             return true;
         }
-        // From here the word says CONTENDED whenever this thread may sleep,
-        // so the holder's release wakes it. Taking the lock as CONTENDED
-        // may cost one needless wake later, never a lost one; so may giving
-        // up at the deadline with the word left CONTENDED.
+        // From here the word has SLEEPERS whenever this thread may sleep,
+        // or has slept and leaves (a wake it took may have been another
+        // sleeper's), so the holder's release wakes a sleeper. Taking the
+        // lock with SLEEPERS may cost one needless wake later, never a
+        // lost one; so may giving up with SLEEPERS left set.
         if try_call {
-            return self.lock_unless_idle(idle);
+            return self.lock_or_mark();
         }
-        while self.state.swap(CONTENDED, Ordering::Acquire) != FREE {
+        loop {
+            let before = self.state.fetch_or(LOCKED | SLEEPERS, Ordering::Acquire);
+            if before & LOCKED == 0 {
+                return true;
+            }
             let timeout = match deadline {
                 None => Duration::MAX,
                 Some(deadline) => match deadline.checked_duration_since(Instant::now()) {
@@ -200,23 +215,36 @@ impl<T> Lock<T> {
                     _ => return false,
                 },
             };
-            sys::private_wait(&self.state, CONTENDED, timeout);
+            sys::private_wait(&self.state, before | LOCKED | SLEEPERS, timeout);
         }
-        true
     }
 
     /// A `try_` call's wait for a held lock (see [`Lock::lock_until`]):
-    /// until it is given back, or `idle` says the holder waits for the
-    /// ring. Naps of [`TRY_NAP`] at most: a holder that starts to wait
-    /// gives nothing back, so it is looked at again after each.
-    fn lock_unless_idle(&self, idle: &dyn Fn() -> bool) -> bool {
-        while self.state.swap(CONTENDED, Ordering::Acquire) != FREE {
-            if idle() {
-                return false;
-            }
-            sys::private_wait(&self.state, CONTENDED, TRY_NAP);
+    /// one nap of at most [`TRY_NAP`]; then the lock is taken if free, or
+    /// marked [`MISSED`] (in one step, so the holder's release either
+    /// finds the mark or came first and left the lock free to take).
+    fn lock_or_mark(&self) -> bool {
+        let before = self.state.fetch_or(LOCKED | SLEEPERS, Ordering::Acquire);
+        if before & LOCKED == 0 {
+            return true;
         }
-        true
+        sys::private_wait(&self.state, before | LOCKED | SLEEPERS, TRY_NAP);
+        let mut state = self.state.load(Ordering::Relaxed);
+        loop {
+            let taken = state & LOCKED == 0;
+            let new = match taken {
+                true => LOCKED | SLEEPERS,
+                false => state | MISSED | SLEEPERS,
+            };
+            // Acquire: as in `lock_until`, when taken.
+            match self
+                .state
+                .compare_exchange(state, new, Ordering::Acquire, Ordering::Relaxed)
+            {
+                Ok(_) => return taken,
+                Err(now) => state = now,
+            }
+        }
     }
 
     /// The value, without locking: `&mut self` says no guard exists.
@@ -237,6 +265,8 @@ impl<T> std::fmt::Debug for Lock<T> {
 /// The lock, held; giving it back on drop.
 pub(super) struct Guard<'a, T> {
     lock: &'a Lock<T>,
+    /// Told if a `try_` call gave up while this guard held the lock.
+    missed: &'a dyn Missed,
     /// Sent or shared as a `&mut T` would be (a bare `&Lock<T>` would let
     /// two threads share a guard of a `T` that is `Send` but not `Sync`).
     _value: PhantomData<&'a mut T>,
@@ -264,10 +294,30 @@ impl<T> Drop for Guard<'_, T> {
     #[inline]
     fn drop(&mut self) {
         // Release: this holder's writes are seen by the next.
-        if self.lock.state.swap(FREE, Ordering::Release) == CONTENDED {
-            sys::private_wake(&self.lock.state, 1);
+        let before = self.lock.state.swap(FREE, Ordering::Release);
+        if before != LOCKED {
+            released_contended(&self.lock.state, before, self.missed);
         }
     }
+}
+
+/// A release that finds sleepers or a `try_` call's mark on the word
+/// (`before`, now FREE): wakes a sleeper, tells `missed`.
+#[cold]
+#[inline(never)]
+fn released_contended(state: &AtomicU32, before: u32, missed: &dyn Missed) {
+    if before & SLEEPERS != 0 {
+        sys::private_wake(state, 1);
+    }
+    if before & MISSED != 0 {
+        missed.missed();
+    }
+}
+
+/// Nobody to tell (the tests' locks).
+#[cfg(test)]
+impl Missed for () {
+    fn missed(&self) {}
 }
 
 #[cfg(test)]
@@ -329,69 +379,72 @@ mod tests {
         holding.recv().unwrap();
         // Past the spin: asleep on the word until the deadline.
         assert!(
-            lock.lock_until(Some(Instant::now() + Duration::from_millis(20)), &|| true)
+            lock.lock_until(Some(Instant::now() + Duration::from_millis(20)), &())
                 .is_none()
         );
-        // A deadline already past (a `try_` call's) waits for a holder
-        // that is not idle.
+        // A blocking caller sleeps until the holder gives the lock back.
         let late = {
             let lock = Arc::clone(&lock);
-            std::thread::spawn(move || {
-                *lock.lock_until(Some(Instant::now()), &|| false).unwrap() += 1
-            })
+            std::thread::spawn(move || *lock.lock() += 1)
         };
         std::thread::sleep(Duration::from_millis(20));
         release.send(()).unwrap();
-        // Given back: taken, and the word left CONTENDED by the timed-out
-        // waiter costs nothing but a needless wake.
+        // Given back: taken, and SLEEPERS left by the timed-out waiter
+        // costs nothing but a needless wake.
         *lock
-            .lock_until(Some(Instant::now() + Duration::from_secs(60)), &|| true)
+            .lock_until(Some(Instant::now() + Duration::from_secs(60)), &())
             .unwrap() += 1;
         holder.join().unwrap();
         late.join().unwrap();
-        assert_eq!(*lock.lock_until(Some(Instant::now()), &|| true).unwrap(), 2);
+        assert_eq!(*lock.lock_until(Some(Instant::now()), &()).unwrap(), 2);
+    }
+
+    /// Counts the `try_` calls that gave up, as the holder reports them.
+    #[derive(Default)]
+    struct Count(AtomicU32);
+
+    impl Missed for Count {
+        fn missed(&self) {
+            self.0.fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     #[test]
-    fn a_try_call_gives_up_once_the_holder_waits_idle() {
-        use crate::sync::AtomicBool;
+    fn a_try_call_never_waits_for_a_holder_and_the_holder_says_it_missed_one() {
         let lock = Arc::new(Lock::new(0u32));
-        let idle = Arc::new(AtomicBool::new(false));
+        let count = Arc::new(Count::default());
         let (held, holding) = std::sync::mpsc::channel();
         let (release, released) = std::sync::mpsc::channel::<()>();
         let holder = {
-            let (lock, idle) = (Arc::clone(&lock), Arc::clone(&idle));
+            let (lock, count) = (Arc::clone(&lock), Arc::clone(&count));
             std::thread::spawn(move || {
-                let _guard = lock.lock();
+                // A holder that keeps the lock (as one waiting for a full
+                // socket would) until released.
+                let _guard = lock.lock_until(None, &*count).unwrap();
                 held.send(()).unwrap();
-                // Working a while, then waiting idle until released.
-                std::thread::sleep(Duration::from_millis(50));
-                idle.store(true, Ordering::Relaxed);
                 let _ = released.recv_timeout(Duration::from_secs(60));
-                idle.store(false, Ordering::Relaxed);
             })
         };
         holding.recv().unwrap();
-        // Behind the working holder the `try_` call waits; once the holder
-        // says it waits idle, the call gives up without the lock.
-        let start = Instant::now();
-        let taken = lock
-            .lock_until(Some(start), &|| idle.load(Ordering::Relaxed))
-            .is_some();
-        let waited = start.elapsed();
-        assert!(!taken, "the lock was taken while held");
-        assert!(
-            waited >= Duration::from_millis(40),
-            "gave up on a working holder after {waited:?}"
-        );
-        assert!(
-            waited < Duration::from_secs(30),
-            "waited {waited:?} behind an idle holder"
-        );
+        for _ in 0..3 {
+            let start = Instant::now();
+            let taken = lock.lock_until(Some(start), &()).is_some();
+            let waited = start.elapsed();
+            assert!(!taken, "the lock was taken while held");
+            assert!(
+                waited < Duration::from_millis(200),
+                "a try_ call waited {waited:?} behind a holder"
+            );
+        }
+        assert_eq!(count.0.load(Ordering::Relaxed), 0, "told before release");
         release.send(()).unwrap();
         holder.join().unwrap();
-        // Given back: a `try_` call takes it whatever `idle` says.
-        assert!(lock.lock_until(Some(Instant::now()), &|| true).is_some());
+        // Told once, for the calls that gave up while it held the lock.
+        assert_eq!(count.0.load(Ordering::Relaxed), 1);
+        // Given back: a `try_` call takes it, and a release with no call
+        // missed tells nothing.
+        drop(lock.lock_until(Some(Instant::now()), &*count).unwrap());
+        assert_eq!(count.0.load(Ordering::Relaxed), 1);
     }
 
     #[test]
@@ -419,7 +472,7 @@ mod tests {
         };
         // This thread's own call is a mistake, named at once.
         let again = std::panic::catch_unwind(|| {
-            drop(lock.lock_until(None, &|| false));
+            drop(lock.lock_until(None, &()));
         });
         let message = again.expect_err("a panic, not a wait");
         let message = (message.downcast_ref::<&str>().copied())
@@ -430,8 +483,8 @@ mod tests {
         drop(guard);
         assert_eq!(other.join().unwrap(), 1);
         // The mark went with `lent`: held again, this thread just waits
-        // (a `try_` call here: it gives up once `idle` says so).
+        // (a `try_` call here: it gives up).
         let _guard = lock.lock();
-        assert!(lock.lock_until(Some(Instant::now()), &|| true).is_none());
+        assert!(lock.lock_until(Some(Instant::now()), &()).is_none());
     }
 }

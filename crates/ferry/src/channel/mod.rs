@@ -43,7 +43,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::link::{Claimed, Link, PeerEnd, PendingFd};
-use crate::ring::region::Part;
+use crate::ring::region::{MoveClaim, Part};
 use crate::ring::{Corrupt, Region};
 use crate::wire::record::Carried;
 use half::{Half, LinkCell};
@@ -163,6 +163,26 @@ impl End {
     /// (only then may it move).
     fn is_local(&self) -> bool {
         self.halves().all(|h| h.link.get().is_none())
+    }
+
+    /// Claims the move of each of its rings' sides (in ring order, so two
+    /// threads claiming the same rings cannot each stop the other), adding
+    /// the claims to `claims`; `false`, with the claims it took given
+    /// back, if another thread holds one.
+    fn claim_move(&self, claims: &mut Vec<MoveClaim>) -> bool {
+        let mut halves: Vec<&Half> = self.halves().collect();
+        halves.sort_by_key(|h| h.ring());
+        let before = claims.len();
+        for half in halves {
+            match half.region.claim_move(half.ring()) {
+                Some(claim) => claims.push(claim),
+                None => {
+                    claims.truncate(before);
+                    return false;
+                }
+            }
+        }
+        true
     }
 
     /// Whether `self` and `other` hold sides of one ring.

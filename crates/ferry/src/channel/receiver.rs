@@ -221,9 +221,12 @@ impl Receiver {
     ///
     /// # Errors
     ///
-    /// [`TryRecvError::Empty`] when no whole message is waiting (at once,
-    /// even while another thread of this end waits in a receive); the rest
-    /// as [`Receiver::recv`].
+    /// [`TryRecvError::Empty`] when no whole message is waiting, and when
+    /// another thread of this end is in a receive that does not end within
+    /// about 100 µs (one waiting for a message, or taking a large one): a
+    /// `try_` call never waits for it (a ready descriptor armed by this
+    /// answer is rung once that receive is done); the rest as
+    /// [`Receiver::recv`].
     pub fn try_recv(&self) -> Result<Vec<u8>, TryRecvError> {
         let mut bytes = Vec::new();
         self.try_message(&mut Delivery::bytes(&mut bytes))?;
@@ -388,9 +391,9 @@ impl Receiver {
         }
         // Another thread of this end may hold the lock while it waits for
         // a message: this call waits for it no longer than its own deadline,
-        // and a `try_` call not at all while the ring is empty.
+        // and a `try_` call not at all (see `Lock::lock_until`).
         self.rx
-            .lock_until(deadline, &|| !self.is_ready())
+            .lock_until(deadline, &self.half)
             .ok_or(RecvFault::Timeout)
     }
 

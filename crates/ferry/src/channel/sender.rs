@@ -11,6 +11,7 @@ use super::wait::{Stop, Waiter};
 use super::{End, SendError, SendTimeoutError, SendWithError, TrySendError};
 use crate::link::{Failure, Link};
 use crate::ring::RingView;
+use crate::ring::region::MoveClaim;
 use crate::ring::{Corrupt, FRAME_HEADER, Producer, frame_size};
 use crate::sync::Ordering;
 use crate::wire::frame::{
@@ -25,6 +26,10 @@ pub(super) struct Tx {
     waiter: Waiter,
     /// A message was begun and abandoned; an `Abort` frame is owed.
     owes_abort: bool,
+    /// The message in pieces whose rest found no room before its call's
+    /// deadline (the `Abort` it owes is still owed): a send of the same
+    /// message goes on from there (see [`Sender::try_send`]).
+    resume: Option<Resume>,
     /// Pipe ends sent through this ring so far (wrapping).
     handles_sent: u32,
 }
@@ -35,9 +40,55 @@ impl Tx {
             ring,
             waiter: Waiter::default(),
             owes_abort: false,
+            resume: None,
             handles_sent: 0,
         }
     }
+}
+
+/// A message sent in pieces, part way: which message (its length, the
+/// address of the caller's bytes and a hash of them) and how much of it the
+/// ring has taken.
+#[derive(Debug)]
+struct Resume {
+    len: usize,
+    at: usize,
+    hash: u64,
+    /// Payload bytes written so far (the `First` frame and any `More`).
+    done: usize,
+}
+
+impl Resume {
+    fn new(bytes: &[u8], done: usize) -> Self {
+        Self {
+            len: bytes.len(),
+            at: bytes.as_ptr() as usize,
+            hash: hash(bytes),
+            done,
+        }
+    }
+
+    /// How much of `bytes` was written, if `bytes` is this message: the
+    /// same slice of the caller's memory holding the same bytes (a reused
+    /// buffer refilled with another message is told apart by its hash).
+    fn of(&self, bytes: &[u8]) -> Option<usize> {
+        (self.same_place(bytes) && self.hash == hash(bytes)).then_some(self.done)
+    }
+
+    /// Whether `bytes` is the same slice of the caller's memory.
+    fn same_place(&self, bytes: &[u8]) -> bool {
+        self.len == bytes.len() && self.at == bytes.as_ptr() as usize
+    }
+}
+
+/// A hash of a message, to tell a retry of it from another message in the
+/// same buffer (SipHash-1-3: about 1 ms per 1.5 MB, paid once per retry
+/// that finds room to go on).
+fn hash(bytes: &[u8]) -> u64 {
+    use std::hash::Hasher;
+    let mut hasher = std::hash::DefaultHasher::new();
+    hasher.write(bytes);
+    hasher.finish()
 }
 
 fn stop_to_error(half: &Half, stop: Stop) -> SendFault {
@@ -101,6 +152,21 @@ impl Sender {
     /// Sends a message if the pipe has room for all of it now, never
     /// waiting.
     ///
+    /// A message larger than the ring (one that travels in pieces, when
+    /// no shared-memory block carries it: see [`OUT_OF_LINE`]) can never
+    /// have room for all of it at once. Such a message is begun only when
+    /// the ring is empty (the receiver has taken all before it); its
+    /// pieces go in as far as they fit, and then `Full` says it is not
+    /// sent *yet*: the pieces stay in the ring, and a `try_send` (or any
+    /// send) of the same message (the same bytes at the same address, as
+    /// a retry loop passes them) goes on from there, never writing a piece
+    /// twice, so a receiver that keeps reading gets it whole after a few
+    /// calls. A send of any other message first abandons it (the receiver
+    /// drops the pieces; nothing of it is delivered). A smaller message in
+    /// pieces is written only when all of it fits.
+    ///
+    /// [`OUT_OF_LINE`]: super::OUT_OF_LINE
+    ///
     /// ```
     /// let (a, b) = ferry::PipeOptions::new().capacity(4096).pipe()?;
     /// while a.try_send(&[0; 1000]).is_ok() {}
@@ -113,8 +179,11 @@ impl Sender {
     /// # Errors
     ///
     /// [`TrySendError::Full`] when there is no room now (nothing sent),
-    /// and at once while another thread of this end waits in a send for
-    /// room (its message goes first); the rest as [`Sender::send`].
+    /// and when another thread of this end is in a send that does not end
+    /// within about 100 µs (one waiting for room, or for the peer to read
+    /// its socket): a `try_` call never waits for it (a ready descriptor
+    /// armed by this answer is rung once that send is done); the rest as
+    /// [`Sender::send`].
     pub fn try_send(&self, bytes: &[u8]) -> Result<(), TrySendError> {
         let sent = match self.send_message(bytes, Some(Instant::now())) {
             Err(SendFault::Timeout) => match self.half.armable_bell() {
@@ -166,7 +235,9 @@ impl Sender {
     /// # Errors
     ///
     /// [`SendTimeoutError::Timeout`] if the pipe stayed full until the
-    /// deadline (nothing of the message was delivered); the rest as
+    /// deadline (nothing of the message was delivered; a message in
+    /// pieces stopped part way goes on with the next send of the same
+    /// message, as after [`Sender::try_send`]); the rest as
     /// [`Sender::send`].
     pub fn send_timeout(&self, bytes: &[u8], timeout: Duration) -> Result<(), SendTimeoutError> {
         Ok(self.send_message(bytes, Some(Instant::now() + timeout))?)
@@ -246,8 +317,10 @@ impl Sender {
         ends: Vec<End>,
         deadline: Option<Instant>,
     ) -> Result<(), SendWithError<SendFault>> {
-        let link = match self.check_transfer(bytes, &ends) {
-            Ok(link) => link,
+        // The claims stay held until the ends have moved (their rings'
+        // link cells set) or been handed back.
+        let (link, _claims) = match self.check_transfer(bytes, &ends) {
+            Ok(checked) => checked,
             Err(error) => return Err(SendWithError { error, ends }),
         };
         let mut tx = match self.begin_send(bytes.len(), deadline) {
@@ -385,8 +458,13 @@ impl Sender {
         self.half.link.get().is_some()
     }
 
-    /// The link the ends will travel over, once they may.
-    fn check_transfer(&self, bytes: &[u8], ends: &[End]) -> Result<&Arc<Link>, SendFault> {
+    /// The link the ends will travel over, once they may, and the claims
+    /// on moving their rings' sides (see [`End::claim_move`]).
+    fn check_transfer(
+        &self,
+        bytes: &[u8],
+        ends: &[End],
+    ) -> Result<(&Arc<Link>, Vec<MoveClaim>), SendFault> {
         let Some(link) = self.half.link.get() else {
             return Err(SendFault::NotTransferable(
                 "pipe ends travel only over a pipe to another process",
@@ -414,7 +492,22 @@ impl Sender {
                 limit: self.half.limit,
             });
         }
-        Ok(link)
+        let mut claims = Vec::new();
+        for end in ends {
+            if !end.claim_move(&mut claims) {
+                return Err(SendFault::NotTransferable(
+                    "another thread is sending the other side of this pipe end's ring",
+                ));
+            }
+        }
+        // Checked again under the claims: a move that finished between the
+        // first check and the claims has set its rings' links.
+        if !ends.iter().all(End::is_local) {
+            return Err(SendFault::NotTransferable(
+                "only a pipe end (or half) whose twin is in this process can be sent",
+            ));
+        }
+        Ok((link, claims))
     }
 
     /// Waits until `count` more ends fit in this direction's window and
@@ -456,10 +549,7 @@ impl Sender {
             && bytes.len() <= self.half.limit
             && self.half.in_good_order()
         {
-            let Some(mut tx) = self
-                .tx
-                .lock_until(deadline, &|| self.holder_waits_on_peer())
-            else {
+            let Some(mut tx) = self.tx.lock_until(deadline, &self.half) else {
                 return Err(SendFault::Timeout);
             };
             if !tx.owes_abort
@@ -548,7 +638,23 @@ impl Sender {
     /// [`Sender::send_message`] for every case.
     #[inline(never)]
     fn send_general(&self, bytes: &[u8], deadline: Option<Instant>) -> Result<(), SendFault> {
-        let mut tx = self.begin_send(bytes.len(), deadline)?;
+        let mut tx = self.lock_send(bytes.len(), deadline)?;
+        if let Some(done) = (tx.resume.as_ref())
+            .filter(|resume| resume.same_place(bytes))
+            .map(|resume| resume.done)
+        {
+            let piece = tx.ring.max_body() / 4;
+            let next = frame_size(piece.min(bytes.len() - done));
+            // A `try_` call with no room to go on answers at once, without
+            // hashing the message.
+            if is_past(deadline) && tx.ring.free().map_err(|c| self.corrupt(c))? < next {
+                return Err(SendFault::Timeout);
+            }
+            if let Some(done) = tx.resume.as_ref().and_then(|resume| resume.of(bytes)) {
+                return self.push_pieces(&mut tx, bytes, Some(done), deadline);
+            }
+        }
+        self.settle_abort(&mut tx, deadline)?;
         // Between processes, large messages go out of line; one larger than
         // the largest block travels in pieces.
         let small = bytes.len() < self.out_of_line
@@ -566,22 +672,125 @@ impl Sender {
         {
             return Ok(());
         }
-        let (first, rest) = bytes.split_at(self.first_piece(&tx).min(bytes.len()));
-        let tag = Tag {
-            kind: Kind::First,
-            handles: 0,
-        };
-        let total = encode_total(bytes.len() as u64);
-        self.push(&mut tx, tag, &[&total, first], deadline)?;
-        self.push_rest(&mut tx, rest, deadline)
+        if is_past(deadline) && !self.may_begin_pieces(&mut tx, bytes.len())? {
+            return Err(SendFault::Timeout);
+        }
+        self.push_pieces(&mut tx, bytes, None, deadline)
     }
 
-    /// Checks a message of `len` bytes may be sent, and takes the send lock.
+    /// Whether a `try_` call begins a message of `len` bytes in pieces
+    /// now: if all its frames fit (then it is all sent), or if it can
+    /// never fit whole and the ring is empty (see [`Sender::try_send`]).
+    fn may_begin_pieces(&self, tx: &mut Tx, len: usize) -> Result<bool, SendFault> {
+        let first = self.first_piece(tx).min(len);
+        let piece = tx.ring.max_body() / 4;
+        let rest = len - first;
+        let mut need = frame_size(TOTAL + first) + (rest / piece) * frame_size(piece);
+        if !rest.is_multiple_of(piece) || rest == 0 {
+            need += frame_size(rest % piece);
+        }
+        let free = tx.ring.free().map_err(|c| self.corrupt(c))?;
+        let capacity = self.half.region.capacity();
+        Ok(need <= free || (need > capacity && free == capacity))
+    }
+
+    /// Writes a message in pieces: `First` (unless `done` says how much
+    /// was written already), then `More`…`Last`. If the deadline comes
+    /// part way, the message is kept for a send of the same message to go
+    /// on with (its `Abort` owed meanwhile); any other failure abandons it.
+    fn push_pieces(
+        &self,
+        tx: &mut Tx,
+        bytes: &[u8],
+        done: Option<usize>,
+        deadline: Option<Instant>,
+    ) -> Result<(), SendFault> {
+        let done = match done {
+            Some(done) => done,
+            None => {
+                let first = self.first_piece(tx).min(bytes.len());
+                let tag = Tag {
+                    kind: Kind::First,
+                    handles: 0,
+                };
+                let total = encode_total(bytes.len() as u64);
+                self.push(tx, tag, &[&total, &bytes[..first]], deadline)?;
+                first
+            }
+        };
+        tx.resume = None;
+        let piece = tx.ring.max_body() / 4;
+        let mut at = done;
+        loop {
+            let end = bytes.len().min(at + piece);
+            let kind = if end == bytes.len() {
+                Kind::Last
+            } else {
+                Kind::More
+            };
+            match self.push(tx, Tag { kind, handles: 0 }, &[&bytes[at..end]], deadline) {
+                Ok(()) if kind == Kind::Last => {
+                    tx.owes_abort = false;
+                    return Ok(());
+                }
+                Ok(()) => at = end,
+                Err(SendFault::Timeout) => {
+                    tx.owes_abort = true;
+                    tx.resume = Some(Resume::new(bytes, at));
+                    return Err(SendFault::Timeout);
+                }
+                Err(e) => return Err(self.abandon(tx, e)),
+            }
+        }
+    }
+
+    /// Abandons a message begun in pieces after failure `e`: the `Abort`
+    /// goes now if it fits, else it is owed (unless the pipe is gone).
+    fn abandon(&self, tx: &mut Tx, e: SendFault) -> SendFault {
+        tx.resume = None;
+        tx.owes_abort = !matches!(e, SendFault::Disconnected | SendFault::Protocol(_));
+        let abort = Tag {
+            kind: Kind::Abort,
+            handles: 0,
+        };
+        if tx.owes_abort && self.push(tx, abort, &[], Some(Instant::now())).is_ok() {
+            tx.owes_abort = false;
+        }
+        e
+    }
+
+    fn corrupt(&self, Corrupt(why): Corrupt) -> SendFault {
+        self.half.corrupt(why).into()
+    }
+
+    /// Checks a message of `len` bytes may be sent, and takes the send
+    /// lock, having sent the `Abort` of a message abandoned before.
     pub(super) fn begin_send(
         &self,
         len: usize,
         deadline: Option<Instant>,
     ) -> Result<Guard<'_, Tx>, SendFault> {
+        let mut tx = self.lock_send(len, deadline)?;
+        self.settle_abort(&mut tx, deadline)?;
+        Ok(tx)
+    }
+
+    /// Sends the `Abort` owed for a message abandoned before, if any.
+    fn settle_abort(&self, tx: &mut Tx, deadline: Option<Instant>) -> Result<(), SendFault> {
+        if tx.owes_abort {
+            let abort = Tag {
+                kind: Kind::Abort,
+                handles: 0,
+            };
+            self.push(tx, abort, &[], deadline)?;
+            tx.owes_abort = false;
+            tx.resume = None;
+        }
+        Ok(())
+    }
+
+    /// Checks a message of `len` bytes may be sent, and takes the send lock.
+    fn lock_send(&self, len: usize, deadline: Option<Instant>) -> Result<Guard<'_, Tx>, SendFault> {
         if len > self.half.limit {
             return Err(SendFault::TooLarge {
                 len,
@@ -592,38 +801,18 @@ impl Sender {
             return Err(failure.into());
         }
         // Another thread of this end may hold the lock while it waits for
-        // room: this call waits for it no longer than its own deadline, and
-        // a `try_` call not at all (see `holder_waits_on_peer`).
-        let mut tx = self
+        // room or for the socket: this call waits for it no longer than its
+        // own deadline, and a `try_` call not at all (see
+        // `Lock::lock_until`).
+        let tx = self
             .tx
-            .lock_until(deadline, &|| self.holder_waits_on_peer())
+            .lock_until(deadline, &self.half)
             .ok_or(SendFault::Timeout)?;
         // Acquire: pairs with the Release store in the peer's drop.
         if self.half.sides().1.closed.load(Ordering::Acquire) != 0 {
             return Err(self.half.gone(Failure::HungUp).into());
         }
-        if tx.owes_abort {
-            let abort = Tag {
-                kind: Kind::Abort,
-                handles: 0,
-            };
-            self.push(&mut tx, abort, &[], deadline)?;
-            tx.owes_abort = false;
-        }
         Ok(tx)
-    }
-
-    /// Whether another thread holding the send lock waits for room while
-    /// the peer has frames to read (its next read frees room and rings an
-    /// armed doorbell): a `try_` call then answers `Full` rather than wait
-    /// behind it (see `Lock::lock_until`).
-    fn holder_waits_on_peer(&self) -> bool {
-        let (me, peer) = self.half.sides();
-        // Acquire (all): pair with the Release stores of the positions and
-        // of `closed`; a peer gone is left for the holder to report.
-        self.half.holder_waits()
-            && me.pos.load(Ordering::Acquire) != peer.pos.load(Ordering::Acquire)
-            && peer.closed.load(Ordering::Acquire) == 0
     }
 
     /// The most payload a `First` frame carries.
@@ -649,15 +838,7 @@ impl Sender {
                 Kind::More
             };
             if let Err(e) = self.push(tx, Tag { kind, handles: 0 }, &[chunk], deadline) {
-                tx.owes_abort = !matches!(e, SendFault::Disconnected | SendFault::Protocol(_));
-                let abort = Tag {
-                    kind: Kind::Abort,
-                    handles: 0,
-                };
-                if tx.owes_abort && self.push(tx, abort, &[], Some(Instant::now())).is_ok() {
-                    tx.owes_abort = false;
-                }
-                return Err(e);
+                return Err(self.abandon(tx, e));
             }
             if after.is_empty() {
                 return Ok(());
@@ -685,6 +866,12 @@ impl Sender {
         self.half.ring_peer();
         Ok(())
     }
+}
+
+/// Whether `deadline` has passed: a `try_` call's (its deadline is the
+/// moment of the call).
+fn is_past(deadline: Option<Instant>) -> bool {
+    deadline.is_some_and(|deadline| deadline <= Instant::now())
 }
 
 fn into_ends<E: Into<End>>(ends: Vec<E>) -> Vec<End> {

@@ -193,7 +193,11 @@ impl Sender {
 }
 
 impl AsyncSender {
-    /// Sends a message, suspending the task while the pipe is full.
+    /// Sends a message, suspending the task while the pipe is full. A
+    /// message larger than the ring goes in pieces as the receiver makes
+    /// room, each wake going on where the last stopped (see
+    /// [`Sender::try_send`]); if the future is dropped part way, the next
+    /// send of another message abandons it (nothing of it is delivered).
     ///
     /// # Errors
     ///

@@ -257,8 +257,6 @@ pub(crate) struct Scope<'a> {
     pub(crate) link: Option<&'a Link>,
     /// The pipe end's record that a call already saw the peer gone.
     pub(crate) hung_up: &'a AtomicBool,
-    /// Set while this wait runs (see [`Holding`]).
-    pub(crate) holder_waits: &'a AtomicBool,
     /// A receiver's frames taken so far (`Consumer::taken`), for its
     /// [`Pace`]; `None` for a sender.
     pub(crate) taken: Option<u64>,
@@ -415,31 +413,6 @@ fn publish(side: &Side, mine: u32) {
 /// to nothing.
 pub(crate) fn publish_waker_cpu(side: &Side) {
     publish(side, my_cpu());
-}
-
-/// A wait in progress, said in the half's `holder_waits` word while it
-/// runs: the waiter holds the half's lock, and another thread's `try_`
-/// call looks at the word to answer rather than wait behind it (see
-/// `Lock::lock_until`).
-struct Holding<'a>(&'a AtomicBool);
-
-impl<'a> Holding<'a> {
-    #[inline]
-    fn new(word: &'a AtomicBool) -> Self {
-        // Relaxed (both): a `try_` call reads the word with the ring's
-        // positions and answers from the positions; the word only says
-        // the holder is not about to give the lock back with a message
-        // (or room) it took for another.
-        word.store(true, Ordering::Relaxed);
-        Self(word)
-    }
-}
-
-impl Drop for Holding<'_> {
-    #[inline]
-    fn drop(&mut self) {
-        self.0.store(false, Ordering::Relaxed);
-    }
 }
 
 /// Threads of this process spinning adaptively right now.
@@ -629,11 +602,6 @@ impl Waiter {
         }
         // From here the wait runs on or sleeps: the next one asks for its CPU.
         forget_my_cpu();
-        // And it says so: this thread holds its half's lock, and another
-        // thread's `try_` call need not wait behind it. (Not in the first
-        // burst: a message that lands within it costs nothing more, and a
-        // `try_` call looks again within `lock::TRY_NAP`.)
-        let _holding = Holding::new(scope.holder_waits);
         // Past the first burst, an adaptive wait spins on only with leave
         // (see `SpinSlot`), held while it spins.
         let slot = match scope.wait {
@@ -741,8 +709,6 @@ impl Waiter {
         // The answer may come from another CPU: ask again next wait,
         // which tells whether the pair parted (see `Parting::apart`).
         forget_my_cpu();
-        // A `try_` call of another thread need not wait behind a hold.
-        let _holding = Holding::new(scope.holder_waits);
         let start = Instant::now();
         let result = 'hold: loop {
             for _ in 0..BURST {

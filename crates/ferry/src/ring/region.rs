@@ -28,6 +28,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::ring::control::Side;
 use crate::ring::{CONTROL_SIZE, Control, Storage};
+use crate::sync::{AtomicU8, Ordering};
 use crate::sys::MapError;
 use crate::sys::{Mapping, PeerAccess, PeerFd, Ringer, SharedMemory};
 use crate::wire::region::{
@@ -51,6 +52,26 @@ pub(crate) struct Region {
     /// the hang-up watcher), elsewhere the copy it sent. Local to this
     /// process, never in the shared memory.
     bells: [[Mutex<Option<Arc<Ringer>>>; 2]; 2],
+    /// One bit per ring, set while a half of this process moves a side of
+    /// that ring to another process (see [`Region::claim_move`]). Local to
+    /// this process, never in the shared memory.
+    moving: AtomicU8,
+}
+
+/// A claim on moving a side of one of a region's rings, given back when
+/// dropped.
+#[derive(Debug)]
+pub(crate) struct MoveClaim {
+    region: Arc<Region>,
+    bit: u8,
+}
+
+impl Drop for MoveClaim {
+    fn drop(&mut self) {
+        // Release: the claim's holder's writes (the ring's link cell, set
+        // by a move that succeeded) are seen by the next claimer.
+        self.region.moving.fetch_and(!self.bit, Ordering::Release);
+    }
 }
 
 /// A side of one of a region's rings: its producer or its consumer.
@@ -115,6 +136,7 @@ impl Region {
             object: Mutex::new(Some(object)),
             identity,
             bells: Default::default(),
+            moving: AtomicU8::new(0),
         }))
     }
 
@@ -143,6 +165,7 @@ impl Region {
             object: Mutex::new(None),
             identity,
             bells: Default::default(),
+            moving: AtomicU8::new(0),
         }))
     }
 
@@ -185,6 +208,21 @@ impl Region {
         } else {
             None
         }
+    }
+
+    /// Claims the move of a side of ring `ring` for one thread of this
+    /// process: `None` while another thread holds the claim (it is moving
+    /// that ring's other side, or this one). The twin check and the move
+    /// are thus one step: two threads cannot each find the other side of
+    /// a ring here and both send their side away.
+    pub(crate) fn claim_move(self: &Arc<Self>, ring: usize) -> Option<MoveClaim> {
+        let bit = 1u8 << (ring & 1);
+        // Acquire: pairs with the Release in `MoveClaim::drop`.
+        let before = self.moving.fetch_or(bit, Ordering::Acquire);
+        (before & bit == 0).then(|| MoveClaim {
+            region: Arc::clone(self),
+            bit,
+        })
     }
 
     /// Bytes mapped for this region.

@@ -18,7 +18,8 @@ pub use connect::{
     CONNECT_TIMEOUT, ConnectError, ConnectOptions, connect, connect_invited, connect_invited_with,
 };
 pub use server::{
-    AcceptError, Connection, HANDSHAKE_TIMEOUT, MAX_PENDING_HANDSHAKES, Server, ServerOptions,
+    AcceptError, Connection, EVICTION_GRACE, HANDSHAKE_TIMEOUT, MAX_PENDING_HANDSHAKES, Server,
+    ServerOptions,
 };
 
 use crate::sync::{AtomicBool, Ordering};

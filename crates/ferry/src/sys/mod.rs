@@ -68,7 +68,9 @@
 //!   `connect(name, timeout)`, `credentials` of a connected socket's peer,
 //!   `effective_uid`, `random_bytes`, `wait_readable` over many
 //!   descriptors, and `note_pipe`/`read_note`: a few bytes a spawned child
-//!   reads once from an inherited pipe.
+//!   reads once from an inherited pipe (by a deadline: `TimedOut` if the
+//!   writer holds its end open; `InvalidData` for a descriptor that is not
+//!   a pipe or a note too long).
 //!
 //! Handles are `OwnedFd`/`BorrowedFd` from the first line; no raw descriptor
 //! number travels through the rest of the crate, except as the decimal string

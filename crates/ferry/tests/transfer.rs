@@ -413,3 +413,79 @@ fn moved_pipes_outlive_the_bootstrap_pipe() {
         assert!(matches!(end.recv(), Err(RecvError::Disconnected)));
     }
 }
+
+/// Pipes sent in the refused-ends test, and the child's map budget: room
+/// for about half of their regions (4 KiB rings: 12 KiB each).
+const OVER: usize = 200;
+const OVER_BUDGET: usize = 100 * 12 * 1024;
+
+/// A child whose link may map 1.2 MiB of its parent's memory is sent 200
+/// small pipe ends, one a message: those that do not fit are refused one
+/// by one (the message arrives without its end, `refused` says so, and
+/// the parent's end of that pipe sees it disconnected), while the link,
+/// the ends that fit and the bootstrap pipe go on working. (Before, the
+/// first end over the budget failed the whole link with
+/// `Protocol(RegionsOverBudget)`.)
+#[test]
+fn an_end_over_the_map_budget_is_refused_alone() {
+    if common::role().is_some() {
+        return budget_holder();
+    }
+    let _serial = common::serial();
+    let dog = common::Watchdog::start(this_test!(), secs(60));
+    let options = PipeOptions::new().max_mapped(OVER_BUDGET);
+    let (child, main) = common::spawn_child(&dog, this_test!(), "budget", &options);
+    let mut here = Vec::with_capacity(OVER);
+    for idx in 0..OVER {
+        let (near, far) = PipeOptions::new()
+            .capacity(4096)
+            .pipe()
+            .expect("make a pipe");
+        main.send_with(&batch_header(idx, 1), vec![far])
+            .unwrap_or_else(|e| panic!("send_with of pipe {idx}: {e}"));
+        here.push(near);
+    }
+    main.send(&[AGAIN]).expect("again");
+    let verdicts = main.recv().expect("which ends the child took");
+    assert_eq!(verdicts.len(), OVER);
+    let took = verdicts.iter().filter(|&&v| v == 1).count();
+    eprintln!("the child took {took} of {OVER} ends, refused the rest");
+    assert!(took > 0 && took < OVER, "took {took} of {OVER}");
+    for (idx, end) in here.iter().enumerate() {
+        match verdicts[idx] {
+            1 => round_trip(end, &idx.to_string()),
+            _ => assert!(
+                matches!(
+                    end.recv_timeout(secs(5)),
+                    Err(ferry::RecvTimeoutError::Disconnected)
+                ),
+                "pipe {idx}: refused there, but not disconnected here"
+            ),
+        }
+    }
+    round_trip(&main, "main");
+    drop(main);
+    child.wait_ok();
+}
+
+/// Takes the pipe ends one a message, says which it took (1) and which
+/// were refused (0), then answers round trips on those it took and on
+/// the main pipe.
+fn budget_holder() {
+    let (_dog, main) = common::child_pipe("budget", secs(60));
+    let (mut held, mut verdicts) = (Vec::new(), Vec::new());
+    loop {
+        let msg = main.recv_with().expect("a pipe end's message");
+        if msg.bytes == [AGAIN] {
+            break;
+        }
+        parse_batch(&msg.bytes);
+        assert_eq!(msg.pipes.len() + msg.refused, 1, "one end a message");
+        verdicts.push(u8::from(msg.refused == 0));
+        held.extend(msg.pipes);
+    }
+    main.send(&verdicts).expect("verdicts");
+    held.iter().for_each(answer);
+    answer(&main);
+    let _ = main.recv();
+}

@@ -225,15 +225,17 @@ impl End {
     }
 
     /// What a message claimed over `link`: a descriptor as it is, a pipe
-    /// end (or half) adopted with `options`.
+    /// end (or half) adopted with `options`; `None` for an end this
+    /// process refused (it did not fit the link's map budget).
     pub(crate) fn claimed(
         link: &Arc<Link>,
         claimed: Claimed,
         options: &PipeOptions,
-    ) -> Result<Self, Corrupt> {
+    ) -> Result<Option<Self>, Corrupt> {
         match claimed {
-            Claimed::End(end) => Self::adopt(link, end, options),
-            Claimed::Fd(fd) => Ok(Self::Fd(fd)),
+            Claimed::End(end) => Self::adopt(link, end, options).map(Some),
+            Claimed::Fd(fd) => Ok(Some(Self::Fd(fd))),
+            Claimed::Refused => Ok(None),
         }
     }
 
@@ -326,8 +328,11 @@ impl Pipe {
         options: &PipeOptions,
     ) -> Result<Self, Corrupt> {
         match End::claimed(link, end, options)? {
-            End::Pipe(pipe) => Ok(pipe),
-            _ => Err(Corrupt(crate::wire::Violation::BadPipeEndRole)),
+            Some(End::Pipe(pipe)) => Ok(pipe),
+            // The other side set this end's budget (a spawned child's
+            // options come from its parent) and sent more than it.
+            None => Err(Corrupt(crate::wire::Violation::RegionsOverBudget)),
+            Some(_) => Err(Corrupt(crate::wire::Violation::BadPipeEndRole)),
         }
     }
 

@@ -52,9 +52,12 @@ impl PipeOptions {
     /// Most bytes of the peer's shared memory (the regions of pipe ends it
     /// sends, and its pool blocks) that the link a spawned child is joined
     /// by may map into this process; 4 GiB by default. Checked before each
-    /// mapping: a peer that sends more gets its link closed with a
-    /// `Protocol` error, so no peer can exhaust this process's address
-    /// space.
+    /// mapping, so no peer can exhaust this process's address space: a pipe
+    /// end whose region does not fit what is left is refused alone (the
+    /// message arrives without it, [`Message::refused`](crate::Message::refused)
+    /// counts it, and its other end sees the pipe disconnected; the peer
+    /// cannot know this budget, so this is not its fault and the link goes
+    /// on); pool blocks past it are a `Protocol` error.
     pub fn max_mapped(mut self, bytes: usize) -> Self {
         self.max_mapped = bytes;
         self

@@ -33,6 +33,13 @@ pub struct Message {
     pub receivers: Vec<Receiver>,
     /// File descriptors that came with the message (close-on-exec).
     pub fds: Vec<OwnedFd>,
+    /// Pipe ends (or halves) the peer attached that this process refused:
+    /// their shared memory would pass what is left of the link's budget
+    /// of mapped memory ([`PipeOptions::max_mapped`](crate::PipeOptions::max_mapped)).
+    /// Each was closed, so whoever holds its other end sees the pipe
+    /// disconnected; the rest of the message is here. Not the peer's fault
+    /// (it cannot know this process's budget): the link goes on.
+    pub refused: usize,
 }
 
 impl Message {
@@ -54,6 +61,7 @@ struct Partial {
     bytes: Vec<u8>,
     total: usize,
     ends: Vec<End>,
+    refused: usize,
 }
 
 /// The message being put together from frames.
@@ -63,6 +71,8 @@ struct Assembly {
     total: Option<usize>,
     /// Pipe ends claimed so far.
     ends: Vec<End>,
+    /// Pipe ends refused so far (see [`Message::refused`]).
+    refused: usize,
 }
 
 /// Where a received message goes.
@@ -71,6 +81,8 @@ pub(super) struct Delivery<'a> {
     pub(super) bytes: &'a mut Vec<u8>,
     /// Attached pipe ends, if the caller takes them (else they are dropped).
     pub(super) ends: Option<&'a mut Vec<End>>,
+    /// How many attached ends were refused (see [`Message::refused`]).
+    pub(super) refused: usize,
     /// An out-of-line payload's block, if the caller reads it in place.
     pub(super) block: Option<&'a mut Option<Held>>,
 }
@@ -80,6 +92,7 @@ impl<'a> Delivery<'a> {
         Self {
             bytes,
             ends: None,
+            refused: 0,
             block: None,
         }
     }
@@ -340,9 +353,11 @@ impl Receiver {
         let delivery = &mut Delivery {
             bytes: &mut message.bytes,
             ends: Some(&mut ends),
+            refused: 0,
             block: None,
         };
         self.recv_message(delivery, None)?;
+        message.refused = delivery.refused;
         message.take_ends(ends);
         Ok(message)
     }
@@ -369,6 +384,7 @@ impl Receiver {
             &mut Delivery {
                 bytes,
                 ends: Some(&mut ends),
+                refused: 0,
                 block: Some(&mut held),
             },
             deadline,
@@ -499,6 +515,7 @@ impl Receiver {
             asm = Assembly {
                 total: Some(partial.total),
                 ends: partial.ends,
+                refused: partial.refused,
             };
         }
         // Every frame is a step: a peer that keeps publishing frames that
@@ -527,6 +544,7 @@ impl Receiver {
                             bytes: std::mem::take(out.bytes),
                             total,
                             ends: asm.ends,
+                            refused: asm.refused,
                         });
                     }
                     return Err(e);
@@ -547,6 +565,7 @@ impl Receiver {
                 if let Some(ends) = out.ends.as_deref_mut() {
                     *ends = asm.ends;
                 }
+                out.refused = asm.refused;
                 self.half.disarm_bell();
                 return Ok(());
             }
@@ -682,9 +701,12 @@ impl Receiver {
             .collect(&ids, block, budget)
             .map_err(|fault| self.fault_to_error(fault))?;
         for end in ends {
-            let end =
-                End::claimed(link, end, &PipeOptions::new()).map_err(|c| self.half.corrupt(c.0))?;
-            asm.ends.push(end);
+            match End::claimed(link, end, &PipeOptions::new())
+                .map_err(|c| self.half.corrupt(c.0))?
+            {
+                Some(end) => asm.ends.push(end),
+                None => asm.refused += 1,
+            }
         }
         match (held, out.block.as_deref_mut()) {
             (Some(held), Some(slot)) => *slot = Some(held),

@@ -352,7 +352,10 @@ fn check_handles(verdict: &mut Verdict, attack: &str, run: &VictimRun) {
 
 fn handles_victim(test: &str, role: &str) {
     let attack = role.trim_start_matches("victim-");
-    let v = Victim::start(test, role, attack, &PipeOptions::new());
+    // A ring of 256 KiB, so a frame naming 32,767 handles (262,136 bytes)
+    // fits it: the default 64 KiB ring could not even carry that claim.
+    let options = PipeOptions::new().capacity(256 << 10);
+    let v = Victim::start(test, role, attack, &options);
     stage("recv_with");
     let start = Instant::now();
     let got = v.boot.recv_with();

@@ -6,7 +6,7 @@
 //!    garbage against a `ferry::Server` in this process.
 //! 2. [`a_raw_server_cannot_hurt_a_client`]: a raw listener answers
 //!    `ferry::connect` with garbage, or not at all.
-//! 3. [`a_flood_of_silent_connections_evicts_no_honest_client`]: raw
+//! 3. [`a_flood_of_silent_connections_evicts_no_honest_client`]. Raw
 //!    clients connect and say nothing, as fast as they can, while honest
 //!    clients connect.
 //!

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::address::{Address, Token};
-use super::{INVITE_ENV, first_pipe};
+use super::{INVITE_ENV, first_pipe, look_for_datagram};
 use crate::channel::{Pipe, PipeOptions, ProtocolError};
 use crate::link::{Fault, Link};
 use crate::sync::{AtomicBool, Ordering};
@@ -203,6 +203,7 @@ fn answer(socket: &ControlSocket, deadline: Instant) -> Result<(), ConnectError>
     // with unread data: the kernel reports that (`ECONNRESET`, a hang-up
     // here) once, ahead of the refusal still queued; so look once more.
     let mut reset_seen = false;
+    let mut looked = false;
     loop {
         match socket.peek(&mut buf).map_err(ConnectError::Io)? {
             Received::Record {
@@ -225,6 +226,12 @@ fn answer(socket: &ControlSocket, deadline: Instant) -> Result<(), ConnectError>
                 )));
             }
             Received::Empty if Instant::now() >= deadline => return Err(ConnectError::Timeout),
+            // The server answers within tens of microseconds: look for it
+            // briefly first, then sleep for it.
+            Received::Empty if !looked => {
+                looked = true;
+                look_for_datagram(socket.as_fd(), Some(deadline)).map_err(ConnectError::Io)?;
+            }
             Received::Empty => {
                 wait_readable(&[socket.as_fd()], Some(deadline)).map_err(ConnectError::Io)?;
             }

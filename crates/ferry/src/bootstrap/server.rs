@@ -32,7 +32,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::address::{Address, Token};
-use super::{BOOTSTRAP_ID, INVITE_ENV};
+use super::{BOOTSTRAP_ID, INVITE_ENV, look_for_datagram};
 use crate::channel::{Pipe, PipeOptions};
 use crate::link::Link;
 use crate::sys::{
@@ -429,6 +429,12 @@ impl Server {
                     .done
                     .push_back(Err(refuse(&socket, peer, Refusal::Credentials)));
                 continue;
+            }
+            // With no one else in their handshake, look briefly for the
+            // opening of this one, which is usually a few microseconds
+            // behind its connection, rather than sleep and wake for it.
+            if state.pending.is_empty() {
+                look_for_datagram(socket.as_fd(), None).map_err(AcceptError::Io)?;
             }
             let since = Instant::now();
             let pending = Pending {

@@ -200,8 +200,8 @@ pub mod fuzzing;
 #[cfg(not(loom))]
 pub use bootstrap::{
     AcceptError, Address, BootstrapError, CONNECT_TIMEOUT, ConnectError, ConnectOptions,
-    Connection, HANDSHAKE_TIMEOUT, MAX_PENDING_HANDSHAKES, Server, ServerOptions, Token, connect,
-    connect_invited, connect_invited_with, spawn,
+    Connection, EVICTION_GRACE, HANDSHAKE_TIMEOUT, MAX_PENDING_HANDSHAKES, Server, ServerOptions,
+    Token, connect, connect_invited, connect_invited_with, spawn,
 };
 #[cfg(not(loom))]
 pub use pool::reserve::PoolStats;

@@ -23,7 +23,8 @@
 //! 10. [`descriptor_record_flood`]
 //! 11. [`malformed_descriptor_records`]
 //! 12. [`hostile_parent_at_bootstrap`] (this test plays the raw parent;
-//!     the victim is the child)
+//!     the victim is the child), and [`hostile_parent_at_invitation`] (a
+//!     child invited to a server reads a note its parent wrote)
 //!
 //! and two local faults, with an honest ferry peer:
 //! 7. [`out_of_descriptors_is_a_local_error`] (a pipe end, then a
@@ -351,7 +352,10 @@ fn check_handles(verdict: &mut Verdict, attack: &str, run: &VictimRun) {
 
 fn handles_victim(test: &str, role: &str) {
     let attack = role.trim_start_matches("victim-");
-    let v = Victim::start(test, role, attack, &PipeOptions::new());
+    // A ring of 256 KiB, so a frame naming 32,767 handles (262,136 bytes)
+    // fits it: the default 64 KiB ring could not even carry that claim.
+    let options = PipeOptions::new().capacity(256 << 10);
+    let v = Victim::start(test, role, attack, &options);
     stage("recv_with");
     let start = Instant::now();
     let got = v.boot.recv_with();
@@ -1648,6 +1652,122 @@ fn boot_victim(role: &str) {
     stage("from_parent");
     let got = Pipe::from_parent();
     let report = Report::new().text("from_parent", outcome(&got));
+    drop(got);
+    let fds_after = settled_fd_count(fds_before);
+    report
+        .num("fds_before", fds_before as u64)
+        .num("fds_after", fds_after as u64)
+        .print();
+    drop(dog);
+}
+
+/// How long an invited victim gives `connect_invited_with`.
+const INVITE_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// A raw parent starts the victim as if invited to a server
+/// (`FERRY_INVITE` names a pipe it inherits), and writes into that pipe:
+/// - nothing, holding its end open, or 10 bytes and holding it: the
+///   victim's `connect_invited_with` keeps its timeout (500 ms; before, it
+///   waited for the end of the pipe for ever) and says `Timeout`;
+/// - 60 bytes of garbage, or a note over the longest invitation (before:
+///   a local `Io` error), then closes: `BadInvitation` naming the parent.
+#[test]
+fn hostile_parent_at_invitation() {
+    let test = this_test!();
+    if let Some(role) = common::role() {
+        return invite_victim(&role);
+    }
+    let _serial = common::serial();
+    let dog = Watchdog::start(test, secs(90));
+    let mut verdict = Verdict::new();
+    for attack in [
+        "invite-held-open",
+        "invite-partial",
+        "invite-garbage",
+        "invite-too-long",
+    ] {
+        let run = run_inviting_parent(&dog, test, attack);
+        if !verdict.survived(&run) {
+            continue;
+        }
+        verdict.no_fd_growth(&run);
+        let r = final_report(&run);
+        let got = r.str("connect_invited");
+        let took = Duration::from_millis(r.u64("took_ms"));
+        verdict.note(format!("{attack}: connect_invited gave {got} in {took:?}"));
+        let ok = match attack {
+            "invite-held-open" | "invite-partial" => got == "Timeout",
+            _ => {
+                got.starts_with("BadInvitation")
+                    && got.contains(&format!("parent: {}", std::process::id()))
+            }
+        };
+        verdict.check(ok, || format!("{attack}: connect_invited gave {got}"));
+        verdict.check(took < INVITE_TIMEOUT + secs(2), || {
+            format!("{attack}: connect_invited took {took:?}, its timeout {INVITE_TIMEOUT:?}")
+        });
+    }
+    verdict.finish();
+}
+
+/// Runs the victim of `attack` as a child invited by a raw parent: this
+/// process, which holds the note pipe's write end until the victim is
+/// done, unless the attack closes it.
+fn run_inviting_parent(dog: &Watchdog, test: &str, attack: &str) -> VictimRun {
+    use std::os::fd::AsRawFd;
+    let (read, write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).expect("a pipe");
+    // The child's copy, without close-on-exec.
+    let theirs = rustix::io::dup(&read).expect("dup the read end");
+    drop(read);
+    let note = invitation_note(attack);
+    rustix::io::write(&write, &note).expect("write the note");
+    let write = matches!(attack, "invite-held-open" | "invite-partial").then_some(write);
+    let role = format!("victim-{attack}");
+    let mut cmd = common::child_command(test, &role);
+    let env = format!("fd={},parent={}", theirs.as_raw_fd(), std::process::id());
+    cmd.env("FERRY_INVITE", env).stdout(Stdio::piped());
+    // Only this thread spawns while the pipe is inheritable (the test
+    // holds `serial`), and it is closed here at once.
+    let child = dog.watch(cmd.spawn().expect("spawn the victim"));
+    drop(theirs);
+    let run = Watch::new(child, &role, RUN_LIMIT).finish(|_| {});
+    drop(write);
+    run
+}
+
+/// What the raw parent writes into the note's pipe for `attack`.
+fn invitation_note(attack: &str) -> Vec<u8> {
+    // "FRYI", version 1, abstract, no token, 0, the name's length, the
+    // (absent) token, the name.
+    let note = |name_len: usize, name: &[u8]| {
+        let mut out = b"FRYI".to_vec();
+        out.extend_from_slice(&[1, 0, 0, 0]);
+        out.extend_from_slice(&(name_len as u16).to_le_bytes());
+        out.extend_from_slice(&[0; 32]);
+        out.extend_from_slice(name);
+        out
+    };
+    match attack {
+        "invite-partial" => note(4, b"none")[..10].to_vec(),
+        "invite-garbage" => vec![0xa5; 60],
+        "invite-too-long" => note(300, &[b'x'; 300]),
+        _ => Vec::new(),
+    }
+}
+
+/// The victim of a raw inviting parent: connects as invited, and reports
+/// what came of it, how long it took, and its descriptor counts.
+fn invite_victim(role: &str) {
+    let dog = Watchdog::start(format!("victim `{role}`"), VICTIM_LIMIT);
+    // Not counting the inherited pipe, which a failed connect closes too.
+    let fds_before = common::fd_count() - 1;
+    stage("connect_invited");
+    let start = Instant::now();
+    let got = ferry::connect_invited_with(ferry::ConnectOptions::new().timeout(INVITE_TIMEOUT));
+    let took = start.elapsed();
+    let report = Report::new()
+        .text("connect_invited", outcome(&got))
+        .num("took_ms", took.as_millis() as u64);
     drop(got);
     let fds_after = settled_fd_count(fds_before);
     report

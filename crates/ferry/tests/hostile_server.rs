@@ -6,6 +6,9 @@
 //!    garbage against a `ferry::Server` in this process.
 //! 2. [`a_raw_server_cannot_hurt_a_client`]: a raw listener answers
 //!    `ferry::connect` with garbage, or not at all.
+//! 3. [`a_flood_of_silent_connections_evicts_no_honest_client`]. Raw
+//!    clients connect and say nothing, as fast as they can, while honest
+//!    clients connect.
 //!
 //! The tests take [`common::serial`]: they count this process's
 //! descriptors, which a test running beside them would disturb. Server,
@@ -18,7 +21,10 @@
 mod attacker;
 mod common;
 
+use std::collections::VecDeque;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -449,4 +455,173 @@ fn send_answer(socket: &RawSocket, answer: Answer) {
     };
     // The client may have given up already: what it does then is checked.
     let _ = socket.send_record(&bytes, &fds);
+}
+
+// ---------------------------------------------------------------------
+// 3. A flood of silent connections.
+
+/// Threads that flood the server with silent connections.
+const FLOODERS: usize = 4;
+/// Connections each flooder keeps open (it closes its oldest to make
+/// another): together far more than the server's pending slots.
+const FLOOD_HELD: usize = 96;
+/// Honest clients that connect during the flood.
+const HONEST: usize = 36;
+/// Of those, how many speak [`SLOW_SPEAKER`] after connecting, as a
+/// client preempted between its `connect` and its opening on a loaded
+/// machine does (the others are `ferry::connect`).
+const SLOW: usize = 12;
+/// How long after connecting a slow honest client sends its opening.
+const SLOW_SPEAKER: Duration = Duration::from_millis(20);
+
+/// Raw clients connect and never speak, from several threads, as fast as
+/// the server's backlog lets them (each keeps its last [`FLOOD_HELD`]
+/// open), while [`HONEST`] honest clients connect from threads of their
+/// own, [`SLOW`] of them speaking [`SLOW_SPEAKER`] late: every honest
+/// client must get in (and a `ferry::connect` one round-trip), in each of
+/// three rounds. (Before, a full table of pending connections closed its
+/// oldest for each newcomer, so an honest client whose opening came a
+/// little after its connection was taken was closed unread.)
+#[test]
+fn a_flood_of_silent_connections_evicts_no_honest_client() {
+    let _serial = common::serial();
+    let _dog = Watchdog::start(this_test!(), secs(150));
+    let mut verdict = Verdict::new();
+    for round in 0..3 {
+        let name = unique(&format!("flood-{round}"));
+        let server = Arc::new(ServerOptions::new().bind(name.as_str()).expect("bind"));
+        let (served, flooded, took) = flood_round(server, &name);
+        let failed: Vec<&String> = served.iter().filter_map(|r| r.as_ref().err()).collect();
+        verdict.note(format!(
+            "round {round}: {} of {HONEST} honest clients in within {took:?}, \
+             beside {flooded} silent connections",
+            HONEST - failed.len()
+        ));
+        verdict.check(failed.is_empty(), || {
+            format!(
+                "round {round}: {} of {HONEST} honest clients failed: {failed:?}",
+                failed.len()
+            )
+        });
+    }
+    verdict.finish();
+}
+
+/// One round: the flood, the honest clients, and the server's accept loop
+/// echoing once to each client it takes. Returns each honest client's
+/// outcome, how many silent connections were made, and how long the
+/// honest clients took.
+fn flood_round(
+    server: Arc<ferry::Server>,
+    name: &str,
+) -> (Vec<Result<(), String>>, usize, Duration) {
+    let stop = Arc::new(AtomicBool::new(false));
+    let made = Arc::new(AtomicUsize::new(0));
+    let accepting = {
+        let (server, stop) = (Arc::clone(&server), Arc::clone(&stop));
+        thread::spawn(move || accept_and_echo(&server, &stop))
+    };
+    let flooders: Vec<_> = (0..FLOODERS)
+        .map(|_| {
+            let (name, stop, made) = (name.to_string(), Arc::clone(&stop), Arc::clone(&made));
+            thread::spawn(move || flood(&name, &stop, &made))
+        })
+        .collect();
+    // Let the flood fill the server's table first.
+    while made.load(Ordering::Relaxed) < 2 * ferry::MAX_PENDING_HANDSHAKES {
+        thread::sleep(Duration::from_millis(5));
+    }
+    let start = Instant::now();
+    let honest: Vec<_> = (0..HONEST)
+        .map(|i| {
+            let address = name.to_string();
+            match i < SLOW {
+                true => thread::spawn(move || slow_speaker(&address, i)),
+                false => thread::spawn(move || honest_round_trip(&address, i)),
+            }
+        })
+        .collect();
+    let served: Vec<_> = honest
+        .into_iter()
+        .map(|h| h.join().expect("an honest client thread"))
+        .collect();
+    let took = start.elapsed();
+    stop.store(true, Ordering::Relaxed);
+    accepting.join().expect("the accept loop");
+    // Flooders waiting for room in the backlog are let go by its close.
+    drop(server);
+    for f in flooders {
+        f.join().expect("a flooder");
+    }
+    (served, made.load(Ordering::Relaxed), took)
+}
+
+/// Connects silent raw clients until `stop`, keeping the last
+/// [`FLOOD_HELD`] open.
+fn flood(name: &str, stop: &AtomicBool, made: &AtomicUsize) {
+    let mut held = VecDeque::with_capacity(FLOOD_HELD);
+    while !stop.load(Ordering::Relaxed) {
+        // A full backlog, or a connection the server closed: try again.
+        if let Ok(client) = named::connect(name) {
+            made.fetch_add(1, Ordering::Relaxed);
+            if held.len() == FLOOD_HELD {
+                held.pop_front();
+            }
+            held.push_back(client);
+        }
+    }
+}
+
+/// Accepts clients until `stop`, echoing one message to each on a thread
+/// of its own.
+fn accept_and_echo(server: &ferry::Server, stop: &AtomicBool) {
+    let mut echoes = Vec::new();
+    while !stop.load(Ordering::Relaxed) {
+        if let Ok(client) = server.accept_timeout(Duration::from_millis(50)) {
+            echoes.push(thread::spawn(move || {
+                if let Ok(msg) = client.pipe.recv_timeout(secs(20)) {
+                    let _ = client.pipe.send(&msg);
+                }
+            }));
+        }
+    }
+    for e in echoes {
+        let _ = e.join();
+    }
+}
+
+/// An honest client: connects (giving the server 30 s, as the flood may
+/// slow it, but not close it) and round-trips its number.
+fn honest_round_trip(address: &str, i: usize) -> Result<(), String> {
+    let pipe = ConnectOptions::new()
+        .timeout(secs(30))
+        .connect(address)
+        .map_err(|e| format!("client {i}: connect: {e}"))?;
+    let msg = (i as u64).to_le_bytes();
+    pipe.send(&msg)
+        .map_err(|e| format!("client {i}: send: {e:?}"))?;
+    match pipe.recv_timeout(secs(20)) {
+        Ok(got) if got == msg => Ok(()),
+        other => Err(format!("client {i}: the echo gave {other:?}")),
+    }
+}
+
+/// An honest client that speaks [`SLOW_SPEAKER`] after connecting, by
+/// hand: it must be sent its pipe end, not closed.
+fn slow_speaker(address: &str, i: usize) -> Result<(), String> {
+    let client = named::connect(address).map_err(|e| format!("slow {i}: connect: {e}"))?;
+    thread::sleep(SLOW_SPEAKER);
+    client
+        .send_record(&wire::hello(wire::HANDSHAKE_VERSION, None), &[])
+        .map_err(|e| format!("slow {i}: send the opening: {e}"))?;
+    match client.recv_within(secs(30)) {
+        Ok(Some(got)) if got.bytes.len() == wire::RECORD_LEN && got.fds.len() == 1 => Ok(()),
+        Ok(Some(got)) => Err(format!(
+            "slow {i}: read {:?} with {} fds, not its pipe end",
+            got.bytes,
+            got.fds.len()
+        )),
+        Ok(None) => Err(format!("slow {i}: no answer within 30 s")),
+        Err(e) => Err(format!("slow {i}: closed before its pipe end came: {e}")),
+    }
 }

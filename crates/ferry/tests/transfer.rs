@@ -476,3 +476,159 @@ fn moved_pipes_outlive_the_bootstrap_pipe() {
         assert!(matches!(end.recv(), Err(RecvError::Disconnected)));
     }
 }
+
+/// Pipes moved in the 10,000-pipe test.
+const MANY: usize = 10_000;
+/// Pipe ends per message in it.
+const MANY_BATCH: usize = 100;
+
+/// 10,000 pipes made with default options, their far ends sent over one
+/// link (100 a message) to a child that holds them all: every one arrives
+/// (none refused for the child's default map budget, and the link lives:
+/// before, the child's link failed with `Protocol(RegionsOverBudget)`
+/// after ~8,127), each then carries one round trip, and the bootstrap
+/// pipe still works. Prints the address space each held end costs the
+/// child.
+#[test]
+fn ten_thousand_default_pipes_over_one_link() {
+    if common::role().is_some() {
+        return many_holder();
+    }
+    let _serial = common::serial();
+    let dog = common::Watchdog::start(this_test!(), secs(120));
+    let (child, main) = common::spawn_child(&dog, this_test!(), "many", &PipeOptions::new());
+    let mut here = Vec::with_capacity(MANY);
+    for first in (0..MANY).step_by(MANY_BATCH) {
+        let (near, far): (Vec<Pipe>, Vec<Pipe>) = (0..MANY_BATCH)
+            .map(|_| ferry::pipe().expect("make a default pipe"))
+            .unzip();
+        main.send_with(&batch_header(first, MANY_BATCH), far)
+            .unwrap_or_else(|e| panic!("send_with of the pipes after {first}: {e}"));
+        here.extend(near);
+    }
+    main.send(&[AGAIN]).expect("again");
+    let report = main.recv().expect("the child's count");
+    let (held, refused, vm_per_pipe) = (
+        msg_u64(&report[..8]),
+        msg_u64(&report[8..16]),
+        msg_u64(&report[16..]),
+    );
+    eprintln!(
+        "{MANY} default pipes: the child holds {held}, refused {refused}; \
+         {vm_per_pipe} bytes of address space per held end"
+    );
+    assert_eq!((held, refused), (MANY as u64, 0), "ends held and refused");
+    for (n, end) in here.iter().enumerate() {
+        end.send(format!("ping {n}").as_bytes()).expect("ping");
+    }
+    for (n, end) in here.iter().enumerate() {
+        let reply = end.recv().expect("pong");
+        assert_eq!(reply, format!("pong {n}").as_bytes());
+    }
+    main.send(b"ping main")
+        .expect("the bootstrap pipe after all");
+    assert_eq!(main.recv().expect("pong main"), b"pong main");
+    drop(main);
+    child.wait_ok();
+}
+
+/// Takes [`MANY`] pipe ends, reports how many it holds and refused and the
+/// address space per end, answers a ping on each, then on the main pipe.
+fn many_holder() {
+    let (_dog, main) = common::child_pipe("many", secs(120));
+    let vm_before = common::vm_peak();
+    let (mut held, mut refused) = (Vec::with_capacity(MANY), 0);
+    loop {
+        let msg = main.recv_with().expect("a batch");
+        if msg.bytes == [AGAIN] {
+            break;
+        }
+        parse_batch(&msg.bytes);
+        refused += msg.refused;
+        held.extend(msg.pipes);
+    }
+    let per_pipe = (common::vm_peak() - vm_before) / held.len().max(1) as u64;
+    let mut report = u64_msg(held.len() as u64).to_vec();
+    report.extend_from_slice(&u64_msg(refused as u64));
+    report.extend_from_slice(&u64_msg(per_pipe));
+    main.send(&report).expect("report");
+    held.iter().for_each(answer);
+    answer(&main);
+    let _ = main.recv();
+}
+
+/// Pipes sent in the refused-ends test, and the child's map budget: room
+/// for about half of their regions (4 KiB rings: 12 KiB each).
+const OVER: usize = 200;
+const OVER_BUDGET: usize = 100 * 12 * 1024;
+
+/// A child whose link may map 1.2 MiB of its parent's memory is sent 200
+/// small pipe ends, one a message: those that do not fit are refused one
+/// by one (the message arrives without its end, `refused` says so, and
+/// the parent's end of that pipe sees it disconnected), while the link,
+/// the ends that fit and the bootstrap pipe go on working. (Before, the
+/// first end over the budget failed the whole link with
+/// `Protocol(RegionsOverBudget)`.)
+#[test]
+fn an_end_over_the_map_budget_is_refused_alone() {
+    if common::role().is_some() {
+        return budget_holder();
+    }
+    let _serial = common::serial();
+    let dog = common::Watchdog::start(this_test!(), secs(60));
+    let options = PipeOptions::new().max_mapped(OVER_BUDGET);
+    let (child, main) = common::spawn_child(&dog, this_test!(), "budget", &options);
+    let mut here = Vec::with_capacity(OVER);
+    for idx in 0..OVER {
+        let (near, far) = PipeOptions::new()
+            .capacity(4096)
+            .pipe()
+            .expect("make a pipe");
+        main.send_with(&batch_header(idx, 1), vec![far])
+            .unwrap_or_else(|e| panic!("send_with of pipe {idx}: {e}"));
+        here.push(near);
+    }
+    main.send(&[AGAIN]).expect("again");
+    let verdicts = main.recv().expect("which ends the child took");
+    assert_eq!(verdicts.len(), OVER);
+    let took = verdicts.iter().filter(|&&v| v == 1).count();
+    eprintln!("the child took {took} of {OVER} ends, refused the rest");
+    assert!(took > 0 && took < OVER, "took {took} of {OVER}");
+    for (idx, end) in here.iter().enumerate() {
+        match verdicts[idx] {
+            1 => round_trip(end, &idx.to_string()),
+            _ => assert!(
+                matches!(
+                    end.recv_timeout(secs(5)),
+                    Err(ferry::RecvTimeoutError::Disconnected)
+                ),
+                "pipe {idx}: refused there, but not disconnected here"
+            ),
+        }
+    }
+    round_trip(&main, "main");
+    drop(main);
+    child.wait_ok();
+}
+
+/// Takes the pipe ends one a message, says which it took (1) and which
+/// were refused (0), then answers round trips on those it took and on
+/// the main pipe.
+fn budget_holder() {
+    let (_dog, main) = common::child_pipe("budget", secs(60));
+    let (mut held, mut verdicts) = (Vec::new(), Vec::new());
+    loop {
+        let msg = main.recv_with().expect("a pipe end's message");
+        if msg.bytes == [AGAIN] {
+            break;
+        }
+        parse_batch(&msg.bytes);
+        assert_eq!(msg.pipes.len() + msg.refused, 1, "one end a message");
+        verdicts.push(u8::from(msg.refused == 0));
+        held.extend(msg.pipes);
+    }
+    main.send(&verdicts).expect("verdicts");
+    held.iter().for_each(answer);
+    answer(&main);
+    let _ = main.recv();
+}

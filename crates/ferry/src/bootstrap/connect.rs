@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::address::{Address, Token};
-use super::{INVITE_ENV, first_pipe};
+use super::{INVITE_ENV, first_pipe, look_for_datagram};
 use crate::channel::{Pipe, PipeOptions, ProtocolError};
 use crate::link::{Fault, Link};
 use crate::sync::{AtomicBool, Ordering};
@@ -47,6 +47,15 @@ pub enum ConnectError {
     /// This process was not invited ([`connect_invited`]; the message says
     /// how that was seen).
     NotInvited(String),
+    /// The process that invited this one handed over an invitation that
+    /// breaks the rules ([`connect_invited`]): the parent's fault, not
+    /// this process's.
+    BadInvitation {
+        /// The parent process.
+        parent: u32,
+        /// What was wrong with it.
+        why: String,
+    },
     /// The operating system refused (for example, out of descriptors).
     Io(std::io::Error),
 }
@@ -67,6 +76,12 @@ impl fmt::Display for ConnectError {
             Self::Timeout => f.write_str("the server did not answer the handshake in time"),
             Self::Protocol(e) => e.fmt(f),
             Self::NotInvited(why) => write!(f, "not invited to a ferry server: {why}"),
+            Self::BadInvitation { parent, why } => {
+                write!(
+                    f,
+                    "the invitation from parent process {parent} is malformed: {why}"
+                )
+            }
             Self::Io(e) => write!(f, "system error while connecting: {e}"),
         }
     }
@@ -179,8 +194,8 @@ impl ConnectOptions {
         // hold descriptors the server sent.
         let socket = OffThread::new(socket);
         answer(&socket, deadline)?;
-        let link =
-            Link::connected(socket.into_inner(), self.pipe.link_limits()).map_err(ConnectError::Io)?;
+        let link = Link::connected(socket.into_inner(), self.pipe.link_limits())
+            .map_err(ConnectError::Io)?;
         take_pipe(&link, &self.pipe, deadline)
     }
 }
@@ -192,6 +207,7 @@ fn answer(socket: &ControlSocket, deadline: Instant) -> Result<(), ConnectError>
     // with unread data: the kernel reports that (`ECONNRESET`, a hang-up
     // here) once, ahead of the refusal still queued; so look once more.
     let mut reset_seen = false;
+    let mut looked = false;
     loop {
         match socket.peek(&mut buf).map_err(ConnectError::Io)? {
             Received::Record {
@@ -223,6 +239,12 @@ fn answer(socket: &ControlSocket, deadline: Instant) -> Result<(), ConnectError>
                 )));
             }
             Received::Empty if Instant::now() >= deadline => return Err(ConnectError::Timeout),
+            // The server answers within tens of microseconds: look for it
+            // briefly first, then sleep for it.
+            Received::Empty if !looked => {
+                looked = true;
+                look_for_datagram(socket.as_fd(), Some(deadline)).map_err(ConnectError::Io)?;
+            }
             Received::Empty => {
                 wait_readable(&[socket.as_fd()], Some(deadline)).map_err(ConnectError::Io)?;
             }
@@ -271,13 +293,15 @@ static INVITE_TAKEN: AtomicBool = AtomicBool::new(false);
 /// # Errors
 ///
 /// [`ConnectError::NotInvited`] in a process no server started (or the
-/// second time); the rest as [`connect`].
+/// second time); [`ConnectError::BadInvitation`] if the parent handed over
+/// something that is not an invitation; [`ConnectError::Timeout`] if the
+/// invitation did not come whole in time; the rest as [`connect`].
 pub fn connect_invited() -> Result<Pipe, ConnectError> {
     connect_invited_with(ConnectOptions::new())
 }
 
 /// [`connect_invited`] with `options` (their token is replaced by the one
-/// handed over).
+/// handed over; their timeout covers reading the invitation too).
 ///
 /// # Errors
 ///
@@ -302,12 +326,25 @@ pub fn connect_invited_with(options: ConnectOptions) -> Result<Pipe, ConnectErro
     let fd = adopt_inherited_pipe(env.fd).map_err(|e| {
         ConnectError::NotInvited(format!("{INVITE_ENV} names descriptor {}: {e}", env.fd))
     })?;
-    let note = read_note(&fd, MAX_INVITE).map_err(ConnectError::Io)?;
+    // The note is read within the connection's time: a parent that holds
+    // its end of the note's pipe open cannot hold this process.
+    let deadline = Instant::now() + options.timeout;
+    let bad = |why: String| ConnectError::BadInvitation {
+        parent: env.parent,
+        why,
+    };
+    let note = read_note(&fd, MAX_INVITE, deadline).map_err(|e| match e.kind() {
+        std::io::ErrorKind::TimedOut => ConnectError::Timeout,
+        std::io::ErrorKind::InvalidData => bad(e.to_string()),
+        _ => ConnectError::Io(e),
+    })?;
     drop(fd);
-    let invite = Invite::decode(&note)?;
+    let invite = Invite::decode(&note).map_err(|why| bad(why.to_string()))?;
+    let left = deadline.saturating_duration_since(Instant::now());
     let options = match invite.token {
         Some(token) => options.token(Token::from_bytes(token)),
         None => options,
-    };
+    }
+    .timeout(left);
     options.connect(Address::from_wire(invite.file, &invite.name))
 }

@@ -28,7 +28,8 @@ pub use connect::{
     CONNECT_TIMEOUT, ConnectError, ConnectOptions, connect, connect_invited, connect_invited_with,
 };
 pub use server::{
-    AcceptError, Connection, HANDSHAKE_TIMEOUT, MAX_PENDING_HANDSHAKES, Server, ServerOptions,
+    AcceptError, Connection, EVICTION_GRACE, HANDSHAKE_TIMEOUT, MAX_PENDING_HANDSHAKES, Server,
+    ServerOptions,
 };
 
 use crate::sync::{AtomicBool, Ordering};
@@ -53,6 +54,34 @@ pub(crate) const ENV: &str = "FERRY_BOOTSTRAP";
 /// The environment variable naming the note a child invited to a server
 /// reads (an [`crate::wire::handshake::InviteEnv`]).
 pub(crate) const INVITE_ENV: &str = "FERRY_INVITE";
+
+/// How long one side of a server's handshake looks for the other's next
+/// datagram (yielding the CPU between looks) before it sleeps for it: an
+/// honest client sends its opening microseconds after `connect`, and the
+/// server answers within tens of microseconds, so a short look spares a
+/// sleep and a wake-up each way (a cross-CPU wake costs 10-60 us here).
+/// Yielding lets the other side run first when both share a CPU.
+const HANDSHAKE_LOOK: std::time::Duration = std::time::Duration::from_micros(50);
+
+/// Looks for `socket` to become readable for at most [`HANDSHAKE_LOOK`]
+/// (never past `deadline`), yielding the CPU between looks; whether it did.
+fn look_for_datagram(
+    socket: std::os::fd::BorrowedFd<'_>,
+    deadline: Option<Instant>,
+) -> std::io::Result<bool> {
+    let start = Instant::now();
+    let until = deadline.map_or(start + HANDSHAKE_LOOK, |d| d.min(start + HANDSHAKE_LOOK));
+    loop {
+        crate::sys::yield_cpu();
+        let now = Instant::now();
+        if crate::sys::wait_readable(&[socket], Some(now))?[0] {
+            return Ok(true);
+        }
+        if now >= until {
+            return Ok(false);
+        }
+    }
+}
 
 /// The id of the pipe a spawned child (or a server's client) receives.
 const BOOTSTRAP_ID: u64 = 0;

@@ -5,8 +5,24 @@
 //! Handshakes run side by side without a thread: `accept` polls the
 //! listening socket and every connection still in its handshake, so a
 //! client that connects and says nothing delays no one; it is closed after
-//! the handshake timeout, or when the pending connections are full and a
-//! newer one arrives.
+//! the handshake timeout.
+//!
+//! A flood of silent connections must not push out honest clients. An
+//! honest client sends its opening right after `connect` (a peer
+//! credentials check in between), so it is usually queued before the
+//! server takes the connection: each new connection's opening is read the
+//! moment it is taken, and one that has spoken never needs a pending slot.
+//! The pending slots hold only the silent; when they are full, the one
+//! silent longest is closed, but only once it has been silent for
+//! [`EVICTION_GRACE`] (an honest client preempted between its `connect`
+//! and its opening on a loaded machine gets that long). While every slot
+//! is younger than that, the server takes no new connection: the rest
+//! wait in the listening socket's backlog, where an honest client's
+//! opening queues up, so it is answered as soon as it is taken. A flood
+//! therefore costs honest clients delay (at most the backlog's share of
+//! `max_pending` slots per grace), never their connection. A quota per
+//! user or process would not help: the default policy admits one user
+//! only, and a process can fork.
 
 use std::collections::VecDeque;
 use std::fmt;
@@ -16,7 +32,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::address::{Address, Token};
-use super::{BOOTSTRAP_ID, INVITE_ENV};
+use super::{BOOTSTRAP_ID, INVITE_ENV, look_for_datagram};
 use crate::channel::{Pipe, PipeOptions};
 use crate::link::Link;
 use crate::sys::{
@@ -31,6 +47,11 @@ pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Default most connections in their handshake at once.
 pub const MAX_PENDING_HANDSHAKES: usize = 64;
+
+/// How long a connection that has not spoken is safe from being closed
+/// to make room for a newer one (see the module comment). A connection
+/// is closed after the handshake timeout if that is shorter.
+pub const EVICTION_GRACE: Duration = Duration::from_millis(200);
 
 /// Who may connect: the server's policy over a client's credentials.
 type Policy = Arc<dyn Fn(&Credentials) -> bool + Send + Sync>;
@@ -115,7 +136,9 @@ impl ServerOptions {
     }
 
     /// Most connections in their handshake at once (at least 1): past it,
-    /// the oldest is closed to make room.
+    /// the one silent longest is closed to make room once it has been
+    /// silent for [`EVICTION_GRACE`]; until then new connections wait in
+    /// the listening socket's backlog (as long as this).
     pub fn max_pending(mut self, count: usize) -> Self {
         self.max_pending = count.max(1);
         self
@@ -194,6 +217,8 @@ struct Pending {
     /// client sent, which are released when it closes.
     socket: OffThread<ControlSocket>,
     peer: Credentials,
+    /// When it was taken off the listening socket.
+    since: Instant,
     expires: Instant,
 }
 
@@ -328,64 +353,119 @@ impl Server {
             if deadline.is_some_and(|d| d <= now) {
                 return Err(AcceptError::Timeout);
             }
+            // With every slot taken by a connection still in its grace,
+            // new ones wait in the backlog until the oldest's grace ends.
+            let full = self.full_until(&state, now);
             let wake = state
                 .pending
                 .iter()
                 .map(|p| p.expires)
+                .chain(full)
                 .chain(deadline)
                 .min();
-            let listener_ready = self.settle(&mut state, wake)?;
+            let listener_ready = self.settle(&mut state, wake, full.is_none())?;
             if listener_ready {
                 self.take_new(&mut state)?;
             }
         }
     }
 
-    /// Waits until `wake` for the listening socket or a pending client to
-    /// be readable, answers every pending client whose opening came (their
-    /// outcomes queue in `done`), and says whether the listener is ready.
-    fn settle(&self, state: &mut State, wake: Option<Instant>) -> Result<bool, AcceptError> {
+    /// `None` if a new connection can be taken now (a free slot, or one
+    /// whose grace is over); else when the oldest's grace ends.
+    fn full_until(&self, state: &State, now: Instant) -> Option<Instant> {
+        if state.pending.len() < self.options.max_pending {
+            return None;
+        }
+        let oldest = state.pending.iter().map(|p| p.since).min()?;
+        let grace_ends = oldest + EVICTION_GRACE;
+        (grace_ends > now).then_some(grace_ends)
+    }
+
+    /// Waits until `wake` for a pending client (and, if `listen`, the
+    /// listening socket) to be readable, answers every pending client
+    /// whose opening came (their outcomes queue in `done`), and says
+    /// whether the listener is ready.
+    fn settle(
+        &self,
+        state: &mut State,
+        wake: Option<Instant>,
+        listen: bool,
+    ) -> Result<bool, AcceptError> {
         let ready = {
-            let fds: Vec<BorrowedFd<'_>> = std::iter::once(self.listener.as_fd())
+            let fds: Vec<BorrowedFd<'_>> = listen
+                .then(|| self.listener.as_fd())
+                .into_iter()
                 .chain(state.pending.iter().map(|p| p.socket.as_fd()))
                 .collect();
             wait_readable(&fds, wake).map_err(AcceptError::Io)?
         };
+        let (listener_ready, clients) = match listen {
+            true => (ready[0], &ready[1..]),
+            false => (false, &ready[..]),
+        };
         let pending = std::mem::take(&mut state.pending);
-        for (p, readable) in pending.into_iter().zip(&ready[1..]) {
+        for (p, readable) in pending.into_iter().zip(clients) {
             match readable {
                 true => self.handshake(p, state),
                 false => state.pending.push(p),
             }
         }
-        Ok(ready[0])
+        Ok(listener_ready)
     }
 
-    /// Takes every connection waiting on the listening socket into
-    /// `pending`, turning away at once those whose user the policy
-    /// refuses. When the pending connections are full, those whose opening
-    /// has come are answered first; only if none has is the oldest closed.
+    /// Takes the connections waiting on the listening socket while there
+    /// is room, turning away at once those whose user the policy refuses
+    /// and answering at once those whose opening has come; only the silent
+    /// take a pending slot.
     fn take_new(&self, state: &mut State) -> Result<(), AcceptError> {
-        while let Some((socket, peer)) = self.listener.accept().map_err(AcceptError::Io)? {
+        while self.make_room(state)? {
+            let Some((socket, peer)) = self.listener.accept().map_err(AcceptError::Io)? else {
+                break;
+            };
             if !self.allows(&peer) {
                 state
                     .done
                     .push_back(Err(refuse(&socket, peer, Refusal::Credentials)));
                 continue;
             }
-            if state.pending.len() >= self.options.max_pending {
-                self.settle(state, Some(Instant::now()))?;
+            // With no one else in their handshake, look briefly for the
+            // opening of this one, which is usually a few microseconds
+            // behind its connection, rather than sleep and wake for it.
+            if state.pending.is_empty() {
+                look_for_datagram(socket.as_fd(), None).map_err(AcceptError::Io)?;
             }
-            if state.pending.len() >= self.options.max_pending {
-                state.pending.remove(0);
-            }
-            state.pending.push(Pending {
+            let since = Instant::now();
+            let pending = Pending {
                 socket: OffThread::new(socket),
                 peer,
-                expires: Instant::now() + self.options.handshake_timeout,
-            });
+                since,
+                expires: since + self.options.handshake_timeout,
+            };
+            // Queues it in `pending` if it has not spoken yet.
+            self.handshake(pending, state);
         }
         Ok(())
+    }
+
+    /// Whether a pending slot is free, after answering the pending clients
+    /// whose opening has come and, if still full, closing the one silent
+    /// longest if its grace is over.
+    fn make_room(&self, state: &mut State) -> Result<bool, AcceptError> {
+        if state.pending.len() < self.options.max_pending {
+            return Ok(true);
+        }
+        let now = Instant::now();
+        self.settle(state, Some(now), false)?;
+        if self.full_until(state, now).is_some() {
+            return Ok(false);
+        }
+        if state.pending.len() >= self.options.max_pending {
+            let oldest = (0..state.pending.len()).min_by_key(|&i| state.pending[i].since);
+            if let Some(i) = oldest {
+                state.pending.remove(i);
+            }
+        }
+        Ok(true)
     }
 
     fn allows(&self, peer: &Credentials) -> bool {

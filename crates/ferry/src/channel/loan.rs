@@ -226,6 +226,7 @@ impl Receiver {
             &mut Delivery {
                 bytes: &mut bytes,
                 ends: None,
+                refused: 0,
                 block: Some(&mut held),
             },
             None,

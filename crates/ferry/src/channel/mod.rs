@@ -308,15 +308,17 @@ pub(crate) enum Arrived {
 
 impl Arrived {
     /// What a message claimed over `link`: a descriptor as it is, a pipe
-    /// end (or half) adopted with `options`.
+    /// end (or half) adopted with `options`; `None` for an end this
+    /// process refused (it did not fit the link's map budget).
     pub(crate) fn claimed(
         link: &Arc<Link>,
         claimed: Claimed,
         options: &PipeOptions,
-    ) -> Result<Self, Corrupt> {
+    ) -> Result<Option<Self>, Corrupt> {
         match claimed {
-            Claimed::End(end) => Ok(Self::End(End::adopt(link, end, options)?)),
-            Claimed::Fd(fd) => Ok(Self::Fd(fd)),
+            Claimed::End(end) => Ok(Some(Self::End(End::adopt(link, end, options)?))),
+            Claimed::Fd(fd) => Ok(Some(Self::Fd(fd))),
+            Claimed::Refused => Ok(None),
         }
     }
 
@@ -370,12 +372,12 @@ impl Pipe {
         end: Claimed,
         options: &PipeOptions,
     ) -> Result<Self, Corrupt> {
-        match end {
-            Claimed::End(end) => match End::adopt(link, end, options)? {
-                End::Pipe(pipe) => Ok(pipe),
-                _ => Err(Corrupt(crate::wire::Violation::BadPipeEndRole)),
-            },
-            Claimed::Fd(_) => Err(Corrupt(crate::wire::Violation::BadPipeEndRole)),
+        match Arrived::claimed(link, end, options)? {
+            Some(Arrived::End(End::Pipe(pipe))) => Ok(pipe),
+            // The other side set this end's budget (a spawned child's
+            // options come from its parent) and sent more than it.
+            None => Err(Corrupt(crate::wire::Violation::RegionsOverBudget)),
+            Some(_) => Err(Corrupt(crate::wire::Violation::BadPipeEndRole)),
         }
     }
 

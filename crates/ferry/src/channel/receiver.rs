@@ -33,6 +33,13 @@ pub struct Message {
     pub receivers: Vec<Receiver>,
     /// File descriptors that came with the message (close-on-exec).
     pub fds: Vec<OwnedFd>,
+    /// Pipe ends (or halves) the peer attached that this process refused:
+    /// their shared memory would pass what is left of the link's budget
+    /// of mapped memory ([`PipeOptions::max_mapped`](crate::PipeOptions::max_mapped)).
+    /// Each was closed, so whoever holds its other end sees the pipe
+    /// disconnected; the rest of the message is here. Not the peer's fault
+    /// (it cannot know this process's budget): the link goes on.
+    pub refused: usize,
 }
 
 impl Message {
@@ -54,6 +61,7 @@ struct Partial {
     bytes: Vec<u8>,
     total: usize,
     ends: Vec<Arrived>,
+    refused: usize,
 }
 
 /// The message being put together from frames.
@@ -63,6 +71,8 @@ struct Assembly {
     total: Option<usize>,
     /// Pipe ends and descriptors claimed so far.
     ends: Vec<Arrived>,
+    /// Pipe ends refused so far (see [`Message::refused`]).
+    refused: usize,
 }
 
 /// Where a received message goes.
@@ -72,6 +82,8 @@ pub(super) struct Delivery<'a> {
     /// Attached pipe ends and descriptors, if the caller takes them (else
     /// they are dropped, descriptors on the closer).
     pub(super) ends: Option<&'a mut Vec<Arrived>>,
+    /// How many attached ends were refused (see [`Message::refused`]).
+    pub(super) refused: usize,
     /// An out-of-line payload's block, if the caller reads it in place.
     pub(super) block: Option<&'a mut Option<Held>>,
 }
@@ -81,6 +93,7 @@ impl<'a> Delivery<'a> {
         Self {
             bytes,
             ends: None,
+            refused: 0,
             block: None,
         }
     }
@@ -344,9 +357,11 @@ impl Receiver {
         let delivery = &mut Delivery {
             bytes: &mut message.bytes,
             ends: Some(&mut ends),
+            refused: 0,
             block: None,
         };
         self.recv_message(delivery, None)?;
+        message.refused = delivery.refused;
         message.take_ends(ends);
         Ok(message)
     }
@@ -373,6 +388,7 @@ impl Receiver {
             &mut Delivery {
                 bytes,
                 ends: Some(&mut ends),
+                refused: 0,
                 block: Some(&mut held),
             },
             deadline,
@@ -503,6 +519,7 @@ impl Receiver {
             asm = Assembly {
                 total: Some(partial.total),
                 ends: partial.ends,
+                refused: partial.refused,
             };
         }
         // Every frame is a step: a peer that keeps publishing frames that
@@ -531,6 +548,7 @@ impl Receiver {
                             bytes: std::mem::take(out.bytes),
                             total,
                             ends: asm.ends,
+                            refused: asm.refused,
                         });
                     }
                     return Err(e);
@@ -551,6 +569,7 @@ impl Receiver {
                 if let Some(ends) = out.ends.as_deref_mut() {
                     *ends = asm.ends;
                 }
+                out.refused = asm.refused;
                 self.half.disarm_bell();
                 return Ok(());
             }
@@ -686,9 +705,12 @@ impl Receiver {
             .collect(&ids, block, budget)
             .map_err(|fault| self.fault_to_error(fault))?;
         for end in ends {
-            let end = Arrived::claimed(link, end, &PipeOptions::new())
-                .map_err(|c| self.half.corrupt(c.0))?;
-            asm.ends.push(end);
+            match Arrived::claimed(link, end, &PipeOptions::new())
+                .map_err(|c| self.half.corrupt(c.0))?
+            {
+                Some(end) => asm.ends.push(end),
+                None => asm.refused += 1,
+            }
         }
         match (held, out.block.as_deref_mut()) {
             (Some(held), Some(slot)) => *slot = Some(held),

@@ -11,9 +11,16 @@
 //! is ever closed on the reading thread (see [`crate::sys::PeerFd`]); one
 //! sent with a message is charged to the link's [`LinkFds`] from when it is
 //! filed until the application takes it or the closer has closed it.
+//!
+//! A pipe end whose region does not fit what is left of the link's map
+//! budget is not the peer's fault either (it cannot know this process's
+//! budget), and waiting would not help while the ends mapped before it
+//! live: it is refused alone. Its sides are closed (so its other end sees
+//! the pipe disconnected), its record is taken off the socket, and the
+//! message that names it is delivered without it (see `Message::refused`).
 
 use crate::wire::Violation;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io;
 use std::sync::{Arc, Mutex, Weak};
 
@@ -52,6 +59,8 @@ pub(crate) enum Claimed {
     /// A descriptor the peer's application sent, still charged to the
     /// link until it is handed over ([`PeerFd::into_owned`]).
     Fd(PendingFd),
+    /// A pipe end refused for the link's map budget, already closed.
+    Refused,
 }
 
 /// Records read and not yet used.
@@ -61,6 +70,9 @@ pub(super) struct Inbox {
     pub pipes: HashMap<u64, PeerEnd>,
     /// Descriptors, by id (shared with pipe ends), until a message claims them.
     pub fds: HashMap<u64, PendingFd>,
+    /// Pipe ends refused for the map budget, by id, until a message
+    /// claims them (counted with `pipes` against [`MAX_PENDING`]).
+    pub refused: HashSet<u64>,
     /// The peer's blocks and release table.
     pub blocks: PeerBlocks,
 }
@@ -68,11 +80,14 @@ pub(super) struct Inbox {
 impl Inbox {
     /// Whether a pipe end or descriptor with this id waits here.
     pub(super) fn knows(&self, id: u64) -> bool {
-        self.pipes.contains_key(&id) || self.fds.contains_key(&id)
+        self.pipes.contains_key(&id) || self.fds.contains_key(&id) || self.refused.contains(&id)
     }
 
     /// Takes what waits here under `id`.
     pub(super) fn take(&mut self, id: u64) -> Option<Claimed> {
+        if self.refused.remove(&id) {
+            return Some(Claimed::Refused);
+        }
         match self.pipes.remove(&id) {
             Some(end) => Some(Claimed::End(end)),
             None => self.fds.remove(&id).map(Claimed::Fd),
@@ -265,15 +280,20 @@ impl Reader<'_> {
         end: Carried,
         id: u64,
     ) -> Result<(), Fault> {
-        if inbox.pipes.len() >= MAX_PENDING {
+        if inbox.pipes.len() + inbox.refused.len() >= MAX_PENDING {
             return Err(Fault::Violation(Violation::TooManyPendingEnds));
         }
         if inbox.knows(id) {
             return Err(Fault::Violation(Violation::PipeEndIdTwice));
         }
+        let region = Region::from_peer(fd)?;
         // Records are read under the inbox lock, so nothing else charges
         // this budget between the look and the charge below.
-        let region = Region::from_peer(fd, self.budget.remaining())?;
+        if region.len() > self.budget.remaining() {
+            region.close_sides(&sides_of(end));
+            inbox.refused.insert(id);
+            return Ok(());
+        }
         let charge = self.budget.charge(region.len())?;
         inbox.pipes.insert(
             id,
@@ -284,6 +304,18 @@ impl Reader<'_> {
             },
         );
         Ok(())
+    }
+}
+
+/// The ring sides a pipe end record of kind `end` hands over.
+fn sides_of(end: Carried) -> Vec<Part> {
+    match end {
+        Carried::Pipe { role } => {
+            let role = usize::from(role) & 1;
+            vec![Part::Producer(role), Part::Consumer(1 - role)]
+        }
+        Carried::Sender { ring } => vec![Part::Producer(usize::from(ring) & 1)],
+        Carried::Receiver { ring } => vec![Part::Consumer(usize::from(ring) & 1)],
     }
 }
 

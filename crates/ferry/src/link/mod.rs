@@ -492,10 +492,12 @@ impl Link {
     }
 
     /// Reads at most `most` queued records, stopping early with `pending`
-    /// pipe ends unclaimed.
+    /// pipe ends unclaimed (held or refused).
     fn read_queued(&self, inbox: &mut Inbox, most: usize, pending: usize) {
         for _ in 0..most {
-            if inbox.pipes.len() >= pending || inbox.fds.len() >= inbox::MAX_PENDING_FDS / 2 {
+            if inbox.pipes.len() + inbox.refused.len() >= pending
+                || inbox.fds.len() >= inbox::MAX_PENDING_FDS / 2
+            {
                 return;
             }
             match self.reader().read_queued(inbox) {

@@ -2,9 +2,11 @@
 //!
 //! Every mapping of memory a peer sent (a pipe's region, a pool block) is
 //! charged to its link's budget before it is made, and the charge lives as
-//! long as the mapping. A peer that sends more than the budget allows gets
-//! its link closed with a protocol error instead of growing this process's
-//! address space (one message could otherwise ask for terabytes).
+//! long as the mapping, so no peer can grow this process's address space
+//! past it (one message could otherwise ask for terabytes). A pool block
+//! past the budget closes the link with a protocol error; a pipe end past
+//! it is refused alone (`link/inbox.rs`): the peer cannot know this
+//! process's budget, and the ends it holds are this process's choice.
 
 use crate::sync::{AtomicUsize, Ordering};
 use crate::wire::Violation;

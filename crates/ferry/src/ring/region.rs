@@ -140,17 +140,19 @@ impl Region {
         }))
     }
 
-    /// Maps a region a peer sent, checking its seals, size (at most
-    /// `max_len` bytes: what the link's map budget has left) and header.
+    /// Maps a region a peer sent, checking its seals, size and header.
     /// The descriptor is closed before this returns. The ring positions
     /// inside are checked by the ring's sides when they adopt them
     /// (`Producer::new`, `Consumer::new`), on the values they then use.
-    pub(crate) fn from_peer(fd: PeerFd, max_len: usize) -> Result<Arc<Self>, MapError> {
+    ///
+    /// The size is not checked against a link's map budget here: a region
+    /// that does not fit is still mapped (for a moment, at most
+    /// `MAX_REGION_LEN` of address space and never touched beyond its
+    /// control blocks), so that its holder can close the sides it was sent
+    /// ([`Region::close_sides`]) and the pipe's other end sees it gone.
+    pub(crate) fn from_peer(fd: PeerFd) -> Result<Arc<Self>, MapError> {
         let object =
             SharedMemory::from_peer(fd, MIN_REGION_LEN, MAX_REGION_LEN, PeerAccess::Shared)?;
-        if object.len() > max_len {
-            return Err(MapError::Violation(Violation::RegionsOverBudget));
-        }
         let identity = object.identity().map_err(|_| Violation::StatFailed)?;
         let map = object.map().map_err(MapError::from_map_failure)?;
         let mut header = [0u8; HEADER_LEN];
@@ -281,6 +283,22 @@ impl Region {
             control,
             data: NonNull::new(data).expect("a mapping is never at address 0"),
             capacity: self.capacity,
+        }
+    }
+
+    /// Closes sides `parts` of this pipe without ever holding them, as
+    /// dropping their halves would (our side says closed, then whoever
+    /// sleeps on it for the other side is woken): for an end this process
+    /// was sent and refused. A peer waiting only on its doorbell is not
+    /// rung (the doorbell is not known here); it sees the close on its next
+    /// look.
+    pub(crate) fn close_sides(self: &Arc<Self>, parts: &[Part]) {
+        for &part in parts {
+            let sides = self.sides(part);
+            // Release: pairs with the other side's Acquire load of
+            // `closed`, as a dropped half's store does.
+            sides.me().closed.store(1, Ordering::Release);
+            crate::ring::wake::ring_all(sides.me());
         }
     }
 
@@ -421,14 +439,8 @@ mod tests {
     #[test]
     fn a_peer_region_is_mapped_with_the_capacity_its_header_names() {
         let region = Region::create(8192).unwrap();
-        let peer = Region::from_peer(as_received(region), usize::MAX).unwrap();
+        let peer = Region::from_peer(as_received(region)).unwrap();
         assert_eq!(peer.capacity(), 8192);
-        let second = Region::create(8192).unwrap();
-        let len = second.len();
-        let over_budget = Region::from_peer(as_received(second), len - 1);
-        assert!(
-            matches!(over_budget, Err(MapError::Violation(why)) if why == Violation::RegionsOverBudget)
-        );
     }
 
     #[test]
@@ -441,7 +453,7 @@ mod tests {
                 Ok(())
             })
             .unwrap();
-        let again = Region::from_peer(PeerFd::new(copy.unwrap()), usize::MAX).unwrap();
+        let again = Region::from_peer(PeerFd::new(copy.unwrap())).unwrap();
         let end = region.hold(Part::Producer(0)).expect("producer 0 is free");
         assert!(
             again.hold(Part::Producer(0)).is_none(),
@@ -463,7 +475,7 @@ mod tests {
         // SAFETY: the mapping is more than HEADER_LEN bytes, and this test
         // alone uses it.
         unsafe { std::ptr::copy_nonoverlapping(forged.as_ptr(), region.map.as_ptr(), HEADER_LEN) };
-        let refused = Region::from_peer(as_received(region), usize::MAX);
+        let refused = Region::from_peer(as_received(region));
         assert!(
             matches!(refused, Err(MapError::Violation(why)) if why == Violation::RegionCapacityMismatch),
             "{refused:?}"

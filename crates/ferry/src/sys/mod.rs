@@ -81,7 +81,9 @@
 //!   only; non-blocking `accept` with the client's `Credentials`),
 //!   `connect(name, timeout)`, `effective_uid`, `random_bytes`, `wait_readable` over many
 //!   descriptors, and `note_pipe`/`read_note`: a few bytes a spawned child
-//!   reads once from an inherited pipe.
+//!   reads once from an inherited pipe (by a deadline: `TimedOut` if the
+//!   writer holds its end open; `InvalidData` for a descriptor that is not
+//!   a pipe or a note too long).
 //!
 //! Shared by every backend (`closer.rs`): a [`PeerFd`] is a descriptor a
 //! peer sent, which is never closed on the caller's thread (closing some

@@ -216,26 +216,44 @@ pub(crate) fn note_pipe(note: &[u8]) -> io::Result<OwnedFd> {
 }
 
 /// Reads the note from the read end of a [`note_pipe`] (at most `most`
-/// bytes; the writer has closed its end, so this never waits for long).
-pub(crate) fn read_note(fd: &OwnedFd, most: usize) -> io::Result<Vec<u8>> {
+/// bytes, up to the end of the pipe), waiting at most until `deadline`.
+///
+/// The writer closed its end before the reader started, so an honest note
+/// is there whole at once; a writer that holds its end open (or writes
+/// slowly) gets `TimedOut` at the deadline. A descriptor that is not a
+/// pipe, or a note over `most` bytes, is `InvalidData`: what the writer
+/// handed over is wrong.
+pub(crate) fn read_note(fd: &OwnedFd, most: usize, deadline: Instant) -> io::Result<Vec<u8>> {
     let stat = rustix::fs::fstat(fd)?;
     if FileType::from_raw_mode(stat.st_mode) != FileType::Fifo {
         return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "inherited descriptor is not a pipe",
+            io::ErrorKind::InvalidData,
+            "the inherited descriptor is not a pipe",
         ));
     }
     let mut note = vec![0u8; most + 1];
     let mut len = 0;
     loop {
+        if !wait_readable(&[fd.as_fd()], Some(deadline))?[0] {
+            if Instant::now() < deadline {
+                continue; // interrupted
+            }
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!("the note's writer kept its pipe open with {len} bytes written"),
+            ));
+        }
         match rustix::io::read(fd, &mut note[len..]) {
             Ok(0) => break,
             Ok(n) => len += n,
-            Err(rustix::io::Errno::INTR) => {}
+            Err(rustix::io::Errno::INTR | rustix::io::Errno::AGAIN) => {}
             Err(e) => return Err(e.into()),
         }
         if len > most {
-            return Err(io::Error::new(io::ErrorKind::InvalidData, "note too long"));
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("the note is over {most} bytes"),
+            ));
         }
     }
     note.truncate(len);

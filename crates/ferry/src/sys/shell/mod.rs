@@ -264,7 +264,11 @@ pub(crate) mod listener {
         super::unsupported()
     }
 
-    pub(crate) fn read_note(_fd: &OwnedFd, _most: usize) -> io::Result<Vec<u8>> {
+    pub(crate) fn read_note(
+        _fd: &OwnedFd,
+        _most: usize,
+        _deadline: Instant,
+    ) -> io::Result<Vec<u8>> {
         super::unsupported()
     }
 }

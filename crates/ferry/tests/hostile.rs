@@ -296,7 +296,7 @@ fn round_trips(end: &Pipe, report: Report) -> Report {
 /// then a `Whole` frame whose tag claims (a) 254 or 32,767 handles: the
 /// victim must answer `Protocol` within 1 s; or (b) one handle, the last
 /// end sent. Either way the victim stops mapping at the link's map budget
-/// (`PipeOptions::max_mapped`, 4 GiB by default): a receiver that is
+/// (`PipeOptions::max_mapped`, set to 4 GiB here): a receiver that is
 /// waiting reads the control records ahead of the message that claims them
 /// (so a sender never blocks on a full socket), and maps each end's region
 /// as it reads it (so it holds no descriptor for it), so the attack may
@@ -339,7 +339,7 @@ fn check_handles(verdict: &mut Verdict, attack: &str, run: &VictimRun) {
             )
         });
     }
-    // The default map budget, and 1 GiB for the rest of the victim.
+    // The victim's map budget (4 GiB), and 1 GiB for the rest of it.
     let bound = 5 * GIB;
     verdict.check(growth < bound, || {
         format!(
@@ -352,9 +352,8 @@ fn check_handles(verdict: &mut Verdict, attack: &str, run: &VictimRun) {
 
 fn handles_victim(test: &str, role: &str) {
     let attack = role.trim_start_matches("victim-");
-    // A ring of 256 KiB, so a frame naming 32,767 handles (262,136 bytes)
-    // fits it: the default 64 KiB ring could not even carry that claim.
-    let options = PipeOptions::new().capacity(256 << 10);
+    // A map budget of 4 GiB, so the bound below stays tight.
+    let options = PipeOptions::new().max_mapped(4 << 30);
     let v = Victim::start(test, role, attack, &options);
     stage("recv_with");
     let start = Instant::now();

@@ -18,11 +18,11 @@ const MAX_LEN: usize = 300 * 1024;
 const DOWN: u64 = 0xfe88_15ee;
 const UP: u64 = 0x0bac_45ee;
 
-/// Sizes where the pipe changes behaviour, with the default 64 KiB ring:
-/// empty, around a frame's 8-byte alignment, a page, the largest message
-/// sent as one frame (half the ring's largest frame body: 32,764 bytes),
-/// the out-of-line threshold and the ring's capacity (64 KiB), the same
-/// edges of a 256 KiB ring (131,068 and 262,144), and the 300 KiB maximum.
+/// Sizes where the pipe changes behaviour: empty, around a frame's 8-byte
+/// alignment, a page, the largest message sent as one frame by a 64 KiB
+/// ring (half its largest frame body: 32,764 bytes), the out-of-line
+/// threshold (64 KiB), the same edges of the default 256 KiB ring (131,068
+/// and 262,144), and the 300 KiB maximum.
 const EDGES: [usize; 23] = [
     0, 1, 7, 8, 9, 4095, 4096, 4097, 32_763, 32_764, 32_765, 32_768, 65_535, 65_536, 65_537,
     131_067, 131_068, 131_069, 131_072, 262_136, 262_144, 262_145, MAX_LEN,

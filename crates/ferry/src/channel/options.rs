@@ -5,15 +5,15 @@ use std::sync::{Arc, OnceLock};
 use super::{Pipe, Wait};
 use crate::ring::Region;
 
-/// Default ring capacity per direction: 64 KiB, so a pipe's region is
-/// 132 KiB of shared memory (a page of header and control blocks, then the
-/// two rings) and a link's default map budget holds ~31,700 moved ends.
-/// Messages of [`super::OUT_OF_LINE`] (64 KiB) and more travel in pool
-/// blocks, not through the ring, so a larger default ring bought no
-/// measured throughput (64 B and 1 KiB streams split across CPUs were
-/// within the run-to-run spread at 64 and 256 KiB) and cost 4x the
-/// address space per pipe (516 KiB: ~8,100 moved ends per link).
-pub(super) const DEFAULT_CAPACITY: usize = 64 * 1024;
+/// Default ring capacity per direction: 256 KiB, so a pipe's region is
+/// 516 KiB of shared memory (a page of header and control blocks, then the
+/// two rings), and a link's default map budget (8 GiB) holds ~16,000 moved
+/// ends. Smaller default rings were measured and cost streams (64 B across
+/// CPUs, 1 KiB on one CPU: each full ring is a context switch when both
+/// share a CPU): 128 KiB 7-9 % and 64 KiB 11-19 % below 256 KiB, alternated
+/// in one sitting. A program with many small pipes sets
+/// [`PipeOptions::capacity`] (4 KiB rings make an 12 KiB region).
+pub(super) const DEFAULT_CAPACITY: usize = 256 * 1024;
 /// Default largest message.
 pub(super) const DEFAULT_LIMIT: usize = 256 * 1024 * 1024;
 
@@ -44,7 +44,7 @@ impl Default for PipeOptions {
 }
 
 impl PipeOptions {
-    /// The defaults: 64 KiB per direction, 256 MiB messages, adaptive waits.
+    /// The defaults: 256 KiB per direction, 256 MiB messages, adaptive waits.
     pub fn new() -> Self {
         Self {
             capacity: DEFAULT_CAPACITY,
@@ -58,7 +58,7 @@ impl PipeOptions {
 
     /// Most bytes of the peer's shared memory (the regions of pipe ends it
     /// sends, and its pool blocks) that the link a spawned child is joined
-    /// by may map into this process; 4 GiB by default. Checked before each
+    /// by may map into this process; 8 GiB by default. Checked before each
     /// mapping, so no peer can exhaust this process's address space: a pipe
     /// end whose region does not fit what is left is refused alone (the
     /// message arrives without it, [`Message::refused`](crate::Message::refused)
@@ -90,7 +90,7 @@ impl PipeOptions {
     }
 
     /// Bytes each direction holds before `send` blocks (a power of two,
-    /// 4 KiB to 1 GiB; 64 KiB by default). Each pipe's region is this
+    /// 4 KiB to 1 GiB; 256 KiB by default). Each pipe's region is this
     /// twice plus 4 KiB, charged to the map budget of every link its ends
     /// are sent over (see [`PipeOptions::max_mapped`]).
     pub fn capacity(mut self, bytes: usize) -> Self {

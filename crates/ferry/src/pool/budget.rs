@@ -12,8 +12,11 @@ use crate::sync::{AtomicUsize, Ordering};
 use crate::wire::Violation;
 use std::sync::Arc;
 
-/// Default budget per link: 4 GiB of the peer's memory mapped here.
-pub(crate) const DEFAULT_MAX_MAPPED: usize = 4 << 30;
+/// Default budget per link: 8 GiB of the peer's memory mapped here, so
+/// ~16,000 pipe ends with default rings (516 KiB regions) can be held over
+/// one link. Address space, not memory: a region's pages cost memory only
+/// once written, and a peer's writes are charged to the peer.
+pub(crate) const DEFAULT_MAX_MAPPED: usize = 8 << 30;
 
 /// One link's budget of bytes mapped for its peer.
 #[derive(Debug)]

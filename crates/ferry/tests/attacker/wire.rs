@@ -143,12 +143,12 @@ pub fn parse_record(bytes: &[u8]) -> Option<RawRecord> {
 
 /// The `FERRY_BOOTSTRAP` value a parent gives a child whose control socket
 /// is descriptor `fd`: the parent's pid, then ferry's default pipe options
-/// (256 MiB messages, out of line from 64 KiB, a 64 MiB pool, 4 GiB of the
+/// (256 MiB messages, out of line from 64 KiB, a 64 MiB pool, 8 GiB of the
 /// parent's memory mapped, the adaptive wait).
 pub fn bootstrap_env(fd: i32, parent: u32) -> String {
     format!(
         "fd={fd},parent={parent},limit=268435456,out_of_line=65536,\
-         pool_cap=67108864,max_mapped=4294967296,wait=2"
+         pool_cap=67108864,max_mapped=8589934592,wait=2"
     )
 }
 

@@ -215,8 +215,10 @@ fn answer(socket: &ControlSocket, deadline: Instant) -> Result<(), ConnectError>
                 fds,
                 ..
             } => {
-                // Peeked duplicates: the record stays queued for the link.
-                close_all_later(fds);
+                // Peeked duplicates: the record stays queued for the link,
+                // and holds each file open, so closing these here never
+                // runs a file's release (never waits).
+                drop(fds);
                 return Ok(());
             }
             Received::Record {

@@ -31,7 +31,7 @@ use crate::pool::per_link::PeerBlocks;
 use crate::ring::Region;
 use crate::ring::region::Part;
 use crate::sys::MapError;
-use crate::sys::{ControlSocket, PeerFd, Received, Ringer, close_all_later};
+use crate::sys::{ControlSocket, PeerFd, Received, Ringer};
 use crate::wire::record::{Carried, RECORD_LEN, Record};
 
 pub(super) use crate::wire::{MAX_PENDING, MAX_PENDING_FDS};
@@ -144,14 +144,20 @@ impl Reader<'_> {
             Ok(read) => read,
             Err(nothing) => return Ok(nothing),
         };
-        self.apply(inbox, record, fds)?;
+        let kept = self.apply(inbox, record, fds)?;
         // The record is in the inbox: take it off the socket. Its
-        // descriptors arrive a second time and go to the closer at once (we
-        // hold the peeked duplicates, or have closed them there); if they
-        // cannot be installed, the kernel drops them, which is just as well.
-        match self.socket.try_recv(&mut buf) {
+        // descriptors arrive a second time and are closed here at once,
+        // never waiting: each file is still open through the peeked
+        // duplicate, filed or mapped by `apply` (or through its mapping),
+        // and a doorbell `apply` did not keep (`kept`) is dropped only
+        // after them, so none of these closes is a file's last and none
+        // runs its release. If they cannot be installed, the kernel drops
+        // them, which is just as well, for the same reason.
+        let taken = self.socket.try_recv(&mut buf);
+        drop(kept);
+        match taken {
             Ok(Received::Record { fds, .. }) => {
-                close_all_later(fds);
+                drop(fds);
                 Ok(Queued::Read)
             }
             Ok(Received::NoRoom) => Ok(Queued::Read),
@@ -188,11 +194,18 @@ impl Reader<'_> {
         }
     }
 
-    /// Checks a record and files it in the inbox.
-    fn apply(&self, inbox: &mut Inbox, record: Record, mut fds: Vec<PeerFd>) -> Result<(), Fault> {
+    /// Checks a record and files it in the inbox; returns a doorbell it
+    /// did not keep, for the caller to drop once the record's second
+    /// copies are closed (see [`Reader::read_queued`]).
+    fn apply(
+        &self,
+        inbox: &mut Inbox,
+        record: Record,
+        mut fds: Vec<PeerFd>,
+    ) -> Result<Option<Arc<Ringer>>, Fault> {
         if let Record::Retire { id } = record {
             return match fds.is_empty() {
-                true => Ok(inbox.blocks.retire(id)?),
+                true => Ok(inbox.blocks.retire(id).map(|()| None)?),
                 false => Err(Fault::Violation(Violation::RetireWithDescriptor)),
             };
         }
@@ -201,13 +214,17 @@ impl Reader<'_> {
             .filter(|_| fds.is_empty())
             .ok_or(Fault::Violation(Violation::RecordDescriptorCount))?;
         match record {
-            Record::PipeEnd { end, id } => self.file_pipe_end(inbox, fd, end, id),
+            Record::PipeEnd { end, id } => self.file_pipe_end(inbox, fd, end, id).map(|()| None),
             Record::Block { class, id } => {
-                Ok(inbox
+                inbox
                     .blocks
-                    .insert(id, usize::from(class), fd, self.pool_cap, self.budget)?)
+                    .insert(id, usize::from(class), fd, self.pool_cap, self.budget)?;
+                Ok(None)
             }
-            Record::ReleaseTable => Ok(inbox.blocks.set_table(fd)?),
+            Record::ReleaseTable => {
+                inbox.blocks.set_table(fd)?;
+                Ok(None)
+            }
             Record::Doorbell {
                 ring,
                 consumer,
@@ -219,8 +236,8 @@ impl Reader<'_> {
                 };
                 self.file_doorbell(inbox, fd, part, region)
             }
-            Record::Fd { id } => self.file_fd(inbox, fd, id),
-            Record::Retire { .. } => Ok(()),
+            Record::Fd { id } => self.file_fd(inbox, fd, id).map(|()| None),
+            Record::Retire { .. } => Ok(None),
         }
     }
 
@@ -242,14 +259,15 @@ impl Reader<'_> {
     /// Keeps the doorbell of the peer's side `part` of the region with
     /// inode `inode`, if this process holds (or has been sent and not yet
     /// claimed) the other side of that ring over this link; otherwise the
-    /// side has gone since, and the doorbell is dropped.
+    /// side has gone since, and the doorbell is handed back, to be dropped
+    /// by the caller (see [`Reader::read_queued`]).
     fn file_doorbell(
         &self,
         inbox: &Inbox,
         fd: PeerFd,
         part: Part,
         inode: u64,
-    ) -> Result<(), Fault> {
+    ) -> Result<Option<Arc<Ringer>>, Fault> {
         let bell = Arc::new(Ringer::from_peer(fd)?);
         let facing = part.twin();
         let held = {
@@ -267,10 +285,13 @@ impl Reader<'_> {
                 .find(|end| end.region.inode() == inode && carries(end.end, facing))
                 .map(|end| Arc::clone(&end.region))
         };
-        if let Some(region) = held.or_else(pending) {
-            region.set_bell(part, Some(bell));
+        match held.or_else(pending) {
+            Some(region) => {
+                region.set_bell(part, Some(bell));
+                Ok(None)
+            }
+            None => Ok(Some(bell)),
         }
-        Ok(())
     }
 
     fn file_pipe_end(

@@ -93,7 +93,11 @@
 //! `PeerFd` and keeps it as one, or closes it itself only once it has
 //! checked it is of a kind whose close cannot wait (a memfd). A value that
 //! may hold a peer's descriptors inside it (a socket with the peer's
-//! records queued) is held in an `OffThread`, dropped there too.
+//! records queued) is held in an `OffThread`: dropped, it is emptied
+//! (`Emptied::empty_out`, which a backend's `ControlSocket` provides:
+//! shut both ways, every queued record taken, `linux/drain.rs`), and
+//! closed on the caller's thread only if that left nothing of the peer's
+//! in it, else on the closer.
 //!
 //! Handles are `OwnedFd`/`BorrowedFd` from the first line; no raw descriptor
 //! number travels through the rest of the crate, except as the decimal string
@@ -124,7 +128,7 @@ pub(crate) use backend::process::{
 };
 pub(crate) use backend::rlimit::descriptor_limit;
 pub(crate) use backend::socket::{ControlSocket, socket_pair};
-pub(crate) use closer::{OffThread, PeerFd, close_all_later};
+pub(crate) use closer::{Emptied, OffThread, PeerFd, close_all_later};
 
 mod closer;
 

@@ -2,6 +2,7 @@
 
 pub(crate) mod cpu;
 pub(crate) mod doorbell;
+pub(crate) mod drain;
 pub(crate) mod futex;
 pub(crate) mod listener;
 pub(crate) mod memory;

@@ -188,3 +188,12 @@ pub(super) fn timespec(d: Duration) -> rustix::time::Timespec {
         tv_nsec: i64::from(d.subsec_nanos()),
     }
 }
+
+impl crate::sys::Emptied for ControlSocket {
+    /// Shuts the socket both ways and takes every record still queued
+    /// (see `drain.rs`).
+    fn empty_out(&self) -> (Vec<OwnedFd>, bool) {
+        let drained = super::drain::drain(self.fd.as_fd());
+        (drained.fds, drained.empty)
+    }
+}

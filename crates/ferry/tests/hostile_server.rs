@@ -607,17 +607,19 @@ fn honest_round_trip(address: &str, i: usize) -> Result<(), String> {
 }
 
 /// An honest client that speaks [`SLOW_SPEAKER`] after connecting, by
-/// hand: it must be sent its pipe end, not closed.
+/// hand (its opening carries a pipe's region, as a ferry client's does):
+/// it must be welcomed, not closed.
 fn slow_speaker(address: &str, i: usize) -> Result<(), String> {
     let client = named::connect(address).map_err(|e| format!("slow {i}: connect: {e}"))?;
+    let region = RawRegion::create(4096).map_err(|e| format!("slow {i}: region: {e}"))?;
     thread::sleep(SLOW_SPEAKER);
     client
-        .send_record(&wire::hello(wire::HANDSHAKE_VERSION, None), &[])
+        .send_record(&wire::hello(wire::HANDSHAKE_VERSION, None), &[region.fd()])
         .map_err(|e| format!("slow {i}: send the opening: {e}"))?;
     match client.recv_within(secs(30)) {
-        Ok(Some(got)) if got.bytes.len() == wire::RECORD_LEN && got.fds.len() == 1 => Ok(()),
+        Ok(Some(got)) if got.bytes == wire::welcome() && got.fds.is_empty() => Ok(()),
         Ok(Some(got)) => Err(format!(
-            "slow {i}: read {:?} with {} fds, not its pipe end",
+            "slow {i}: read {:?} with {} fds, not its welcome",
             got.bytes,
             got.fds.len()
         )),

@@ -1,22 +1,28 @@
 //! A client's side of a named server: connect, check who listens, present
-//! the token, and take the pipe the server sends.
+//! the token with a pipe made here, and wait for the server's word.
+//!
+//! The client makes the pipe (so the server maps what it is sent instead
+//! of making one while the client waits) and sends its far end with the
+//! opening; the server answers with one datagram, a welcome or a refusal.
+//! A connect then costs the server one wake-up, as a Unix socket's does,
+//! and the client may write its first message as soon as it is welcomed.
 
 use std::fmt;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::address::{Address, Token};
-use super::{INVITE_ENV, first_pipe, look_for_datagram};
+use super::{INVITE_ENV, look_for_datagram};
 use crate::channel::{Pipe, PipeOptions, ProtocolError};
-use crate::link::{Fault, Link};
+use crate::link::Link;
 use crate::sync::{AtomicBool, Ordering};
 use crate::sys::{
-    ControlSocket, OffThread, Received, adopt_inherited_pipe, close_all_later, credentials,
-    effective_uid, read_note, wait_readable,
+    ControlSocket, Received, adopt_inherited_pipe, close_all_later, credentials, effective_uid,
+    read_note, wait_readable,
 };
 use crate::wire::Violation;
-use crate::wire::handshake::{Hello, Invite, InviteEnv, MAX_INVITE, REFUSAL_LEN, Refusal};
-use crate::wire::record::RECORD_LEN;
+use crate::wire::handshake::{
+    Hello, Invite, InviteEnv, MAX_INVITE, REFUSAL_LEN, Refusal, decode_answer,
+};
 
 /// Default time to connect and complete the handshake.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -187,46 +193,35 @@ impl ConnectOptions {
         let hello = Hello {
             token: self.token.as_ref().map(|t| *t.as_bytes()),
         };
+        let (near, far) = self.pipe.pipe().map_err(ConnectError::Io)?;
+        let link = Link::connected(socket, self.pipe.link_limits()).map_err(ConnectError::Io)?;
         // A server that refused at once may have closed already: its
         // refusal is still queued, so read on whatever this says.
-        let _ = socket.try_send(&hello.encode(), &[]);
-        // Closed off this thread if the answer is refused: its queue may
-        // hold descriptors the server sent.
-        let socket = OffThread::new(socket);
-        answer(&socket, deadline)?;
-        let link = Link::connected(socket.into_inner(), self.pipe.link_limits())
-            .map_err(ConnectError::Io)?;
-        take_pipe(&link, &self.pipe, deadline)
+        let _ = far.send_opening(&link, &hello.encode(), Some(deadline));
+        answer(link.socket(), deadline)?;
+        Ok(near)
     }
 }
 
-/// Waits for the server's answer: `Ok` once the pipe's record is queued.
+/// Waits for the server's answer and takes it: `Ok` for a welcome.
 fn answer(socket: &ControlSocket, deadline: Instant) -> Result<(), ConnectError> {
-    let mut buf = [0u8; RECORD_LEN + 1];
+    let mut buf = [0u8; REFUSAL_LEN + 1];
     // A server that refused before reading our opening closed a socket
     // with unread data: the kernel reports that (`ECONNRESET`, a hang-up
     // here) once, ahead of the refusal still queued; so look once more.
     let mut reset_seen = false;
     let mut looked = false;
     loop {
-        match socket.peek(&mut buf).map_err(ConnectError::Io)? {
-            Received::Record {
-                len: RECORD_LEN,
-                fds,
-                ..
-            } => {
-                // Peeked duplicates: the record stays queued for the link,
-                // and holds each file open, so closing these here never
-                // runs a file's release (never waits).
-                drop(fds);
-                return Ok(());
-            }
+        match socket.try_recv(&mut buf).map_err(ConnectError::Io)? {
             Received::Record {
                 len: REFUSAL_LEN,
                 fds,
                 truncated: false,
             } if fds.is_empty() => {
-                return Err(ConnectError::Refused(Refusal::decode(&buf[..REFUSAL_LEN])?));
+                return match decode_answer(&buf[..REFUSAL_LEN])? {
+                    None => Ok(()),
+                    Some(why) => Err(ConnectError::Refused(why)),
+                };
             }
             Received::Record { fds, .. } => {
                 close_all_later(fds);
@@ -237,7 +232,7 @@ fn answer(socket: &ControlSocket, deadline: Instant) -> Result<(), ConnectError>
             Received::NoRoom => {
                 return Err(ConnectError::Io(std::io::Error::new(
                     std::io::ErrorKind::QuotaExceeded,
-                    "out of file descriptors: could not take the pipe the server sent",
+                    "out of file descriptors: could not take what the server sent",
                 )));
             }
             Received::Empty if Instant::now() >= deadline => return Err(ConnectError::Timeout),
@@ -252,19 +247,6 @@ fn answer(socket: &ControlSocket, deadline: Instant) -> Result<(), ConnectError>
             }
         }
     }
-}
-
-/// Claims the pipe the server sent.
-fn take_pipe(
-    link: &Arc<Link>,
-    options: &PipeOptions,
-    deadline: Instant,
-) -> Result<Pipe, ConnectError> {
-    first_pipe(link, options, Some(deadline)).map_err(|fault| match fault {
-        Fault::Local(e) => ConnectError::Io(e),
-        Fault::Violation(why) => why.into(),
-        Fault::Late => ConnectError::Timeout,
-    })
 }
 
 /// Connects to the named server at `address` (a plain name is an abstract

@@ -32,14 +32,14 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::address::{Address, Token};
-use super::{BOOTSTRAP_ID, INVITE_ENV, look_for_datagram};
+use super::{INVITE_ENV, look_for_datagram};
 use crate::channel::{Pipe, PipeOptions};
-use crate::link::Link;
+use crate::link::{Fault, Link};
 use crate::sys::{
-    ControlSocket, Credentials, Listener, OffThread, Received, close_all_later, effective_uid,
-    inherit_in_child, note_pipe, wait_readable,
+    ControlSocket, Credentials, Listener, OffThread, PeerFd, Received, close_all_later,
+    effective_uid, inherit_in_child, note_pipe, wait_readable,
 };
-use crate::wire::handshake::{HELLO_LEN, Hello, Invite, InviteEnv, Refusal};
+use crate::wire::handshake::{HELLO_LEN, Hello, Invite, InviteEnv, Refusal, welcome};
 
 /// Default time a client has to send its opening after connecting (D-Bus
 /// allows 5 s too).
@@ -479,14 +479,17 @@ impl Server {
     /// (a client, or a refusal) queues in `done`.
     fn handshake(&self, p: Pending, state: &mut State) {
         let mut buf = [0u8; HELLO_LEN + 1];
-        let hello = match p.socket.try_recv(&mut buf) {
+        // The opening: a `Hello` with the client's pipe (one descriptor).
+        let opening = match p.socket.try_recv(&mut buf) {
             Ok(Received::Record {
                 len,
-                fds,
+                mut fds,
                 truncated: false,
-            }) if fds.is_empty() => Hello::decode(&buf[..len]).ok(),
-            // Descriptors, or too long: not an opening (what came goes to
-            // the closer).
+            }) if fds.len() == 1 => Hello::decode(&buf[..len])
+                .ok()
+                .zip(fds.pop().map(PeerFd::new)),
+            // No pipe, more than one descriptor, or too long: not an
+            // opening (what came goes to the closer).
             Ok(Received::Record { fds, .. }) => {
                 close_all_later(fds);
                 None
@@ -496,13 +499,13 @@ impl Server {
             // Gone mid-handshake: nothing is left of it.
             Ok(Received::HungUp) | Err(_) => return,
         };
-        let outcome = match hello {
+        let outcome = match opening {
             None => Err(refuse(&p.socket, p.peer, Refusal::Handshake)),
-            Some(hello) => match &self.options.token {
+            Some((hello, pipe)) => match &self.options.token {
                 Some(token) if !hello.token.is_some_and(|t| token.matches(&t)) => {
                     Err(refuse(&p.socket, p.peer, Refusal::Token))
                 }
-                _ => match self.welcome(p) {
+                _ => match self.welcome(p, pipe) {
                     Some(outcome) => outcome,
                     None => return,
                 },
@@ -511,25 +514,29 @@ impl Server {
         state.done.push_back(outcome);
     }
 
-    /// Makes the client's link and pipe, and sends it its end; `None` if
-    /// the client hung up in between.
-    fn welcome(&self, p: Pending) -> Option<Result<Connection, AcceptError>> {
+    /// Makes the client's link, takes the pipe it sent (a region that is
+    /// not a pipe's is refused as a bad opening), and welcomes it; `None`
+    /// if the client hung up in between.
+    fn welcome(&self, p: Pending, pipe: PeerFd) -> Option<Result<Connection, AcceptError>> {
         let options = &self.options.pipe;
-        let (near, far) = match options.pipe() {
-            Ok(pair) => pair,
-            Err(e) => return Some(Err(AcceptError::Io(e))),
-        };
         let link = match Link::connected(p.socket.into_inner(), options.link_limits()) {
             Ok(link) => link,
             Err(e) => return Some(Err(AcceptError::Io(e))),
         };
-        let deadline = Instant::now() + self.options.handshake_timeout;
-        match far.send_whole(&link, BOOTSTRAP_ID, Some(deadline)) {
+        let adopted = link
+            .adopt_opening(pipe)
+            .and_then(|end| Pipe::adopt(&link, end, options).map_err(|c| Fault::Violation(c.0)));
+        let near = match adopted {
+            Ok(near) => near,
+            Err(Fault::Local(e)) => return Some(Err(AcceptError::Io(e))),
+            Err(_) => return Some(Err(refuse(link.socket(), p.peer, Refusal::Handshake))),
+        };
+        match link.socket().try_send(&welcome(), &[]) {
             Ok(()) => Some(Ok(Connection {
                 pipe: near,
                 peer: p.peer,
             })),
-            Err(_) if link.failure().is_some() => None,
+            Err(_) if link.check_peer().is_some() => None,
             Err(e) => Some(Err(AcceptError::Io(e))),
         }
     }

@@ -401,6 +401,28 @@ impl Pipe {
         Ok(())
     }
 
+    /// Sends this end, the second of a fresh pipe, with a client's
+    /// opening of a server's handshake (see [`Link::send_opening`]); the
+    /// end is forgotten here before it leaves, as in [`Pipe::send_whole`].
+    pub(crate) fn send_opening(
+        self,
+        link: &Arc<Link>,
+        opening: &[u8],
+        deadline: Option<Instant>,
+    ) -> std::io::Result<()> {
+        let end = End::Pipe(self);
+        let region = match end.carried() {
+            Some((Carried::Pipe { role: 1 }, region)) => Arc::clone(region),
+            _ => {
+                return Err(std::io::Error::other(
+                    "only the second end of a fresh pipe goes with an opening",
+                ));
+            }
+        };
+        end.moved_over(link);
+        link.send_opening(&region, opening, deadline)
+    }
+
     /// The two halves, to own apart: sending and receiving no longer share
     /// a value (one thread may own each, or one may travel to another
     /// process with [`Sender::send_with`]).

@@ -50,7 +50,7 @@ use crate::pool::per_link::{Announce, Held, SendPool};
 use crate::ring::Region;
 use crate::ring::region::Part;
 use crate::ring::wake;
-use crate::sys::{ControlSocket, OffThread, Process, Ringer};
+use crate::sys::{ControlSocket, OffThread, PeerFd, Process, Ringer};
 use crate::wire::frame::BlockRef;
 use crate::wire::record::{Carried, Record};
 use fd_budget::LinkFds;
@@ -326,6 +326,41 @@ impl Link {
             }
         }
         Ok(id)
+    }
+
+    /// Sends a client's opening of a server's handshake (`opening`, a
+    /// `Hello`) with the shared memory of a fresh pipe whose end 1 the
+    /// server takes (see [`crate::wire::handshake`]), waiting for room in
+    /// the socket until `deadline`. A fresh pipe has no doorbells to hand
+    /// over with it.
+    pub(crate) fn send_opening(
+        &self,
+        region: &Region,
+        opening: &[u8],
+        deadline: Option<Instant>,
+    ) -> io::Result<()> {
+        region
+            .send_object(true, |fd| self.send_record(opening, &[fd], deadline))
+            .inspect_err(|e| self.note_io(e))
+    }
+
+    /// Takes the pipe a client sent with its opening (its end 1): maps the
+    /// region, checked as any peer's, and charges it to this link's
+    /// budget.
+    pub(crate) fn adopt_opening(&self, fd: PeerFd) -> Result<Claimed, Fault> {
+        let region = Region::from_peer(fd)?;
+        let charge = self.budget.charge(region.len())?;
+        Ok(Claimed::End(PeerEnd {
+            region,
+            end: Carried::Pipe { role: 1 },
+            charge,
+        }))
+    }
+
+    /// The control socket, for a handshake's answer read before any
+    /// record (no other thread reads it until the handshake is done).
+    pub(crate) fn socket(&self) -> &ControlSocket {
+        &self.socket
     }
 
     /// Sends a descriptor the application attached to a message, waiting

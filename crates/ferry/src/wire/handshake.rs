@@ -2,7 +2,10 @@
 //! invites a spawned child to a server.
 //!
 //! On a new connection the client speaks first, with one `Hello` datagram
-//! (40 bytes, no descriptor):
+//! (40 bytes) carrying one descriptor: the shared memory of a pipe the
+//! client has made, whose end 1 the server takes (as a `PipeEnd` record
+//! of role 1 would hand it), so the client may write its first message
+//! before the server has read anything:
 //!
 //! | bytes | field |
 //! |---|---|
@@ -12,11 +15,12 @@
 //! | 6..8 | zero |
 //! | 8..40 | the token, or zeros |
 //!
-//! The server answers with the pipe itself (a `PipeEnd` control record,
-//! id 0, as a spawned child's pipe arrives) or with one `Refusal` datagram
-//! (8 bytes: magic `"FRYN"`, [`VERSION`], the [`Refusal`] code, two zero
-//! bytes), then closes. The two differ in length, so the client tells them
-//! apart before reading either.
+//! The server answers with one 8-byte datagram and no descriptor: a
+//! welcome (magic `"FRYW"`, [`VERSION`], three zero bytes) once it has
+//! taken the pipe, or a `Refusal` (magic `"FRYN"`, [`VERSION`], the
+//! [`Refusal`] code, two zero bytes), then closes. After a welcome the
+//! socket carries control records, as between a spawned child and its
+//! parent.
 //!
 //! The invitation note (what [`Invite::encode`] writes into a pipe a
 //! spawned child inherits) is `"FRYI"`, [`VERSION`], the name's kind
@@ -30,7 +34,7 @@ use super::Violation;
 pub const TOKEN_LEN: usize = 32;
 /// Bytes of a `Hello`.
 pub const HELLO_LEN: usize = 8 + TOKEN_LEN;
-/// Bytes of a `Refusal`.
+/// Bytes of a `Refusal`, and of a server's answer of either kind.
 pub const REFUSAL_LEN: usize = 8;
 /// Longest name an invitation carries (a socket address holds 108 bytes).
 pub const MAX_NAME: usize = 107;
@@ -41,6 +45,24 @@ pub const MAX_INVITE: usize = INVITE_HEAD + MAX_NAME;
 
 const HELLO_MAGIC: [u8; 4] = *b"FRYH";
 const REFUSAL_MAGIC: [u8; 4] = *b"FRYN";
+const WELCOME_MAGIC: [u8; 4] = *b"FRYW";
+
+/// A server's welcome: it has taken the client's pipe.
+pub fn welcome() -> [u8; REFUSAL_LEN] {
+    let mut out = [0u8; REFUSAL_LEN];
+    out[..4].copy_from_slice(&WELCOME_MAGIC);
+    out[4] = VERSION;
+    out
+}
+
+/// Decodes and checks a server's answer: `Ok(None)` for a welcome,
+/// `Ok(Some(why))` for a refusal.
+pub fn decode_answer(bytes: &[u8]) -> Result<Option<Refusal>, Violation> {
+    if bytes == welcome() {
+        return Ok(None);
+    }
+    Refusal::decode(bytes).map(Some)
+}
 const INVITE_MAGIC: [u8; 4] = *b"FRYI";
 
 /// A client's opening datagram.

@@ -35,9 +35,7 @@ pub fn run(attack: &str) -> ! {
 /// Plays `attack` as a client of the ferry server named `name`.
 pub fn client(name: &str, attack: &str) -> ! {
     let socket: RawSocket = named::connect(name).expect("connect to the server");
-    let hello = wire::hello(wire::HANDSHAKE_VERSION, None);
-    socket.send_record(&hello, &[]).expect("send the opening");
-    hide(&RawPeer::from_socket(socket), attack)
+    hide(&RawPeer::open_to_server(socket), attack)
 }
 
 /// Sends the peer's own socket under [`HIDDEN_ID`], a message, and ends.

@@ -42,8 +42,11 @@ use wire::RecordKind;
 pub struct RawPeer {
     /// The control socket to the victim.
     pub socket: RawSocket,
-    /// The bootstrap pipe's region, made by the victim.
+    /// The bootstrap pipe's region, made by the victim (or, for a named
+    /// server's client, by this side).
     pub region: RawRegion,
+    /// The ring this side writes (the other it reads).
+    pub writes: usize,
 }
 
 impl RawPeer {
@@ -55,9 +58,29 @@ impl RawPeer {
         Self::from_socket(RawSocket::from_bootstrap())
     }
 
-    /// Starts on `socket`, a bootstrap socket or a named server's
-    /// connection after the opening: maps the pipe end the other side sent
-    /// first.
+    /// Opens a named server's `socket` as a ferry client does: a region
+    /// of its own (rings of 64 KiB) sent with the opening, of which the
+    /// server takes end 1; then waits for the welcome.
+    pub fn open_to_server(socket: RawSocket) -> Self {
+        let region = RawRegion::create(64 << 10).expect("make the pipe's region");
+        let hello = wire::hello(wire::HANDSHAKE_VERSION, None);
+        socket
+            .send_record(&hello, &[region.fd()])
+            .expect("send the opening");
+        let answer = socket
+            .recv(true)
+            .expect("receive the server's answer")
+            .expect("the server answered");
+        assert_eq!(answer.bytes, wire::welcome(), "the server's welcome");
+        Self {
+            socket,
+            region,
+            writes: 0,
+        }
+    }
+
+    /// Starts on `socket`, a bootstrap socket: maps the pipe end the other
+    /// side sent first.
     pub fn from_socket(socket: RawSocket) -> Self {
         let first = socket
             .recv(true)
@@ -71,17 +94,21 @@ impl RawPeer {
         );
         let fd = first.fds.into_iter().next().expect("the region descriptor");
         let region = RawRegion::map(fd).expect("map the bootstrap region");
-        Self { socket, region }
+        Self {
+            socket,
+            region,
+            writes: 1,
+        }
     }
 
-    /// The ring this side writes (ring 1).
+    /// The ring this side writes (ring 1 of a bootstrap pipe).
     pub fn outbound(&self) -> RawRing<'_> {
-        self.region.ring(1)
+        self.region.ring(self.writes)
     }
 
-    /// The ring this side reads (ring 0).
+    /// The ring this side reads (ring 0 of a bootstrap pipe).
     pub fn inbound(&self) -> RawRing<'_> {
-        self.region.ring(0)
+        self.region.ring(1 - self.writes)
     }
 
     /// Sends `region` as pipe end `id`, the victim to hold end `role`.

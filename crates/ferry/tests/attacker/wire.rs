@@ -176,6 +176,14 @@ pub fn hello(version: u8, token: Option<[u8; TOKEN_LEN]>) -> [u8; HELLO_LEN] {
     out
 }
 
+/// A server's welcome: "FRYW", the version, three zero bytes.
+pub fn welcome() -> [u8; REFUSAL_LEN] {
+    let mut out = [0u8; REFUSAL_LEN];
+    out[..4].copy_from_slice(b"FRYW");
+    out[4] = HANDSHAKE_VERSION;
+    out
+}
+
 /// A server's refusal: "FRYN", the version, the code, two zero bytes.
 pub fn refusal(code: u8) -> [u8; REFUSAL_LEN] {
     let mut out = [0u8; REFUSAL_LEN];

@@ -195,11 +195,12 @@ impl Link {
         let already = || io::Error::other("the link's peer process is already set");
         self.peer.set(process).map_err(|_| already())?;
         let process = self.peer.get().ok_or_else(already)?;
-        if let Some(&key) = self.watch_key.get() {
-            watcher::watch_process(key, process)?;
-        }
-        if process.exited() {
-            self.hung_up();
+        match self.watch_key.get() {
+            // A pidfd already readable (the peer has exited) is reported
+            // by the watcher's next wait as soon as it is added.
+            Some(&key) => watcher::watch_process(key, process)?,
+            None if process.exited() => self.hung_up(),
+            None => {}
         }
         Ok(())
     }
@@ -600,7 +601,7 @@ fn carried_parts(end: Carried) -> Vec<Part> {
 impl Drop for Link {
     fn drop(&mut self) {
         if let Some(&key) = self.watch_key.get() {
-            watcher::unwatch(key, &self.socket, self.peer.get());
+            watcher::unwatch(key);
         }
     }
 }

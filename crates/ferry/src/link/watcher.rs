@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use super::Link;
 use crate::sync::{AtomicU64, Ordering};
-use crate::sys::{ControlSocket, Interest, Poller, Process};
+use crate::sys::{Interest, Poller, Process};
 
 /// The process's watcher: the kernel's watch and the links it stands for.
 #[derive(Debug)]
@@ -76,13 +76,14 @@ pub(super) fn watch_process(key: u64, process: &Process) -> std::io::Result<()> 
     }
 }
 
-/// Stops watching a link's socket and peer process, before they are closed.
-pub(super) fn unwatch(key: u64, socket: &ControlSocket, process: Option<&Process>) {
+/// Stops watching a link's socket and peer process, before they are
+/// closed. Only the key goes: the kernel drops a descriptor's watch when
+/// its file is closed (the link's pidfd at once, its socket once emptied
+/// and closed), and an event that comes for a key no longer known is
+/// ignored, so the two `epoll_ctl` calls a removal would cost every
+/// connection are spared.
+pub(super) fn unwatch(key: u64) {
     if let Some(watcher) = watcher() {
-        watcher.poller.remove(socket.as_fd());
-        if let Some(process) = process {
-            watcher.poller.remove(process.as_fd());
-        }
         let mut links = watcher.links.lock().unwrap_or_else(|e| e.into_inner());
         links.remove(&key);
     }

@@ -55,12 +55,6 @@ impl Poller {
         Ok(epoll::add(&self.epoll, fd, EventData::new_u64(key), flags)?)
     }
 
-    /// Stops watching `fd` (before it is closed). A descriptor never added,
-    /// or already closed, is no error worth reporting.
-    pub(crate) fn remove(&self, fd: BorrowedFd<'_>) {
-        let _ = epoll::delete(&self.epoll, fd);
-    }
-
     /// Waits until a watched descriptor is ready, or `timeout` passes
     /// (`None`: no timeout), and appends the ready keys to `keys`
     /// ([`epoll_wait(2)`](https://man7.org/linux/man-pages/man2/epoll_wait.2.html)).

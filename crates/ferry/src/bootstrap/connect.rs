@@ -198,6 +198,7 @@ impl ConnectOptions {
         // A server that refused at once may have closed already: its
         // refusal is still queued, so read on whatever this says.
         let _ = far.send_opening(&link, &hello.encode(), Some(deadline));
+        near.say_cpu();
         answer(link.socket(), deadline)?;
         Ok(near)
     }

@@ -527,7 +527,10 @@ impl Server {
             .adopt_opening(pipe)
             .and_then(|end| Pipe::adopt(&link, end, options).map_err(|c| Fault::Violation(c.0)));
         let near = match adopted {
-            Ok(near) => near,
+            Ok(near) => {
+                near.say_cpu();
+                near
+            }
             Err(Fault::Local(e)) => return Some(Err(AcceptError::Io(e))),
             Err(_) => return Some(Err(refuse(link.socket(), p.peer, Refusal::Handshake))),
         };

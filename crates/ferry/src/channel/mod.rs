@@ -401,6 +401,13 @@ impl Pipe {
         Ok(())
     }
 
+    /// Says on both rings where this thread runs, before any wait (see
+    /// [`wait::say_cpu`]): for the two ends of a server's connection.
+    pub(crate) fn say_cpu(&self) {
+        wait::say_cpu(self.tx.half.sides().0);
+        wait::say_cpu(self.rx.half.sides().0);
+    }
+
     /// Sends this end, the second of a fresh pipe, with a client's
     /// opening of a server's handshake (see [`Link::send_opening`]); the
     /// end is forgotten here before it leaves, as in [`Pipe::send_whole`].

@@ -394,6 +394,14 @@ impl Scope<'_> {
     }
 }
 
+/// Says in `side` where this thread runs now, ahead of any wait: for the
+/// end of a connection just made, whose peer would otherwise not know
+/// whether it shares this CPU until this end first waits, and would spin
+/// blind on the CPU this end needs.
+pub(super) fn say_cpu(side: &Side) {
+    publish(side, crate::sys::current_cpu() as u32 + 1);
+}
+
 /// Writes `mine` (1 + a CPU) into `side`'s CPU word, only on a change, so
 /// the peer's cached copy stays valid.
 fn publish(side: &Side, mine: u32) {

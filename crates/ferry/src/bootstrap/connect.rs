@@ -143,7 +143,8 @@ impl ConnectOptions {
         }
     }
 
-    /// The options of this client's end of the pipe (and of its link).
+    /// The options of the pipe this client makes (its ring capacity among
+    /// them), of its end, and of its link.
     pub fn pipe_options(mut self, options: PipeOptions) -> Self {
         self.pipe = options;
         self

@@ -1,7 +1,11 @@
 //! A named server that unrelated processes connect to.
 //!
 //! Each accepted client is a link of its own (its connection is the link's
-//! control socket) with one pipe on it, sent as a spawned child's pipe is.
+//! control socket) with one pipe on it, which the client made and sent
+//! with its opening (see [`crate::wire::handshake`]): the server maps it,
+//! checked as any peer's region and charged to the link's map budget, and
+//! answers with a welcome, so it makes no shared memory while a client
+//! waits.
 //! Handshakes run side by side without a thread: `accept` polls the
 //! listening socket and every connection still in its handshake, so a
 //! client that connects and says nothing delays no one; it is closed after
@@ -107,8 +111,10 @@ impl ServerOptions {
         }
     }
 
-    /// The options of the server's end of each client's pipe (and of its
-    /// link: the client's memory this process maps, its pool).
+    /// The options of the server's end of each client's pipe (its message
+    /// limit, its wait) and of its link (the client's memory this process
+    /// maps, its pool). The ring capacity is the client's: it makes the
+    /// pipe, within this map budget.
     pub fn pipe_options(mut self, options: PipeOptions) -> Self {
         self.pipe = options;
         self

@@ -85,7 +85,7 @@
 //!   writer holds its end open; `InvalidData` for a descriptor that is not
 //!   a pipe or a note too long).
 //!
-//! Shared by every backend (`closer.rs`): a [`PeerFd`] is a descriptor a
+//! Shared by every backend (`closer.rs`): a `PeerFd` is a descriptor a
 //! peer sent, which is never closed on the caller's thread (closing some
 //! files waits, for as long as their sender likes): its drop hands it to
 //! `close_later`, this process's closer threads. Whatever adopts a peer's

@@ -4,9 +4,15 @@
 //! one-shot servers ([`super::ipc`]).
 //!
 //! Every server answers a client's first request on the thread that
-//! accepted it, so the first round trip waits for no thread to start, and
-//! then hands the client to a thread of its own (ferry-select: to one
-//! thread serving every client through a `ferry::Select`).
+//! accepted it, so the first round trip waits for no thread to start. For
+//! the connect rows (clients come one at a time) it serves the client
+//! there until it hangs up; for the clients rows it then hands the client
+//! to a thread of its own (ferry-select: to one thread serving every
+//! client through a `ferry::Select`). Handing over right after the first
+//! reply put the start of that thread inside the client's timed span
+//! whenever the client did not take the CPU back at once (both processes
+//! on one CPU, a client that yields rather than sleeps), so the connect
+//! rows timed a thread start for some transports and not others.
 
 use std::fmt::Debug;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -31,6 +37,12 @@ pub trait Engine: Debug + Sync {
         request: &[u8],
         reply: &mut Vec<u8>,
     ) -> Result<Box<dyn Conn>, Error>;
+}
+
+/// Whether a server's clients come one at a time (the connect rows), so
+/// the accepting thread serves each until it hangs up.
+pub fn one_at_a_time(clients: usize) -> bool {
+    clients <= 1
 }
 
 /// A server, as the process running it holds it.

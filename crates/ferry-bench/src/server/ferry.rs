@@ -36,7 +36,7 @@ impl Engine for Ferry {
         let server =
             Server::bind(name.as_str()).context(format!("binding a ferry server at {name}"))?;
         match self.select {
-            false => thread::spawn(move || accept_each(&server)),
+            false => thread::spawn(move || accept_each(&server, clients)),
             true => thread::spawn(move || serve_selected(&server, clients)),
         };
         Ok(Box::new(Fixed(name)))
@@ -77,11 +77,13 @@ fn accept(server: &Server) -> Result<Pipe, AcceptError> {
 }
 
 /// Accepts clients forever: the first request of each here, the rest on
-/// a thread of its own.
-fn accept_each(server: &Server) {
+/// a thread of its own, or here too when they come one at a time (see
+/// [`engine::one_at_a_time`]).
+fn accept_each(server: &Server, clients: usize) {
     let mut buf = Vec::new();
     loop {
         match accept(server) {
+            Ok(pipe) if engine::one_at_a_time(clients) => while echo_one(&pipe, &mut buf) {},
             Ok(pipe) if echo_one(&pipe, &mut buf) => {
                 thread::spawn(move || {
                     let mut buf = Vec::new();

@@ -26,12 +26,12 @@ impl Engine for Seqpacket {
         "unix-seqpacket"
     }
 
-    fn serve(&self, _clients: usize) -> Result<Box<dyn Listening>, Error> {
+    fn serve(&self, clients: usize) -> Result<Box<dyn Listening>, Error> {
         let name = engine::fresh_name("seqpacket");
         let listener = socket()?;
         net::bind(&listener, &address(&name)?).context(format!("binding to @{name}"))?;
         net::listen(&listener, BACKLOG).context(format!("listening at @{name}"))?;
-        thread::spawn(move || accept_each(&listener));
+        thread::spawn(move || accept_each(&listener, clients));
         Ok(Box::new(Fixed(name)))
     }
 
@@ -83,11 +83,13 @@ impl Conn for SeqpacketConn {
 }
 
 /// Accepts clients forever: the first request of each here, the rest on
-/// a thread of its own.
-fn accept_each(listener: &OwnedFd) {
+/// a thread of its own, or here too when they come one at a time (see
+/// [`engine::one_at_a_time`]).
+fn accept_each(listener: &OwnedFd, clients: usize) {
     let mut buf = vec![0; RECORD];
     loop {
         match net::accept_with(listener, SocketFlags::CLOEXEC) {
+            Ok(socket) if engine::one_at_a_time(clients) => while echo_one(&socket, &mut buf) {},
             Ok(socket) if echo_one(&socket, &mut buf) => {
                 thread::spawn(move || {
                     let mut buf = vec![0; RECORD];

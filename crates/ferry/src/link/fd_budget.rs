@@ -10,8 +10,10 @@
 //! charged against two counts, one per link and one for the process:
 //!
 //! - The process holds at most **half of the soft limit** for all peers
-//!   together (`total`), read from `RLIMIT_NOFILE` at each charge (so a
-//!   process that raises its limit gets the room at once); the other half
+//!   together (`total`), from `RLIMIT_NOFILE` as last read: read once, and
+//!   again whenever a charge would be refused (so a process that raises
+//!   its limit gets the room at once, and a descriptor received costs no
+//!   system call of its own); the other half
 //!   is this process's own: its listening socket, each link's control
 //!   socket, pool blocks and pipes, and whatever the application opens.
 //! - One link holds at most `min(256, total / 4)` (`share`): even at the
@@ -41,7 +43,7 @@
 use std::io;
 use std::sync::Arc;
 
-use crate::sync::{AtomicUsize, Ordering};
+use crate::sync::{AtomicU64, AtomicUsize, Ordering};
 use crate::sys::descriptor_limit;
 use crate::wire::MAX_PENDING_FDS;
 
@@ -83,6 +85,22 @@ impl Shares {
 /// Held for all links together.
 static HELD: AtomicUsize = AtomicUsize::new(0);
 
+/// The soft descriptor limit as last read (0: not read yet).
+static LIMIT: AtomicU64 = AtomicU64::new(0);
+
+/// The shares for the limit as last read, read afresh if `fresh` (or
+/// never read).
+fn current_shares(fresh: bool) -> Shares {
+    // Relaxed (both): a cached number; a stale one is read again before
+    // any charge is refused on its account.
+    let mut limit = LIMIT.load(Ordering::Relaxed);
+    if fresh || limit == 0 {
+        limit = descriptor_limit().unwrap_or(ASSUMED_LIMIT).max(1);
+        LIMIT.store(limit, Ordering::Relaxed);
+    }
+    Shares::for_limit(limit)
+}
+
 /// One link's count of descriptors held for it.
 #[derive(Debug, Default)]
 pub(crate) struct LinkFds {
@@ -103,12 +121,15 @@ impl LinkFds {
 
     /// Charges one descriptor to this link, or says why it cannot be.
     pub(crate) fn charge(self: &Arc<Self>) -> io::Result<FdCharge> {
-        let shares = Shares::for_limit(descriptor_limit().unwrap_or(ASSUMED_LIMIT));
         // Relaxed (all): counts only, compared with limits; a race lets a
         // charge in or out a moment early, never past the limit by more
         // than the racing threads (each undoes its own over-count).
         let mine = self.held.fetch_add(1, Ordering::Relaxed);
         let all = HELD.fetch_add(1, Ordering::Relaxed);
+        let mut shares = current_shares(false);
+        if !shares.allows(mine, all) {
+            shares = current_shares(true);
+        }
         if shares.allows(mine, all) {
             return Ok(FdCharge {
                 link: Arc::clone(self),

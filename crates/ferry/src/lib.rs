@@ -155,6 +155,40 @@
 //!   [`RecvError::Disconnected`]/[`SendError::Disconnected`] (after the
 //!   messages already queued are received).
 //!
+//! # Threads, signals and sandboxes
+//!
+//! ferry starts a few threads of its own, each once it is first needed,
+//! each with every signal blocked from its first instruction (so a
+//! program that takes its signals with `signalfd` or `sigwait`, blocking
+//! them in its own threads, never has one land on ferry's):
+//!
+//! | thread | how many | started | does |
+//! |---|---|---|---|
+//! | `ferry-watch` | one per process | by the first link (a spawn, a connect, an accept, a pipe end received) | sleeps in `epoll_pwait` on every link's socket and peer process (a pidfd), and wakes only when a peer hangs up or exits |
+//! | `ferry-pool` | one per process, where more than one CPU is online | by the first large message | maps and pre-faults pool blocks ahead of need, and sleeps while there are enough |
+//! | `ferry-close` | at most 4 per process | when a descriptor a peer sent must be closed (refused, or never reaching the application) | closes it (a close may wait as long as the peer likes), then sleeps |
+//! | `ferry-forward` | one per typed half that leaves this process with values still queued for it | by that move | encodes and sends the queued values after it, then ends |
+//!
+//! No user code runs on these threads, except the `Serialize` of the
+//! values a `ferry-forward` thread sends.
+//!
+//! **Under a seccomp filter**, a process using ferry makes these system
+//! calls (x86-64 names; glibc's and the standard library's own, such as
+//! thread start, are not listed): `memfd_create`, `ftruncate`, `fcntl`
+//! (seals, `FD_CLOEXEC`, duplicating), `fstat`, `fstatfs`, `mmap`,
+//! `munmap`, `mprotect`, `madvise`, `futex`, `socketpair`, `sendmsg`,
+//! `recvmsg`, `sendto`, `recvfrom`, `getsockopt`, `setsockopt`,
+//! `shutdown`, `close`, `ppoll`, `epoll_create1`, `epoll_ctl`,
+//! `epoll_pwait`, `pidfd_open`, `sched_yield`, `sched_getaffinity`,
+//! `clock_nanosleep`, `prlimit64`, `getrandom`, `rt_sigprocmask`; a named
+//! server and its clients add `socket`, `bind`, `listen`, `accept4`,
+//! `connect`, `statx`/`newfstatat`, `unlink`, `fchmodat`, `geteuid`;
+//! [`spawn()`] and an invited child add `pipe2`, `read`, `write`,
+//! `getppid` (and the process start itself: `clone`, `execve`). The
+//! default wait also reads `/proc/loadavg` (`openat`, `read`); where that
+//! is denied it assumes a busy machine. The list was taken with `strace
+//! -f` over the transfer, server, pool, select and descriptor tests.
+//!
 //! # Layers
 //!
 //! `wire` (the format) → [`sys`] (system calls) → [`ring`] (frames and the

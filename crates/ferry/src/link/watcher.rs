@@ -40,10 +40,7 @@ fn watcher() -> Option<&'static Watcher> {
                 links: Mutex::new(HashMap::new()),
                 next_key: AtomicU64::new(1),
             };
-            std::thread::Builder::new()
-                .name("ferry-watch".into())
-                .spawn(run)
-                .ok()?;
+            crate::sys::spawn_quiet("ferry-watch", None, run).ok()?;
             Some(watcher)
         })
         .as_ref()

@@ -283,10 +283,7 @@ mod global {
         static HELPER: OnceLock<bool> = OnceLock::new();
         let helper = *HELPER.get_or_init(|| {
             crate::sys::online_cpus() > 1
-                && std::thread::Builder::new()
-                    .name("ferry-pool".into())
-                    .spawn(|| blocks().run_helper())
-                    .is_ok()
+                && crate::sys::spawn_quiet("ferry-pool", None, || blocks().run_helper()).is_ok()
         });
         blocks().take(class, helper)
     }

@@ -85,10 +85,7 @@ pub(crate) fn close_later<T: Send + 'static>(item: T) {
 
 /// Starts one more closer thread (under the lock).
 fn start(state: &mut State) {
-    let spawned = std::thread::Builder::new()
-        .name("ferry-close".into())
-        .stack_size(STACK)
-        .spawn(run);
+    let spawned = super::spawn_quiet("ferry-close", Some(STACK), run);
     if spawned.is_ok() {
         state.threads += 1;
     }

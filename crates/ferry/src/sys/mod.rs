@@ -73,6 +73,10 @@
 //!   socket; without it, death is the socket's hang-up alone.
 //!   `credentials(socket)` of a connected socket's peer (pid `None` when
 //!   the peer is outside this pid namespace).
+//! - **Threads** (`linux/thread.rs`): `spawn_quiet(name, stack, f)`
+//!   starting one of ferry's own threads with every signal blocked in it
+//!   from its first instruction, so a program's signals (taken with
+//!   `signalfd` or `sigwait` in its own threads) never land on ferry's.
 //! - **Limits** (`linux/rlimit.rs`): `descriptor_limit`, the soft limit on
 //!   this process's descriptors (`None` where unknown or unlimited).
 //! - **Named sockets** (`linux/listener.rs`): a `Listener` (`bind(name,
@@ -128,6 +132,7 @@ pub(crate) use backend::process::{
 };
 pub(crate) use backend::rlimit::descriptor_limit;
 pub(crate) use backend::socket::{ControlSocket, socket_pair};
+pub(crate) use backend::thread::spawn_quiet;
 pub(crate) use closer::{Emptied, OffThread, PeerFd, close_all_later};
 
 mod closer;

@@ -141,11 +141,9 @@ where
     if pending.run(false) {
         return;
     }
-    let spawned = std::thread::Builder::new()
-        .name("ferry-forward".into())
-        .spawn(move || {
-            pending.run(true);
-        });
+    let spawned = crate::sys::spawn_quiet("ferry-forward", None, move || {
+        pending.run(true);
+    });
     // Without a thread (out of threads) the values cannot follow; the pipe
     // is handed over as it is when `pending` drops.
     drop(spawned);

@@ -11,3 +11,4 @@ pub(crate) mod poller;
 pub(crate) mod process;
 pub(crate) mod rlimit;
 pub(crate) mod socket;
+pub(crate) mod thread;

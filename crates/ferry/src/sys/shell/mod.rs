@@ -144,6 +144,28 @@ pub(crate) mod memory {
     }
 }
 
+pub(crate) mod thread {
+    use std::io;
+    use std::thread::JoinHandle;
+
+    /// Starts a thread: no signal mask is set here (no signals to block
+    /// are known on this OS yet).
+    pub(crate) fn spawn_quiet<F>(
+        name: &str,
+        stack: Option<usize>,
+        f: F,
+    ) -> io::Result<JoinHandle<()>>
+    where
+        F: FnOnce() + Send + 'static,
+    {
+        let mut builder = std::thread::Builder::new().name(name.into());
+        if let Some(stack) = stack {
+            builder = builder.stack_size(stack);
+        }
+        builder.spawn(f)
+    }
+}
+
 pub(crate) mod rlimit {
     /// The descriptor limit: not seen here.
     pub(crate) fn descriptor_limit() -> Option<u64> {

@@ -616,7 +616,8 @@ impl Sender {
     }
 
     /// Whether the receiving side of this half's ring is in another process
-    /// (only then can ends travel with a message).
+    /// (then ends sent with a message cross the link; within this process
+    /// they wait in the ring's own queue).
     #[cfg(feature = "serde")]
     pub(crate) fn is_linked(&self) -> bool {
         self.half.link.get().is_some()

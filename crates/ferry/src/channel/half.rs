@@ -3,12 +3,14 @@
 //! the process holding the other side, and the flags that remember how
 //! the pipe ended.
 
-use std::sync::{Arc, OnceLock};
+use std::collections::VecDeque;
+use std::ops::Deref;
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
-use super::PipeOptions;
 use super::error::SendFault;
 use super::lock::Missed;
 use super::wait::{self, Wait};
+use super::{End, PipeOptions};
 use crate::link::{Failure, Link};
 use crate::pool::budget::Charge;
 use crate::ring::control::Side;
@@ -21,7 +23,87 @@ use crate::wire::Violation;
 /// The link a ring's two sides talk over: unset while both are in this
 /// process, set (once) when one of them moves to another. Shared by the
 /// two sides while they are both here.
-pub(super) type LinkCell = Arc<OnceLock<Arc<Link>>>;
+pub(super) type LinkCell = Arc<RingLink>;
+
+/// What the two sides of one ring share in this process: the link to the
+/// process holding the other side once there is one (it derefs to it), and
+/// until then the ring's handle queue.
+#[derive(Debug, Default)]
+pub(super) struct RingLink {
+    link: OnceLock<Arc<Link>>,
+    /// Ends and descriptors sent over the ring while both its sides are in
+    /// this process, not yet claimed by the receiver: they never leave the
+    /// process, so no socket carries them. Each frame that names handles
+    /// names them by the id given here, in the order they were queued.
+    local: Mutex<LocalHandles>,
+}
+
+/// The handle queue of a ring whose two sides are in this process.
+#[derive(Debug, Default)]
+pub(super) struct LocalHandles {
+    /// The id the next queued handle gets (wrapping).
+    next: u64,
+    queued: VecDeque<(u64, End)>,
+}
+
+impl LocalHandles {
+    /// Queues `end`; returns the id a frame names it by.
+    pub(super) fn push(&mut self, end: End) -> u64 {
+        let id = self.next;
+        self.next = self.next.wrapping_add(1);
+        self.queued.push_back((id, end));
+        id
+    }
+
+    /// Takes the oldest queued handle, if it is the one `id` names.
+    pub(super) fn take(&mut self, id: u64) -> Option<End> {
+        match self.queued.front() {
+            Some((first, _)) if *first == id => self.queued.pop_front().map(|(_, end)| end),
+            _ => None,
+        }
+    }
+
+    /// Takes back the newest queued handle (one whose frame was not sent).
+    pub(super) fn take_back(&mut self) -> Option<End> {
+        self.queued.pop_back().map(|(_, end)| end)
+    }
+
+    /// Whether handles are queued and not yet claimed.
+    pub(super) fn is_empty(&self) -> bool {
+        self.queued.is_empty()
+    }
+}
+
+impl RingLink {
+    /// The cell of a ring whose other side is held over `link`.
+    pub(super) fn linked(link: &Arc<Link>) -> Arc<Self> {
+        Arc::new(Self {
+            link: OnceLock::from(Arc::clone(link)),
+            local: Mutex::default(),
+        })
+    }
+
+    /// The ring's handle queue, locked.
+    pub(super) fn local(&self) -> MutexGuard<'_, LocalHandles> {
+        self.local.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Drops every handle still queued (its receiver is gone): the twins
+    /// of the ends see them gone, as when a peer drops what it never
+    /// received. Dropped outside the lock: an end may hold rings of its own.
+    fn drop_queued(&self) {
+        let queued = std::mem::take(&mut self.local().queued);
+        drop(queued);
+    }
+}
+
+impl Deref for RingLink {
+    type Target = OnceLock<Arc<Link>>;
+
+    fn deref(&self) -> &Self::Target {
+        &self.link
+    }
+}
 
 /// One side of one ring, as a half of a pipe end holds it.
 #[derive(Debug)]
@@ -328,6 +410,9 @@ impl Drop for Half {
         self.ring_peer();
         if self.bell.get().is_some() {
             self.region.set_bell(self.part, None);
+        }
+        if !self.is_producer() {
+            self.link.drop_queued();
         }
     }
 }

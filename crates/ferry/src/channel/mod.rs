@@ -250,7 +250,7 @@ impl End {
         end: PeerEnd,
         options: &PipeOptions,
     ) -> Result<Self, Corrupt> {
-        let cell: LinkCell = Arc::new(std::sync::OnceLock::from(Arc::clone(link)));
+        let cell: LinkCell = half::RingLink::linked(link);
         let charge = Arc::new(end.charge);
         let half = |part| {
             link.watch(&end.region, part);

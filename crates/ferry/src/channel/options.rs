@@ -1,6 +1,6 @@
 //! Settings chosen when a pipe is made.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use super::{Pipe, Wait};
 use crate::ring::Region;
@@ -124,7 +124,7 @@ impl PipeOptions {
     pub fn pipe(&self) -> std::io::Result<(Pipe, Pipe)> {
         let region = Region::create(self.capacity)?;
         // One cell per ring, shared by its two sides while both are here.
-        let links = [Arc::new(OnceLock::new()), Arc::new(OnceLock::new())];
+        let links = [Arc::default(), Arc::default()];
         Ok((
             Pipe::new(&region, 0, &links, self)?,
             Pipe::new(&region, 1, &links, self)?,

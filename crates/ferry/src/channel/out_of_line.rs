@@ -9,7 +9,7 @@ use super::error::SendFault;
 use super::sender::Tx;
 use crate::link::Link;
 use crate::pool::block::{Block, class_for};
-use crate::wire::frame::{BlockRef, Kind, Tag};
+use crate::wire::frame::{BlockRef, HANDLE_ID, Kind, Tag};
 
 /// Messages of at least this many bytes, on a pipe to another process,
 /// travel out of line in a pool block (see the crate docs for the
@@ -110,6 +110,39 @@ impl Sender {
         len: usize,
         deadline: Option<Instant>,
     ) -> Result<(), SendFault> {
+        self.push_block_naming(tx, link, (id, block), len, &[], deadline)
+    }
+
+    /// For [`Sender::send_with`]: a block holding `bytes`, copied in, if
+    /// the message goes out of line (it is large enough and the link's pool
+    /// has a block to give); `None` for the ring.
+    pub(super) fn block_for(
+        &self,
+        link: &Link,
+        bytes: &[u8],
+        deadline: Option<Instant>,
+    ) -> Result<Option<(u32, Block)>, SendFault> {
+        if bytes.len() < self.out_of_line {
+            return Ok(None);
+        }
+        let Some((id, mut block)) = self.lend_block(link, bytes.len(), deadline)? else {
+            return Ok(None);
+        };
+        crate::memcopy::copy_slice(&mut block.bytes_mut()[..bytes.len()], bytes);
+        Ok(Some((id, block)))
+    }
+
+    /// [`Sender::push_block`] naming the ends in `id_bytes` (their records
+    /// sent, room for the frame waited for) in the same frame.
+    pub(super) fn push_block_naming(
+        &self,
+        tx: &mut Tx,
+        link: &Link,
+        (id, block): (u32, Block),
+        len: usize,
+        id_bytes: &[u8],
+        deadline: Option<Instant>,
+    ) -> Result<(), SendFault> {
         let generation = link
             .with_pool(|pool| pool.commit(id, block))
             .map_err(|e| self.half.io_error(e))?;
@@ -119,13 +152,17 @@ impl Sender {
             len: len as u64,
         }
         .encode();
+        let handles = (id_bytes.len() / HANDLE_ID) as u16;
         let tag = Tag {
             kind: Kind::Block,
-            handles: 0,
+            handles,
         };
-        let result = self.push(tx, tag, &[&head], deadline);
-        if result.is_err() {
-            let _ = link.with_pool(|pool| pool.cancel(id));
+        let result = self.push(tx, tag, &[&head, id_bytes], deadline);
+        match result {
+            Ok(()) => tx.count_handles_sent(handles),
+            Err(_) => {
+                let _ = link.with_pool(|pool| pool.cancel(id));
+            }
         }
         result
     }

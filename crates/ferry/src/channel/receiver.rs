@@ -343,8 +343,18 @@ impl Receiver {
         Ok(bytes)
     }
 
-    /// Receives the next message with the pipe ends (and halves) it
-    /// carries.
+    /// Receives the next message with the pipe ends (and halves) and
+    /// descriptors it carries, whether the sender is in this process or
+    /// another (see [`Sender::send_with`]).
+    ///
+    /// ```
+    /// let (a, b) = ferry::pipe()?;
+    /// let file = std::fs::File::open("/dev/null")?;
+    /// a.send_with(b"a file", vec![ferry::End::Fd(file.into())])?;
+    /// let message = b.recv_with()?;
+    /// assert_eq!((message.bytes.as_slice(), message.fds.len()), (&b"a file"[..], 1));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     ///
     /// # Errors
     ///
@@ -672,6 +682,30 @@ impl Receiver {
         Ok(block)
     }
 
+    /// Takes the ends a frame names from the ring's own handle queue, on a
+    /// pipe whose two sides are in this process (see
+    /// [`Sender::send_with`]): the oldest queued, which must be the ones
+    /// named, in order. No block travels within a process.
+    fn take_local(
+        &self,
+        ids: &[u64],
+        block: Option<BlockRef>,
+        asm: &mut Assembly,
+    ) -> Result<(), RecvFault> {
+        if block.is_some() {
+            return Err(self.half.corrupt(Violation::HandlesWithinProcess).into());
+        }
+        let mut local = self.half.link.local();
+        for &id in ids {
+            let Some(end) = local.take(id) else {
+                drop(local);
+                return Err(self.half.corrupt(Violation::HandlesWithinProcess).into());
+            };
+            asm.ends.push(Arrived::End(end));
+        }
+        Ok(())
+    }
+
     /// Takes from the link what a frame names (its `count` pipe ends, ids
     /// at body offset `at`, and its block if any), all or nothing; the
     /// block becomes the payload (a view if the caller wants one, else a
@@ -691,9 +725,6 @@ impl Receiver {
         if count == 0 && block.is_none() {
             return Ok(());
         }
-        let Some(link) = self.half.link.get() else {
-            return Err(self.half.corrupt(Violation::HandlesWithinProcess).into());
-        };
         let ids: Vec<u64> = (0..usize::from(count))
             .map(|i| {
                 let mut id = [0u8; HANDLE_ID];
@@ -701,6 +732,9 @@ impl Receiver {
                 decode_handle_id(&id)
             })
             .collect();
+        let Some(link) = self.half.link.get() else {
+            return self.take_local(&ids, block, asm);
+        };
         let (ends, held) = link
             .collect(&ids, block, budget)
             .map_err(|fault| self.fault_to_error(fault))?;

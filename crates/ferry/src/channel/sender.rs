@@ -15,7 +15,7 @@ use crate::ring::region::MoveClaim;
 use crate::ring::{Corrupt, FRAME_HEADER, Producer, frame_size};
 use crate::sync::Ordering;
 use crate::wire::frame::{
-    HANDLE_ID, Kind, PLAIN_WHOLE, TOTAL, Tag, encode_handle_id, encode_total,
+    BLOCK_REF, HANDLE_ID, Kind, PLAIN_WHOLE, TOTAL, Tag, encode_handle_id, encode_total,
 };
 use crate::wire::{HANDLE_WINDOW, MAX_HANDLES};
 
@@ -43,6 +43,21 @@ impl Tx {
             resume: None,
             handles_sent: 0,
         }
+    }
+}
+
+/// How [`Sender::send_with_local`] ended: done (sent, or failed with the
+/// ends handed back), or the ring linked meanwhile (its receiving side left
+/// the process), with the ends for the send over the link.
+enum Local {
+    Done(Result<(), SendWithError<SendFault>>),
+    Linked(Vec<End>),
+}
+
+impl Tx {
+    /// Counts `handles` more ends sent through this ring.
+    pub(super) fn count_handles_sent(&mut self, handles: u16) {
+        self.handles_sent = self.handles_sent.wrapping_add(u32::from(handles));
     }
 }
 
@@ -244,18 +259,54 @@ impl Sender {
     }
 
     /// Sends a message carrying pipe ends (or halves of them: a [`Pipe`],
-    /// a [`Sender`], a [`Receiver`]) to the process at the other end.
+    /// a [`Sender`], a [`Receiver`]) and descriptors to whoever holds the
+    /// receiving side, in this process or another: the same call either
+    /// way, so a program tested in one process runs split across two.
     ///
     /// Each attached end must have its twin in this process (as both ends of
-    /// [`crate::pipe()`] do; for a half, the other side of its ring), and
-    /// this pipe must lead to another process. The moved end and its twin
-    /// then talk through shared memory, watched over by this pipe's link;
-    /// no descriptor stays open per pipe. The receiver takes them with
-    /// [`Receiver::recv_with`].
+    /// [`crate::pipe()`] do; for a half, the other side of its ring). To
+    /// another process, the moved end and its twin then talk through shared
+    /// memory, watched over by this pipe's link; no descriptor stays open
+    /// per pipe. Within this process nothing crosses a socket: the ends
+    /// wait in the pipe's own queue, in order with the messages, and arrive
+    /// as they left (an end sent to its own twin is a local pipe again).
+    /// The receiver takes them with [`Receiver::recv_with`].
     ///
     /// At most [`HANDLE_WINDOW`] ends are in flight per pipe direction (sent
     /// and not yet received); past that this waits for the receiver, as
-    /// [`Sender::send`] waits for room in a full pipe.
+    /// [`Sender::send`] waits for room in a full pipe. A message of at
+    /// least [`OUT_OF_LINE`](super::OUT_OF_LINE) bytes to another process
+    /// travels in a pool block, ends or not.
+    ///
+    /// ```
+    /// let (a, b) = ferry::pipe()?;
+    /// let (c, d) = ferry::pipe()?;
+    /// a.send_with(b"take c", vec![c])?; // b is in this process too
+    /// let mut message = b.recv_with()?;
+    /// assert_eq!(message.bytes, b"take c");
+    /// let c = message.pipes.pop().unwrap();
+    /// c.send(b"through c")?;
+    /// assert_eq!(d.recv()?, b"through c");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Ends that later leave the process
+    ///
+    /// Ends sent over a pipe within this process are held by the pipe
+    /// until received, by id in the order sent; the frames in its ring name
+    /// them by those ids, which mean nothing to another process. So an end
+    /// (or half) of such a pipe cannot leave the process while ends sent
+    /// over either of its rings here are still unreceived: that send says
+    /// [`SendError::NotTransferable`] and hands it back; receive them first.
+    /// (Carrying them along would mean re-sending each over the link and
+    /// renaming it in frames already published in shared memory, which the
+    /// receiver may be reading.) Moving it to another place in this process
+    /// is always allowed: the queue goes with the pipe.
+    ///
+    /// An end can never travel over the ring it receives from (it could
+    /// never receive itself); ends that hold each other in a longer loop
+    /// within the process (a receiver sent over a pipe whose own receiver
+    /// is then sent to the first) are kept until both pipes' senders go.
     ///
     /// # Errors
     ///
@@ -311,12 +362,25 @@ impl Sender {
     /// records went out are always named by a frame: the peer claims them,
     /// and if the message is then abandoned it drops them (their twins here
     /// see `Disconnected`); they never pile up unclaimed at the peer.
+    ///
+    /// A message of [`OUT_OF_LINE`](super::OUT_OF_LINE) bytes or more goes
+    /// in a pool block instead: its block is lent before any record leaves
+    /// (given back if one fails), and one `Block` frame names the block and
+    /// the ends. Over a pipe within this process, see
+    /// [`Sender::send_with_local`].
     fn send_with_deadline(
         &self,
         bytes: &[u8],
         ends: Vec<End>,
         deadline: Option<Instant>,
     ) -> Result<(), SendWithError<SendFault>> {
+        let ends = match self.half.link.get() {
+            None => match self.send_with_local(bytes, ends, deadline) {
+                Local::Done(result) => return result,
+                Local::Linked(ends) => ends,
+            },
+            Some(_) => ends,
+        };
         // The claims stay held until the ends have moved (their rings'
         // link cells set) or been handed back.
         let (link, _claims) = match self.check_transfer(bytes, &ends) {
@@ -330,11 +394,18 @@ impl Sender {
         if let Err(error) = self.wait_for_room(&mut tx, ends.len(), deadline) {
             return Err(SendWithError { error, ends });
         }
+        let mut block = match self.block_for(link, bytes, deadline) {
+            Ok(block) => block,
+            Err(error) => return Err(SendWithError { error, ends }),
+        };
         let mut id_bytes = Vec::with_capacity(ends.len() * HANDLE_ID);
         for (i, end) in ends.iter().enumerate() {
             match end.send_region(link, deadline) {
                 Ok(id) => id_bytes.extend_from_slice(&encode_handle_id(id)),
                 Err(e) => {
+                    if let Some((id, block)) = block.take() {
+                        let _ = link.with_pool(|pool| pool.give_back(id, block));
+                    }
                     let error = self.half.io_error(e);
                     // The ends already sent are named and dropped; the rest
                     // (this one included: its object is kept) go back.
@@ -346,8 +417,15 @@ impl Sender {
                 }
             }
         }
-        let sent = self.push_ends(&mut tx, bytes.len(), &id_bytes, deadline);
-        let sent = sent.and_then(|()| self.push_rest(&mut tx, bytes, deadline));
+        let sent = match block {
+            Some((id, block)) => {
+                let len = bytes.len();
+                self.push_block_naming(&mut tx, link, (id, block), len, &id_bytes, deadline)
+            }
+            None => self
+                .push_ends(&mut tx, bytes.len(), &id_bytes, deadline)
+                .and_then(|()| self.push_rest(&mut tx, bytes, deadline)),
+        };
         if let Err(error) = sent {
             return Err(SendWithError {
                 error,
@@ -358,6 +436,92 @@ impl Sender {
             end.moved_over(link);
         }
         Ok(())
+    }
+
+    /// [`Sender::send_with`] over a ring whose receiving side is in this
+    /// process: the ends go into the ring's handle queue (no socket, no
+    /// descriptor duplicated) and a `First` frame names them by their ids
+    /// there, then the payload follows as across processes. The queue and
+    /// the frame are written under this ring's move claim, the one a move
+    /// of the receiving side takes too: either the move finds the ends
+    /// queued and is refused (see the docs of [`Sender::send_with`]), or
+    /// this finds the ring linked and sends over the link.
+    /// `Local::Linked` hands the ends back for that.
+    fn send_with_local(&self, bytes: &[u8], ends: Vec<End>, deadline: Option<Instant>) -> Local {
+        let fail = |error, ends| Local::Done(Err(SendWithError { error, ends }));
+        let _claims = match self.check_ends(bytes, &ends) {
+            Ok(claims) => claims,
+            Err(error) => return fail(error, ends),
+        };
+        let mut tx = match self.begin_send(bytes.len(), deadline) {
+            Ok(tx) => tx,
+            Err(error) => return fail(error, ends),
+        };
+        if let Err(error) = self.wait_for_room(&mut tx, ends.len(), deadline) {
+            return fail(error, ends);
+        }
+        let own = match self.claim_own_ring(deadline) {
+            Ok(own) => own,
+            Err(error) => return fail(error, ends),
+        };
+        if self.half.link.get().is_some() {
+            return Local::Linked(ends);
+        }
+        let count = ends.len();
+        let id_bytes = match self.queue_locally(ends) {
+            Ok(id_bytes) => id_bytes,
+            Err((error, ends)) => return fail(error, ends),
+        };
+        if let Err(error) = self.push_ends(&mut tx, bytes.len(), &id_bytes, deadline) {
+            // No frame names them: they come back, in order.
+            let mut local = self.half.link.local();
+            let mut back: Vec<End> = (0..count).map_while(|_| local.take_back()).collect();
+            back.reverse();
+            return fail(error, back);
+        }
+        drop(own);
+        let sent = self.push_rest(&mut tx, bytes, deadline);
+        Local::Done(sent.map_err(|error| SendWithError {
+            error,
+            ends: Vec::new(),
+        }))
+    }
+
+    /// Queues `ends` in this ring's handle queue; returns the ids naming
+    /// them, or hands them back if the receiving side is gone.
+    fn queue_locally(&self, ends: Vec<End>) -> Result<Vec<u8>, (SendFault, Vec<End>)> {
+        let mut local = self.half.link.local();
+        // Acquire: pairs with the Release store of `closed` in the
+        // receiving side's drop, which then empties this queue under its
+        // lock: ends queued after that would never be dropped.
+        if self.half.sides().1.closed.load(Ordering::Acquire) != 0 {
+            return Err((self.half.gone(Failure::HungUp).into(), ends));
+        }
+        let mut id_bytes = Vec::with_capacity(ends.len() * HANDLE_ID);
+        for end in ends {
+            id_bytes.extend_from_slice(&encode_handle_id(local.push(end)));
+        }
+        Ok(id_bytes)
+    }
+
+    /// Claims the move of this half's own ring, waiting while a thread
+    /// moving its receiving side holds it (that move ends by its own
+    /// deadline; nothing it waits for waits for this).
+    fn claim_own_ring(&self, deadline: Option<Instant>) -> Result<MoveClaim, SendFault> {
+        let mut looks = 0u32;
+        loop {
+            if let Some(claim) = self.half.region.claim_move(self.half.ring()) {
+                return Ok(claim);
+            }
+            if is_past(deadline) {
+                return Err(SendFault::Timeout);
+            }
+            looks += 1;
+            match looks < 64 {
+                true => crate::sys::yield_cpu(),
+                false => std::thread::sleep(Duration::from_millis(1)),
+            }
+        }
     }
 
     /// Pushes the `First` frame announcing a message of `len` bytes and
@@ -376,7 +540,7 @@ impl Sender {
         };
         let total = encode_total(len as u64);
         self.push(tx, first, &[&total, id_bytes], deadline)?;
-        tx.handles_sent = tx.handles_sent.wrapping_add(u32::from(handles));
+        tx.count_handles_sent(handles);
         Ok(())
     }
 
@@ -452,7 +616,8 @@ impl Sender {
     }
 
     /// Whether the receiving side of this half's ring is in another process
-    /// (only then can ends travel with a message).
+    /// (then ends sent with a message cross the link; within this process
+    /// they wait in the ring's own queue).
     #[cfg(feature = "serde")]
     pub(crate) fn is_linked(&self) -> bool {
         self.half.link.get().is_some()
@@ -467,9 +632,24 @@ impl Sender {
     ) -> Result<(&Arc<Link>, Vec<MoveClaim>), SendFault> {
         let Some(link) = self.half.link.get() else {
             return Err(SendFault::NotTransferable(
-                "pipe ends travel only over a pipe to another process",
+                "pipe ends travel over a link only to another process",
             ));
         };
+        let claims = self.check_ends(bytes, ends)?;
+        // Under the claims: no send within this process queues more.
+        let queued = |h: &Half| !h.link.local().is_empty();
+        if ends.iter().any(|end| end.halves().any(queued)) {
+            return Err(SendFault::NotTransferable(
+                "ends or descriptors sent over this pipe within this process are not yet \
+                 received; it can leave the process once they are",
+            ));
+        }
+        Ok((link, claims))
+    }
+
+    /// Checks `ends` may travel with a message of `bytes` on this half, and
+    /// claims the move of their rings' sides (see [`End::claim_move`]).
+    fn check_ends(&self, bytes: &[u8], ends: &[End]) -> Result<Vec<MoveClaim>, SendFault> {
         if ends.len() > MAX_HANDLES {
             return Err(SendFault::NotTransferable(
                 "more than 253 pipe ends in one message",
@@ -484,6 +664,13 @@ impl Sender {
         if ends.iter().enumerate().any(twins) {
             return Err(SendFault::NotTransferable(
                 "both sides of one ring cannot travel together",
+            ));
+        }
+        let reads_this_ring = |h: &Half| Arc::ptr_eq(&h.region, &self.half.region);
+        let reads_this_ring = |h: &Half| reads_this_ring(h) && h.ring() == self.half.ring();
+        if ends.iter().any(|end| end.halves().any(reads_this_ring)) {
+            return Err(SendFault::NotTransferable(
+                "a pipe end cannot travel over the ring it receives from",
             ));
         }
         if bytes.len() > self.half.limit {
@@ -507,7 +694,7 @@ impl Sender {
                 "only a pipe end (or half) whose twin is in this process can be sent",
             ));
         }
-        Ok((link, claims))
+        Ok(claims)
     }
 
     /// Waits until `count` more ends fit in this direction's window and
@@ -520,7 +707,8 @@ impl Sender {
         deadline: Option<Instant>,
     ) -> Result<(), SendFault> {
         let scope = self.half.scope();
-        let need = frame_size(TOTAL + count * HANDLE_ID) + FRAME_HEADER;
+        // The frame naming them: `First` or (out of line) `Block`.
+        let need = frame_size(TOTAL.max(BLOCK_REF) + count * HANDLE_ID) + FRAME_HEADER;
         let Tx {
             ring,
             waiter,

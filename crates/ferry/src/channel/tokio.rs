@@ -183,7 +183,7 @@ impl Sender {
     ///
     /// As [`Receiver::into_async`].
     pub fn into_async(self) -> io::Result<AsyncSender> {
-        let bell = register(self.half.doorbell()?)?;
+        let bell = register(self.core.half.doorbell()?)?;
         Ok(AsyncSender {
             tx: self,
             bell,
@@ -229,7 +229,10 @@ impl AsyncSender {
 
     /// The sender back, for blocking use.
     pub fn into_inner(self) -> Sender {
-        self.tx.half.disarm_bell();
+        // A clone may still wait on the bell (see `Sender::try_send`).
+        if !self.tx.has_clones() {
+            self.tx.core.half.disarm_bell();
+        }
         self.tx
     }
 

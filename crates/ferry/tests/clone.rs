@@ -1,0 +1,187 @@
+//! Senders that clone: many threads send into one receiver through clones
+//! of one byte sender, each clone's messages in order, none lost, none
+//! starved; the receiver sees the end only when the last clone is gone;
+//! a sender with clones does not travel.
+
+mod common;
+
+use std::time::Duration;
+
+use common::secs;
+use ferry::{End, PipeOptions, RecvError, RecvTimeoutError, SendError};
+
+const CLONES: usize = 8;
+const EACH: u32 = 100_000;
+
+/// Sends `EACH` messages `[id, seq (4 bytes LE)]` from each of `CLONES`
+/// threads, each through its own clone of `tx`, all starting together.
+fn send_from_clones(tx: &ferry::Sender) {
+    let start = std::sync::Barrier::new(CLONES);
+    std::thread::scope(|s| {
+        for id in 0..CLONES {
+            let tx = tx.clone();
+            let start = &start;
+            s.spawn(move || {
+                start.wait();
+                let mut message = [id as u8, 0, 0, 0, 0];
+                for seq in 0..EACH {
+                    message[1..].copy_from_slice(&seq.to_le_bytes());
+                    tx.send(&message).expect("send through a clone");
+                }
+            });
+        }
+    });
+}
+
+/// What the receiver saw: per sender, the order kept and the count, and
+/// where (in arrival order) each sender's first and last messages came.
+#[derive(Debug, Default)]
+struct Tally {
+    next: [u32; CLONES],
+    first_at: [Option<u64>; CLONES],
+    last_at: [u64; CLONES],
+    received: u64,
+}
+
+impl Tally {
+    fn take(&mut self, message: &[u8]) {
+        assert_eq!(message.len(), 5, "message length");
+        let id = usize::from(message[0]);
+        assert!(id < CLONES, "sender id {id}");
+        let seq = u32::from_le_bytes(message[1..].try_into().unwrap());
+        assert_eq!(seq, self.next[id], "sender {id}: out of order");
+        self.next[id] += 1;
+        self.first_at[id].get_or_insert(self.received);
+        self.last_at[id] = self.received;
+        self.received += 1;
+    }
+
+    /// Every message arrived, and no sender was starved: each one's first
+    /// message arrived before any sender had finished.
+    fn check(&self) -> String {
+        assert_eq!(self.next, [EACH; CLONES], "messages lost");
+        let latest_first = self.first_at.iter().map(|f| f.unwrap()).max().unwrap();
+        let earliest_last = *self.last_at.iter().min().unwrap();
+        assert!(
+            latest_first < earliest_last,
+            "a sender was starved: its first message came at {latest_first}, after one sender \
+             had finished at {earliest_last} ({self:?})"
+        );
+        format!("first messages by {latest_first}, first sender done at {earliest_last}")
+    }
+}
+
+#[test]
+fn eight_clones_send_in_order_into_one_receiver_in_one_process() {
+    let _dog = common::Watchdog::start(this_test!(), secs(120));
+    let (tx, rx) = ferry::bytes::channel(256).unwrap();
+    let tally = std::thread::scope(|s| {
+        let receiver = s.spawn(|| {
+            let mut tally = Tally::default();
+            for _ in 0..CLONES as u64 * u64::from(EACH) {
+                tally.take(&rx.recv().expect("receive"));
+            }
+            tally
+        });
+        send_from_clones(&tx);
+        receiver.join().unwrap()
+    });
+    eprintln!("{}", tally.check());
+    // The clones are gone, the first sender is not: no end yet.
+    assert!(matches!(
+        rx.recv_timeout(Duration::from_millis(50)),
+        Err(RecvTimeoutError::Timeout)
+    ));
+    tx.send(b"last").unwrap();
+    drop(tx);
+    assert_eq!(rx.recv().unwrap(), b"last");
+    assert!(matches!(rx.recv(), Err(RecvError::Disconnected)));
+}
+
+/// The receiver is in the child; it tallies and reports.
+#[test]
+fn eight_clones_send_in_order_into_one_receiver_in_a_child() {
+    if common::role().is_some() {
+        let (_dog, main) = common::child_pipe("child", secs(120));
+        let mut msg = main.recv_with().expect("the receiver");
+        let rx = msg.receivers.pop().expect("a receiver");
+        let mut tally = Tally::default();
+        loop {
+            match rx.recv() {
+                Ok(message) => tally.take(&message),
+                Err(RecvError::Disconnected) => break,
+                Err(e) => panic!("receive: {e}"),
+            }
+        }
+        main.send(tally.check().as_bytes()).unwrap();
+        return;
+    }
+    let dog = common::Watchdog::start(this_test!(), secs(120));
+    let (child, main) = common::spawn_child(&dog, this_test!(), "child", &PipeOptions::new());
+    let (tx, rx) = ferry::bytes::channel(256).unwrap();
+    main.send_with(b"the receiver", vec![rx]).unwrap();
+    send_from_clones(&tx);
+    drop(tx);
+    let report = main.recv().expect("the child's tally");
+    eprintln!("{}", String::from_utf8_lossy(&report));
+    child.wait_ok();
+}
+
+/// A pipe end dropped while a clone of its sender lives: the clone still
+/// sends, and the peer sees the end only once the clone goes too.
+#[test]
+fn a_clone_outlives_its_pipe_end() {
+    let (a, b) = ferry::pipe().unwrap();
+    let tx = a.sender().clone();
+    drop(a);
+    tx.send(b"after the end").unwrap();
+    assert_eq!(b.recv().unwrap(), b"after the end");
+    // The end's receiving half is gone with it.
+    assert!(matches!(b.send(b"x"), Err(SendError::Disconnected)));
+    // Its sending half is not: a clone of it lives.
+    assert!(matches!(
+        b.recv_timeout(Duration::from_millis(50)),
+        Err(RecvTimeoutError::Timeout)
+    ));
+    tx.send(b"still here").unwrap();
+    assert_eq!(b.recv().unwrap(), b"still here");
+    drop(tx);
+    assert!(matches!(b.recv(), Err(RecvError::Disconnected)));
+}
+
+/// A sender (or a pipe end) with clones is refused with every end handed
+/// back; once its clones are gone it travels.
+#[test]
+fn a_sender_with_clones_does_not_travel() {
+    if common::role().is_some() {
+        let (_dog, main) = common::child_pipe("child", secs(30));
+        let mut msg = main.recv_with().expect("the sender");
+        let tx = msg.senders.pop().expect("a sender");
+        tx.send(b"from the child").unwrap();
+        return;
+    }
+    let dog = common::Watchdog::start(this_test!(), secs(30));
+    let (child, main) = common::spawn_child(&dog, this_test!(), "child", &PipeOptions::new());
+    let (tx, rx) = ferry::bytes::channel(4).unwrap();
+    let clone = tx.clone();
+    let refused = main.send_with(b"the sender", vec![tx]).unwrap_err();
+    assert!(
+        matches!(refused.error, SendError::NotTransferable(why) if why.contains("clones")),
+        "{:?}",
+        refused.error
+    );
+    let (a, _b) = ferry::pipe().unwrap();
+    let pipe_clone = a.sender().clone();
+    let refused_pipe = main.send_with(b"the pipe", vec![a]).unwrap_err();
+    assert!(matches!(refused_pipe.error, SendError::NotTransferable(_)));
+    assert_eq!(refused_pipe.ends.len(), 1);
+    drop(pipe_clone);
+    // Handed back whole: drop the clone and it goes.
+    let Some(End::Sender(tx)) = refused.ends.into_iter().next() else {
+        panic!("the sender was not handed back");
+    };
+    drop(clone);
+    main.send_with(b"the sender", vec![tx]).unwrap();
+    assert_eq!(rx.recv().unwrap(), b"from the child");
+    child.wait_ok();
+}

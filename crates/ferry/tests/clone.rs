@@ -204,3 +204,65 @@ fn a_sender_with_clones_does_not_travel() {
     assert_eq!(rx.recv().unwrap(), b"from the child");
     child.wait_ok();
 }
+
+/// Clones of one sender, each made async in one runtime, wait for room on
+/// their shared doorbell side by side, and each gets its messages through.
+#[cfg(feature = "tokio")]
+#[test]
+fn clones_send_from_async_tasks_in_one_runtime() {
+    let _dog = common::Watchdog::start(this_test!(), secs(30));
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .build()
+        .unwrap();
+    let (tx, rx) = ferry::bytes::channel(2).unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut got = Vec::new();
+        while let Ok(message) = rx.recv() {
+            got.push(message);
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        got
+    });
+    runtime.block_on(async {
+        let clones: Vec<_> = (0..3u8)
+            .map(|_| tx.clone().into_async().expect("a clone made async"))
+            .collect();
+        let tasks = clones.into_iter().enumerate().map(|(id, tx)| async move {
+            for seq in 0..20u8 {
+                tx.send(&[id as u8, seq]).await.expect("async send");
+            }
+        });
+        futures_join_all(tasks).await;
+    });
+    drop(tx);
+    let got = reader.join().unwrap();
+    assert_eq!(got.len(), 60);
+    for id in 0..3u8 {
+        let seqs: Vec<u8> = got.iter().filter(|m| m[0] == id).map(|m| m[1]).collect();
+        assert_eq!(seqs, (0..20).collect::<Vec<_>>(), "sender {id}");
+    }
+}
+
+/// Polls every future to completion on this task (no `futures` crate).
+#[cfg(feature = "tokio")]
+async fn futures_join_all<F: std::future::Future<Output = ()>>(futures: impl Iterator<Item = F>) {
+    let mut futures: Vec<_> = futures.map(Box::pin).map(Some).collect();
+    std::future::poll_fn(|cx| {
+        let mut pending = false;
+        for slot in &mut futures {
+            if let Some(future) = slot {
+                match future.as_mut().poll(cx) {
+                    std::task::Poll::Ready(()) => *slot = None,
+                    std::task::Poll::Pending => pending = true,
+                }
+            }
+        }
+        if pending {
+            std::task::Poll::Pending
+        } else {
+            std::task::Poll::Ready(())
+        }
+    })
+    .await;
+}

@@ -344,8 +344,10 @@ impl Sender {
     /// [`Sender::try_send`] until it says `Full`, then wait for the
     /// descriptor to be readable, and try again. A `Full` answer arms it
     /// (the receiver then rings it each time it frees room, until a send
-    /// succeeds). It may be readable with too little room for the message:
-    /// `try_send` then says `Full` again. Never read or write it yourself.
+    /// succeeds; once the sender has been cloned, for good, as another
+    /// clone may wait on it). It may be readable with too little room for
+    /// the message: `try_send` then says `Full` again. Never read or write
+    /// it yourself. Clones of one sender share it (the same descriptor).
     ///
     /// # Errors
     ///

@@ -72,7 +72,7 @@ pub enum Via {
     /// receiving ends of 1, 10 or 100 pipes (one of them ready).
     FerrySelect(usize),
     /// Another thread, a request and a reply through two typed channels,
-    /// `ferry::channel::<T>()` (values moved, never encoded).
+    /// `ferry::channel::<T>(16)` (values moved, never encoded).
     FerryTypedThreads,
     /// One thread: the request and the reply through two typed channels.
     FerryTypedOneThread,
@@ -128,7 +128,7 @@ impl Via {
                 "as ferry-1-thread, the request found by a `ferry::Select` over the receiving ends of N pipes"
             }
             Self::FerryTypedThreads => {
-                "another thread: request and reply through typed channels, `ferry::channel::<T>()` (values moved, not encoded)"
+                "another thread: request and reply through typed channels, `ferry::channel::<T>(16)` (values moved, not encoded)"
             }
             Self::FerryTypedOneThread => {
                 "one thread: send the request on a typed channel, receive it, reply on another, receive the reply"
@@ -463,7 +463,8 @@ impl Channel for FerryTypedChannels {
     type Sender<T: Value> = ::ferry::typed::Sender<T>;
     type Receiver<T: Value> = ::ferry::typed::Receiver<T>;
     fn channel<T: Value>() -> (Self::Sender<T>, Self::Receiver<T>) {
-        ::ferry::channel()
+        // One request or reply is in flight at a time.
+        ::ferry::channel(16).expect("16 is a valid capacity")
     }
     #[inline]
     fn send<T: Value>(sender: &Self::Sender<T>, value: T) -> bool {

@@ -31,7 +31,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let (mut child, pipe) = ferry::spawn(command)?;
     let end = Duplex::<Add, ()>::from_pipe(pipe);
     for i in 0..10 {
-        let (reply, answer) = ferry::channel();
+        let (reply, answer) = ferry::channel(1)?;
         end.send(Add {
             a: i,
             b: 100,

@@ -254,6 +254,8 @@ pub use wire::handshake::Refusal;
 pub fn pool_stats() -> PoolStats {
     pool::reserve::blocks().stats()
 }
+#[cfg(not(loom))]
+pub use channel::bytes;
 #[cfg(all(not(loom), feature = "tokio"))]
 pub use channel::{AsyncReceiver, AsyncSender};
 #[cfg(not(loom))]

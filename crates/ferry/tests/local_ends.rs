@@ -186,7 +186,7 @@ fn serve(requests: &Receiver<Request>, count: usize) {
 /// Sends `count` requests on `requests` and checks each answer.
 fn ask(requests: &Sender<Request>, count: usize, size: impl Fn(usize) -> usize) {
     for i in 0..count {
-        let (reply, answer) = ferry::channel::<u64>();
+        let (reply, answer) = ferry::channel::<u64>(16).unwrap();
         let data = Bytes::from(vec![i as u8; size(i)]);
         let file = file_with("four").into();
         requests
@@ -209,7 +209,7 @@ fn typed_values_with_handles_within_one_process() {
     ask(&requests, 10, |i| i * 1000);
     server.join().unwrap();
 
-    let (requests, served) = ferry::channel::<Request>();
+    let (requests, served) = ferry::channel::<Request>(16).unwrap();
     let served = Receiver::<Request>::from_bytes(served.into_bytes().unwrap());
     let server = std::thread::spawn(move || serve(&served, 10));
     ask(&requests, 10, |i| i * 1000);

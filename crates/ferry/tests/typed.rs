@@ -184,9 +184,9 @@ fn typed_halves_travel_inside_messages() {
     let (child, main) = common::spawn_child(&dog, this_test!(), "adder", &PipeOptions::new());
     let (to_child, _) = main.split();
     let to_child = Sender::<Setup>::from_bytes(to_child);
-    let (requests, served) = ferry::channel::<Add>();
-    let (done_tx, done) = ferry::channel::<String>();
-    let (reply, first_answer) = ferry::channel();
+    let (requests, served) = ferry::channel::<Add>(16).unwrap();
+    let (done_tx, done) = ferry::channel::<String>(16).unwrap();
+    let (reply, first_answer) = ferry::channel(1).unwrap();
     requests.send(Add { a: 40, b: 2, reply }).unwrap();
     to_child
         .send(Setup {
@@ -199,7 +199,7 @@ fn typed_halves_travel_inside_messages() {
         42
     );
     for i in 0..100 {
-        let (reply, answer) = ferry::channel();
+        let (reply, answer) = ferry::channel(1).unwrap();
         requests
             .send(Add {
                 a: i,
@@ -239,7 +239,8 @@ fn a_receiver_moved_while_values_are_queued() {
     }
     let dog = common::Watchdog::start(this_test!(), secs(60));
     let (child, main) = common::spawn_child(&dog, this_test!(), "reader", &PipeOptions::new());
-    let (tx, rx) = ferry::channel::<(u64, String)>();
+    // Room for every value queued before the move.
+    let (tx, rx) = ferry::channel::<(u64, String)>(QUEUED as usize).unwrap();
     for i in 0..QUEUED {
         tx.send((i, format!("value {i}"))).unwrap();
     }
@@ -367,7 +368,7 @@ fn in_process_values_are_moved_not_encoded() {
     let _serial = common::serial();
     // A hang (a lost wake, a deadlock in a move) fails in seconds.
     let _dog = common::Watchdog::start(this_test!(), secs(30));
-    let (tx, rx) = ferry::channel::<Unencodable>();
+    let (tx, rx) = ferry::channel::<Unencodable>(16).unwrap();
     let text = "x".repeat(1000);
     let ptr = text.as_ptr();
     tx.send(Unencodable(text)).expect("no encoding in-process");
@@ -387,7 +388,7 @@ fn in_process_disconnects_and_timeouts() {
     let _serial = common::serial();
     // A hang (a lost wake, a deadlock in a move) fails in seconds.
     let _dog = common::Watchdog::start(this_test!(), secs(30));
-    let (tx, rx) = ferry::channel::<u32>();
+    let (tx, rx) = ferry::channel::<u32>(16).unwrap();
     assert!(matches!(rx.try_recv(), Err(ferry::TryRecvError::Empty)));
     let start = std::time::Instant::now();
     assert!(matches!(
@@ -402,12 +403,12 @@ fn in_process_disconnects_and_timeouts() {
     assert_eq!(rx.recv().unwrap(), 2);
     assert!(matches!(rx.recv(), Err(RecvError::Disconnected)));
 
-    let (tx, rx) = ferry::channel::<u32>();
+    let (tx, rx) = ferry::channel::<u32>(16).unwrap();
     drop(rx);
     assert!(matches!(tx.send(3), Err(ferry::SendError::Disconnected)));
 
     // A receiver blocked in another thread is woken by the sender's drop.
-    let (tx, rx) = ferry::channel::<u32>();
+    let (tx, rx) = ferry::channel::<u32>(16).unwrap();
     let waiter = std::thread::spawn(move || rx.recv());
     std::thread::sleep(std::time::Duration::from_millis(50));
     drop(tx);
@@ -426,7 +427,7 @@ fn in_process_stream_between_threads() {
     // A hang (a lost wake, a deadlock in a move) fails in seconds.
     let _dog = common::Watchdog::start(this_test!(), secs(30));
     const N: u64 = 1_000_000;
-    let (tx, rx) = ferry::channel::<u64>();
+    let (tx, rx) = ferry::channel::<u64>(16).unwrap();
     let producer = std::thread::spawn(move || {
         for i in 0..N {
             tx.send(i).unwrap();
@@ -447,7 +448,7 @@ fn a_sender_turned_into_bytes_keeps_order() {
     let _serial = common::serial();
     // A hang (a lost wake, a deadlock in a move) fails in seconds.
     let _dog = common::Watchdog::start(this_test!(), secs(30));
-    let (tx, rx) = ferry::channel::<String>();
+    let (tx, rx) = ferry::channel::<String>(16).unwrap();
     tx.send("queued".into()).unwrap();
     let bytes = tx.into_bytes().unwrap();
     let tx = Sender::<String>::from_bytes(bytes);
@@ -466,7 +467,7 @@ fn a_half_outside_a_ferry_send_refuses_to_serialize() {
     let _serial = common::serial();
     // A hang (a lost wake, a deadlock in a move) fails in seconds.
     let _dog = common::Watchdog::start(this_test!(), secs(30));
-    let (tx, rx) = ferry::channel::<u8>();
+    let (tx, rx) = ferry::channel::<u8>(16).unwrap();
     let e = ferry::typed::encode(&tx).unwrap_err();
     assert!(
         e.to_string()
@@ -488,7 +489,7 @@ fn both_halves_of_one_channel_in_one_message_are_refused() {
     let _dog = common::Watchdog::start(this_test!(), secs(30));
     let (a, _b) = ferry::pipe().unwrap();
     let out = Sender::<(Receiver<u32>, Sender<u32>)>::from_bytes(a.split().0);
-    let (tx, rx) = ferry::channel::<u32>();
+    let (tx, rx) = ferry::channel::<u32>(16).unwrap();
     tx.send(1).unwrap();
     let e = out.send((rx, tx)).unwrap_err();
     assert!(e.to_string().contains("both halves of one channel"), "{e}");

@@ -119,8 +119,9 @@ pub(super) struct Half {
     pub(super) limit: usize,
     /// Whether this process holds the other half of the same pipe end too
     /// (then this thread's CPU is published on both, as a hint to the
-    /// peer's waits).
-    pub(super) joined: bool,
+    /// peer's waits). Atomic: a sender's clones share its half, and
+    /// [`Pipe::split`](super::Pipe::split) clears it through any of them.
+    pub(super) joined: AtomicBool,
     /// Set once this half has been sent away; its drop then closes nothing.
     moved: AtomicBool,
     /// A protocol failure seen on a pipe with no link.
@@ -162,7 +163,7 @@ impl Half {
             link,
             wait: AtomicU8::new(options.wait.to_u8()),
             limit: options.limit,
-            joined: false,
+            joined: AtomicBool::new(false),
             moved: AtomicBool::new(false),
             broken: OnceLock::new(),
             hung_up: AtomicBool::new(false),
@@ -354,7 +355,8 @@ impl Half {
         wait::Scope {
             wait: self.wait_strategy(),
             sides: &self.view,
-            joined: self.joined,
+            // Relaxed: a hint, set before the half is shared.
+            joined: self.joined.load(Ordering::Relaxed),
             producer: self.is_producer(),
             link: self.link(),
             hung_up: &self.hung_up,
@@ -401,10 +403,13 @@ impl Drop for Half {
         // Release (both): pairs with the peer's Acquire load of `closed`,
         // after our last frame was published (or our last frame was read).
         self.sides().0.closed.store(1, Ordering::Release);
-        if self.joined {
+        // Relaxed: as in `scope`.
+        if self.joined.load(Ordering::Relaxed) && self.is_producer() {
             // The other half of this pipe end goes with this one: say so
             // before waking the peer, so a peer woken now finds the whole
-            // end gone, whether it receives or sends first.
+            // end gone, whether it receives or sends first. (Said by the
+            // sending half, which a pipe drops first: a receiving half
+            // dropped while clones of its sender live closes only itself.)
             self.view.my_other().closed.store(1, Ordering::Release);
         }
         self.ring_peer();

@@ -141,8 +141,7 @@ impl Sender {
     /// slot, the common loan; a block is taken out of line.
     #[inline(always)]
     fn lend_slot(&self, len: usize) -> Result<Slot, SendFault> {
-        if len > self.half.limit || (len >= LOAN_IN_PLACE.min(self.out_of_line) && self.is_linked())
-        {
+        if len > self.limit || (len >= LOAN_IN_PLACE.min(self.out_of_line) && self.is_linked()) {
             return self.lend_large_slot(len);
         }
         Ok(Slot::Heap(super::spare::zeroed(len)))
@@ -151,13 +150,13 @@ impl Sender {
     /// [`Sender::lend_slot`] past the limit, or for a block.
     #[inline(never)]
     fn lend_large_slot(&self, len: usize) -> Result<Slot, SendFault> {
-        if len > self.half.limit {
+        if len > self.limit {
             return Err(SendFault::TooLarge {
                 len,
-                limit: self.half.limit,
+                limit: self.limit,
             });
         }
-        let block = match self.half.link.get() {
+        let block = match self.core.half.link.get() {
             Some(link) => self.lend_block(link, len, None)?,
             None => None,
         };
@@ -365,7 +364,12 @@ impl Loan<'_> {
         let Slot::Block((id, block)) = std::mem::replace(&mut self.slot, Slot::Sent) else {
             return Ok(());
         };
-        let link = self.sender.half.link().ok_or(SendError::Disconnected)?;
+        let link = self
+            .sender
+            .core
+            .half
+            .link()
+            .ok_or(SendError::Disconnected)?;
         let mut tx = match self.sender.begin_send(self.len, None) {
             Ok(tx) => tx,
             Err(e) => {
@@ -382,7 +386,7 @@ impl Loan<'_> {
     #[inline(never)]
     fn give_block_back(&mut self) {
         if let Slot::Block((id, block)) = std::mem::replace(&mut self.slot, Slot::Sent)
-            && let Some(link) = self.sender.half.link()
+            && let Some(link) = self.sender.core.half.link()
         {
             let _ = link.with_pool(|pool| pool.give_back(id, block));
         }

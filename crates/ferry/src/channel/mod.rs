@@ -5,6 +5,7 @@
 //! shared views are in `loan.rs`, waiting in `wait.rs`, the send and
 //! receive locks in `lock.rs`.
 
+pub mod bytes;
 mod error;
 mod half;
 mod loan;
@@ -151,12 +152,22 @@ impl End {
     /// The halves this end is made of.
     fn halves(&self) -> impl Iterator<Item = &Half> {
         let (a, b) = match self {
-            Self::Pipe(pipe) => (Some(&pipe.tx.half), Some(&pipe.rx.half)),
-            Self::Sender(sender) => (Some(&sender.half), None),
+            Self::Pipe(pipe) => (Some(&pipe.tx.core.half), Some(&pipe.rx.half)),
+            Self::Sender(sender) => (Some(&sender.core.half), None),
             Self::Receiver(receiver) => (Some(&receiver.half), None),
             Self::Fd(_) => (None, None),
         };
         a.into_iter().chain(b)
+    }
+
+    /// Whether it is a sender (or a pipe end whose sender is) that has
+    /// clones: such a sender cannot travel (see [`Sender#clones`]).
+    fn has_clones(&self) -> bool {
+        match self {
+            Self::Pipe(pipe) => pipe.tx.has_clones(),
+            Self::Sender(sender) => sender.has_clones(),
+            Self::Receiver(_) | Self::Fd(_) => false,
+        }
     }
 
     /// Whether the other side of each of its rings is in this process
@@ -201,15 +212,15 @@ impl End {
         let (carried, half) = match self {
             Self::Pipe(pipe) => (
                 Carried::Pipe {
-                    role: pipe.tx.half.ring() as u8,
+                    role: pipe.tx.core.half.ring() as u8,
                 },
-                &pipe.tx.half,
+                &pipe.tx.core.half,
             ),
             Self::Sender(sender) => (
                 Carried::Sender {
-                    ring: sender.half.ring() as u8,
+                    ring: sender.core.half.ring() as u8,
                 },
-                &sender.half,
+                &sender.core.half,
             ),
             Self::Receiver(receiver) => (
                 Carried::Receiver {
@@ -357,8 +368,8 @@ impl Pipe {
     }
 
     fn join(mut tx: Half, mut rx: Half, options: &PipeOptions) -> Result<Self, Corrupt> {
-        tx.joined = true;
-        rx.joined = true;
+        *tx.joined.get_mut() = true;
+        *rx.joined.get_mut() = true;
         Ok(Self {
             tx: Sender::new(tx, options)?,
             rx: Receiver::new(rx)?,
@@ -404,7 +415,7 @@ impl Pipe {
     /// Says on both rings where this thread runs, before any wait (see
     /// [`wait::say_cpu`]): for the two ends of a server's connection.
     pub(crate) fn say_cpu(&self) {
-        wait::say_cpu(self.tx.half.sides().0);
+        wait::say_cpu(self.tx.core.half.sides().0);
         wait::say_cpu(self.rx.half.sides().0);
     }
 
@@ -444,9 +455,14 @@ impl Pipe {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn split(self) -> (Sender, Receiver) {
-        let Self { mut tx, mut rx } = self;
-        tx.half.joined = false;
-        rx.half.joined = false;
+        let Self { tx, mut rx } = self;
+        // Relaxed: a hint (see `Half::joined`); clones of the sender see
+        // it on their next wait.
+        tx.core
+            .half
+            .joined
+            .store(false, crate::sync::Ordering::Relaxed);
+        *rx.half.joined.get_mut() = false;
         (tx, rx)
     }
 
@@ -506,13 +522,13 @@ impl Pipe {
 
     #[cfg(any(test, feature = "fuzzing"))]
     pub(crate) fn region(&self) -> &Arc<Region> {
-        &self.tx.half.region
+        &self.tx.core.half.region
     }
 
     /// The ring this end writes (it reads the other).
     #[cfg(test)]
     pub(crate) fn role(&self) -> usize {
-        self.tx.half.ring()
+        self.tx.core.half.ring()
     }
 
     // ---- sending: see `Sender` ----
@@ -680,45 +696,57 @@ impl Pipe {
 
 /// Settings both halves have.
 macro_rules! half_settings {
-    ($half:ty) => {
+    ($half:ty, $($field:ident).+) => {
         impl $half {
             /// How this half waits.
             pub fn wait_strategy(&self) -> Wait {
-                self.half.wait_strategy()
+                self.$($field).+.wait_strategy()
             }
 
             /// Changes how this half waits, from the next wait on.
             pub fn set_wait(&self, wait: Wait) {
-                self.half.set_wait(wait);
-            }
-
-            /// The largest message this half sends or accepts.
-            pub fn max_message(&self) -> usize {
-                self.half.limit
-            }
-
-            /// Sets the largest message this half sends or accepts.
-            pub fn set_max_message(&mut self, limit: usize) {
-                self.half.limit = limit;
+                self.$($field).+.set_wait(wait);
             }
 
             /// The ring's capacity in bytes.
             pub fn capacity(&self) -> usize {
-                self.half.region.capacity()
+                self.$($field).+.region.capacity()
             }
         }
     };
 }
 
-half_settings!(Sender);
-half_settings!(Receiver);
+half_settings!(Sender, core.half);
+half_settings!(Receiver, half);
 
 impl Sender {
+    /// The largest message this sender sends.
+    pub fn max_message(&self) -> usize {
+        self.limit
+    }
+
+    /// Sets the largest message this sender sends (this clone only).
+    pub fn set_max_message(&mut self, limit: usize) {
+        self.limit = limit;
+    }
+
     /// Sets the size from which messages to another process travel out of
     /// line, in a shared-memory block ([`OUT_OF_LINE`] by default;
     /// `usize::MAX` never).
     pub fn set_out_of_line(&mut self, bytes: usize) {
         self.out_of_line = bytes;
+    }
+}
+
+impl Receiver {
+    /// The largest message this receiver accepts.
+    pub fn max_message(&self) -> usize {
+        self.half.limit
+    }
+
+    /// Sets the largest message this receiver accepts.
+    pub fn set_max_message(&mut self, limit: usize) {
+        self.half.limit = limit;
     }
 }
 

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use super::{Pipe, Wait};
+use super::{Pipe, Receiver, Sender, Wait};
 use crate::ring::Region;
 
 /// Default ring capacity per direction: 256 KiB, so a pipe's region is
@@ -35,6 +35,8 @@ pub struct PipeOptions {
     pub(crate) pool_cap: usize,
     pub(crate) out_of_line: usize,
     pub(crate) max_mapped: usize,
+    /// Most messages in flight per sender, if bounded.
+    pub(crate) messages: Option<usize>,
 }
 
 impl Default for PipeOptions {
@@ -53,6 +55,7 @@ impl PipeOptions {
             pool_cap: crate::link::DEFAULT_POOL_CAP,
             out_of_line: super::OUT_OF_LINE,
             max_mapped: crate::link::DEFAULT_MAX_MAPPED,
+            messages: None,
         }
     }
 
@@ -120,8 +123,73 @@ impl PipeOptions {
         self
     }
 
+    /// Most messages each sender of the pipe has in flight (sent and not
+    /// yet received) before `send` waits, `try_send` says `Full` and
+    /// `send_timeout` `Timeout`; unbounded (only the ring's bytes bound a
+    /// pipe) unless set. At least 1: [`PipeOptions::pipe`] and
+    /// [`PipeOptions::channel`] refuse 0 (`InvalidInput`). The ring's
+    /// byte bound ([`PipeOptions::capacity`]) applies as well: a sender
+    /// also waits while the ring has no room for the next message.
+    ///
+    /// Counted by the sender, in this process or another alike: it keeps
+    /// where in the ring each message it has in flight ends, and counts as
+    /// received those the receiver has read past. A sender that travels to
+    /// another process leaves its count behind (the new holder's sends are
+    /// bounded by the ring's bytes alone); a receiver that travels keeps
+    /// its sender bounded.
+    ///
+    /// ```
+    /// let (tx, rx) = ferry::PipeOptions::new().message_capacity(2).channel()?;
+    /// tx.send(b"1")?;
+    /// tx.send(b"2")?;
+    /// assert!(matches!(tx.try_send(b"3"), Err(ferry::TrySendError::Full)));
+    /// assert_eq!(rx.recv()?, b"1");
+    /// tx.try_send(b"3")?; // one received: room for one more
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn message_capacity(mut self, messages: usize) -> Self {
+        self.messages = Some(messages);
+        self
+    }
+
+    /// Makes a one-way channel in this process: a [`Sender`] and the
+    /// [`Receiver`] of the same ring (see [`crate::bytes::channel`]).
+    ///
+    /// ```
+    /// let (tx, rx) = ferry::PipeOptions::new().capacity(4096).channel()?;
+    /// tx.send(b"one way")?;
+    /// assert_eq!(rx.recv()?, b"one way");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`PipeOptions::pipe`].
+    pub fn channel(&self) -> std::io::Result<(Sender, Receiver)> {
+        let (a, b) = self.pipe()?;
+        // The other ring's halves close here: nothing ever travels on it
+        // (its data pages are never touched, so they take address space,
+        // not memory: both rings of a region have one capacity).
+        let (tx, _) = a.split();
+        let (_, rx) = b.split();
+        Ok((tx, rx))
+    }
+
     /// Makes a pipe with both ends in this process.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidInput` for a ring capacity that is not a power of two from
+    /// 4 KiB to 1 GiB, or a message capacity of 0; else an
+    /// [`std::io::Error`] if the shared memory cannot be made (out of
+    /// memory or descriptors).
     pub fn pipe(&self) -> std::io::Result<(Pipe, Pipe)> {
+        if self.messages == Some(0) {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "a message capacity must be at least 1 (0 would let no message through)",
+            ));
+        }
         let region = Region::create(self.capacity)?;
         // One cell per ring, shared by its two sides while both are here.
         let links = [Arc::default(), Arc::default()];

@@ -79,7 +79,7 @@ impl Sender {
                     crate::pool::reserve::blocks().count_ring_fallback();
                     return Ok(None);
                 }
-                Err(e) => return Err(self.half.io_error(e)),
+                Err(e) => return Err(self.core.half.io_error(e)),
                 Ok(Some(None)) => {}
             }
             let now = Instant::now();
@@ -145,7 +145,7 @@ impl Sender {
     ) -> Result<(), SendFault> {
         let generation = link
             .with_pool(|pool| pool.commit(id, block))
-            .map_err(|e| self.half.io_error(e))?;
+            .map_err(|e| self.core.half.io_error(e))?;
         let head = BlockRef {
             id,
             generation,

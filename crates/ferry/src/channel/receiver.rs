@@ -380,7 +380,7 @@ impl Receiver {
     /// (see [`Pipe::split_joined`](super::Pipe::split_joined)).
     #[cfg(feature = "serde")]
     pub(crate) fn unjoin(&mut self) {
-        self.half.joined = false;
+        *self.half.joined.get_mut() = false;
     }
 
     /// Receives the next message into `bytes` (reused), or as its block's

@@ -13,7 +13,7 @@ use crate::link::{Failure, Link};
 use crate::ring::RingView;
 use crate::ring::region::MoveClaim;
 use crate::ring::{Corrupt, FRAME_HEADER, Producer, frame_size};
-use crate::sync::Ordering;
+use crate::sync::{AtomicBool, Ordering};
 use crate::wire::frame::{
     BLOCK_REF, HANDLE_ID, Kind, PLAIN_WHOLE, TOTAL, Tag, encode_handle_id, encode_total,
 };
@@ -32,9 +32,20 @@ pub(super) struct Tx {
     resume: Option<Resume>,
     /// Pipe ends sent through this ring so far (wrapping).
     handles_sent: u32,
+    /// The messages in flight, when a message capacity is set.
+    counted: Option<InFlight>,
 }
 
 impl Tx {
+    /// Counts a message whose last frame was just published, if a message
+    /// capacity is set (room for it was waited for under the same lock).
+    #[inline]
+    fn note_message(&mut self) {
+        if let Some(counted) = &mut self.counted {
+            counted.ends.push_back(self.ring.tail());
+        }
+    }
+
     pub(super) fn new(ring: Producer<RingView>) -> Self {
         Self {
             ring,
@@ -42,6 +53,7 @@ impl Tx {
             owes_abort: false,
             resume: None,
             handles_sent: 0,
+            counted: None,
         }
     }
 }
@@ -59,6 +71,39 @@ impl Tx {
     pub(super) fn count_handles_sent(&mut self, handles: u16) {
         self.handles_sent = self.handles_sent.wrapping_add(u32::from(handles));
     }
+}
+
+/// A sender's count of its messages in flight (sent and not yet
+/// received), for a message capacity (see
+/// [`PipeOptions::message_capacity`](super::PipeOptions::message_capacity)):
+/// the ring position where each ends, oldest first. One is received once
+/// the consumer's published head has passed its end; the head is checked
+/// on every read ([`Producer::released`]), so a peer that lies about it
+/// can only make its own pipe look emptier or fuller, never this list
+/// longer than `capacity` (nor than one entry per 8 ring bytes).
+#[derive(Debug)]
+struct InFlight {
+    capacity: usize,
+    ends: std::collections::VecDeque<u64>,
+}
+
+impl InFlight {
+    /// Whether one more message may be sent: fewer than `capacity` are in
+    /// flight once those the consumer has passed are forgotten.
+    fn has_room(&mut self, ring: &mut Producer<RingView>) -> Result<bool, Corrupt> {
+        while self.ends.len() >= self.capacity {
+            match self.ends.front() {
+                Some(&end) if ring.released(end)? => self.ends.pop_front(),
+                _ => return Ok(false),
+            };
+        }
+        Ok(true)
+    }
+}
+
+/// Whether a frame of `kind` ends a message the receiver will deliver.
+fn ends_message(kind: Kind) -> bool {
+    matches!(kind, Kind::Whole | Kind::Last | Kind::Block)
 }
 
 /// A message sent in pieces, part way: which message (its length, the
@@ -115,6 +160,7 @@ fn stop_to_error(half: &Half, stop: Stop) -> SendFault {
 }
 
 /// The sending half of a pipe end: it alone writes its ring. Made by
+/// [`bytes::channel`](crate::bytes::channel) or
 /// [`Pipe::split`](super::Pipe::split) (a [`Pipe`](super::Pipe) is a
 /// `Sender` and a [`Receiver`](super::Receiver)); it can travel to another
 /// process inside a message, as a pipe end can.
@@ -126,22 +172,111 @@ fn stop_to_error(half: &Half, stop: Stop) -> SendFault {
 /// assert_eq!(b.recv()?, b"one way");
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
+///
+/// # Clones
+///
+/// A clone sends into the same ring, so many threads can send to one
+/// receiver; the receiver sees `Disconnected` (after the messages sent
+/// before) only once the last clone is gone (a [`Pipe`](super::Pipe)'s
+/// own sending half counts as one). Each clone's messages arrive in the
+/// order it sent them, whole, never interleaved with another's; between
+/// clones, in the order their sends took the shared send lock. That lock
+/// is not a queue: a sender finding it held polls it briefly, then
+/// sleeps until its holder gives it back and wakes one sleeper, which
+/// then races any sender just arriving. So no clone waits while the lock
+/// is free, and how often each one gets it is the OS scheduler's
+/// fairness, not a strict turn. A sender that has clones cannot travel to
+/// another process ([`SendError::NotTransferable`]); the last one left
+/// can.
+///
+/// ```
+/// let (tx, rx) = ferry::bytes::channel(16)?;
+/// let workers: Vec<_> = (0..4u8)
+///     .map(|i| {
+///         let tx = tx.clone();
+///         std::thread::spawn(move || tx.send(&[i]))
+///     })
+///     .collect();
+/// drop(tx);
+/// for worker in workers {
+///     worker.join().unwrap()?;
+/// }
+/// let mut got = Vec::new();
+/// while let Ok(message) = rx.recv() {
+///     got.push(message[0]); // until the last clone is gone
+/// }
+/// got.sort();
+/// assert_eq!(got, [0, 1, 2, 3]);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug)]
 pub struct Sender {
-    pub(super) half: Half,
-    tx: Lock<Tx>,
+    pub(super) core: Arc<Core>,
+    /// The largest message this handle sends.
+    pub(super) limit: usize,
     /// Messages from this many bytes travel out of line (to another process).
     pub(super) out_of_line: usize,
+}
+
+/// What the clones of one sender share: their side of the ring and the
+/// send lock.
+#[derive(Debug)]
+pub(super) struct Core {
+    pub(super) half: Half,
+    tx: Lock<Tx>,
+    /// Set once a clone was made: a successful `try_send` then leaves the
+    /// doorbell armed, since another clone may wait on it.
+    cloned: AtomicBool,
+}
+
+impl Clone for Sender {
+    /// Another sender into the same ring (see [Clones](Sender#clones)).
+    ///
+    /// ```
+    /// let (tx, rx) = ferry::bytes::channel(4)?;
+    /// let tx2 = tx.clone();
+    /// tx.send(b"one")?;
+    /// tx2.send(b"two")?;
+    /// drop(tx);
+    /// assert_eq!(rx.recv()?, b"one");
+    /// assert_eq!(rx.recv()?, b"two");
+    /// drop(tx2); // the last clone: the receiver sees the end
+    /// assert!(rx.recv().is_err());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    fn clone(&self) -> Self {
+        // Relaxed: a hint read by this sender's own sends (see `cloned`).
+        self.core.cloned.store(true, Ordering::Relaxed);
+        Self {
+            core: Arc::clone(&self.core),
+            limit: self.limit,
+            out_of_line: self.out_of_line,
+        }
+    }
 }
 
 impl Sender {
     pub(super) fn new(half: Half, options: &super::PipeOptions) -> Result<Self, Corrupt> {
         let ring = Producer::new(half.region.ring(half.ring()))?;
+        let mut tx = Tx::new(ring);
+        tx.counted = options.messages.map(|capacity| InFlight {
+            capacity,
+            ends: std::collections::VecDeque::new(),
+        });
         Ok(Self {
-            half,
-            tx: Lock::new(Tx::new(ring)),
+            limit: half.limit,
+            core: Arc::new(Core {
+                half,
+                tx: Lock::new(tx),
+                cloned: AtomicBool::new(false),
+            }),
             out_of_line: options.out_of_line,
         })
+    }
+
+    /// Whether other clones of this sender exist (then it cannot travel).
+    pub(super) fn has_clones(&self) -> bool {
+        Arc::strong_count(&self.core) > 1
     }
 
     /// Sends a message, waiting while the pipe is full.
@@ -201,19 +336,20 @@ impl Sender {
     /// [`Sender::send`].
     pub fn try_send(&self, bytes: &[u8]) -> Result<(), TrySendError> {
         let sent = match self.send_message(bytes, Some(Instant::now())) {
-            Err(SendFault::Timeout) => match self.half.armable_bell() {
+            Err(SendFault::Timeout) => match self.core.half.armable_bell() {
                 // Full while this sender has a doorbell: arm it, and look
                 // once more (room made before the receiver saw it armed).
                 Some(bell) => {
-                    self.half.arm_bell(bell);
+                    self.core.half.arm_bell(bell);
                     self.send_message(bytes, Some(Instant::now()))
                 }
                 None => Err(SendFault::Timeout),
             },
             other => other,
         };
-        if sent.is_ok() {
-            self.half.disarm_bell();
+        // Relaxed: see `Core::cloned`; a clone may wait on the bell.
+        if sent.is_ok() && !self.core.cloned.load(Ordering::Relaxed) {
+            self.core.half.disarm_bell();
         }
         Ok(sent?)
     }
@@ -223,15 +359,17 @@ impl Sender {
     /// [`Sender::try_send`] until it says `Full`, then wait for the
     /// descriptor to be readable, and try again. A `Full` answer arms it
     /// (the receiver then rings it each time it frees room, until a send
-    /// succeeds). It may be readable with too little room for the message:
-    /// `try_send` then says `Full` again. Never read or write it yourself.
+    /// succeeds; once the sender has been cloned, for good, as another
+    /// clone may wait on it). It may be readable with too little room for
+    /// the message: `try_send` then says `Full` again. Never read or write
+    /// it yourself. Clones of one sender share it (the same descriptor).
     ///
     /// # Errors
     ///
     /// As [`Receiver::ready_fd`](super::Receiver::ready_fd).
     pub fn ready_fd(&self) -> std::io::Result<std::os::fd::BorrowedFd<'_>> {
         use std::os::fd::AsFd;
-        Ok(self.half.doorbell()?.as_fd())
+        Ok(self.core.half.doorbell()?.as_fd())
     }
 
     /// Sends a message, waiting at most `timeout` for room. The time counts
@@ -374,7 +512,7 @@ impl Sender {
         ends: Vec<End>,
         deadline: Option<Instant>,
     ) -> Result<(), SendWithError<SendFault>> {
-        let ends = match self.half.link.get() {
+        let ends = match self.core.half.link.get() {
             None => match self.send_with_local(bytes, ends, deadline) {
                 Local::Done(result) => return result,
                 Local::Linked(ends) => ends,
@@ -406,7 +544,7 @@ impl Sender {
                     if let Some((id, block)) = block.take() {
                         let _ = link.with_pool(|pool| pool.give_back(id, block));
                     }
-                    let error = self.half.io_error(e);
+                    let error = self.core.half.io_error(e);
                     // The ends already sent are named and dropped; the rest
                     // (this one included: its object is kept) go back.
                     let abandoned = self.abandon_ends(&mut tx, &id_bytes);
@@ -464,7 +602,7 @@ impl Sender {
             Ok(own) => own,
             Err(error) => return fail(error, ends),
         };
-        if self.half.link.get().is_some() {
+        if self.core.half.link.get().is_some() {
             return Local::Linked(ends);
         }
         let count = ends.len();
@@ -474,7 +612,7 @@ impl Sender {
         };
         if let Err(error) = self.push_ends(&mut tx, bytes.len(), &id_bytes, deadline) {
             // No frame names them: they come back, in order.
-            let mut local = self.half.link.local();
+            let mut local = self.core.half.link.local();
             let mut back: Vec<End> = (0..count).map_while(|_| local.take_back()).collect();
             back.reverse();
             return fail(error, back);
@@ -490,12 +628,12 @@ impl Sender {
     /// Queues `ends` in this ring's handle queue; returns the ids naming
     /// them, or hands them back if the receiving side is gone.
     fn queue_locally(&self, ends: Vec<End>) -> Result<Vec<u8>, (SendFault, Vec<End>)> {
-        let mut local = self.half.link.local();
+        let mut local = self.core.half.link.local();
         // Acquire: pairs with the Release store of `closed` in the
         // receiving side's drop, which then empties this queue under its
         // lock: ends queued after that would never be dropped.
-        if self.half.sides().1.closed.load(Ordering::Acquire) != 0 {
-            return Err((self.half.gone(Failure::HungUp).into(), ends));
+        if self.core.half.sides().1.closed.load(Ordering::Acquire) != 0 {
+            return Err((self.core.half.gone(Failure::HungUp).into(), ends));
         }
         let mut id_bytes = Vec::with_capacity(ends.len() * HANDLE_ID);
         for end in ends {
@@ -510,7 +648,7 @@ impl Sender {
     fn claim_own_ring(&self, deadline: Option<Instant>) -> Result<MoveClaim, SendFault> {
         let mut looks = 0u32;
         loop {
-            if let Some(claim) = self.half.region.claim_move(self.half.ring()) {
+            if let Some(claim) = self.core.half.region.claim_move(self.core.half.ring()) {
                 return Ok(claim);
             }
             if is_past(deadline) {
@@ -563,7 +701,8 @@ impl Sender {
     /// (see [`Pipe::split_joined`](super::Pipe::split_joined)).
     #[cfg(feature = "serde")]
     pub(crate) fn unjoin(&mut self) {
-        self.half.joined = false;
+        // Relaxed: see `Pipe::split`.
+        self.core.half.joined.store(false, Ordering::Relaxed);
     }
 
     /// Sends one message whose bytes `write` puts in place, straight into
@@ -581,14 +720,13 @@ impl Sender {
     ) -> Result<bool, SendFault> {
         let mut tx = self.begin_send(0, deadline)?;
         let max = self
-            .half
             .limit
             .min(self.out_of_line.saturating_sub(1))
             .min(tx.ring.max_body() / 2);
         if min > max {
             return Ok(false);
         }
-        let scope = self.half.scope();
+        let scope = self.core.half.scope();
         let Tx { ring, waiter, .. } = &mut *tx;
         let raw = Tag {
             kind: Kind::Whole,
@@ -599,9 +737,10 @@ impl Sender {
             .wait(&scope, deadline, || {
                 ring.try_push_with(raw, min, max, &mut write)
             })
-            .map_err(|stop| stop_to_error(&self.half, stop))?;
+            .map_err(|stop| stop_to_error(&self.core.half, stop))?;
         if sent {
-            self.half.ring_peer();
+            tx.note_message();
+            self.core.half.ring_peer();
         }
         Ok(sent)
     }
@@ -611,7 +750,7 @@ impl Sender {
     #[cfg(feature = "serde")]
     pub(crate) fn goes_out_of_line(&self, len: usize) -> bool {
         len >= self.out_of_line
-            && self.half.link().is_some()
+            && self.core.half.link().is_some()
             && crate::pool::block::class_for(len).is_some()
     }
 
@@ -620,7 +759,7 @@ impl Sender {
     /// they wait in the ring's own queue).
     #[cfg(feature = "serde")]
     pub(crate) fn is_linked(&self) -> bool {
-        self.half.link.get().is_some()
+        self.core.half.link.get().is_some()
     }
 
     /// The link the ends will travel over, once they may, and the claims
@@ -630,7 +769,7 @@ impl Sender {
         bytes: &[u8],
         ends: &[End],
     ) -> Result<(&Arc<Link>, Vec<MoveClaim>), SendFault> {
-        let Some(link) = self.half.link.get() else {
+        let Some(link) = self.core.half.link.get() else {
             return Err(SendFault::NotTransferable(
                 "pipe ends travel over a link only to another process",
             ));
@@ -655,6 +794,11 @@ impl Sender {
                 "more than 253 pipe ends in one message",
             ));
         }
+        if ends.iter().any(End::has_clones) {
+            return Err(SendFault::NotTransferable(
+                "a sender with clones cannot travel to another process (clones in two processes come with routing); drop the other clones first",
+            ));
+        }
         if !ends.iter().all(End::is_local) {
             return Err(SendFault::NotTransferable(
                 "only a pipe end (or half) whose twin is in this process can be sent",
@@ -666,17 +810,17 @@ impl Sender {
                 "both sides of one ring cannot travel together",
             ));
         }
-        let reads_this_ring = |h: &Half| Arc::ptr_eq(&h.region, &self.half.region);
-        let reads_this_ring = |h: &Half| reads_this_ring(h) && h.ring() == self.half.ring();
+        let reads_this_ring = |h: &Half| Arc::ptr_eq(&h.region, &self.core.half.region);
+        let reads_this_ring = |h: &Half| reads_this_ring(h) && h.ring() == self.core.half.ring();
         if ends.iter().any(|end| end.halves().any(reads_this_ring)) {
             return Err(SendFault::NotTransferable(
                 "a pipe end cannot travel over the ring it receives from",
             ));
         }
-        if bytes.len() > self.half.limit {
+        if bytes.len() > self.limit {
             return Err(SendFault::TooLarge {
                 len: bytes.len(),
-                limit: self.half.limit,
+                limit: self.limit,
             });
         }
         let mut claims = Vec::new();
@@ -706,7 +850,7 @@ impl Sender {
         count: usize,
         deadline: Option<Instant>,
     ) -> Result<(), SendFault> {
-        let scope = self.half.scope();
+        let scope = self.core.half.scope();
         // The frame naming them: `First` or (out of line) `Block`.
         let need = frame_size(TOTAL.max(BLOCK_REF) + count * HANDLE_ID) + FRAME_HEADER;
         let Tx {
@@ -725,7 +869,7 @@ impl Sender {
                 let window = in_flight == 0 || in_flight + count <= HANDLE_WINDOW;
                 Ok((window && ring.free()? >= need).then_some(()))
             })
-            .map_err(|stop| stop_to_error(&self.half, stop))
+            .map_err(|stop| stop_to_error(&self.core.half, stop))
     }
 
     fn send_message(&self, bytes: &[u8], deadline: Option<Instant>) -> Result<(), SendFault> {
@@ -734,18 +878,19 @@ impl Sender {
         // a large message, an owed abort, a failure to report) takes the
         // general path below, which checks it all again.
         if bytes.len() < self.out_of_line
-            && bytes.len() <= self.half.limit
-            && self.half.in_good_order()
+            && bytes.len() <= self.limit
+            && self.core.half.in_good_order()
         {
-            let Some(mut tx) = self.tx.lock_until(deadline, &self.half) else {
+            let Some(mut tx) = self.core.tx.lock_until(deadline, &self.core.half) else {
                 return Err(SendFault::Timeout);
             };
             if !tx.owes_abort
+                && tx.counted.is_none()
                 && bytes.len() <= tx.ring.max_body() / 2
                 && tx.ring.try_push(PLAIN_WHOLE, &[bytes]) == Ok(true)
             {
                 drop(tx);
-                self.half.ring_peer();
+                self.core.half.ring_peer();
                 return Ok(());
             }
         }
@@ -763,7 +908,7 @@ impl Sender {
         len: usize,
         write: F,
     ) -> Result<Result<(), F>, SendFault> {
-        if len >= self.out_of_line || len > self.half.limit {
+        if len >= self.out_of_line || len > self.limit {
             return Ok(Err(write));
         }
         let mut tx = self.begin_send(len, None)?;
@@ -772,15 +917,16 @@ impl Sender {
         }
         // `write` runs under the send lock: a call on this half from
         // inside it panics rather than wait for itself.
-        let lent = self.tx.lend();
+        let lent = self.core.tx.lend();
         let write = match tx.ring.try_push_in_place(PLAIN_WHOLE, len, write) {
             Ok(Ok(())) => {
+                tx.note_message();
                 drop((lent, tx));
-                self.half.ring_peer();
+                self.core.half.ring_peer();
                 return Ok(Ok(()));
             }
             Ok(Err(write)) => write,
-            Err(Corrupt(why)) => return Err(self.half.corrupt(why).into()),
+            Err(Corrupt(why)) => return Err(self.core.half.corrupt(why).into()),
         };
         self.write_in_ring_later(&mut tx, len, write)?;
         drop(lent);
@@ -797,20 +943,21 @@ impl Sender {
         len: usize,
         write: impl FnOnce(&mut [u8]),
     ) -> Result<(), SendFault> {
-        let scope = self.half.scope();
+        let scope = self.core.half.scope();
         let need = frame_size(len);
         let Tx { ring, waiter, .. } = tx;
         waiter
             .wait(&scope, None, || Ok((ring.free()? >= need).then_some(())))
-            .map_err(|stop| stop_to_error(&self.half, stop))?;
+            .map_err(|stop| stop_to_error(&self.core.half, stop))?;
         // Room only grows while the send lock is held: this cannot be full.
         let write = match ring.try_push_in_place(PLAIN_WHOLE, len, write) {
             Ok(Ok(())) => {
-                self.half.ring_peer();
+                tx.note_message();
+                self.core.half.ring_peer();
                 return Ok(());
             }
             Ok(Err(write)) => write,
-            Err(Corrupt(why)) => return Err(self.half.corrupt(why).into()),
+            Err(Corrupt(why)) => return Err(self.core.half.corrupt(why).into()),
         };
         let mut copy = super::spare::zeroed(len);
         write(&mut copy);
@@ -846,7 +993,7 @@ impl Sender {
         // Between processes, large messages go out of line; one larger than
         // the largest block travels in pieces.
         let small = bytes.len() < self.out_of_line
-            || self.half.link().is_none()
+            || self.core.half.link().is_none()
             || crate::pool::block::class_for(bytes.len()).is_none();
         if small && bytes.len() <= tx.ring.max_body() / 2 {
             let whole = Tag {
@@ -855,7 +1002,7 @@ impl Sender {
             };
             return self.push(&mut tx, whole, &[bytes], deadline);
         }
-        if let Some(link) = self.half.link.get().filter(|_| !small)
+        if let Some(link) = self.core.half.link.get().filter(|_| !small)
             && self.send_out_of_line(&mut tx, link, bytes, deadline)?
         {
             return Ok(());
@@ -878,7 +1025,7 @@ impl Sender {
             need += frame_size(rest % piece);
         }
         let free = tx.ring.free().map_err(|c| self.corrupt(c))?;
-        let capacity = self.half.region.capacity();
+        let capacity = self.core.half.region.capacity();
         Ok(need <= free || (need > capacity && free == capacity))
     }
 
@@ -948,7 +1095,7 @@ impl Sender {
     }
 
     fn corrupt(&self, Corrupt(why): Corrupt) -> SendFault {
-        self.half.corrupt(why).into()
+        self.core.half.corrupt(why).into()
     }
 
     /// Checks a message of `len` bytes may be sent, and takes the send
@@ -979,28 +1126,58 @@ impl Sender {
 
     /// Checks a message of `len` bytes may be sent, and takes the send lock.
     fn lock_send(&self, len: usize, deadline: Option<Instant>) -> Result<Guard<'_, Tx>, SendFault> {
-        if len > self.half.limit {
+        if len > self.limit {
             return Err(SendFault::TooLarge {
                 len,
-                limit: self.half.limit,
+                limit: self.limit,
             });
         }
-        if let Some(failure) = self.half.failure() {
+        if let Some(failure) = self.core.half.failure() {
             return Err(failure.into());
         }
         // Another thread of this end may hold the lock while it waits for
         // room or for the socket: this call waits for it no longer than its
         // own deadline, and a `try_` call not at all (see
         // `Lock::lock_until`).
-        let tx = self
+        let mut tx = self
+            .core
             .tx
-            .lock_until(deadline, &self.half)
+            .lock_until(deadline, &self.core.half)
             .ok_or(SendFault::Timeout)?;
         // Acquire: pairs with the Release store in the peer's drop.
-        if self.half.sides().1.closed.load(Ordering::Acquire) != 0 {
-            return Err(self.half.gone(Failure::HungUp).into());
+        if self.core.half.sides().1.closed.load(Ordering::Acquire) != 0 {
+            return Err(self.core.half.gone(Failure::HungUp).into());
+        }
+        if tx.counted.is_some() {
+            self.wait_for_message_room(&mut tx, deadline)?;
         }
         Ok(tx)
+    }
+
+    /// Waits until fewer messages than the message capacity are in
+    /// flight (see [`InFlight`]); the receiver wakes this wait as it wakes
+    /// one for ring room, by taking a frame.
+    #[inline(never)]
+    fn wait_for_message_room(
+        &self,
+        tx: &mut Tx,
+        deadline: Option<Instant>,
+    ) -> Result<(), SendFault> {
+        let scope = self.core.half.scope();
+        let Tx {
+            ring,
+            waiter,
+            counted,
+            ..
+        } = tx;
+        let Some(counted) = counted else {
+            return Ok(());
+        };
+        waiter
+            .wait(&scope, deadline, || {
+                Ok(counted.has_room(ring)?.then_some(()))
+            })
+            .map_err(|stop| stop_to_error(&self.core.half, stop))
     }
 
     /// The most payload a `First` frame carries.
@@ -1043,15 +1220,18 @@ impl Sender {
         parts: &[&[u8]],
         deadline: Option<Instant>,
     ) -> Result<(), SendFault> {
-        let scope = self.half.scope();
+        let scope = self.core.half.scope();
         let Tx { ring, waiter, .. } = tx;
         let raw = tag.encode();
         waiter
             .wait(&scope, deadline, || {
                 ring.try_push(raw, parts).map(|done| done.then_some(()))
             })
-            .map_err(|stop| stop_to_error(&self.half, stop))?;
-        self.half.ring_peer();
+            .map_err(|stop| stop_to_error(&self.core.half, stop))?;
+        if ends_message(tag.kind) {
+            tx.note_message();
+        }
+        self.core.half.ring_peer();
         Ok(())
     }
 }

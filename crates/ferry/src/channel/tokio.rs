@@ -33,13 +33,13 @@
 //! Soundness: tokio's `AsyncFd::register_with_interest` is `unsafe`
 //! because the registered descriptor must stay open, and stay the same,
 //! for as long as the `AsyncFd` lives. Here the `AsyncFd` owns a [`Bell`],
-//! which owns a reference to the doorbell, which owns the descriptor: it
-//! closes only after the `AsyncFd` is gone, and `as_raw_fd` always returns
-//! it.
+//! which owns a reference to the doorbell, which owns the descriptor (and
+//! owns the duplicate it registers instead, if any): it closes only after
+//! the `AsyncFd` is gone, and `as_raw_fd` always returns the same one.
 #![allow(unsafe_code)]
 
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, ready};
@@ -50,27 +50,46 @@ use ::tokio::io::unix::AsyncFd;
 use super::{Receiver, RecvError, SendError, Sender, TryRecvError, TrySendError};
 use crate::sys::Doorbell;
 
-/// A doorbell as tokio's reactor sees it.
+/// A doorbell as tokio's reactor sees it: its own descriptor, or a
+/// duplicate of it when clones of one sender each register the doorbell
+/// they share (a reactor's epoll takes a descriptor once; a duplicate is
+/// another entry for the same socket, readable together with it).
 #[derive(Debug)]
-struct Bell(Arc<Doorbell>);
+struct Bell {
+    doorbell: Arc<Doorbell>,
+    duplicate: Option<OwnedFd>,
+}
 
 impl AsRawFd for Bell {
     fn as_raw_fd(&self) -> RawFd {
-        self.0.as_fd().as_raw_fd()
+        match &self.duplicate {
+            Some(fd) => fd.as_raw_fd(),
+            None => self.doorbell.as_fd().as_raw_fd(),
+        }
     }
 }
 
-/// Registers `bell` with the current runtime's reactor.
-fn register(bell: &Arc<Doorbell>) -> io::Result<AsyncFd<Bell>> {
+/// Registers `bell` with the current runtime's reactor, through a
+/// duplicate of its descriptor if `shared` (see [`Bell`]).
+fn register(bell: &Arc<Doorbell>, shared: bool) -> io::Result<AsyncFd<Bell>> {
     if ::tokio::runtime::Handle::try_current().is_err() {
         return Err(io::Error::other(
             "into_async was called outside a tokio runtime",
         ));
     }
+    let duplicate = match shared {
+        true => Some(crate::sys::duplicate(bell.as_fd())?),
+        false => None,
+    };
+    let bell = Bell {
+        doorbell: Arc::clone(bell),
+        duplicate,
+    };
     // SAFETY: the `AsyncFd` owns the `Bell`, whose `Arc` keeps the doorbell
     // (and so its descriptor) open and unchanged for as long as the
-    // `AsyncFd` lives (see the module comment).
-    unsafe { AsyncFd::register_with_interest(Bell(Arc::clone(bell)), Interest::READABLE) }
+    // `AsyncFd` lives, and which owns its duplicate, if any, as long (see
+    // the module comment).
+    unsafe { AsyncFd::register_with_interest(bell, Interest::READABLE) }
         .map_err(|e| io::Error::other(format!("registering a doorbell with tokio: {e}")))
 }
 
@@ -95,7 +114,7 @@ impl Receiver {
     /// As tokio's `AsyncFd`, if the runtime was built without its IO driver
     /// (`enable_io`).
     pub fn into_async(self) -> io::Result<AsyncReceiver> {
-        let bell = register(self.half.doorbell()?)?;
+        let bell = register(self.half.doorbell()?, false)?;
         Ok(AsyncReceiver { rx: self, bell })
     }
 }
@@ -179,11 +198,17 @@ impl Sender {
     /// This sender for async code on tokio ([`AsyncSender`]). Call it
     /// inside a tokio runtime (with its IO driver enabled).
     ///
+    /// Clones of one sender can each be made async, in one runtime or
+    /// several: one made async while other clones exist registers a
+    /// duplicate of their shared doorbell's descriptor (one descriptor
+    /// more).
+    ///
     /// # Errors
     ///
-    /// As [`Receiver::into_async`].
+    /// As [`Receiver::into_async`]; also if the descriptor cannot be
+    /// duplicated (out of descriptors).
     pub fn into_async(self) -> io::Result<AsyncSender> {
-        let bell = register(self.half.doorbell()?)?;
+        let bell = register(self.core.half.doorbell()?, self.has_clones())?;
         Ok(AsyncSender {
             tx: self,
             bell,
@@ -229,7 +254,10 @@ impl AsyncSender {
 
     /// The sender back, for blocking use.
     pub fn into_inner(self) -> Sender {
-        self.tx.half.disarm_bell();
+        // A clone may still wait on the bell (see `Sender::try_send`).
+        if !self.tx.has_clones() {
+            self.tx.core.half.disarm_bell();
+        }
         self.tx
     }
 

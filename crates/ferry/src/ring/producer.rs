@@ -77,6 +77,23 @@ impl<S: Storage> Producer<S> {
         Ok(self.free_cached())
     }
 
+    /// Bytes ever written: where the next frame begins, and so where the
+    /// last one published ends.
+    #[inline]
+    pub fn tail(&self) -> u64 {
+        self.tail
+    }
+
+    /// Whether the consumer has released everything below `pos` (a
+    /// position this producer reached, at most its tail), re-reading the
+    /// consumer's head (checked as in [`free`](Self::free)).
+    pub fn released(&mut self, pos: u64) -> Result<bool, Corrupt> {
+        self.free()?;
+        // The head is at most the tail (checked), and so is `pos`: the
+        // head is past `pos` when it is no further behind the tail.
+        Ok(self.tail.wrapping_sub(self.head) <= self.tail.wrapping_sub(pos))
+    }
+
     /// Writes one frame whose body is `parts` concatenated, if it fits now.
     /// Returns `Ok(false)` (and writes nothing) when it does not.
     ///

@@ -31,7 +31,7 @@ use crate::sys::duplicate;
 ///     data: ferry::typed::Fd,
 /// }
 ///
-/// let (tx, rx) = ferry::channel::<Upload>();
+/// let (tx, rx) = ferry::channel::<Upload>(16)?;
 /// let mut file = tempfile()?;
 /// file.write_all(b"contents")?;
 /// tx.send(Upload { name: "a.txt".into(), data: file.into() })?;

@@ -1,6 +1,7 @@
 //! Typed channels: send Rust values, not byte strings.
 //!
-//! [`channel`] makes a [`Sender<T>`] and a [`Receiver<T>`] for any
+//! [`channel`] makes a [`Sender<T>`] and a [`Receiver<T>`], holding at most
+//! a given number of values, for any
 //! `T: Serialize + DeserializeOwned + Send + 'static`.
 //!
 //! - **In one process** the value itself is moved through a queue: no
@@ -29,7 +30,7 @@
 //!     data: ferry::typed::Bytes,
 //! }
 //!
-//! let (tx, rx) = ferry::channel::<Job>();
+//! let (tx, rx) = ferry::channel::<Job>(16)?;
 //! tx.send(Job { id: 1, name: "resize".into(), data: vec![7; 1024].into() })?;
 //! let job = rx.recv()?;
 //! assert_eq!((job.id, job.data.len()), (1, 1024));
@@ -45,13 +46,13 @@
 //! #[derive(Serialize, Deserialize)]
 //! struct Add { a: i32, b: i32, reply: Sender<i32> }
 //!
-//! let (requests, served) = ferry::channel::<Add>();
+//! let (requests, served) = ferry::channel::<Add>(16)?;
 //! let server = std::thread::spawn(move || {
 //!     for Add { a, b, reply } in served.iter() {
 //!         reply.send(a + b).unwrap();
 //!     }
 //! });
-//! let (reply, answer) = ferry::channel();
+//! let (reply, answer) = ferry::channel(1)?;
 //! requests.send(Add { a: 2, b: 3, reply })?;
 //! assert_eq!(answer.recv()?, 5);
 //! drop(requests);
@@ -155,19 +156,51 @@ pub use receiver::Receiver;
 pub use sender::Sender;
 
 /// Makes a typed channel: a [`Sender<T>`] and a [`Receiver<T>`], both in
-/// this process. Nothing is shared with the OS until a half leaves.
+/// this process, holding at most `capacity` values. Nothing is shared
+/// with the OS until a half leaves.
+///
+/// While `capacity` values are sent and not yet received,
+/// [`Sender::send`] waits for a receive, [`Sender::try_send`] says
+/// `Full` and [`Sender::send_timeout`] times out. The bound is the same
+/// once a half has gone to another process: the byte pipe the channel
+/// becomes holds at most `capacity` messages (see
+/// [`PipeOptions::message_capacity`](crate::PipeOptions::message_capacity),
+/// which also says where it cannot follow a sender), and its ring's bytes
+/// bound it as well.
 ///
 /// ```
-/// let (tx, rx) = ferry::channel::<String>();
+/// let (tx, rx) = ferry::channel::<String>(1)?;
 /// tx.send("hello".to_string())?;
+/// assert!(matches!(tx.try_send("again".into()), Err(ferry::TrySendError::Full)));
 /// assert_eq!(rx.recv()?, "hello");
+/// tx.try_send("again".into())?; // room again
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-pub fn channel<T>() -> (Sender<T>, Receiver<T>)
+///
+/// # Errors
+///
+/// `InvalidInput` for a `capacity` of 0 (no value could pass: there is no
+/// rendezvous channel), as for [`crate::bytes::channel`].
+pub fn channel<T>(capacity: usize) -> std::io::Result<(Sender<T>, Receiver<T>)>
 where
     T: Serialize + DeserializeOwned + Send + 'static,
 {
-    let queue = Arc::new(queue::Queue::new());
+    if capacity == 0 {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "a channel's capacity must be at least 1 (0 would let no value through)",
+        ));
+    }
+    Ok(queued(capacity))
+}
+
+/// A typed channel whose queue holds at most `capacity` values
+/// (`usize::MAX`: unbounded).
+fn queued<T>(capacity: usize) -> (Sender<T>, Receiver<T>)
+where
+    T: Serialize + DeserializeOwned + Send + 'static,
+{
+    let queue = Arc::new(queue::Queue::new(capacity));
     (
         Sender {
             mode: std::cell::RefCell::new(sender::Mode::Local(Arc::clone(&queue))),
@@ -355,8 +388,9 @@ where
     A: Serialize + DeserializeOwned + Send + 'static,
     B: Serialize + DeserializeOwned + Send + 'static,
 {
-    let (a_tx, a_rx) = channel();
-    let (b_tx, b_rx) = channel();
+    // Unbounded in this process, as two-way ends have been so far.
+    let (a_tx, a_rx) = queued(usize::MAX);
+    let (b_tx, b_rx) = queued(usize::MAX);
     (Duplex { tx: a_tx, rx: b_rx }, Duplex { tx: b_tx, rx: a_rx })
 }
 

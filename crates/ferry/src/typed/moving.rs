@@ -23,41 +23,46 @@ use crate::End;
 use crate::codec::EncodeError;
 
 /// A one-way byte pipe: the sending half of one ring, the receiving half
-/// of the same ring.
-fn one_way() -> Result<(crate::Sender, crate::Receiver), EncodeError> {
-    let (a, b) = crate::pipe()
-        .map_err(|e| EncodeError::Handle(format!("cannot make the pipe it travels over: {e}")))?;
-    let (tx, _) = a.split();
-    let (_, rx) = b.split();
-    Ok((tx, rx))
+/// of the same ring, holding at most `capacity` messages (the queue's
+/// bound; `usize::MAX`: the ring's bytes alone).
+fn one_way(capacity: usize) -> Result<(crate::Sender, crate::Receiver), EncodeError> {
+    let mut options = crate::PipeOptions::new();
+    if capacity != usize::MAX {
+        options = options.message_capacity(capacity);
+    }
+    options
+        .channel()
+        .map_err(|e| EncodeError::Handle(format!("cannot make the pipe it travels over: {e}")))
 }
 
 /// A pipe made before taking the queue's lock (making one takes system
 /// calls, too long to hold a spin lock for), if the half will need one.
 fn pipe_unless_moved(
     other: Presence,
+    capacity: usize,
 ) -> Result<Option<(crate::Sender, crate::Receiver)>, EncodeError> {
     match other {
         Presence::Moved => Ok(None),
-        Presence::Here | Presence::Dropped => one_way().map(Some),
+        Presence::Here | Presence::Dropped => one_way(capacity).map(Some),
     }
 }
 
 /// `pipe`, or a new one if the state changed since it was made.
 fn or_new(
     pipe: Option<(crate::Sender, crate::Receiver)>,
+    capacity: usize,
 ) -> Result<(crate::Sender, crate::Receiver), EncodeError> {
-    pipe.map_or_else(one_way, Ok)
+    pipe.map_or_else(|| one_way(capacity), Ok)
 }
 
 /// The sender of `queue` is leaving: the byte half it becomes.
 pub(super) fn sender_leaves<T>(queue: &Queue<T>) -> Result<crate::Sender, EncodeError> {
     let receiver = queue.lock().receiver;
-    let pipe = pipe_unless_moved(receiver)?;
+    let pipe = pipe_unless_moved(receiver, queue.capacity())?;
     let mut state = queue.lock();
     match state.receiver {
         Presence::Here => {
-            let (tx, rx) = or_new(pipe)?;
+            let (tx, rx) = or_new(pipe, queue.capacity())?;
             state.sender = Presence::Moved;
             state.incoming = Some(rx);
             let sleeping = queue.changed(&mut state);
@@ -69,7 +74,7 @@ pub(super) fn sender_leaves<T>(queue: &Queue<T>) -> Result<crate::Sender, Encode
             // Its sends will find the receiver gone.
             state.sender = Presence::Moved;
             drop(state);
-            Ok(or_new(pipe)?.0)
+            Ok(or_new(pipe, queue.capacity())?.0)
         }
         Presence::Moved if state.forward_pending => Err(EncodeError::Handle(
             "both halves of one channel cannot travel in one message".into(),
@@ -92,12 +97,13 @@ where
     T: Serialize + Send + 'static,
 {
     let sender = queue.lock().sender;
-    let pipe = pipe_unless_moved(sender)?;
+    let pipe = pipe_unless_moved(sender, queue.capacity())?;
     let mut state = queue.lock();
     match state.sender {
         Presence::Here | Presence::Dropped => {
-            let (tx, rx) = or_new(pipe)?;
+            let (tx, rx) = or_new(pipe, queue.capacity())?;
             state.receiver = Presence::Moved;
+            queue.room_made(&mut state);
             if state.items.is_empty() {
                 state.forward = Some(tx);
                 return Ok(rx);

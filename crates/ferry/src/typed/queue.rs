@@ -30,6 +30,8 @@ pub(super) struct State<T> {
     pub(super) receiver: Presence,
     /// Whether the receiver sleeps on `Queue::seq`.
     sleeping: bool,
+    /// Whether a sender sleeps on `Queue::room`, waiting for room.
+    senders_waiting: bool,
     /// After the sender moved: the byte receiver its messages arrive on,
     /// once `items` is drained.
     pub(super) incoming: Option<crate::Receiver>,
@@ -46,6 +48,12 @@ pub(super) struct State<T> {
 #[derive(Debug)]
 pub(super) struct Queue<T> {
     state: SpinLock<State<T>>,
+    /// Most values `items` holds while the receiver is here (`usize::MAX`:
+    /// unbounded).
+    capacity: usize,
+    /// Bumped under the lock when a value is taken (or the receiver
+    /// leaves) while a sender waits for room; senders sleep on it.
+    room: AtomicU32,
     /// Bumped under the lock by every change the receiver waits for (and
     /// by a forward finishing); the receiver sleeps on it.
     seq: AtomicU32,
@@ -62,13 +70,17 @@ const SPIN_POLLS: u32 = 15;
 const YIELD_FOR: Duration = Duration::from_micros(50);
 
 impl<T> Queue<T> {
-    pub(super) fn new() -> Self {
+    /// A queue holding at most `capacity` values (`usize::MAX`: unbounded).
+    pub(super) fn new(capacity: usize) -> Self {
         Self {
+            capacity,
+            room: AtomicU32::new(0),
             state: SpinLock::new(State {
                 items: VecDeque::new(),
                 sender: Presence::Here,
                 receiver: Presence::Here,
                 sleeping: false,
+                senders_waiting: false,
                 incoming: None,
                 forward_pending: false,
                 forward: None,
@@ -79,6 +91,49 @@ impl<T> Queue<T> {
 
     pub(super) fn lock(&self) -> Guard<'_, State<T>> {
         self.state.lock()
+    }
+
+    /// The most values the queue holds (`usize::MAX`: unbounded), which is
+    /// also the message capacity of the byte pipe it turns into.
+    pub(super) fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// Whether the queue holds as many values as it may.
+    pub(super) fn is_full(&self, state: &State<T>) -> bool {
+        state.items.len() >= self.capacity
+    }
+
+    /// Waits, with the lock given back, until a receive (or the
+    /// receiver's leaving) makes room, or until `deadline`; the caller
+    /// then looks again. A sender that finds the queue full calls it.
+    pub(super) fn wait_for_room(&self, mut state: Guard<'_, State<T>>, deadline: Option<Instant>) {
+        state.senders_waiting = true;
+        // Under the lock: `room_made` bumps it under the lock too, so a
+        // bump after this read ends the sleep below at once.
+        let seen = self.room.load(Ordering::Relaxed);
+        drop(state);
+        let timeout = match deadline {
+            None => Duration::MAX,
+            Some(d) => d.saturating_duration_since(Instant::now()),
+        };
+        if !timeout.is_zero() {
+            futex_wait(&self.room, seen, timeout);
+        }
+    }
+
+    /// Wakes the senders waiting for room, if any; call with the lock
+    /// held, after taking a value or as the receiver leaves. (The wake is
+    /// made under the spin lock: only a sender that found the queue full
+    /// waits, so the common receive pays one flag test.)
+    pub(super) fn room_made(&self, state: &mut State<T>) {
+        if std::mem::take(&mut state.senders_waiting) {
+            self.room.store(
+                self.room.load(Ordering::Relaxed).wrapping_add(1),
+                Ordering::Release,
+            );
+            futex_wake(&self.room, u32::MAX);
+        }
     }
 
     /// Tells the receiver something changed; call with the lock held, then

@@ -104,7 +104,7 @@ impl<T: Serialize + DeserializeOwned + Send + 'static> Receiver<T> {
     /// Receives the next value, waiting as long as it takes.
     ///
     /// ```
-    /// let (tx, rx) = ferry::channel::<Vec<String>>();
+    /// let (tx, rx) = ferry::channel::<Vec<String>>(16)?;
     /// tx.send(vec!["a".into(), "b".into()])?;
     /// drop(tx);
     /// assert_eq!(rx.recv()?, ["a", "b"]);
@@ -165,7 +165,7 @@ impl<T: Serialize + DeserializeOwned + Send + 'static> Receiver<T> {
     /// types). In one process the value is moved into `place`.
     ///
     /// ```
-    /// let (tx, rx) = ferry::channel::<Vec<u32>>();
+    /// let (tx, rx) = ferry::channel::<Vec<u32>>(16)?;
     /// let mut place = Vec::with_capacity(16);
     /// tx.send(vec![1, 2, 3])?;
     /// rx.recv_into(&mut place)?;
@@ -199,6 +199,7 @@ impl<T: Serialize + DeserializeOwned + Send + 'static> Receiver<T> {
                         !state.items.is_empty() || state.sender != Presence::Here
                     });
                     if let Some(value) = state.items.pop_front() {
+                        queue.room_made(&mut state);
                         return Ok(Some(value));
                     }
                     match state.sender {
@@ -283,6 +284,7 @@ impl<T> Drop for Receiver<T> {
         if let Mode::Local(queue) = self.mode.get_mut() {
             let mut state = queue.lock();
             state.receiver = Presence::Dropped;
+            queue.room_made(&mut state);
             let items = std::mem::take(&mut state.items);
             let incoming = state.incoming.take();
             drop(state);

@@ -63,7 +63,7 @@ impl<T: Serialize + Send + 'static> Sender<T> {
     /// Sends `value`, waiting while a pipe to another process is full.
     ///
     /// ```
-    /// let (tx, rx) = ferry::channel::<(u32, String)>();
+    /// let (tx, rx) = ferry::channel::<(u32, String)>(16)?;
     /// tx.send((1, "one".into()))?;
     /// assert_eq!(rx.recv()?, (1, "one".to_string()));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -106,7 +106,7 @@ impl<T: Serialize + Send + 'static> Sender<T> {
     /// queue moves values.
     ///
     /// ```
-    /// let (tx, rx) = ferry::channel::<String>();
+    /// let (tx, rx) = ferry::channel::<String>(16)?;
     /// let text = "kept".to_string();
     /// tx.send_ref(&text)?;
     /// assert_eq!(rx.recv()?, text);
@@ -134,6 +134,17 @@ impl<T: Serialize + Send + 'static> Sender<T> {
                 Mode::Local(queue) => {
                     let mut state = queue.lock();
                     match state.receiver {
+                        Presence::Here if queue.is_full(&state) => {
+                            let deadline = match until {
+                                Until::Now => return Err(SendFail::Full),
+                                Until::Sent => None,
+                                Until::Deadline(d) if Instant::now() >= d => {
+                                    return Err(SendFail::Timeout);
+                                }
+                                Until::Deadline(d) => Some(d),
+                            };
+                            queue.wait_for_room(state, deadline);
+                        }
                         Presence::Here => {
                             state.items.extend(value.take());
                             let sleeping = queue.changed(&mut state);

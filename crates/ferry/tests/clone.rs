@@ -1,0 +1,268 @@
+//! Senders that clone: many threads send into one receiver through clones
+//! of one byte sender, each clone's messages in order, none lost, none
+//! starved; the receiver sees the end only when the last clone is gone;
+//! a sender with clones does not travel.
+
+mod common;
+
+use std::time::Duration;
+
+use common::secs;
+use ferry::{End, PipeOptions, RecvError, RecvTimeoutError, SendError};
+
+const CLONES: usize = 8;
+const EACH: u32 = 100_000;
+
+/// Sends `EACH` messages `[id, seq (4 bytes LE)]` from each of `CLONES`
+/// threads, each through its own clone of `tx`, all starting together.
+fn send_from_clones(tx: &ferry::Sender) {
+    let start = std::sync::Barrier::new(CLONES);
+    std::thread::scope(|s| {
+        for id in 0..CLONES {
+            let tx = tx.clone();
+            let start = &start;
+            s.spawn(move || {
+                start.wait();
+                let mut message = [id as u8, 0, 0, 0, 0];
+                for seq in 0..EACH {
+                    message[1..].copy_from_slice(&seq.to_le_bytes());
+                    tx.send(&message).expect("send through a clone");
+                }
+            });
+        }
+    });
+}
+
+/// What the receiver saw: per sender, the order kept and the count, and
+/// where (in arrival order) each sender's first and last messages came.
+#[derive(Debug, Default)]
+struct Tally {
+    next: [u32; CLONES],
+    first_at: [Option<u64>; CLONES],
+    last_at: [u64; CLONES],
+    received: u64,
+}
+
+impl Tally {
+    fn take(&mut self, message: &[u8]) {
+        assert_eq!(message.len(), 5, "message length");
+        let id = usize::from(message[0]);
+        assert!(id < CLONES, "sender id {id}");
+        let seq = u32::from_le_bytes(message[1..].try_into().unwrap());
+        assert_eq!(seq, self.next[id], "sender {id}: out of order");
+        self.next[id] += 1;
+        self.first_at[id].get_or_insert(self.received);
+        self.last_at[id] = self.received;
+        self.received += 1;
+    }
+
+    /// Every message arrived, and no sender was starved while the others
+    /// sent: each one's first message came in the first quarter of the
+    /// stream, and none had finished before half of it.
+    fn check(&self) -> String {
+        assert_eq!(self.next, [EACH; CLONES], "messages lost");
+        let total = self.received;
+        let latest_first = self.first_at.iter().map(|f| f.unwrap()).max().unwrap();
+        let earliest_last = *self.last_at.iter().min().unwrap();
+        assert!(
+            latest_first < total / 4 && earliest_last > total / 2,
+            "a sender was starved: the last first message came at {latest_first}, the first \
+             sender was done at {earliest_last}, of {total} ({self:?})"
+        );
+        format!(
+            "first messages by {latest_first}, first sender done at {earliest_last}, of {total}"
+        )
+    }
+}
+
+/// Takes about half a microsecond per message, so the channel stays full
+/// and the senders contend for room and for the send lock (a receiver as
+/// fast as the senders would leave that to the OS scheduler: a thread that
+/// runs first may send all its messages in one time slice).
+fn pace() {
+    let start = std::time::Instant::now();
+    while start.elapsed() < Duration::from_nanos(500) {
+        std::hint::spin_loop();
+    }
+}
+
+#[test]
+fn eight_clones_send_in_order_into_one_receiver_in_one_process() {
+    let _dog = common::Watchdog::start(this_test!(), secs(120));
+    let (tx, rx) = ferry::bytes::channel(64).unwrap();
+    let tally = std::thread::scope(|s| {
+        let receiver = s.spawn(|| {
+            let mut tally = Tally::default();
+            for _ in 0..CLONES as u64 * u64::from(EACH) {
+                tally.take(&rx.recv().expect("receive"));
+                pace();
+            }
+            tally
+        });
+        send_from_clones(&tx);
+        receiver.join().unwrap()
+    });
+    eprintln!("{}", tally.check());
+    // The clones are gone, the first sender is not: no end yet.
+    assert!(matches!(
+        rx.recv_timeout(Duration::from_millis(50)),
+        Err(RecvTimeoutError::Timeout)
+    ));
+    tx.send(b"last").unwrap();
+    drop(tx);
+    assert_eq!(rx.recv().unwrap(), b"last");
+    assert!(matches!(rx.recv(), Err(RecvError::Disconnected)));
+}
+
+/// The receiver is in the child; it tallies and reports.
+#[test]
+fn eight_clones_send_in_order_into_one_receiver_in_a_child() {
+    if common::role().is_some() {
+        let (_dog, main) = common::child_pipe("child", secs(120));
+        let mut msg = main.recv_with().expect("the receiver");
+        let rx = msg.receivers.pop().expect("a receiver");
+        let mut tally = Tally::default();
+        loop {
+            match rx.recv() {
+                Ok(message) => {
+                    tally.take(&message);
+                    pace();
+                }
+                Err(RecvError::Disconnected) => break,
+                Err(e) => panic!("receive: {e}"),
+            }
+        }
+        main.send(tally.check().as_bytes()).unwrap();
+        return;
+    }
+    let dog = common::Watchdog::start(this_test!(), secs(120));
+    let (child, main) = common::spawn_child(&dog, this_test!(), "child", &PipeOptions::new());
+    let (tx, rx) = ferry::bytes::channel(64).unwrap();
+    main.send_with(b"the receiver", vec![rx]).unwrap();
+    send_from_clones(&tx);
+    drop(tx);
+    let report = main.recv().expect("the child's tally");
+    eprintln!("{}", String::from_utf8_lossy(&report));
+    child.wait_ok();
+}
+
+/// A pipe end dropped while a clone of its sender lives: the clone still
+/// sends, and the peer sees the end only once the clone goes too.
+#[test]
+fn a_clone_outlives_its_pipe_end() {
+    let (a, b) = ferry::pipe().unwrap();
+    let tx = a.sender().clone();
+    drop(a);
+    tx.send(b"after the end").unwrap();
+    assert_eq!(b.recv().unwrap(), b"after the end");
+    // The end's receiving half is gone with it.
+    assert!(matches!(b.send(b"x"), Err(SendError::Disconnected)));
+    // Its sending half is not: a clone of it lives.
+    assert!(matches!(
+        b.recv_timeout(Duration::from_millis(50)),
+        Err(RecvTimeoutError::Timeout)
+    ));
+    tx.send(b"still here").unwrap();
+    assert_eq!(b.recv().unwrap(), b"still here");
+    drop(tx);
+    assert!(matches!(b.recv(), Err(RecvError::Disconnected)));
+}
+
+/// A sender (or a pipe end) with clones is refused with every end handed
+/// back; once its clones are gone it travels.
+#[test]
+fn a_sender_with_clones_does_not_travel() {
+    if common::role().is_some() {
+        let (_dog, main) = common::child_pipe("child", secs(30));
+        let mut msg = main.recv_with().expect("the sender");
+        let tx = msg.senders.pop().expect("a sender");
+        tx.send(b"from the child").unwrap();
+        return;
+    }
+    let dog = common::Watchdog::start(this_test!(), secs(30));
+    let (child, main) = common::spawn_child(&dog, this_test!(), "child", &PipeOptions::new());
+    let (tx, rx) = ferry::bytes::channel(4).unwrap();
+    let clone = tx.clone();
+    let refused = main.send_with(b"the sender", vec![tx]).unwrap_err();
+    assert!(
+        matches!(refused.error, SendError::NotTransferable(why) if why.contains("clones")),
+        "{:?}",
+        refused.error
+    );
+    let (a, _b) = ferry::pipe().unwrap();
+    let pipe_clone = a.sender().clone();
+    let refused_pipe = main.send_with(b"the pipe", vec![a]).unwrap_err();
+    assert!(matches!(refused_pipe.error, SendError::NotTransferable(_)));
+    assert_eq!(refused_pipe.ends.len(), 1);
+    drop(pipe_clone);
+    // Handed back whole: drop the clone and it goes.
+    let Some(End::Sender(tx)) = refused.ends.into_iter().next() else {
+        panic!("the sender was not handed back");
+    };
+    drop(clone);
+    main.send_with(b"the sender", vec![tx]).unwrap();
+    assert_eq!(rx.recv().unwrap(), b"from the child");
+    child.wait_ok();
+}
+
+/// Clones of one sender, each made async in one runtime, wait for room on
+/// their shared doorbell side by side, and each gets its messages through.
+#[cfg(feature = "tokio")]
+#[test]
+fn clones_send_from_async_tasks_in_one_runtime() {
+    let _dog = common::Watchdog::start(this_test!(), secs(30));
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .build()
+        .unwrap();
+    let (tx, rx) = ferry::bytes::channel(2).unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut got = Vec::new();
+        while let Ok(message) = rx.recv() {
+            got.push(message);
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        got
+    });
+    runtime.block_on(async {
+        let clones: Vec<_> = (0..3u8)
+            .map(|_| tx.clone().into_async().expect("a clone made async"))
+            .collect();
+        let tasks = clones.into_iter().enumerate().map(|(id, tx)| async move {
+            for seq in 0..20u8 {
+                tx.send(&[id as u8, seq]).await.expect("async send");
+            }
+        });
+        futures_join_all(tasks).await;
+    });
+    drop(tx);
+    let got = reader.join().unwrap();
+    assert_eq!(got.len(), 60);
+    for id in 0..3u8 {
+        let seqs: Vec<u8> = got.iter().filter(|m| m[0] == id).map(|m| m[1]).collect();
+        assert_eq!(seqs, (0..20).collect::<Vec<_>>(), "sender {id}");
+    }
+}
+
+/// Polls every future to completion on this task (no `futures` crate).
+#[cfg(feature = "tokio")]
+async fn futures_join_all<F: std::future::Future<Output = ()>>(futures: impl Iterator<Item = F>) {
+    let mut futures: Vec<_> = futures.map(Box::pin).map(Some).collect();
+    std::future::poll_fn(|cx| {
+        let mut pending = false;
+        for slot in &mut futures {
+            if let Some(future) = slot {
+                match future.as_mut().poll(cx) {
+                    std::task::Poll::Ready(()) => *slot = None,
+                    std::task::Poll::Pending => pending = true,
+                }
+            }
+        }
+        if pending {
+            std::task::Poll::Pending
+        } else {
+            std::task::Poll::Ready(())
+        }
+    })
+    .await;
+}

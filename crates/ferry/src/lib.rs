@@ -155,6 +155,36 @@
 //!   [`RecvError::Disconnected`]/[`SendError::Disconnected`] (after the
 //!   messages already queued are received).
 //!
+//! # Errors
+//!
+//! One error type per call (`SendError`, `TrySendError`, `SendTimeoutError`
+//! and the receive forms, for byte pipes at the crate root and for typed
+//! channels in [`typed`]), each naming what went wrong:
+//!
+//! - **A typed send hands its value back** on every failure:
+//!   [`typed::TrySendError::Full`], `Disconnected` and `Failed` each hold
+//!   it, and `into_inner()` returns it (a byte send borrows its bytes, so
+//!   the caller has them still). The value comes back whole: a channel
+//!   half inside it that was taken to travel is put back.
+//! - **`is_disconnected()` on every error answers "is the peer gone?"**:
+//!   true for `Disconnected`, and for `Protocol` too (the peer broke the
+//!   rules and the link it used is shut down, so nothing more goes through
+//!   it; match the variant to tell the two apart); false for everything
+//!   else (`Full`, `Timeout`, `Empty`, a local `Io` shortage, a value that
+//!   does not encode or decode). [`ConnectError`] answers it for a server
+//!   that is not there or went away, [`BootstrapError`] for a parent that
+//!   broke the rules.
+//! - **The peer's fault and this process's are told apart**: `Protocol`
+//!   blames the peer, `Io` is this process's own shortage.
+//!
+//! ```
+//! let (tx, rx) = ferry::channel::<String>();
+//! drop(rx);
+//! let e = tx.try_send("not lost".to_string()).unwrap_err();
+//! assert!(e.is_disconnected());
+//! assert_eq!(e.into_inner(), "not lost");
+//! ```
+//!
 //! # Layers
 //!
 //! `wire` (the format) → [`sys`] (system calls) → [`ring`] (frames and the

@@ -13,7 +13,8 @@ use super::queue::{Presence, Queue};
 use super::remote::{self, RecvFail};
 use crate::channel::RecvFault;
 use crate::codec::EncodeError;
-use crate::{End, RecvError, RecvTimeoutError, TryRecvError};
+use super::error::{RecvError, RecvTimeoutError, TryRecvError};
+use crate::End;
 
 /// Where a receiver's values come from.
 #[allow(clippy::large_enum_variant)] // one per half; boxing adds a pointer chase per call
@@ -108,7 +109,7 @@ impl<T: Serialize + DeserializeOwned + Send + 'static> Receiver<T> {
     /// tx.send(vec!["a".into(), "b".into()])?;
     /// drop(tx);
     /// assert_eq!(rx.recv()?, ["a", "b"]);
-    /// assert!(matches!(rx.recv(), Err(ferry::RecvError::Disconnected)));
+    /// assert!(matches!(rx.recv(), Err(ferry::typed::RecvError::Disconnected)));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     ///
@@ -303,7 +304,7 @@ impl<T: Serialize + DeserializeOwned + Send + 'static> Serialize for Receiver<T>
         }
         handles::room().map_err(serde::ser::Error::custom)?;
         let rx = self.take_bytes().map_err(serde::ser::Error::custom)?;
-        let index = handles::push_end(End::Receiver(rx));
+        let index = handles::push_end(End::Receiver(rx), None);
         *self.mode.borrow_mut() = Mode::Moved(index);
         serializer.serialize_u32(index)
     }

@@ -74,8 +74,7 @@ fn try_send_full_hands_the_value_back_across_processes() {
         return;
     }
     let dog = common::Watchdog::start(this_test!(), secs(60));
-    let (mut child, main) =
-        common::spawn_child(&dog, this_test!(), "sleeper", &PipeOptions::new());
+    let (mut child, main) = common::spawn_child(&dog, this_test!(), "sleeper", &PipeOptions::new());
     let tx = Sender::<(u32, String)>::from_bytes(main.split().0);
     let e = fill(&tx);
     assert!(e.is_full() && !e.is_disconnected(), "{e:?}");
@@ -124,7 +123,9 @@ struct Unencodable(String);
 
 impl Serialize for Unencodable {
     fn serialize<S: serde::Serializer>(&self, _: S) -> Result<S::Ok, S::Error> {
-        Err(serde::ser::Error::custom("this value refuses to be encoded"))
+        Err(serde::ser::Error::custom(
+            "this value refuses to be encoded",
+        ))
     }
 }
 
@@ -135,10 +136,7 @@ fn an_encode_failure_hands_the_value_back() {
     let value = Unencodable("precious".repeat(1000));
     let e = tx.send(value).unwrap_err();
     assert!(!e.is_disconnected());
-    assert!(
-        matches!(e.failure(), Some(SendFailure::Encode(_))),
-        "{e:?}"
-    );
+    assert!(matches!(e.failure(), Some(SendFailure::Encode(_))), "{e:?}");
     assert!(e.to_string().contains("refuses to be encoded"), "{e}");
     assert_eq!(e.into_inner(), Unencodable("precious".repeat(1000)));
     let e = tx.try_send(Unencodable("again".into())).unwrap_err();
@@ -178,7 +176,9 @@ fn a_send_from_inside_serialize_on_the_same_sender_is_refused() {
     let tx = std::rc::Rc::new(tx);
     ON.with(|on| *on.borrow_mut() = Some(std::rc::Rc::clone(&tx)));
     tx.send(Reentrant(1)).expect("the outer send");
-    let inner = INNER.with(|i| i.borrow_mut().take()).expect("the inner send ran");
+    let inner = INNER
+        .with(|i| i.borrow_mut().take())
+        .expect("the inner send ran");
     match inner {
         Err(SendError::Failed(value, SendFailure::Reentrant)) => assert_eq!(value, Reentrant(2)),
         other => panic!("expected Failed(.., Reentrant), got {other:?}"),
@@ -234,10 +234,7 @@ fn a_sender_named_twice_in_one_message_is_refused_at_the_sender() {
     let (reply, answers) = ferry::channel::<u32>();
     let e = to_child.send(Carry::Thrice(Thrice(reply))).unwrap_err();
     assert!(!e.is_disconnected());
-    assert!(
-        matches!(e.failure(), Some(SendFailure::Encode(_))),
-        "{e:?}"
-    );
+    assert!(matches!(e.failure(), Some(SendFailure::Encode(_))), "{e:?}");
     assert!(e.to_string().contains("more than once"), "{e}");
     let Carry::Thrice(Thrice(reply)) = e.into_inner() else {
         panic!("a different value came back");
@@ -384,7 +381,10 @@ fn clones_send_into_one_receiver_in_one_process() {
     let mut next = vec![0; CLONES as usize];
     for _ in 0..CLONES * PER {
         let (clone, n) = rx.recv().expect("a value");
-        assert_eq!(n, next[clone as usize], "clone {clone}'s values out of order");
+        assert_eq!(
+            n, next[clone as usize],
+            "clone {clone}'s values out of order"
+        );
         next[clone as usize] += 1;
     }
     sending.join().expect("senders");

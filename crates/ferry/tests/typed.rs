@@ -388,7 +388,10 @@ fn in_process_disconnects_and_timeouts() {
     // A hang (a lost wake, a deadlock in a move) fails in seconds.
     let _dog = common::Watchdog::start(this_test!(), secs(30));
     let (tx, rx) = ferry::channel::<u32>();
-    assert!(matches!(rx.try_recv(), Err(ferry::typed::TryRecvError::Empty)));
+    assert!(matches!(
+        rx.try_recv(),
+        Err(ferry::typed::TryRecvError::Empty)
+    ));
     let start = std::time::Instant::now();
     assert!(matches!(
         rx.recv_timeout(std::time::Duration::from_millis(30)),
@@ -404,7 +407,10 @@ fn in_process_disconnects_and_timeouts() {
 
     let (tx, rx) = ferry::channel::<u32>();
     drop(rx);
-    assert!(matches!(tx.send(3), Err(ferry::typed::SendError::Disconnected(3))));
+    assert!(matches!(
+        tx.send(3),
+        Err(ferry::typed::SendError::Disconnected(3))
+    ));
 
     // A receiver blocked in another thread is woken by the sender's drop.
     let (tx, rx) = ferry::channel::<u32>();

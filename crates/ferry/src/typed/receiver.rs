@@ -7,14 +7,14 @@ use std::time::{Duration, Instant};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use super::error::{RecvError, RecvTimeoutError, TryRecvError};
 use super::handles;
 use super::moving;
 use super::queue::{Presence, Queue};
 use super::remote::{self, RecvFail};
+use crate::End;
 use crate::channel::RecvFault;
 use crate::codec::EncodeError;
-use super::error::{RecvError, RecvTimeoutError, TryRecvError};
-use crate::End;
 
 /// Where a receiver's values come from.
 #[allow(clippy::large_enum_variant)] // one per half; boxing adds a pointer chase per call

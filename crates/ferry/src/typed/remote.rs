@@ -6,12 +6,12 @@ use std::time::Instant;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use super::error::{SendError, SendFailure, SendTimeoutError, TrySendError};
 use super::handles;
 use crate::channel::{RecvFault, SendFault};
 use crate::codec::{self, DecodeError, EncodeError};
 use crate::codec::{Encoder, Out};
 use crate::ring::{FrameWriter, RingView};
-use super::error::{SendError, SendFailure, SendTimeoutError, TrySendError};
 
 /// How long a send may wait for room.
 #[derive(Debug, Clone, Copy)]
@@ -45,7 +45,9 @@ impl From<SendFault> for SendFail {
         match fault {
             SendFault::Disconnected => Self::Disconnected,
             SendFault::Timeout => Self::Timeout,
-            SendFault::TooLarge { len, limit } => Self::Failed(SendFailure::TooLarge { len, limit }),
+            SendFault::TooLarge { len, limit } => {
+                Self::Failed(SendFailure::TooLarge { len, limit })
+            }
             SendFault::NotTransferable(why) => Self::Failed(SendFailure::NotTransferable(why)),
             SendFault::Protocol(e) => Self::Failed(SendFailure::Protocol(e)),
             SendFault::Io(e) => Self::Failed(SendFailure::Io(e)),
@@ -89,10 +91,9 @@ impl SendFail {
             Self::Disconnected => SendError::Disconnected(value),
             Self::Failed(failure) => SendError::Failed(value, failure),
             // Never made by a send that waits as long as it takes.
-            Self::Full | Self::Timeout => SendError::Failed(
-                value,
-                SendFailure::Io(std::io::ErrorKind::TimedOut.into()),
-            ),
+            Self::Full | Self::Timeout => {
+                SendError::Failed(value, SendFailure::Io(std::io::ErrorKind::TimedOut.into()))
+            }
         }
     }
 

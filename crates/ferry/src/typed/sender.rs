@@ -5,11 +5,11 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use super::error::{SendError, SendFailure, SendTimeoutError, TrySendError};
 use super::handles;
 use super::moving;
 use super::queue::{Presence, Queue};
 use super::remote::{self, SendFail, Until};
-use super::error::{SendError, SendFailure, SendTimeoutError, TrySendError};
 use crate::End;
 use crate::codec::EncodeError;
 use crate::sync::{AtomicUsize, Ordering};

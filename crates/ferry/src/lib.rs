@@ -164,8 +164,10 @@
 //! - **A typed send hands its value back** on every failure:
 //!   [`typed::TrySendError::Full`], `Disconnected` and `Failed` each hold
 //!   it, and `into_inner()` returns it (a byte send borrows its bytes, so
-//!   the caller has them still). The value comes back whole: a channel
-//!   half inside it that was taken to travel is put back.
+//!   the caller has them still). A typed sender inside the value that was
+//!   taken to travel is put back, so it still sends (a typed receiver
+//!   inside it is not yet: it comes back moved, and reports
+//!   `Disconnected`).
 //! - **`is_disconnected()` on every error answers "is the peer gone?"**:
 //!   true for `Disconnected`, and for `Protocol` too (the peer broke the
 //!   rules and the link it used is shut down, so nothing more goes through

@@ -371,11 +371,15 @@ fn send_from_clones(tx: Sender<(u32, u32)>, per: u32) {
     }
 }
 
+/// Shared by reference across threads, as well as cloned.
+fn sync_and_send<T: Sync + Send>(_: &T) {}
+
 #[test]
 fn clones_send_into_one_receiver_in_one_process() {
     const PER: u32 = 100_000;
     let _dog = common::Watchdog::start(this_test!(), secs(120));
     let (tx, rx) = ferry::channel::<(u32, u32)>();
+    sync_and_send(&tx);
     let last = tx.clone();
     let sending = std::thread::spawn(move || send_from_clones(tx, PER));
     let mut next = vec![0; CLONES as usize];

@@ -135,6 +135,12 @@ macro_rules! send_error {
             /// Whether the peer is gone: [`Disconnected`](Self::Disconnected),
             /// or [`Protocol`](Self::Protocol) (the link it broke is shut
             /// down, so nothing sent on it arrives any more).
+            ///
+            /// ```
+            #[doc = concat!("assert!(ferry::", stringify!($name), "::Disconnected.is_disconnected());")]
+            #[doc = concat!("let local = ferry::", stringify!($name), "::Io(std::io::ErrorKind::OutOfMemory.into());")]
+            /// assert!(!local.is_disconnected());
+            /// ```
             pub fn is_disconnected(&self) -> bool {
                 matches!(self, Self::Disconnected | Self::Protocol(_))
             }
@@ -143,6 +149,11 @@ macro_rules! send_error {
         impl SendWithError<$name> {
             /// Whether the peer is gone (see the error's own
             /// `is_disconnected`).
+            ///
+            /// ```
+            #[doc = concat!("let e = ferry::SendWithError { error: ferry::", stringify!($name), "::Disconnected, ends: Vec::new() };")]
+            /// assert!(e.is_disconnected());
+            /// ```
             pub fn is_disconnected(&self) -> bool {
                 self.error.is_disconnected()
             }
@@ -239,6 +250,12 @@ macro_rules! recv_error {
             /// Whether the peer is gone: [`Disconnected`](Self::Disconnected),
             /// or [`Protocol`](Self::Protocol) (the link it broke is shut
             /// down, so nothing more arrives on it).
+            ///
+            /// ```
+            #[doc = concat!("assert!(ferry::", stringify!($name), "::Disconnected.is_disconnected());")]
+            #[doc = concat!("let local = ferry::", stringify!($name), "::Io(std::io::ErrorKind::OutOfMemory.into());")]
+            /// assert!(!local.is_disconnected());
+            /// ```
             pub fn is_disconnected(&self) -> bool {
                 matches!(self, Self::Disconnected | Self::Protocol(_))
             }

@@ -112,6 +112,11 @@ macro_rules! send_error {
 
         impl<T> $name<T> {
             /// The value that was not sent.
+            ///
+            /// ```
+            #[doc = concat!("let e = ferry::typed::", stringify!($name), "::Disconnected(\"kept\");")]
+            /// assert_eq!(e.into_inner(), "kept");
+            /// ```
             pub fn into_inner(self) -> T {
                 match self {
                     $(Self::$extra(value) => value,)?
@@ -121,6 +126,13 @@ macro_rules! send_error {
 
             /// Whether the peer is gone: [`Disconnected`](Self::Disconnected),
             /// or a [`SendFailure::Protocol`] (its link is shut down).
+            ///
+            /// ```
+            /// use ferry::typed::SendFailure;
+            #[doc = concat!("assert!(ferry::typed::", stringify!($name), "::Disconnected(1).is_disconnected());")]
+            #[doc = concat!("let e = ferry::typed::", stringify!($name), "::Failed(1, SendFailure::Reentrant);")]
+            /// assert!(!e.is_disconnected());
+            /// ```
             pub fn is_disconnected(&self) -> bool {
                 match self {
                     Self::Disconnected(_) => true,
@@ -131,6 +143,12 @@ macro_rules! send_error {
             }
 
             /// The failure, if it is [`Failed`](Self::Failed).
+            ///
+            /// ```
+            /// use ferry::typed::SendFailure;
+            #[doc = concat!("let e = ferry::typed::", stringify!($name), "::Failed(1, SendFailure::Reentrant);")]
+            /// assert!(matches!(e.failure(), Some(SendFailure::Reentrant)));
+            /// ```
             pub fn failure(&self) -> Option<&SendFailure> {
                 match self {
                     Self::Failed(_, failure) => Some(failure),
@@ -283,6 +301,12 @@ macro_rules! recv_error {
         impl $name {
             /// Whether the peer is gone: [`Disconnected`](Self::Disconnected),
             /// or [`Protocol`](Self::Protocol) (its link is shut down).
+            ///
+            /// ```
+            #[doc = concat!("assert!(ferry::typed::", stringify!($name), "::Disconnected.is_disconnected());")]
+            #[doc = concat!("let local = ferry::typed::", stringify!($name), "::Io(std::io::ErrorKind::OutOfMemory.into());")]
+            /// assert!(!local.is_disconnected());
+            /// ```
             pub fn is_disconnected(&self) -> bool {
                 matches!(self, Self::Disconnected | Self::Protocol(_))
             }

@@ -300,6 +300,7 @@ impl<T: Serialize + DeserializeOwned + Send + 'static> Serialize for Receiver<T>
     /// only by a ferry typed send.
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         if let Mode::Moved(index) = *self.mode.borrow() {
+            handles::name_again(index).map_err(serde::ser::Error::custom)?;
             return serializer.serialize_u32(index);
         }
         handles::room().map_err(serde::ser::Error::custom)?;

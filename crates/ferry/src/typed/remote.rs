@@ -292,9 +292,9 @@ fn send_counted<T: Serialize>(
     let ends = std::mem::take(&mut out.ends);
     if ends.is_empty() && tx.goes_out_of_line(len) {
         let sent = (|| {
-            let mut loan = tx.loan(len).map_err(|e| from_send(e))?;
+            let mut loan = tx.loan(len).map_err(from_send)?;
             codec::encode_exact(value, &mut loan)?;
-            loan.send().map_err(|e| from_send(e))
+            loan.send().map_err(from_send)
         })();
         return (sent, out);
     }

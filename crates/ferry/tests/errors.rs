@@ -434,3 +434,30 @@ fn clones_send_into_one_receiver_in_a_child() {
     assert_eq!(reported.recv().expect("the child's count"), CLONES * PER);
     child.wait_ok();
 }
+
+/// One receiver, serialized at two places of one message.
+struct Twice(Receiver<u32>);
+
+impl Serialize for Twice {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        (&self.0, &self.0).serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for Twice {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Ok(Self(
+            <(Receiver<u32>, Receiver<u32>)>::deserialize(deserializer)?.0,
+        ))
+    }
+}
+
+#[test]
+fn a_receiver_named_twice_in_one_message_is_refused_at_the_sender() {
+    let _dog = common::Watchdog::start(this_test!(), secs(30));
+    let (tx, _rx) = encoded_channel::<Twice>();
+    let (_values, twice) = ferry::channel::<u32>();
+    let e = tx.send(Twice(twice)).unwrap_err();
+    assert!(matches!(e.failure(), Some(SendFailure::Encode(_))), "{e:?}");
+    assert!(e.to_string().contains("more than once"), "{e}");
+}

@@ -189,6 +189,38 @@
 //! is denied it assumes a busy machine. The list was taken with `strace
 //! -f` over the transfer, server, pool, select and descriptor tests.
 //!
+//! # Errors
+//!
+//! One error type per call (`SendError`, `TrySendError`, `SendTimeoutError`
+//! and the receive forms, for byte pipes at the crate root and for typed
+//! channels in [`typed`]), each naming what went wrong:
+//!
+//! - **A typed send hands its value back** on every failure:
+//!   [`typed::TrySendError::Full`], `Disconnected` and `Failed` each hold
+//!   it, and `into_inner()` returns it (a byte send borrows its bytes, so
+//!   the caller has them still). A typed sender inside the value that was
+//!   taken to travel is put back, so it still sends (a typed receiver
+//!   inside it is not yet: it comes back moved, and reports
+//!   `Disconnected`).
+//! - **`is_disconnected()` on every error answers "is the peer gone?"**:
+//!   true for `Disconnected`, and for `Protocol` too (the peer broke the
+//!   rules and the link it used is shut down, so nothing more goes through
+//!   it; match the variant to tell the two apart); false for everything
+//!   else (`Full`, `Timeout`, `Empty`, a local `Io` shortage, a value that
+//!   does not encode or decode). [`ConnectError`] answers it for a server
+//!   that is not there or went away, [`BootstrapError`] for a parent that
+//!   broke the rules.
+//! - **The peer's fault and this process's are told apart**: `Protocol`
+//!   blames the peer, `Io` is this process's own shortage.
+//!
+//! ```
+//! let (tx, rx) = ferry::channel::<String>(16).unwrap();
+//! drop(rx);
+//! let e = tx.try_send("not lost".to_string()).unwrap_err();
+//! assert!(e.is_disconnected());
+//! assert_eq!(e.into_inner(), "not lost");
+//! ```
+//!
 //! # Layers
 //!
 //! `wire` (the format) → [`sys`] (system calls) → [`ring`] (frames and the

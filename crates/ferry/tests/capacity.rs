@@ -131,13 +131,13 @@ mod typed {
                 .unwrap_or_else(|e| panic!("value {i} of {CAPACITY} refused: {e:?}"));
         }
         assert!(
-            matches!(tx.try_send(99), Err(TrySendError::Full)),
+            matches!(tx.try_send(99), Err(ferry::typed::TrySendError::Full(99))),
             "a value past the capacity was taken"
         );
         let start = Instant::now();
         assert!(matches!(
             tx.send_timeout(99, Duration::from_millis(50)),
-            Err(SendTimeoutError::Timeout)
+            Err(ferry::typed::SendTimeoutError::Timeout(99))
         ));
         assert!(start.elapsed() >= Duration::from_millis(40));
     }
@@ -158,7 +158,10 @@ mod typed {
         assert_eq!(rx.recv().unwrap(), 0);
         let (tx, sent_at) = waiting.join().unwrap();
         assert!(sent_at >= received_at);
-        assert!(matches!(tx.try_send(99), Err(TrySendError::Full)));
+        assert!(matches!(
+            tx.try_send(99),
+            Err(ferry::typed::TrySendError::Full(99))
+        ));
         assert_eq!(rx.recv().unwrap(), 1);
         tx.try_send(101).unwrap();
         for expected in [2, 3, 100, 101] {
@@ -219,7 +222,10 @@ mod typed {
         main.send(b"take one").unwrap();
         assert_eq!(main.recv().unwrap(), b"took one");
         let tx = waiting.join().unwrap();
-        assert!(matches!(tx.try_send(99), Err(TrySendError::Full)));
+        assert!(matches!(
+            tx.try_send(99),
+            Err(ferry::typed::TrySendError::Full(99))
+        ));
         main.send(b"take the rest").unwrap();
         tx.send_timeout(101, secs(10)).unwrap();
         assert_eq!(main.recv().unwrap(), b"done");

@@ -8,8 +8,8 @@ mod common;
 use std::collections::BTreeMap;
 
 use common::secs;
-use ferry::typed::{Bytes, Duplex, Reason, Receiver, Sender};
-use ferry::{PipeOptions, RecvError};
+use ferry::PipeOptions;
+use ferry::typed::{Bytes, Duplex, Reason, Receiver, RecvError, Sender};
 use serde::{Deserialize, Serialize};
 
 /// Counts the largest single allocation while watching, to check that a
@@ -389,11 +389,14 @@ fn in_process_disconnects_and_timeouts() {
     // A hang (a lost wake, a deadlock in a move) fails in seconds.
     let _dog = common::Watchdog::start(this_test!(), secs(30));
     let (tx, rx) = ferry::channel::<u32>(16).unwrap();
-    assert!(matches!(rx.try_recv(), Err(ferry::TryRecvError::Empty)));
+    assert!(matches!(
+        rx.try_recv(),
+        Err(ferry::typed::TryRecvError::Empty)
+    ));
     let start = std::time::Instant::now();
     assert!(matches!(
         rx.recv_timeout(std::time::Duration::from_millis(30)),
-        Err(ferry::RecvTimeoutError::Timeout)
+        Err(ferry::typed::RecvTimeoutError::Timeout)
     ));
     assert!(start.elapsed() >= std::time::Duration::from_millis(30));
     tx.send(1).unwrap();
@@ -405,7 +408,10 @@ fn in_process_disconnects_and_timeouts() {
 
     let (tx, rx) = ferry::channel::<u32>(16).unwrap();
     drop(rx);
-    assert!(matches!(tx.send(3), Err(ferry::SendError::Disconnected)));
+    assert!(matches!(
+        tx.send(3),
+        Err(ferry::typed::SendError::Disconnected(3))
+    ));
 
     // A receiver blocked in another thread is woken by the sender's drop.
     let (tx, rx) = ferry::channel::<u32>(16).unwrap();

@@ -9,8 +9,8 @@
 
 use std::process::Command;
 
-use ::ferry::typed::{Bytes, Duplex};
-use ::ferry::{PipeOptions, RecvError, Wait};
+use ::ferry::typed::{Bytes, Duplex, RecvError};
+use ::ferry::{PipeOptions, Wait};
 use serde::{Deserialize, Serialize};
 
 use super::{Connection, Endpoint, Transport};

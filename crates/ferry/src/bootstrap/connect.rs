@@ -66,6 +66,22 @@ pub enum ConnectError {
     Io(std::io::Error),
 }
 
+impl ConnectError {
+    /// Whether the peer is gone: no server listens at the address
+    /// ([`NoServer`](Self::NoServer)), it closed the connection before
+    /// answering ([`Closed`](Self::Closed)), or its answer broke the rules
+    /// ([`Protocol`](Self::Protocol): the connection is dropped).
+    ///
+    /// ```
+    /// let e = ferry::ConnectError::Closed;
+    /// assert!(e.is_disconnected());
+    /// assert!(!ferry::ConnectError::Timeout.is_disconnected());
+    /// ```
+    pub fn is_disconnected(&self) -> bool {
+        matches!(self, Self::NoServer(_) | Self::Closed | Self::Protocol(_))
+    }
+}
+
 impl fmt::Display for ConnectError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

@@ -102,6 +102,19 @@ pub enum BootstrapError {
     Io(std::io::Error),
 }
 
+impl BootstrapError {
+    /// Whether the peer (the parent) is gone: true for
+    /// [`Protocol`](Self::Protocol), since the pipe it sent is refused and
+    /// its link shut down; false for the rest.
+    ///
+    /// ```
+    /// assert!(!ferry::BootstrapError::AlreadyTaken.is_disconnected());
+    /// ```
+    pub fn is_disconnected(&self) -> bool {
+        matches!(self, Self::Protocol(_))
+    }
+}
+
 impl fmt::Display for BootstrapError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

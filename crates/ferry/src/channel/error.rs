@@ -22,6 +22,17 @@ impl ProtocolError {
     pub fn violation(&self) -> Violation {
         self.0
     }
+
+    /// Whether the peer is gone: always true, since the link the peer
+    /// broke the rules on is shut down (see the crate's "Errors" section).
+    ///
+    /// ```
+    /// use ferry::{ProtocolError, Violation};
+    /// assert!(ProtocolError::from(Violation::TooManyHandles).is_disconnected());
+    /// ```
+    pub fn is_disconnected(&self) -> bool {
+        true
+    }
 }
 
 impl From<Violation> for ProtocolError {
@@ -118,10 +129,34 @@ macro_rules! send_error {
             Protocol(ProtocolError),
             /// The operating system refused (for example, out of descriptors).
             Io(std::io::Error),
-            /// A typed message could not be encoded (see
-            /// [`crate::typed`]). Nothing was sent.
-            #[cfg(feature = "serde")]
-            Encode(crate::codec::EncodeError),
+        }
+
+        impl $name {
+            /// Whether the peer is gone: [`Disconnected`](Self::Disconnected),
+            /// or [`Protocol`](Self::Protocol) (the link it broke is shut
+            /// down, so nothing sent on it arrives any more).
+            ///
+            /// ```
+            #[doc = concat!("assert!(ferry::", stringify!($name), "::Disconnected.is_disconnected());")]
+            #[doc = concat!("let local = ferry::", stringify!($name), "::Io(std::io::ErrorKind::OutOfMemory.into());")]
+            /// assert!(!local.is_disconnected());
+            /// ```
+            pub fn is_disconnected(&self) -> bool {
+                matches!(self, Self::Disconnected | Self::Protocol(_))
+            }
+        }
+
+        impl SendWithError<$name> {
+            /// Whether the peer is gone (see the error's own
+            /// `is_disconnected`).
+            ///
+            /// ```
+            #[doc = concat!("let e = ferry::SendWithError { error: ferry::", stringify!($name), "::Disconnected, ends: Vec::new() };")]
+            /// assert!(e.is_disconnected());
+            /// ```
+            pub fn is_disconnected(&self) -> bool {
+                self.error.is_disconnected()
+            }
         }
 
         impl fmt::Display for $name {
@@ -136,8 +171,6 @@ macro_rules! send_error {
                     Self::NotTransferable(why) => write!(f, "pipe end cannot be sent: {why}"),
                     Self::Protocol(e) => e.fmt(f),
                     Self::Io(e) => write!(f, "system error while sending: {e}"),
-                    #[cfg(feature = "serde")]
-                    Self::Encode(e) => write!(f, "cannot encode the message: {e}"),
                 }
             }
         }
@@ -147,8 +180,6 @@ macro_rules! send_error {
                 match self {
                     Self::Protocol(e) => Some(e),
                     Self::Io(e) => Some(e),
-                    #[cfg(feature = "serde")]
-                    Self::Encode(e) => Some(e),
                     _ => None,
                 }
             }
@@ -213,11 +244,21 @@ macro_rules! recv_error {
             /// nothing wrong and nothing was lost: the message stays queued,
             /// and a later call receives it once the shortage is over.
             Io(std::io::Error),
-            /// A typed message did not decode as the receiver's type (see
-            /// [`crate::typed`]). That message is dropped, with any pipe
-            /// ends it carried; the stream goes on with the next one.
-            #[cfg(feature = "serde")]
-            Decode(crate::codec::DecodeError),
+        }
+
+        impl $name {
+            /// Whether the peer is gone: [`Disconnected`](Self::Disconnected),
+            /// or [`Protocol`](Self::Protocol) (the link it broke is shut
+            /// down, so nothing more arrives on it).
+            ///
+            /// ```
+            #[doc = concat!("assert!(ferry::", stringify!($name), "::Disconnected.is_disconnected());")]
+            #[doc = concat!("let local = ferry::", stringify!($name), "::Io(std::io::ErrorKind::OutOfMemory.into());")]
+            /// assert!(!local.is_disconnected());
+            /// ```
+            pub fn is_disconnected(&self) -> bool {
+                matches!(self, Self::Disconnected | Self::Protocol(_))
+            }
         }
 
         impl fmt::Display for $name {
@@ -230,8 +271,6 @@ macro_rules! recv_error {
                         f,
                         "system error while receiving (the message stays queued): {e}"
                     ),
-                    #[cfg(feature = "serde")]
-                    Self::Decode(e) => e.fmt(f),
                 }
             }
         }
@@ -241,8 +280,6 @@ macro_rules! recv_error {
                 match self {
                     Self::Protocol(e) => Some(e),
                     Self::Io(e) => Some(e),
-                    #[cfg(feature = "serde")]
-                    Self::Decode(e) => Some(e),
                     _ => None,
                 }
             }
@@ -296,8 +333,6 @@ macro_rules! widen_send {
                     SendError::NotTransferable(why) => Self::NotTransferable(why),
                     SendError::Protocol(e) => Self::Protocol(e),
                     SendError::Io(e) => Self::Io(e),
-                    #[cfg(feature = "serde")]
-                    SendError::Encode(e) => Self::Encode(e),
                 }
             }
         }
@@ -312,8 +347,6 @@ impl From<RecvError> for TryRecvError {
             RecvError::Disconnected => Self::Disconnected,
             RecvError::Protocol(e) => Self::Protocol(e),
             RecvError::Io(e) => Self::Io(e),
-            #[cfg(feature = "serde")]
-            RecvError::Decode(e) => Self::Decode(e),
         }
     }
 }
@@ -324,8 +357,6 @@ impl From<RecvError> for RecvTimeoutError {
             RecvError::Disconnected => Self::Disconnected,
             RecvError::Protocol(e) => Self::Protocol(e),
             RecvError::Io(e) => Self::Io(e),
-            #[cfg(feature = "serde")]
-            RecvError::Decode(e) => Self::Decode(e),
         }
     }
 }
@@ -333,7 +364,8 @@ impl From<RecvError> for RecvTimeoutError {
 /// A failed [`crate::Sender::send_with`] (or its `try_` and `_timeout`
 /// forms, whose error types `E` it carries): the error, and the ends that
 /// were not sent (all of them, unless the link failed part way).
-#[derive(Debug)]
+///
+/// Its `Debug` shows the error and how many ends came back, not the ends.
 pub struct SendWithError<E = SendError> {
     /// What went wrong.
     pub error: E,
@@ -348,6 +380,15 @@ impl SendWithError<SendFault> {
             error: self.error.into(),
             ends: self.ends,
         }
+    }
+}
+
+impl<E: fmt::Debug> fmt::Debug for SendWithError<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SendWithError")
+            .field("error", &self.error)
+            .field("ends", &format_args!("{} handed back", self.ends.len()))
+            .finish()
     }
 }
 

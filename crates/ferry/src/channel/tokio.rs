@@ -179,8 +179,6 @@ fn recv_error(e: TryRecvError) -> RecvError {
         TryRecvError::Protocol(p) => RecvError::Protocol(p),
         TryRecvError::Io(e) => RecvError::Io(e),
         TryRecvError::Empty => RecvError::Io(io::Error::other("empty after a wake")),
-        #[cfg(feature = "serde")]
-        TryRecvError::Decode(e) => RecvError::Decode(e),
     }
 }
 
@@ -305,7 +303,5 @@ fn send_error(e: TrySendError) -> SendError {
         TrySendError::Protocol(p) => SendError::Protocol(p),
         TrySendError::Io(e) => SendError::Io(e),
         TrySendError::Full => SendError::Io(io::Error::other("full after a wake")),
-        #[cfg(feature = "serde")]
-        TrySendError::Encode(e) => SendError::Encode(e),
     }
 }

@@ -16,11 +16,23 @@ use crate::codec::EncodeError;
 use crate::link::PendingFd;
 use crate::{End, SharedBytes};
 
+/// Puts a byte half back into the typed half it was taken from, when the
+/// message that was to carry it was not sent.
+pub(super) type Restore = Box<dyn FnOnce(End) + Send>;
+
 /// What an encode collected.
 #[derive(Default)]
 pub(super) struct Outgoing {
     /// The byte halves, in handle order.
     pub(super) ends: Vec<End>,
+    /// For each of `ends`, in the same order, what puts it back into its
+    /// typed half if the message is not sent (`None`: a duplicated
+    /// descriptor, which the value still holds).
+    restore: Vec<Option<Restore>>,
+    /// For each handle, whether the current pass over the value has named
+    /// it: a half met twice in one pass is refused (the receiver could
+    /// claim it only once).
+    named: Vec<bool>,
     /// Work to run once the message has been sent (forwarding the values
     /// queued in-process for a receiver that is leaving).
     pub(super) after: Vec<Box<dyn FnOnce() + Send>>,
@@ -37,6 +49,31 @@ impl Outgoing {
     pub(super) fn finish(self) {
         for action in self.after {
             action();
+        }
+    }
+
+    /// Takes back the ends a failed send handed back (all of them, in
+    /// order, unless the send failed part way).
+    pub(super) fn hand_back(&mut self, ends: Vec<End>) {
+        if self.ends.is_empty() {
+            self.ends = ends;
+        }
+    }
+
+    /// The message was not sent: puts each half back into the typed half it
+    /// came from, so the value handed back to the caller is whole. If some
+    /// ends are missing (a send that failed part way), they cannot be
+    /// matched to their halves, and none is put back.
+    pub(super) fn restore(&mut self) {
+        let ends = std::mem::take(&mut self.ends);
+        let restore = std::mem::take(&mut self.restore);
+        if ends.len() != restore.len() {
+            return;
+        }
+        for (end, restore) in ends.into_iter().zip(restore) {
+            if let Some(restore) = restore {
+                restore(end);
+            }
         }
     }
 }
@@ -208,10 +245,13 @@ pub(super) fn has_ends() -> bool {
 }
 
 /// Adds an end to the current encode's table (checked by [`room`] first)
-/// and returns its index.
-pub(super) fn push_end(end: End) -> u32 {
+/// and returns its index; `restore` puts it back if the message is not
+/// sent.
+pub(super) fn push_end(end: End, restore: Option<Restore>) -> u32 {
     with_outgoing(|out| {
         out.ends.push(end);
+        out.restore.push(restore);
+        out.named.push(true);
         // At most MAX_HANDLES (253), checked by `room`, so the index fits.
         (out.ends.len() - 1) as u32
     })
@@ -224,6 +264,7 @@ pub(super) fn push_end(end: End) -> u32 {
 /// by the indices they got the first time instead of being taken again.
 pub(super) fn continuing<R>(mut out: Outgoing, encode: impl FnOnce() -> R) -> (R, Outgoing) {
     out.fd_cursor = 0;
+    out.named.fill(false);
     let (depth, leave) = enter_encode();
     OUTGOING.with(|o| o.borrow_mut().push((depth, out)));
     count_tables(1);
@@ -231,6 +272,28 @@ pub(super) fn continuing<R>(mut out: Outgoing, encode: impl FnOnce() -> R) -> (R
     let out = take_outgoing_at(depth);
     drop(leave);
     (result, out.unwrap_or_default())
+}
+
+/// A half that the current encode already took, as handle `index`, is met
+/// again: fine once per pass (a second pass over the value names it
+/// again), refused if this pass already named it (the receiver could
+/// claim it only once), or if it was taken by another message.
+pub(super) fn name_again(index: u32) -> Result<(), String> {
+    let named = with_outgoing(|out| {
+        let slot = usize::try_from(index)
+            .ok()
+            .and_then(|k| out.named.get_mut(k))?;
+        Some(std::mem::replace(slot, true))
+    })
+    .flatten();
+    match named {
+        Some(false) => Ok(()),
+        Some(true) => Err(format!(
+            "this channel half appears more than once in the value (as handle {index}); \
+             a half can travel only once per message"
+        )),
+        None => Err("this channel half has already moved".into()),
+    }
 }
 
 /// The handle index of the next descriptor the current encode meets: on a
@@ -247,7 +310,7 @@ pub(super) fn push_fd(take: impl FnOnce() -> Result<End, EncodeError>) -> Result
         return Ok(index);
     }
     room()?;
-    let index = push_end(take()?);
+    let index = push_end(take()?, None);
     with_outgoing(|out| {
         out.fd_indices.push(index);
         out.fd_cursor += 1;

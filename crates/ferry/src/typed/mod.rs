@@ -132,6 +132,7 @@
 //! Types that need a self-describing format (`#[serde(untagged)]`,
 //! internally tagged enums, `flatten`) give [`Reason::NotSelfDescribing`].
 
+mod error;
 pub mod fd;
 mod handles;
 mod lock;
@@ -150,6 +151,10 @@ use crate::SharedBytes;
 pub use crate::codec::{
     DecodeError, EMPTY_ELEMENTS, EncodeError, MAX_DEPTH, Reason, decode, decode_borrowed, encode,
     encode_into, encoded_len,
+};
+pub use error::{
+    RecvError, RecvTimeoutError, SendError, SendFailure, SendTimeoutError, TryRecvError,
+    TrySendError,
 };
 pub use fd::Fd;
 pub use receiver::Receiver;
@@ -202,9 +207,7 @@ where
 {
     let queue = Arc::new(queue::Queue::new(capacity));
     (
-        Sender {
-            mode: std::cell::RefCell::new(sender::Mode::Local(Arc::clone(&queue))),
-        },
+        Sender::local(Arc::clone(&queue)),
         Receiver {
             mode: std::cell::RefCell::new(receiver::Mode::Local(queue)),
         },
@@ -419,7 +422,7 @@ where
     /// # Errors
     ///
     /// As [`Sender::send`].
-    pub fn send(&self, value: S) -> Result<(), crate::SendError> {
+    pub fn send(&self, value: S) -> Result<(), SendError<S>> {
         self.tx.send(value)
     }
 
@@ -428,7 +431,7 @@ where
     /// # Errors
     ///
     /// As [`Sender::send`].
-    pub fn send_ref(&self, value: &S) -> Result<(), crate::SendError>
+    pub fn send_ref(&self, value: &S) -> Result<(), SendError<()>>
     where
         S: Clone,
     {
@@ -440,7 +443,7 @@ where
     /// # Errors
     ///
     /// As [`Receiver::recv_into`].
-    pub fn recv_into(&self, place: &mut R) -> Result<(), crate::RecvError> {
+    pub fn recv_into(&self, place: &mut R) -> Result<(), RecvError> {
         self.rx.recv_into(place)
     }
 
@@ -449,7 +452,7 @@ where
     /// # Errors
     ///
     /// As [`Receiver::recv`].
-    pub fn recv(&self) -> Result<R, crate::RecvError> {
+    pub fn recv(&self) -> Result<R, RecvError> {
         self.rx.recv()
     }
 
@@ -458,7 +461,7 @@ where
     /// # Errors
     ///
     /// As [`Receiver::recv_timeout`].
-    pub fn recv_timeout(&self, timeout: std::time::Duration) -> Result<R, crate::RecvTimeoutError> {
+    pub fn recv_timeout(&self, timeout: std::time::Duration) -> Result<R, RecvTimeoutError> {
         self.rx.recv_timeout(timeout)
     }
 

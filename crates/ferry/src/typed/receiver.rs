@@ -7,13 +7,14 @@ use std::time::{Duration, Instant};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use super::error::{RecvError, RecvTimeoutError, TryRecvError};
 use super::handles;
 use super::moving;
 use super::queue::{Presence, Queue};
 use super::remote::{self, RecvFail};
+use crate::End;
 use crate::channel::RecvFault;
 use crate::codec::EncodeError;
-use crate::{End, RecvError, RecvTimeoutError, TryRecvError};
 
 /// Where a receiver's values come from.
 #[allow(clippy::large_enum_variant)] // one per half; boxing adds a pointer chase per call
@@ -108,7 +109,7 @@ impl<T: Serialize + DeserializeOwned + Send + 'static> Receiver<T> {
     /// tx.send(vec!["a".into(), "b".into()])?;
     /// drop(tx);
     /// assert_eq!(rx.recv()?, ["a", "b"]);
-    /// assert!(matches!(rx.recv(), Err(ferry::RecvError::Disconnected)));
+    /// assert!(matches!(rx.recv(), Err(ferry::typed::RecvError::Disconnected)));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     ///
@@ -301,11 +302,12 @@ impl<T: Serialize + DeserializeOwned + Send + 'static> Serialize for Receiver<T>
     /// only by a ferry typed send.
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         if let Mode::Moved(index) = *self.mode.borrow() {
+            handles::name_again(index).map_err(serde::ser::Error::custom)?;
             return serializer.serialize_u32(index);
         }
         handles::room().map_err(serde::ser::Error::custom)?;
         let rx = self.take_bytes().map_err(serde::ser::Error::custom)?;
-        let index = handles::push_end(End::Receiver(rx));
+        let index = handles::push_end(End::Receiver(rx), None);
         *self.mode.borrow_mut() = Mode::Moved(index);
         serializer.serialize_u32(index)
     }

@@ -6,12 +6,12 @@ use std::time::Instant;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use super::error::{SendError, SendFailure, SendTimeoutError, TrySendError};
 use super::handles;
 use crate::channel::{RecvFault, SendFault};
 use crate::codec::{self, DecodeError, EncodeError};
 use crate::codec::{Encoder, Out};
 use crate::ring::{FrameWriter, RingView};
-use crate::{SendError, SendTimeoutError, TrySendError};
 
 /// How long a send may wait for room.
 #[derive(Debug, Clone, Copy)]
@@ -24,73 +24,93 @@ pub(super) enum Until {
     Deadline(Instant),
 }
 
-/// A send's failure, before it becomes the caller's error type.
+/// A send's failure, before it becomes the caller's error type (with the
+/// value handed back).
 #[derive(Debug)]
 pub(super) enum SendFail {
-    Send(SendError),
+    Disconnected,
     Full,
     Timeout,
+    Failed(SendFailure),
 }
 
 impl From<EncodeError> for SendFail {
     fn from(e: EncodeError) -> Self {
-        Self::Send(SendError::Encode(e))
+        Self::Failed(SendFailure::Encode(e))
     }
 }
 
-impl From<SendFail> for SendError {
-    fn from(fail: SendFail) -> Self {
-        match fail {
-            SendFail::Send(e) => e,
+impl From<SendFault> for SendFail {
+    fn from(fault: SendFault) -> Self {
+        match fault {
+            SendFault::Disconnected => Self::Disconnected,
+            SendFault::Timeout => Self::Timeout,
+            SendFault::TooLarge { len, limit } => {
+                Self::Failed(SendFailure::TooLarge { len, limit })
+            }
+            SendFault::NotTransferable(why) => Self::Failed(SendFailure::NotTransferable(why)),
+            SendFault::Protocol(e) => Self::Failed(SendFailure::Protocol(e)),
+            SendFault::Io(e) => Self::Failed(SendFailure::Io(e)),
+        }
+    }
+}
+
+/// Turns a byte send's error into a [`SendFail`] (the three byte error
+/// types share their variants but for the one each adds).
+macro_rules! from_byte_error {
+    ($fn:ident, $error:ident $(, $extra:ident => $fail:ident)?) => {
+        fn $fn(e: crate::$error) -> SendFail {
+            match e {
+                $(crate::$error::$extra => SendFail::$fail,)?
+                crate::$error::Disconnected => SendFail::Disconnected,
+                crate::$error::TooLarge { len, limit } => {
+                    SendFail::Failed(SendFailure::TooLarge { len, limit })
+                }
+                crate::$error::NotTransferable(why) => {
+                    SendFail::Failed(SendFailure::NotTransferable(why))
+                }
+                crate::$error::Protocol(e) => SendFail::Failed(SendFailure::Protocol(e)),
+                crate::$error::Io(e) => SendFail::Failed(SendFailure::Io(e)),
+                // `non_exhaustive`: a variant added later is reported as
+                // this process's failure, never as the peer's.
+                #[allow(unreachable_patterns)]
+                other => SendFail::Failed(SendFailure::Io(std::io::Error::other(other.to_string()))),
+            }
+        }
+    };
+}
+
+from_byte_error!(from_send, SendError);
+from_byte_error!(from_try, TrySendError, Full => Full);
+from_byte_error!(from_timeout, SendTimeoutError, Timeout => Timeout);
+
+impl SendFail {
+    /// The error of a send that waits as long as it takes, holding `value`.
+    pub(super) fn send_error<T>(self, value: T) -> SendError<T> {
+        match self {
+            Self::Disconnected => SendError::Disconnected(value),
+            Self::Failed(failure) => SendError::Failed(value, failure),
             // Never made by a send that waits as long as it takes.
-            SendFail::Full | SendFail::Timeout => {
-                SendError::Io(std::io::ErrorKind::TimedOut.into())
+            Self::Full | Self::Timeout => {
+                SendError::Failed(value, SendFailure::Io(std::io::ErrorKind::TimedOut.into()))
             }
         }
     }
-}
 
-impl From<SendFail> for TrySendError {
-    fn from(fail: SendFail) -> Self {
-        match fail {
-            SendFail::Send(e) => e.into(),
-            SendFail::Full | SendFail::Timeout => TrySendError::Full,
+    /// The error of a `try_` send, holding `value`.
+    pub(super) fn try_send_error<T>(self, value: T) -> TrySendError<T> {
+        match self {
+            Self::Full | Self::Timeout => TrySendError::Full(value),
+            other => other.send_error(value).into(),
         }
     }
-}
 
-impl From<SendFail> for SendTimeoutError {
-    fn from(fail: SendFail) -> Self {
-        match fail {
-            SendFail::Send(e) => e.into(),
-            SendFail::Full | SendFail::Timeout => SendTimeoutError::Timeout,
+    /// The error of a `_timeout` send, holding `value`.
+    pub(super) fn send_timeout_error<T>(self, value: T) -> SendTimeoutError<T> {
+        match self {
+            Self::Full | Self::Timeout => SendTimeoutError::Timeout(value),
+            other => other.send_error(value).into(),
         }
-    }
-}
-
-fn from_try(e: TrySendError) -> SendFail {
-    match e {
-        TrySendError::Full => SendFail::Full,
-        TrySendError::Disconnected => SendFail::Send(SendError::Disconnected),
-        TrySendError::TooLarge { len, limit } => SendFail::Send(SendError::TooLarge { len, limit }),
-        TrySendError::NotTransferable(why) => SendFail::Send(SendError::NotTransferable(why)),
-        TrySendError::Protocol(e) => SendFail::Send(SendError::Protocol(e)),
-        TrySendError::Io(e) => SendFail::Send(SendError::Io(e)),
-        TrySendError::Encode(e) => SendFail::Send(SendError::Encode(e)),
-    }
-}
-
-fn from_timeout(e: SendTimeoutError) -> SendFail {
-    match e {
-        SendTimeoutError::Timeout => SendFail::Timeout,
-        SendTimeoutError::Disconnected => SendFail::Send(SendError::Disconnected),
-        SendTimeoutError::TooLarge { len, limit } => {
-            SendFail::Send(SendError::TooLarge { len, limit })
-        }
-        SendTimeoutError::NotTransferable(why) => SendFail::Send(SendError::NotTransferable(why)),
-        SendTimeoutError::Protocol(e) => SendFail::Send(SendError::Protocol(e)),
-        SendTimeoutError::Io(e) => SendFail::Send(SendError::Io(e)),
-        SendTimeoutError::Encode(e) => SendFail::Send(SendError::Encode(e)),
     }
 }
 
@@ -103,26 +123,30 @@ pub(super) fn encode<T: Serialize>(
     handles::encoding(|| codec::encode_into(value, buf))
 }
 
-/// Sends an encoded message (and its ends) on `tx`.
+/// Sends an encoded message (and its ends) on `tx`; on failure, hands
+/// back the ends that were not sent.
 pub(super) fn send_encoded(
     tx: &crate::Sender,
     bytes: &[u8],
     ends: Vec<crate::End>,
     until: Until,
-) -> Result<(), SendFail> {
+) -> Result<(), (SendFail, Vec<crate::End>)> {
+    let plain = |fail| (fail, Vec::new());
     match (ends.is_empty(), until) {
-        (true, Until::Sent) => tx.send(bytes).map_err(SendFail::Send),
-        (true, Until::Now) => tx.try_send(bytes).map_err(from_try),
+        (true, Until::Sent) => tx.send(bytes).map_err(|e| plain(from_send(e))),
+        (true, Until::Now) => tx.try_send(bytes).map_err(|e| plain(from_try(e))),
         (true, Until::Deadline(d)) => tx
             .send_timeout(bytes, d.saturating_duration_since(Instant::now()))
-            .map_err(from_timeout),
+            .map_err(|e| plain(from_timeout(e))),
         (false, Until::Sent) => tx
             .send_with(bytes, ends)
-            .map_err(|e| SendFail::Send(e.error)),
-        (false, Until::Now) => tx.try_send_with(bytes, ends).map_err(|e| from_try(e.error)),
+            .map_err(|e| (from_send(e.error), e.ends)),
+        (false, Until::Now) => tx
+            .try_send_with(bytes, ends)
+            .map_err(|e| (from_try(e.error), e.ends)),
         (false, Until::Deadline(d)) => tx
             .send_with_timeout(bytes, ends, d.saturating_duration_since(Instant::now()))
-            .map_err(|e| from_timeout(e.error)),
+            .map_err(|e| (from_timeout(e.error), e.ends)),
     }
 }
 
@@ -171,7 +195,7 @@ impl Until {
         match (self, fault) {
             (Until::Now, SendFault::Timeout) => SendFail::Full,
             (Until::Deadline(_), SendFault::Timeout) => SendFail::Timeout,
-            (_, fault) => SendFail::Send(fault.into()),
+            (_, fault) => fault.into(),
         }
     }
 }
@@ -230,89 +254,127 @@ fn send_in_ring<T: Serialize>(
 /// one pass into a buffer the ring copies from. Which to try first follows
 /// the last message's size; a small one that turns out large is sent from
 /// the buffer.
+///
+/// If it is not sent, the channel halves the value held are put back into
+/// it (see [`handles::Outgoing::restore`]), so the caller gets it back
+/// whole.
 pub(super) fn send<T: Serialize>(
     tx: &crate::Sender,
     scratch: &mut Scratch,
     value: &T,
     until: Until,
 ) -> Result<(), SendFail> {
-    let direct = matches!(until, Until::Sent);
-    if scratch.large && direct {
-        let (counted, mut out) = handles::encoding(|| codec::encoded_len(value));
-        let ends = std::mem::take(&mut out.ends);
-        let result = match counted {
-            Ok(len) if ends.is_empty() && tx.goes_out_of_line(len) => (|| {
-                let mut loan = tx.loan(len).map_err(SendFail::Send)?;
-                codec::encode_exact(value, &mut loan)?;
-                loan.send().map_err(SendFail::Send)
-            })(),
-            Ok(len) => {
-                scratch.large = false;
-                // The counting pass took the halves; this one writes the
-                // same indices (so it needs no table of its own).
-                let (sent, rest) = handles::continuing(out, || {
-                    send_buffered(
-                        tx,
-                        scratch,
-                        |buf| codec::encode_into(value, buf),
-                        ends,
-                        until,
-                    )
-                });
-                out = rest;
-                sent.and_then(|written| match written == len {
-                    true => Ok(()),
-                    false => Err(EncodeError::SizeChanged.into()),
-                })
-            }
-            Err(e) => Err(e.into()),
-        };
-        out.finish();
-        return result;
+    let (result, mut out) = match scratch.large && matches!(until, Until::Sent) {
+        true => send_counted(tx, scratch, value, until),
+        false => send_framed(tx, scratch, value, until),
+    };
+    if result.is_err() {
+        out.restore();
     }
+    out.finish();
+    result
+}
+
+/// [`send`] after a large message: counted first, then written into a
+/// loaned block (or into the buffer if it is not large after all, or holds
+/// halves).
+fn send_counted<T: Serialize>(
+    tx: &crate::Sender,
+    scratch: &mut Scratch,
+    value: &T,
+    until: Until,
+) -> (Result<(), SendFail>, handles::Outgoing) {
+    let (counted, mut out) = handles::encoding(|| codec::encoded_len(value));
+    let len = match counted {
+        Ok(len) => len,
+        Err(e) => return (Err(e.into()), out),
+    };
+    let ends = std::mem::take(&mut out.ends);
+    if ends.is_empty() && tx.goes_out_of_line(len) {
+        let sent = (|| {
+            let mut loan = tx.loan(len).map_err(from_send)?;
+            codec::encode_exact(value, &mut loan)?;
+            loan.send().map_err(from_send)
+        })();
+        return (sent, out);
+    }
+    scratch.large = false;
+    // The counting pass took the halves; this one writes the same indices
+    // (so it needs no table of its own).
+    let (sent, mut out) = handles::continuing(out, || {
+        send_buffered(
+            tx,
+            scratch,
+            |buf| codec::encode_into(value, buf),
+            ends,
+            until,
+        )
+    });
+    let result = match sent {
+        Ok(written) if written == len => Ok(()),
+        Ok(_) => Err(EncodeError::SizeChanged.into()),
+        Err((fail, ends)) => {
+            out.hand_back(ends);
+            Err(fail)
+        }
+    };
+    (result, out)
+}
+
+/// [`send`] of a value encoded straight into a ring frame, or from the
+/// buffer if it does not fit one or holds halves.
+fn send_framed<T: Serialize>(
+    tx: &crate::Sender,
+    scratch: &mut Scratch,
+    value: &T,
+    until: Until,
+) -> (Result<(), SendFail>, handles::Outgoing) {
     let skipped = scratch.skip_ring;
-    let (in_ring, mut out) = match skipped {
+    let (in_ring, out) = match skipped {
         false => handles::encoding(|| send_in_ring(tx, scratch, value, until)),
         true => (Ok(false), handles::Outgoing::default()),
     };
     if !matches!(in_ring, Ok(false)) {
-        out.finish();
-        return in_ring.map(|_| ());
+        return (in_ring.map(|_| ()), out);
     }
     // Too large for one frame, or it holds halves: from the buffer (the
     // halves taken above keep their indices; if the ring was skipped, this
     // encode takes them).
     scratch.buf.clear();
-    let (encoded, more) = match skipped {
+    let (encoded, mut out) = match skipped {
         false => handles::continuing(out, || codec::encode_into(value, &mut scratch.buf)),
         true => handles::encoding(|| codec::encode_into(value, &mut scratch.buf)),
     };
-    out = more;
     scratch.skip_ring = scratch.buf.len() >= SURELY_FITS;
+    if let Err(e) = encoded {
+        return (Err(e.into()), out);
+    }
     let ends = std::mem::take(&mut out.ends);
-    let result = encoded.map_err(SendFail::from).and_then(|()| {
-        scratch.large = tx.goes_out_of_line(scratch.buf.len());
-        let sent = send_encoded(tx, &scratch.buf, ends, until);
-        if scratch.buf.capacity() > KEEP_BUFFER {
-            scratch.buf = Vec::new();
-        }
-        sent
+    scratch.large = tx.goes_out_of_line(scratch.buf.len());
+    let sent = send_encoded(tx, &scratch.buf, ends, until);
+    if scratch.buf.capacity() > KEEP_BUFFER {
+        scratch.buf = Vec::new();
+    }
+    let result = sent.map_err(|(fail, ends)| {
+        out.hand_back(ends);
+        fail
     });
-    out.finish();
-    result
+    (result, out)
 }
 
 /// Encodes into the scratch buffer with `encode` and sends it; returns the
-/// encoded length.
+/// encoded length, or the failure and the ends not sent.
 fn send_buffered(
     tx: &crate::Sender,
     scratch: &mut Scratch,
     encode: impl FnOnce(&mut Vec<u8>) -> Result<(), EncodeError>,
     ends: Vec<crate::End>,
     until: Until,
-) -> Result<usize, SendFail> {
+) -> Result<usize, (SendFail, Vec<crate::End>)> {
     scratch.buf.clear();
-    encode(&mut scratch.buf)?;
+    if let Err(e) = encode(&mut scratch.buf) {
+        return Err((e.into(), ends));
+    }
     let len = scratch.buf.len();
     let sent = send_encoded(tx, &scratch.buf, ends, until);
     if scratch.buf.capacity() > KEEP_BUFFER {

@@ -757,7 +757,6 @@ impl Sender {
     /// Whether the receiving side of this half's ring is in another process
     /// (then ends sent with a message cross the link; within this process
     /// they wait in the ring's own queue).
-    #[cfg(feature = "serde")]
     pub(crate) fn is_linked(&self) -> bool {
         self.core.half.link.get().is_some()
     }

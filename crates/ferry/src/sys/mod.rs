@@ -127,8 +127,12 @@ pub(crate) use backend::listener::{
 pub(crate) use backend::memory::{Mapping, SharedMemory, is_shortage};
 pub(crate) use backend::peer::{Process, credentials};
 pub(crate) use backend::poller::{Interest, Poller};
+// Duplicating a descriptor: a typed descriptor field, a doorbell shared
+// by async clones.
+#[cfg(any(feature = "serde", feature = "tokio"))]
+pub(crate) use backend::process::duplicate;
 pub(crate) use backend::process::{
-    adopt_inherited, adopt_inherited_pipe, duplicate, inherit_in_child, parent_pid,
+    adopt_inherited, adopt_inherited_pipe, inherit_in_child, parent_pid,
 };
 pub(crate) use backend::rlimit::descriptor_limit;
 pub(crate) use backend::socket::{ControlSocket, socket_pair};

@@ -64,6 +64,8 @@ fn adopt_inherited_as(raw: RawFd, kind: rustix::fs::FileType, what: &str) -> io:
 }
 
 /// A new descriptor for the same open file as `fd` (close-on-exec).
+// Used by typed descriptor fields and async clones only.
+#[cfg_attr(not(any(feature = "serde", feature = "tokio")), allow(dead_code))]
 pub(crate) fn duplicate(fd: BorrowedFd<'_>) -> io::Result<OwnedFd> {
     Ok(rustix::io::fcntl_dupfd_cloexec(fd, 0)?)
 }

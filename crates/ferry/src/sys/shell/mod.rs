@@ -190,6 +190,10 @@ pub(crate) mod process {
         super::unsupported()
     }
 
+    // Used by typed descriptor fields and async clones only.
+
+    #[cfg_attr(not(any(feature = "serde", feature = "tokio")), allow(dead_code))]
+
     pub(crate) fn duplicate(_fd: BorrowedFd<'_>) -> io::Result<OwnedFd> {
         super::unsupported()
     }

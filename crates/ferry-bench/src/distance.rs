@@ -36,8 +36,8 @@ struct Line(AtomicU64);
 pub fn line_round_trip() -> Option<Duration> {
     static CAN_PIN: OnceLock<bool> = OnceLock::new();
     let can_pin = CAN_PIN.get_or_init(|| {
-        ferry::sys::online_cpus() >= 2
-            && thread::spawn(|| (0..2).all(|cpu| ferry::sys::pin_to_cpu(cpu).is_ok()))
+        ferry::internals::online_cpus() >= 2
+            && thread::spawn(|| (0..2).all(|cpu| ferry::internals::pin_to_cpu(cpu).is_ok()))
                 .join()
                 .unwrap_or(false)
     });
@@ -92,7 +92,7 @@ fn round() -> Option<Duration> {
     };
     thread::scope(|scope| {
         let answerer = scope.spawn(|| {
-            ferry::sys::pin_to_cpu(1).ok()?;
+            ferry::internals::pin_to_cpu(1).ok()?;
             // Ready: the asker starts its clock once this thread is here.
             pong.0.store(READY, Ordering::Release);
             for i in 1..=ROUND_TRIPS {
@@ -104,7 +104,7 @@ fn round() -> Option<Duration> {
             Some(())
         });
         let asker = scope.spawn(|| {
-            ferry::sys::pin_to_cpu(0).ok()?;
+            ferry::internals::pin_to_cpu(0).ok()?;
             if !wait_for(&pong, READY, &ping) {
                 return None;
             }
@@ -134,7 +134,7 @@ mod tests {
     fn a_round_trip_between_two_cpus_takes_time() {
         // Where two CPUs can be pinned, a line's round trip is measured
         // and lies between a nanosecond and the give-up bound.
-        if ferry::sys::online_cpus() < 2 || ferry::sys::pin_to_cpu(0).is_err() {
+        if ferry::internals::online_cpus() < 2 || ferry::internals::pin_to_cpu(0).is_err() {
             return;
         }
         let rt = line_round_trip().expect("two CPUs, pinned: a figure");

@@ -38,7 +38,7 @@ impl CpuLog {
     #[inline]
     pub fn tick(&mut self) {
         if self.messages.is_multiple_of(self.every) && self.cpus.len() < MAX_SAMPLES {
-            self.cpus.push(ferry::sys::current_cpu() as u64);
+            self.cpus.push(ferry::internals::current_cpu() as u64);
         }
         self.messages += 1;
     }
@@ -122,7 +122,7 @@ impl Placement {
 
     /// Fails unless this machine has the CPUs the placement needs.
     pub fn check(self) -> Result<(), Error> {
-        let online = ferry::sys::online_cpus();
+        let online = ferry::internals::online_cpus();
         match self {
             Self::Split if online < 2 => Err(Error::new(format!(
                 "placement split needs 2 CPUs, but this process may run on {online}"
@@ -144,7 +144,9 @@ impl Placement {
 
 fn pin(cpu: Option<usize>, who: &str) -> Result<(), Error> {
     match cpu {
-        Some(cpu) => ferry::sys::pin_to_cpu(cpu).context(format!("pinning the {who} to CPU {cpu}")),
+        Some(cpu) => {
+            ferry::internals::pin_to_cpu(cpu).context(format!("pinning the {who} to CPU {cpu}"))
+        }
         None => Ok(()),
     }
 }
@@ -172,7 +174,7 @@ mod tests {
         }
         let cpus = log.take();
         assert_eq!(cpus.len(), 3, "{cpus:?}");
-        let online = ferry::sys::online_cpus() as u64;
+        let online = ferry::internals::online_cpus() as u64;
         assert!(cpus.iter().all(|&cpu| cpu < online.max(1)), "{cpus:?}");
         log.tick();
         assert_eq!(log.take().len(), 1);

@@ -223,7 +223,7 @@
 //!
 //! # Layers
 //!
-//! `wire` (the format) → [`sys`] (system calls) → [`ring`] (frames and the
+//! `wire` (the format) → `sys` (system calls) → `ring` (frames and the
 //! wait/wake protocol) and `pool` (blocks for large messages) → `link` (the
 //! control socket, and the hang-up watcher) → `channel` (the public
 //! [`Pipe`], [`Select`], the tokio types) → `typed` → `bootstrap`
@@ -233,7 +233,7 @@
 //! # Portability
 //!
 //! Linux only for now: memfd, futex, `SOCK_SEQPACKET` and `SCM_RIGHTS`.
-//! [`sys`] documents what another OS backend must provide.
+//! `src/sys` documents what another OS backend must provide.
 #![warn(missing_docs, unreachable_pub, missing_debug_implementations)]
 
 #[cfg(not(loom))]
@@ -249,10 +249,16 @@ mod memcopy;
 pub mod pool;
 #[cfg(not(loom))]
 mod pool;
+// The ring is public, hidden, only for loom, the fuzz targets and the
+// ring's own benchmarks (feature `internals`).
+#[cfg(any(loom, feature = "internals"))]
+#[doc(hidden)]
 pub mod ring;
+#[cfg(not(any(loom, feature = "internals")))]
+mod ring;
 mod sync;
 #[cfg(not(loom))]
-pub mod sys;
+mod sys;
 #[cfg(all(feature = "serde", not(loom)))]
 pub mod typed;
 // Public but hidden: pure functions over bytes, for the fuzz targets.
@@ -262,6 +268,15 @@ pub mod wire;
 #[cfg(all(feature = "fuzzing", not(loom)))]
 #[doc(hidden)]
 pub mod fuzzing;
+
+/// Hidden, behind the `internals` feature: what the benchmark needs of
+/// the layers below the public surface (which CPU a thread runs on, and
+/// pinning it there).
+#[cfg(all(feature = "internals", not(loom)))]
+#[doc(hidden)]
+pub mod internals {
+    pub use crate::sys::{current_cpu, online_cpus, pin_to_cpu};
+}
 
 #[cfg(not(loom))]
 pub use bootstrap::{

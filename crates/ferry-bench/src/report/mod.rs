@@ -80,7 +80,7 @@ impl RunInfo {
             quick,
             repeat,
             row_cap_s,
-            online_cpus: ferry::sys::online_cpus(),
+            online_cpus: ferry::internals::online_cpus(),
             cpu_model,
             kernel: kernel.trim().to_string(),
             ..Self::default()

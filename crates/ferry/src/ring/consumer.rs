@@ -35,6 +35,7 @@ impl Frame {
     }
 
     /// Whether the body is empty.
+    #[cfg(any(loom, feature = "internals"))]
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
@@ -79,6 +80,7 @@ impl<S: Storage> Consumer<S> {
     }
 
     /// Whether a frame is published and unread, re-reading the tail.
+    #[cfg(any(test, loom, feature = "internals"))]
     pub fn is_empty(&mut self) -> Result<bool, Corrupt> {
         Ok(self.published()? == 0)
     }

@@ -38,6 +38,9 @@
 //!
 //! Waiting is not here: see [`wake`] for the sleep/wake protocol over the
 //! same control block.
+// Public only for loom, the fuzz targets and the benchmarks (feature
+// `internals`); crate-private otherwise.
+#![cfg_attr(not(any(loom, feature = "internals")), allow(unreachable_pub))]
 
 mod consumer;
 pub mod control;
@@ -50,12 +53,16 @@ pub mod wake;
 
 pub use consumer::{Consumer, Frame};
 pub use control::{CONTROL_SIZE, Control};
+#[cfg_attr(not(feature = "serde"), allow(unused_imports))]
 pub use producer::{FrameWriter, Producer};
 #[cfg(not(loom))]
 pub(crate) use region::{Region, RingView};
-pub use storage::{HeapStorage, Storage};
+#[cfg(any(test, loom, feature = "internals"))]
+pub use storage::HeapStorage;
+pub use storage::Storage;
 
 use crate::wire::Violation;
+#[cfg(any(test, loom, feature = "internals"))]
 use std::sync::Arc;
 
 pub use crate::wire::ring::{FRAME_ALIGN, FRAME_HEADER, frame_size};
@@ -83,16 +90,9 @@ impl From<Corrupt> for std::io::Error {
 /// A fresh ring of `capacity` bytes on the heap (a power of two, at least
 /// 64): its only producer and its only consumer.
 ///
-/// ```
-/// let (mut producer, mut consumer) = ferry::ring::heap(64);
-/// assert_eq!(producer.try_push(7, &[b"abc"]), Ok(true));
-/// let frame = consumer.peek()?.expect("a frame");
-/// let mut body = Vec::new();
-/// consumer.read_append(frame, 0, frame.len(), &mut body);
-/// consumer.consume(frame);
-/// assert_eq!((frame.tag(), &body[..]), (7, &b"abc"[..]));
-/// # Ok::<(), ferry::ring::Corrupt>(())
-/// ```
+/// For the ring's tests, the fuzz targets and benchmarks
+/// (`ring/tests.rs` shows a frame pushed, peeked, read and consumed).
+#[cfg(any(test, loom, feature = "internals"))]
 pub fn heap(capacity: usize) -> (Producer<Arc<HeapStorage>>, Consumer<Arc<HeapStorage>>) {
     let storage = HeapStorage::new(capacity);
     let fresh = "a fresh ring's positions are both zero";

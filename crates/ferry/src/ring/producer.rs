@@ -202,6 +202,7 @@ impl<S: Storage> Producer<S> {
     /// most `max` bytes); the frame is published with the length it wrote,
     /// or not at all if it tried to write more (`Ok(Some(false))`; the
     /// caller then sends the message another way).
+    #[cfg_attr(not(feature = "serde"), allow(dead_code))] // typed sends write frames in place
     pub fn try_push_with(
         &mut self,
         tag: u32,
@@ -249,6 +250,7 @@ impl<S: Storage> Producer<S> {
 
 /// Writes a frame's body in place, in order, up to a bound: what
 /// [`Producer::try_push_with`] hands its caller.
+#[cfg_attr(not(feature = "serde"), allow(dead_code))] // typed sends write frames in place
 #[derive(Debug)]
 pub struct FrameWriter<'a, S: Storage> {
     storage: &'a S,
@@ -261,6 +263,7 @@ pub struct FrameWriter<'a, S: Storage> {
     overflowed: bool,
 }
 
+#[cfg_attr(not(feature = "serde"), allow(dead_code))] // typed sends write frames in place
 impl<S: Storage> FrameWriter<'_, S> {
     /// Appends `bytes` to the body, if they fit (else the frame will not
     /// be published).

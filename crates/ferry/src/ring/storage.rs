@@ -2,6 +2,7 @@
 //! Miri and loom, a shared mapping in real use.
 #![allow(unsafe_code)]
 
+#[cfg(any(test, loom, feature = "internals"))]
 use std::cell::UnsafeCell;
 use std::sync::Arc;
 
@@ -32,6 +33,7 @@ pub unsafe trait Storage {
 }
 
 /// A ring on the heap, for tests and in-process use (see [`super::heap`]).
+#[cfg(any(test, loom, feature = "internals"))]
 #[derive(Debug)]
 pub struct HeapStorage {
     control: Control,
@@ -41,10 +43,13 @@ pub struct HeapStorage {
 // SAFETY: the bytes are only touched through raw pointers, in ranges the
 // ring protocol gives to exactly one side at a time; the control block is
 // atomics only.
+#[cfg(any(test, loom, feature = "internals"))]
 unsafe impl Sync for HeapStorage {}
 // SAFETY: as above; nothing in it is tied to a thread.
+#[cfg(any(test, loom, feature = "internals"))]
 unsafe impl Send for HeapStorage {}
 
+#[cfg(any(test, loom, feature = "internals"))]
 impl HeapStorage {
     /// A ring of `capacity` bytes (a power of two, at least 64).
     pub(crate) fn new(capacity: usize) -> Arc<Self> {
@@ -63,6 +68,7 @@ impl HeapStorage {
 // SAFETY: `data` is a boxed slice of `UnsafeCell`s owned for the storage's
 // life, so raw-pointer access needs no reference; the capacity was checked
 // in `new` and the slice is never resized.
+#[cfg(any(test, loom, feature = "internals"))]
 unsafe impl Storage for HeapStorage {
     fn control(&self) -> &Control {
         &self.control

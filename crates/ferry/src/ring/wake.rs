@@ -112,6 +112,7 @@ pub fn done(me: &Side) {
 
 /// Tells `peer` that `me` changed the ring, waking it if it sleeps.
 /// Returns whether a wake system call was made.
+#[cfg(any(loom, feature = "internals"))]
 pub fn notify<B: Bell>(futex: &B, me: &Side, peer: &Side) -> bool {
     // (B) in the module comment: pairs with fence (A) in `prepare`, ordering
     // our ring change before the read of the peer's flag.

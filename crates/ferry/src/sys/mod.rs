@@ -117,7 +117,11 @@ mod backend;
 #[path = "shell/mod.rs"]
 mod backend;
 
-pub use backend::cpu::{current_cpu, online_cpus, pin_to_cpu};
+// Public for the benchmark (`crate::internals`); crate-private otherwise.
+#[cfg(feature = "internals")]
+pub use backend::cpu::pin_to_cpu;
+#[cfg_attr(not(feature = "internals"), allow(unreachable_pub))]
+pub use backend::cpu::{current_cpu, online_cpus};
 pub(crate) use backend::cpu::{may_move, may_run_on, runnable_threads, yield_cpu};
 pub(crate) use backend::doorbell::{Doorbell, Ringer};
 pub(crate) use backend::futex::{futex_wait, futex_wake, private_wait, private_wake};

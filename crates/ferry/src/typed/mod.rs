@@ -176,7 +176,7 @@ pub use sender::Sender;
 /// ```
 /// let (tx, rx) = ferry::channel::<String>(1)?;
 /// tx.send("hello".to_string())?;
-/// assert!(matches!(tx.try_send("again".into()), Err(ferry::TrySendError::Full)));
+/// assert!(matches!(tx.try_send("again".into()), Err(ferry::typed::TrySendError::Full(_))));
 /// assert_eq!(rx.recv()?, "hello");
 /// tx.try_send("again".into())?; // room again
 /// # Ok::<(), Box<dyn std::error::Error>>(())

@@ -54,7 +54,7 @@ pub(super) enum Mode<T> {
 /// itself go to another process (its send hands the value back).
 ///
 /// ```
-/// let (tx, rx) = ferry::channel::<(u32, u32)>(16).unwrap();
+/// let (tx, rx) = ferry::channel::<(u32, u32)>(400).unwrap();
 /// let threads: Vec<_> = (0..4)
 ///     .map(|id| {
 ///         let tx = tx.clone();

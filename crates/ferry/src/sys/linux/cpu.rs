@@ -1,10 +1,12 @@
 //! CPU queries and pinning: `sched_getcpu(3)`, `sched_setaffinity(2)`.
 
+#[cfg(feature = "internals")]
 use std::io;
 
 /// The CPU the calling thread runs on now (it may move at any moment).
 ///
 /// Uses the vDSO, so it costs nanoseconds, not a system call.
+#[cfg_attr(not(feature = "internals"), allow(unreachable_pub))]
 pub fn current_cpu() -> usize {
     rustix::thread::sched_getcpu()
 }
@@ -15,6 +17,7 @@ pub fn current_cpu() -> usize {
 /// Reads `/sys/devices/system/cpu/online` (see
 /// [`cpu(4)`](https://www.kernel.org/doc/html/latest/admin-guide/cputopology.html)),
 /// a list of ranges such as `0-3,6`; falls back to the affinity mask.
+#[cfg_attr(not(feature = "internals"), allow(unreachable_pub))]
 pub fn online_cpus() -> usize {
     std::fs::read_to_string("/sys/devices/system/cpu/online")
         .ok()
@@ -68,6 +71,7 @@ const CPU_SET_BITS: usize = rustix::thread::CpuSet::MAX_CPU;
 /// Pins the calling thread to one CPU.
 ///
 /// See [`sched_setaffinity(2)`](https://man7.org/linux/man-pages/man2/sched_setaffinity.2.html).
+#[cfg(feature = "internals")]
 pub fn pin_to_cpu(cpu: usize) -> io::Result<()> {
     let mut set = rustix::thread::CpuSet::new();
     set.set(cpu);

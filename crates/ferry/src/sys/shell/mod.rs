@@ -19,14 +19,17 @@ fn unsupported<T>() -> io::Result<T> {
 }
 
 pub(crate) mod cpu {
+    #[cfg(feature = "internals")]
     use std::io;
 
     /// The CPU this thread runs on: unknown here, so always 0.
+    #[cfg_attr(not(feature = "internals"), allow(unreachable_pub))]
     pub fn current_cpu() -> usize {
         0
     }
 
     /// CPUs this process may run on, as the standard library sees them.
+    #[cfg_attr(not(feature = "internals"), allow(unreachable_pub))]
     pub fn online_cpus() -> usize {
         std::thread::available_parallelism().map_or(1, |n| n.get())
     }
@@ -58,6 +61,7 @@ pub(crate) mod cpu {
     /// # Errors
     ///
     /// Always `ErrorKind::Unsupported`.
+    #[cfg(feature = "internals")]
     pub fn pin_to_cpu(_cpu: usize) -> io::Result<()> {
         super::unsupported()
     }
@@ -191,9 +195,7 @@ pub(crate) mod process {
     }
 
     // Used by typed descriptor fields and async clones only.
-
     #[cfg_attr(not(any(feature = "serde", feature = "tokio")), allow(dead_code))]
-
     pub(crate) fn duplicate(_fd: BorrowedFd<'_>) -> io::Result<OwnedFd> {
         super::unsupported()
     }

@@ -1,7 +1,8 @@
 //! The servers and clients of the connect and clients rows, one engine
 //! per file: ferry's named server ([`super::ferry`]), a Unix
-//! `SOCK_SEQPACKET` listener ([`super::seqpacket`]) and ipc-channel's
-//! one-shot servers ([`super::ipc`]).
+//! `SOCK_SEQPACKET` listener ([`super::seqpacket`]), ipc-channel's
+//! one-shot servers ([`super::ipc`]), and (connect rows only) the
+//! hand-written shared-memory connect floor ([`super::shm`]).
 //!
 //! Every server answers a client's first request on the thread that
 //! accepted it, so the first round trip waits for no thread to start. For
@@ -73,6 +74,10 @@ pub const CONNECT: &[&dyn Engine] = &[
     &super::ferry::Ferry::THREADS,
     &super::seqpacket::Seqpacket,
     &super::ipc::IpcChannel,
+    &super::shm::ShmConnect::FLOOR,
+    &super::shm::ShmConnect::UNSEALED,
+    &super::shm::ShmConnect::PAGE,
+    &super::shm::ShmConnect::EAGER,
 ];
 
 /// The engines of the clients rows, in report order.
@@ -87,6 +92,7 @@ pub const CLIENTS: &[&dyn Engine] = &[
 pub fn by_name(name: &str) -> Result<&'static dyn Engine, Error> {
     CLIENTS
         .iter()
+        .chain(CONNECT)
         .copied()
         .find(|e| e.name() == name)
         .ok_or_else(|| Error::new(format!("no server engine is called `{name}`")))

@@ -26,6 +26,7 @@ mod fleet;
 mod ipc;
 mod scm;
 mod seqpacket;
+mod shm;
 mod timed;
 
 use std::time::Duration;
@@ -353,6 +354,10 @@ mod tests {
                 "connect ferry",
                 "connect unix-seqpacket",
                 "connect ipc-channel",
+                "connect shm-floor",
+                "connect shm-floor-unsealed",
+                "connect shm-floor-4k",
+                "connect shm-floor-eager",
                 "fd ferry",
                 "fd ferry+fd",
                 "fd unix-seqpacket",
@@ -364,8 +369,8 @@ mod tests {
             ]
         );
         assert_eq!(cases[0].count, CONNECTS);
-        assert_eq!(cases[3].count, FD_ROUND_TRIPS);
-        assert_eq!(cases[7].window, WINDOW);
+        assert_eq!(cases[7].count, FD_ROUND_TRIPS);
+        assert_eq!(cases[11].window, WINDOW);
     }
 
     #[test]

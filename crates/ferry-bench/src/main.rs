@@ -83,6 +83,11 @@ enum Command {
     /// round trips with a file descriptor each way against raw
     /// SCM_RIGHTS, and one server with 100 clients at once.
     Server(ServerArgs),
+    /// Connects to a server of each engine many times in a row, nothing
+    /// timed per connect: page faults and context switches per connect of
+    /// the client and the server (from /proc), for counting connects under
+    /// strace, perf stat or callgrind. Not part of the full run.
+    ConnectLoop(server::LoopArgs),
     /// What waiting costs when nothing happens (wakeups per second of
     /// idle pipes, beside idle socket reads) and how soon a killed peer is
     /// seen (beside a plain read of its output). Not part of the full run.
@@ -514,6 +519,7 @@ fn main() -> ExitCode {
         }
         Some(Command::Child(args)) => child::serve(args),
         Some(Command::Liveness(args)) => liveness::run(args),
+        Some(Command::ConnectLoop(args)) => server::connect_loop(args),
         Some(Command::Instructions(args)) => instructions::run(args),
         Some(Command::InstructionsRun(args)) => instructions::count_here(args),
         Some(Command::LivenessChild) => liveness::serve_child(),

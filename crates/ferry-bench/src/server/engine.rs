@@ -38,6 +38,12 @@ pub trait Engine: Debug + Sync {
         request: &[u8],
         reply: &mut Vec<u8>,
     ) -> Result<Box<dyn Conn>, Error>;
+
+    /// Whether the server takes every client at one address (all but
+    /// ipc-channel's one-shot servers, one per client).
+    fn one_address(&self) -> bool {
+        true
+    }
 }
 
 /// Whether a server's clients come one at a time (the connect rows), so

@@ -27,6 +27,7 @@ mod ipc;
 mod scm;
 mod seqpacket;
 mod shm;
+mod tally;
 mod timed;
 
 use std::time::Duration;
@@ -43,6 +44,7 @@ use crate::progress::Bar;
 pub use child::{ChildArgs, serve_child};
 pub use engine::Engine;
 pub use fds::Carrier;
+pub use tally::{LoopArgs, run as connect_loop};
 
 /// Payload bytes of every request and reply.
 pub const SIZE: usize = 144;

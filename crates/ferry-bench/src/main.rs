@@ -221,6 +221,11 @@ struct ServerArgs {
     /// server, many clients) [default: all three].
     #[arg(long = "test", value_enum, value_delimiter = ',')]
     tests: Vec<server::Test>,
+    /// Engines (and fd carriers), comma-separated: ferry, ferry-select,
+    /// unix-seqpacket, ipc-channel, shm-floor, shm-floor-unsealed,
+    /// shm-floor-4k, shm-floor-eager [default: every one of each test].
+    #[arg(long = "engine", value_delimiter = ',')]
+    engines: Vec<String>,
     /// Clients of the one server in the clients test [default: 100].
     #[arg(long, value_parser = positive)]
     clients: Option<usize>,
@@ -371,11 +376,13 @@ fn calls_cases(run: &RunArgs) -> Vec<calls::Case> {
 fn server_cases(
     run: &RunArgs,
     tests: &[server::Test],
+    engines: &[String],
     clients: Option<usize>,
     seconds: Option<f64>,
 ) -> Vec<server::Case> {
     let settings = server::Settings {
         tests: tests.to_vec(),
+        engines: engines.to_vec(),
         count: run.count,
         quick: run.quick,
         clients: clients.unwrap_or(server::CLIENTS),
@@ -465,7 +472,7 @@ fn run_all(args: &AllArgs) -> Result<(), Error> {
         pingpong: pingpong_cases(run, &args.transports, &[], None),
         throughput: throughput_cases(run, &args.transports, &[], None),
         calls: calls_cases(run),
-        server: server_cases(run, &[], None, None),
+        server: server_cases(run, &[], &[], None, None),
         repeat: run.repeat,
     };
     let out = run.out.clone().unwrap_or_else(default_out);
@@ -510,7 +517,13 @@ fn main() -> ExitCode {
         }
         Some(Command::Server(args)) => {
             let plan = Plan {
-                server: server_cases(&args.run, &args.tests, args.clients, args.seconds),
+                server: server_cases(
+                    &args.run,
+                    &args.tests,
+                    &args.engines,
+                    args.clients,
+                    args.seconds,
+                ),
                 repeat: args.run.repeat,
                 ..Plan::default()
             };

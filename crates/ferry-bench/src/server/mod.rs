@@ -170,6 +170,8 @@ pub struct Case {
 pub struct Settings {
     /// Which tests run.
     pub tests: Vec<Test>,
+    /// Which engines (and carriers) run, by name [default: all].
+    pub engines: Vec<String>,
     /// Timed operations per connect or fd row, if not the default.
     pub count: Option<usize>,
     /// Small counts.
@@ -204,6 +206,11 @@ pub fn cases(placement: Placement, settings: &Settings) -> Vec<Case> {
 }
 
 fn rows_of(test: Test, settings: &Settings) -> Vec<Row> {
+    let all = all_rows_of(test, settings).into_iter();
+    all.filter(|row| settings.runs(row.engine())).collect()
+}
+
+fn all_rows_of(test: Test, settings: &Settings) -> Vec<Row> {
     match test {
         Test::Connect => engine::CONNECT.iter().map(|&e| Row::Connect(e)).collect(),
         Test::Fd => fds::ALL
@@ -221,6 +228,11 @@ fn rows_of(test: Test, settings: &Settings) -> Vec<Row> {
 }
 
 impl Settings {
+    /// Whether the rows of the engine (or carrier) `name` run.
+    fn runs(&self, name: &str) -> bool {
+        self.engines.is_empty() || self.engines.iter().any(|e| e == name)
+    }
+
     /// Timed operations per row of `test` (clients rows run for a window
     /// instead).
     fn count_of(&self, test: Test) -> usize {
@@ -335,6 +347,7 @@ mod tests {
     fn settings(tests: Vec<Test>, quick: bool) -> Settings {
         Settings {
             tests,
+            engines: Vec::new(),
             count: None,
             quick,
             clients: CLIENTS,
@@ -373,6 +386,17 @@ mod tests {
         assert_eq!(cases[0].count, CONNECTS);
         assert_eq!(cases[7].count, FD_ROUND_TRIPS);
         assert_eq!(cases[11].window, WINDOW);
+    }
+
+    #[test]
+    fn engines_can_be_picked() {
+        let mut picked = settings(vec![Test::Connect], false);
+        picked.engines = vec!["shm-floor".into(), "unix-seqpacket".into()];
+        let names: Vec<&str> = cases(Placement::Same, &picked)
+            .iter()
+            .map(|c| c.row.engine())
+            .collect();
+        assert_eq!(names, ["unix-seqpacket", "shm-floor"]);
     }
 
     #[test]

@@ -185,7 +185,7 @@ impl ShmConnect {
     fn serve_one(self, socket: OwnedFd) -> Result<(), Error> {
         let mut hello = [0; HELLO.len() + 1];
         let (n, fd) = scm::recv(&socket, &mut hello)?;
-        let fd = match (&hello[..n] == HELLO, fd) {
+        let fd = match (hello[..n] == HELLO, fd) {
             (true, Some(fd)) => fd,
             (false, _) if n == 0 => return Ok(()),
             _ => return Err(Error::new("a hello without its region")),

@@ -389,6 +389,8 @@ const SERVER_ROWS: &[(&str, &str, bool)] = &[
     ("connect", "shm-floor-unsealed", false),
     ("connect", "shm-floor-4k", false),
     ("connect", "shm-floor-eager", false),
+    ("connect", "shm-floor-min", false),
+    ("connect", "shm-floor-spare", false),
     ("fd", "ferry", false),
     ("fd", "ferry", true),
     ("fd", "unix-seqpacket", false),

@@ -84,6 +84,8 @@ pub const CONNECT: &[&dyn Engine] = &[
     &super::shm::ShmConnect::UNSEALED,
     &super::shm::ShmConnect::PAGE,
     &super::shm::ShmConnect::EAGER,
+    &super::shm::ShmConnect::MIN,
+    &super::shm::ShmConnect::SPARE,
 ];
 
 /// The engines of the clients rows, in report order.

@@ -373,6 +373,8 @@ mod tests {
                 "connect shm-floor-unsealed",
                 "connect shm-floor-4k",
                 "connect shm-floor-eager",
+                "connect shm-floor-min",
+                "connect shm-floor-spare",
                 "fd ferry",
                 "fd ferry+fd",
                 "fd unix-seqpacket",
@@ -384,8 +386,8 @@ mod tests {
             ]
         );
         assert_eq!(cases[0].count, CONNECTS);
-        assert_eq!(cases[7].count, FD_ROUND_TRIPS);
-        assert_eq!(cases[11].window, WINDOW);
+        assert_eq!(cases[9].count, FD_ROUND_TRIPS);
+        assert_eq!(cases[13].window, WINDOW);
     }
 
     #[test]

@@ -15,11 +15,16 @@
 //!
 //! Variants: `shm-floor-unsealed` (no seals made or checked: what sealing
 //! costs), `shm-floor-4k` (a one-page region: what a region's size costs
-//! in mapping and faults), and `shm-floor-eager` (the request is in the
+//! in mapping and faults), `shm-floor-eager` (the request is in the
 //! region before the hello goes, and the server answers with the reply
-//! alone, no welcome: a welcome folded into the first reply).
+//! alone, no welcome: a welcome folded into the first reply),
+//! `shm-floor-min` (all three: the least a connect with a fresh region
+//! can do), and `shm-floor-spare` (ferry's shape, but the client's region
+//! and socket were made, sealed and mapped at the previous hang-up,
+//! outside the timed span: a spare region made before connect).
 
 use std::os::fd::OwnedFd;
+use std::sync::Mutex;
 use std::thread;
 
 use rustix::fs::{MemfdFlags, SealFlags};
@@ -63,6 +68,9 @@ pub struct ShmConnect {
     /// The server answers the hello before the first request is written;
     /// otherwise the request is in the region before the hello goes.
     welcome: bool,
+    /// The client makes its next region when it hangs up, and connects
+    /// with it.
+    spare: bool,
 }
 
 impl ShmConnect {
@@ -72,6 +80,7 @@ impl ShmConnect {
         region: FERRY_REGION,
         sealed: true,
         welcome: true,
+        spare: false,
     };
     /// No seals.
     pub const UNSEALED: Self = Self {
@@ -91,7 +100,24 @@ impl ShmConnect {
         welcome: false,
         ..Self::FLOOR
     };
+    /// A one-page region, no seals, no welcome.
+    pub const MIN: Self = Self {
+        name: "shm-floor-min",
+        region: PAGE_REGION,
+        sealed: false,
+        welcome: false,
+        spare: false,
+    };
+    /// ferry's shape, with a region made at the last hang-up.
+    pub const SPARE: Self = Self {
+        name: "shm-floor-spare",
+        spare: true,
+        ..Self::FLOOR
+    };
 }
+
+/// The region `shm-floor-spare`'s next connect takes.
+static SPARE: Mutex<Option<Slots>> = Mutex::new(None);
 
 impl Engine for ShmConnect {
     fn name(&self) -> &'static str {
@@ -114,7 +140,17 @@ impl Engine for ShmConnect {
         request: &[u8],
         reply: &mut Vec<u8>,
     ) -> Result<Box<dyn Conn>, Error> {
-        let mut slots = self.region()?;
+        let spare = match self.spare {
+            true => SPARE
+                .lock()
+                .map_err(|_| Error::new("a poisoned spare"))?
+                .take(),
+            false => None,
+        };
+        let mut slots = match spare {
+            Some(slots) => slots,
+            None => self.region()?,
+        };
         if !self.welcome {
             write(&mut slots, request)?;
         }
@@ -124,17 +160,20 @@ impl Engine for ShmConnect {
         net::connect(socket, &address(address_name)?)
             .context(format!("connecting to @{address_name}"))?;
         scm::send(socket, &HELLO, Some(slots.file()))?;
-        let mut conn = ShmConn(slots);
+        let mut conn = ShmConn {
+            slots: Some(slots),
+            shape: *self,
+        };
         match self.welcome {
             true => {
                 let mut welcome = [0; WELCOME.len() + 1];
-                let (n, fd) = scm::recv(socket_of(&conn.0), &mut welcome)?;
+                let (n, fd) = scm::recv(socket_of(conn.slots()), &mut welcome)?;
                 if welcome[..n] != WELCOME || fd.is_some() {
                     return Err(Error::new("the server did not welcome this client"));
                 }
                 conn.round_trip(request, reply)?;
             }
-            false => read(&mut conn.0, reply)?,
+            false => read(conn.slots(), reply)?,
         }
         Ok(Box::new(conn))
     }
@@ -261,12 +300,36 @@ fn address(name: &str) -> Result<SocketAddrUnix, Error> {
 }
 
 /// A client's connection: its end of the region's slots.
-struct ShmConn(Slots);
+struct ShmConn {
+    /// Taken only when it hangs up.
+    slots: Option<Slots>,
+    shape: ShmConnect,
+}
+
+impl ShmConn {
+    fn slots(&mut self) -> &mut Slots {
+        self.slots.as_mut().expect("slots are taken only on drop")
+    }
+}
 
 impl Conn for ShmConn {
     fn round_trip(&mut self, request: &[u8], reply: &mut Vec<u8>) -> Result<(), Error> {
-        write(&mut self.0, request)?;
-        read(&mut self.0, reply)
+        write(self.slots(), request)?;
+        read(self.slots(), reply)
+    }
+}
+
+impl Drop for ShmConn {
+    /// Hangs up, then (`shm-floor-spare`) makes the next connect's region.
+    fn drop(&mut self) {
+        drop(self.slots.take());
+        if self.shape.spare {
+            match (self.shape.region(), SPARE.lock()) {
+                (Ok(region), Ok(mut spare)) => *spare = Some(region),
+                (Err(e), _) => engine::report("making a spare region", e),
+                (_, Err(_)) => engine::report("making a spare region", "a poisoned spare"),
+            }
+        }
     }
 }
 
@@ -288,6 +351,8 @@ mod tests {
             ShmConnect::UNSEALED,
             ShmConnect::PAGE,
             ShmConnect::EAGER,
+            ShmConnect::MIN,
+            ShmConnect::SPARE,
         ] {
             let address = shape.serve(1).unwrap().next_address().unwrap();
             for round in 0..3u8 {

@@ -7,6 +7,21 @@
 //! `perf stat` or `valgrind --tool=callgrind --trace-children=yes`, whose
 //! counts of two loop lengths, subtracted, give one connect.
 //!
+//! System calls and user-space instructions per connect, both processes,
+//! from two loop lengths (start-up cancels in the difference):
+//!
+//! ```text
+//! strace -f -c -o st.N ferry-bench connect-loop --engine E --count N --warmup 50
+//! valgrind --tool=callgrind --trace-children=yes --callgrind-out-file=cg.N.%p \
+//!     target/instructions/release/ferry-bench connect-loop --engine E --count N --warmup 20
+//! ```
+//!
+//! with N = 200 and 1,200 (strace) or 100 and 300 (callgrind), each count
+//! (calls per syscall; the sum of the `totals:` lines of every `cg.N.*`)
+//! subtracted and divided by the difference in N. valgrind needs the build
+//! `ferry-bench instructions` makes with rustix's libc backend (see
+//! `instructions/callgrind.rs`).
+//!
 //! The server's address is asked once, where the engine serves every
 //! client at one address (ipc-channel's one-shot servers ask for each),
 //! so the control pipe to the serving child costs the loop nothing.

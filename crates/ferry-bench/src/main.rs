@@ -223,8 +223,8 @@ struct ServerArgs {
     tests: Vec<server::Test>,
     /// Engines (and fd carriers), comma-separated: ferry, ferry-select,
     /// unix-seqpacket, ipc-channel, shm-floor, shm-floor-unsealed,
-    /// shm-floor-4k, shm-floor-eager, shm-floor-min, shm-floor-spare
-    /// [default: every one of each test].
+    /// shm-floor-4k, shm-floor-eager, shm-floor-min, shm-floor-spare,
+    /// shm-floor-min-spare [default: every one of each test].
     #[arg(long = "engine", value_delimiter = ',')]
     engines: Vec<String>,
     /// Clients of the one server in the clients test [default: 100].

@@ -391,6 +391,7 @@ const SERVER_ROWS: &[(&str, &str, bool)] = &[
     ("connect", "shm-floor-eager", false),
     ("connect", "shm-floor-min", false),
     ("connect", "shm-floor-spare", false),
+    ("connect", "shm-floor-min-spare", false),
     ("fd", "ferry", false),
     ("fd", "ferry", true),
     ("fd", "unix-seqpacket", false),

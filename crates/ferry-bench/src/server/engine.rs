@@ -86,6 +86,7 @@ pub const CONNECT: &[&dyn Engine] = &[
     &super::shm::ShmConnect::EAGER,
     &super::shm::ShmConnect::MIN,
     &super::shm::ShmConnect::SPARE,
+    &super::shm::ShmConnect::MIN_SPARE,
 ];
 
 /// The engines of the clients rows, in report order.

@@ -375,6 +375,7 @@ mod tests {
                 "connect shm-floor-eager",
                 "connect shm-floor-min",
                 "connect shm-floor-spare",
+                "connect shm-floor-min-spare",
                 "fd ferry",
                 "fd ferry+fd",
                 "fd unix-seqpacket",
@@ -386,8 +387,8 @@ mod tests {
             ]
         );
         assert_eq!(cases[0].count, CONNECTS);
-        assert_eq!(cases[9].count, FD_ROUND_TRIPS);
-        assert_eq!(cases[13].window, WINDOW);
+        assert_eq!(cases[10].count, FD_ROUND_TRIPS);
+        assert_eq!(cases[14].window, WINDOW);
     }
 
     #[test]

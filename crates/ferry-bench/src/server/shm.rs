@@ -21,7 +21,9 @@
 //! `shm-floor-min` (all three: the least a connect with a fresh region
 //! can do), and `shm-floor-spare` (ferry's shape, but the client's region
 //! and socket were made, sealed and mapped at the previous hang-up,
-//! outside the timed span: a spare region made before connect).
+//! outside the timed span: a spare region made before connect), and
+//! `shm-floor-min-spare` (both: the least a connect does when its region
+//! is ready before it starts).
 
 use std::os::fd::OwnedFd;
 use std::sync::Mutex;
@@ -116,7 +118,16 @@ impl ShmConnect {
     };
 }
 
-/// The region `shm-floor-spare`'s next connect takes.
+impl ShmConnect {
+    /// A one-page region made at the last hang-up, no seals, no welcome.
+    pub const MIN_SPARE: Self = Self {
+        name: "shm-floor-min-spare",
+        spare: true,
+        ..Self::MIN
+    };
+}
+
+/// The region the next connect of a spare-making shape takes.
 static SPARE: Mutex<Option<Slots>> = Mutex::new(None);
 
 impl Engine for ShmConnect {
@@ -353,6 +364,7 @@ mod tests {
             ShmConnect::EAGER,
             ShmConnect::MIN,
             ShmConnect::SPARE,
+            ShmConnect::MIN_SPARE,
         ] {
             let address = shape.serve(1).unwrap().next_address().unwrap();
             for round in 0..3u8 {

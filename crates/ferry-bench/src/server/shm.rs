@@ -127,8 +127,9 @@ impl ShmConnect {
     };
 }
 
-/// The region the next connect of a spare-making shape takes.
-static SPARE: Mutex<Option<Slots>> = Mutex::new(None);
+/// The region the next connect of a spare-making shape takes, with the
+/// name of the shape that made it (rows of two such shapes alternate).
+static SPARE: Mutex<Option<(&'static str, Slots)>> = Mutex::new(None);
 
 impl Engine for ShmConnect {
     fn name(&self) -> &'static str {
@@ -158,6 +159,7 @@ impl Engine for ShmConnect {
                 .take(),
             false => None,
         };
+        let spare = spare.and_then(|(maker, slots)| (maker == self.name).then_some(slots));
         let mut slots = match spare {
             Some(slots) => slots,
             None => self.region()?,
@@ -336,7 +338,7 @@ impl Drop for ShmConn {
         drop(self.slots.take());
         if self.shape.spare {
             match (self.shape.region(), SPARE.lock()) {
-                (Ok(region), Ok(mut spare)) => *spare = Some(region),
+                (Ok(region), Ok(mut spare)) => *spare = Some((self.shape.name, region)),
                 (Err(e), _) => engine::report("making a spare region", e),
                 (_, Err(_)) => engine::report("making a spare region", "a poisoned spare"),
             }
@@ -365,6 +367,7 @@ mod tests {
             ShmConnect::MIN,
             ShmConnect::SPARE,
             ShmConnect::MIN_SPARE,
+            ShmConnect::SPARE,
         ] {
             let address = shape.serve(1).unwrap().next_address().unwrap();
             for round in 0..3u8 {

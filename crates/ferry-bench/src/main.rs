@@ -83,6 +83,11 @@ enum Command {
     /// round trips with a file descriptor each way against raw
     /// SCM_RIGHTS, and one server with 100 clients at once.
     Server(ServerArgs),
+    /// Connects to a server of each engine many times in a row, nothing
+    /// timed per connect: page faults and context switches per connect of
+    /// the client and the server (from /proc), for counting connects under
+    /// strace, perf stat or callgrind. Not part of the full run.
+    ConnectLoop(server::LoopArgs),
     /// What waiting costs when nothing happens (wakeups per second of
     /// idle pipes, beside idle socket reads) and how soon a killed peer is
     /// seen (beside a plain read of its output). Not part of the full run.
@@ -216,6 +221,12 @@ struct ServerArgs {
     /// server, many clients) [default: all three].
     #[arg(long = "test", value_enum, value_delimiter = ',')]
     tests: Vec<server::Test>,
+    /// Engines (and fd carriers), comma-separated: ferry, ferry-select,
+    /// unix-seqpacket, ipc-channel, shm-floor, shm-floor-unsealed,
+    /// shm-floor-4k, shm-floor-eager, shm-floor-min, shm-floor-spare,
+    /// shm-floor-min-spare [default: every one of each test].
+    #[arg(long = "engine", value_delimiter = ',')]
+    engines: Vec<String>,
     /// Clients of the one server in the clients test [default: 100].
     #[arg(long, value_parser = positive)]
     clients: Option<usize>,
@@ -366,11 +377,13 @@ fn calls_cases(run: &RunArgs) -> Vec<calls::Case> {
 fn server_cases(
     run: &RunArgs,
     tests: &[server::Test],
+    engines: &[String],
     clients: Option<usize>,
     seconds: Option<f64>,
 ) -> Vec<server::Case> {
     let settings = server::Settings {
         tests: tests.to_vec(),
+        engines: engines.to_vec(),
         count: run.count,
         quick: run.quick,
         clients: clients.unwrap_or(server::CLIENTS),
@@ -460,7 +473,7 @@ fn run_all(args: &AllArgs) -> Result<(), Error> {
         pingpong: pingpong_cases(run, &args.transports, &[], None),
         throughput: throughput_cases(run, &args.transports, &[], None),
         calls: calls_cases(run),
-        server: server_cases(run, &[], None, None),
+        server: server_cases(run, &[], &[], None, None),
         repeat: run.repeat,
     };
     let out = run.out.clone().unwrap_or_else(default_out);
@@ -505,7 +518,13 @@ fn main() -> ExitCode {
         }
         Some(Command::Server(args)) => {
             let plan = Plan {
-                server: server_cases(&args.run, &args.tests, args.clients, args.seconds),
+                server: server_cases(
+                    &args.run,
+                    &args.tests,
+                    &args.engines,
+                    args.clients,
+                    args.seconds,
+                ),
                 repeat: args.run.repeat,
                 ..Plan::default()
             };
@@ -514,6 +533,7 @@ fn main() -> ExitCode {
         }
         Some(Command::Child(args)) => child::serve(args),
         Some(Command::Liveness(args)) => liveness::run(args),
+        Some(Command::ConnectLoop(args)) => server::connect_loop(args),
         Some(Command::Instructions(args)) => instructions::run(args),
         Some(Command::InstructionsRun(args)) => instructions::count_here(args),
         Some(Command::LivenessChild) => liveness::serve_child(),

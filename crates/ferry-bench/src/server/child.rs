@@ -154,6 +154,11 @@ impl Helper {
         })
     }
 
+    /// The child's process id.
+    pub fn pid(&mut self) -> u32 {
+        self.child.child_mut().id()
+    }
+
     /// Closes the control pipe, waits for the child to exit, and joins
     /// what was measured with how it ended.
     pub fn finish<T>(self, measured: Result<T, Error>) -> Result<T, Error> {

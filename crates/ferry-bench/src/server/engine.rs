@@ -1,7 +1,8 @@
 //! The servers and clients of the connect and clients rows, one engine
 //! per file: ferry's named server ([`super::ferry`]), a Unix
-//! `SOCK_SEQPACKET` listener ([`super::seqpacket`]) and ipc-channel's
-//! one-shot servers ([`super::ipc`]).
+//! `SOCK_SEQPACKET` listener ([`super::seqpacket`]), ipc-channel's
+//! one-shot servers ([`super::ipc`]), and (connect rows only) the
+//! hand-written shared-memory connect floor ([`super::shm`]).
 //!
 //! Every server answers a client's first request on the thread that
 //! accepted it, so the first round trip waits for no thread to start. For
@@ -37,6 +38,12 @@ pub trait Engine: Debug + Sync {
         request: &[u8],
         reply: &mut Vec<u8>,
     ) -> Result<Box<dyn Conn>, Error>;
+
+    /// Whether the server takes every client at one address (all but
+    /// ipc-channel's one-shot servers, one per client).
+    fn one_address(&self) -> bool {
+        true
+    }
 }
 
 /// Whether a server's clients come one at a time (the connect rows), so
@@ -73,6 +80,13 @@ pub const CONNECT: &[&dyn Engine] = &[
     &super::ferry::Ferry::THREADS,
     &super::seqpacket::Seqpacket,
     &super::ipc::IpcChannel,
+    &super::shm::ShmConnect::FLOOR,
+    &super::shm::ShmConnect::UNSEALED,
+    &super::shm::ShmConnect::PAGE,
+    &super::shm::ShmConnect::EAGER,
+    &super::shm::ShmConnect::MIN,
+    &super::shm::ShmConnect::SPARE,
+    &super::shm::ShmConnect::MIN_SPARE,
 ];
 
 /// The engines of the clients rows, in report order.
@@ -87,6 +101,7 @@ pub const CLIENTS: &[&dyn Engine] = &[
 pub fn by_name(name: &str) -> Result<&'static dyn Engine, Error> {
     CLIENTS
         .iter()
+        .chain(CONNECT)
         .copied()
         .find(|e| e.name() == name)
         .ok_or_else(|| Error::new(format!("no server engine is called `{name}`")))

@@ -35,6 +35,10 @@ impl Engine for IpcChannel {
         "ipc-channel"
     }
 
+    fn one_address(&self) -> bool {
+        false
+    }
+
     fn serve(&self, _clients: usize) -> Result<Box<dyn Listening>, Error> {
         Ok(Box::new(OneShots))
     }

@@ -26,6 +26,8 @@ mod fleet;
 mod ipc;
 mod scm;
 mod seqpacket;
+mod shm;
+mod tally;
 mod timed;
 
 use std::time::Duration;
@@ -42,6 +44,7 @@ use crate::progress::Bar;
 pub use child::{ChildArgs, serve_child};
 pub use engine::Engine;
 pub use fds::Carrier;
+pub use tally::{LoopArgs, run as connect_loop};
 
 /// Payload bytes of every request and reply.
 pub const SIZE: usize = 144;
@@ -167,6 +170,8 @@ pub struct Case {
 pub struct Settings {
     /// Which tests run.
     pub tests: Vec<Test>,
+    /// Which engines (and carriers) run, by name [default: all].
+    pub engines: Vec<String>,
     /// Timed operations per connect or fd row, if not the default.
     pub count: Option<usize>,
     /// Small counts.
@@ -201,6 +206,11 @@ pub fn cases(placement: Placement, settings: &Settings) -> Vec<Case> {
 }
 
 fn rows_of(test: Test, settings: &Settings) -> Vec<Row> {
+    let all = all_rows_of(test, settings).into_iter();
+    all.filter(|row| settings.runs(row.engine())).collect()
+}
+
+fn all_rows_of(test: Test, settings: &Settings) -> Vec<Row> {
     match test {
         Test::Connect => engine::CONNECT.iter().map(|&e| Row::Connect(e)).collect(),
         Test::Fd => fds::ALL
@@ -218,6 +228,11 @@ fn rows_of(test: Test, settings: &Settings) -> Vec<Row> {
 }
 
 impl Settings {
+    /// Whether the rows of the engine (or carrier) `name` run.
+    fn runs(&self, name: &str) -> bool {
+        self.engines.is_empty() || self.engines.iter().any(|e| e == name)
+    }
+
     /// Timed operations per row of `test` (clients rows run for a window
     /// instead).
     fn count_of(&self, test: Test) -> usize {
@@ -332,6 +347,7 @@ mod tests {
     fn settings(tests: Vec<Test>, quick: bool) -> Settings {
         Settings {
             tests,
+            engines: Vec::new(),
             count: None,
             quick,
             clients: CLIENTS,
@@ -353,6 +369,13 @@ mod tests {
                 "connect ferry",
                 "connect unix-seqpacket",
                 "connect ipc-channel",
+                "connect shm-floor",
+                "connect shm-floor-unsealed",
+                "connect shm-floor-4k",
+                "connect shm-floor-eager",
+                "connect shm-floor-min",
+                "connect shm-floor-spare",
+                "connect shm-floor-min-spare",
                 "fd ferry",
                 "fd ferry+fd",
                 "fd unix-seqpacket",
@@ -364,8 +387,19 @@ mod tests {
             ]
         );
         assert_eq!(cases[0].count, CONNECTS);
-        assert_eq!(cases[3].count, FD_ROUND_TRIPS);
-        assert_eq!(cases[7].window, WINDOW);
+        assert_eq!(cases[10].count, FD_ROUND_TRIPS);
+        assert_eq!(cases[14].window, WINDOW);
+    }
+
+    #[test]
+    fn engines_can_be_picked() {
+        let mut picked = settings(vec![Test::Connect], false);
+        picked.engines = vec!["shm-floor".into(), "unix-seqpacket".into()];
+        let names: Vec<&str> = cases(Placement::Same, &picked)
+            .iter()
+            .map(|c| c.row.engine())
+            .collect();
+        assert_eq!(names, ["unix-seqpacket", "shm-floor"]);
     }
 
     #[test]

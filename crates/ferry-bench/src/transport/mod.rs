@@ -17,7 +17,7 @@ mod guard;
 mod iceoryx2;
 mod ipc_channel;
 mod pipe;
-mod shm_floor;
+pub(crate) mod shm_floor;
 mod unix_seqpacket;
 mod unix_stream;
 mod unix_stream_tokio;

@@ -9,8 +9,12 @@
 //! which the child opens and maps too. Nothing is named in /dev/shm or
 //! /tmp, so nothing can be left there, even by a killed process.
 //!
+//! The connect rows' `shm-floor` engines ([`crate::server`]) use the same
+//! slots in a region shaped like a ferry pipe's ([`Layout::of_region`]),
+//! which a client makes and sends to a server over a socket.
+//!
 //! A slot holds one message: a header (below) and [`CAPACITY`] bytes of
-//! payload. To send, the writer waits until the reader has taken the last
+//! payload (fewer in the connect floor's regions, see [`Layout`]). To send, the writer waits until the reader has taken the last
 //! message (`ack` equals `seq`), copies the payload in, stores the length
 //! and bumps `seq`. To receive, the reader waits until `seq` moves, copies
 //! the payload out and sets `ack`. In place, the writer waits for `ack` in
@@ -45,7 +49,7 @@
 #![allow(unsafe_code)]
 
 use std::fs::OpenOptions;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::path::Path;
 use std::process::Command;
 use std::ptr::{self, NonNull};
@@ -84,47 +88,140 @@ const _: () = assert!(
     HEADER.is_multiple_of(align_of::<Header>()) && SLOT.is_multiple_of(align_of::<Header>())
 );
 
+/// Where a mapping's two slots lie: each one's header and payload, and
+/// the payload bytes each holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Layout {
+    header: [usize; 2],
+    payload: [usize; 2],
+    capacity: usize,
+}
+
+impl Layout {
+    /// The pingpong floor's: two slots of [`SLOT`] bytes, one after the
+    /// other.
+    const PINGPONG: Self = Self {
+        header: [0, SLOT],
+        payload: [HEADER, SLOT + HEADER],
+        capacity: CAPACITY,
+    };
+
+    /// The shape of a ferry pipe region of `len` bytes (ferry's
+    /// `wire/region.rs`): both headers on the first page, where ferry keeps
+    /// its two ring control blocks, then each direction's data, a page
+    /// apart from the headers when the region has room for that. A
+    /// one-page region keeps everything on its one page. `None` below
+    /// 2 KiB.
+    pub(crate) fn of_region(len: usize) -> Option<Self> {
+        const PAGE: usize = 4096;
+        let data_at = match len >= 3 * PAGE {
+            true => PAGE,
+            false => 1024,
+        };
+        let capacity = len.checked_sub(data_at)? / 2 / 64 * 64;
+        let layout = Self {
+            header: [256, 512],
+            payload: [data_at, data_at + capacity],
+            capacity,
+        };
+        (len >= 2048 && layout.fits(len)).then_some(layout)
+    }
+
+    /// Whether both slots lie inside `len` bytes, their headers aligned.
+    fn fits(&self, len: usize) -> bool {
+        (0..2).all(|slot| {
+            self.header[slot].is_multiple_of(align_of::<Header>())
+                && self.header[slot] + size_of::<Header>() <= len
+                && self.payload[slot] + self.capacity <= len
+        })
+    }
+}
+
 /// The slots' memory and the file behind it, a memfd or its reopening.
-struct Mapping {
+pub(crate) struct Mapping {
     base: NonNull<u8>,
+    len: usize,
+    layout: Layout,
     file: OwnedFd,
 }
 
 impl Mapping {
-    /// Maps the first [`SIZE`] bytes of `file`, shared.
-    fn new(file: OwnedFd) -> Result<Self, Error> {
-        let len = rustix::fs::fstat(&file).context("reading the shared memory's size")?;
-        if usize::try_from(len.st_size).map_or(true, |len| len < SIZE) {
-            return Err(Error::new(format!(
-                "the shared memory has {} bytes, not {SIZE}",
-                len.st_size
-            )));
+    /// Maps `len` bytes of `file`, shared, which this process has just
+    /// made that long (so asks the kernel nothing about it), laid out as
+    /// `layout` says.
+    pub(crate) fn made(file: OwnedFd, len: usize, layout: Layout) -> Result<Self, Error> {
+        Self::map(file, len, layout)
+    }
+
+    /// Maps the whole of `file`, shared, after reading its size: the size
+    /// `shape` gives a layout for, or an error.
+    pub(crate) fn received(
+        file: OwnedFd,
+        shape: impl FnOnce(usize) -> Option<Layout>,
+    ) -> Result<Self, Error> {
+        let stat = rustix::fs::fstat(&file).context("reading the shared memory's size")?;
+        let len = usize::try_from(stat.st_size).ok();
+        match len.and_then(|len| Some((len, shape(len)?))) {
+            Some((len, layout)) => Self::map(file, len, layout),
+            None => Err(Error::new(format!(
+                "the shared memory has {} bytes, a size it may not have",
+                stat.st_size
+            ))),
+        }
+    }
+
+    fn map(file: OwnedFd, len: usize, layout: Layout) -> Result<Self, Error> {
+        if !layout.fits(len) {
+            return Err(Error::new(format!("{layout:?} does not fit {len} bytes")));
         }
         let (read_write, shared) = (ProtFlags::READ | ProtFlags::WRITE, MapFlags::SHARED);
         // SAFETY: with no address hint (null) the kernel picks a range that
         // overlaps no memory this process uses, so nothing is invalidated;
-        // the file has at least SIZE bytes (checked above), so no access to
-        // the mapping faults.
-        let base = unsafe { rustix::mm::mmap(ptr::null_mut(), SIZE, read_write, shared, &file, 0) };
+        // the file has `len` bytes (this process sized it, or read its size
+        // from fstat), so no access to the mapping faults. Only this
+        // program holds the file, and it never shrinks one.
+        let base = unsafe { rustix::mm::mmap(ptr::null_mut(), len, read_write, shared, &file, 0) };
         let base = base.context("mapping the shared memory")?;
         let base = NonNull::new(base.cast()).ok_or_else(|| Error::new("mmap returned null"))?;
-        Ok(Self { base, file })
+        Ok(Self {
+            base,
+            len,
+            layout,
+            file,
+        })
+    }
+
+    /// The file behind the mapping.
+    pub(crate) fn file(&self) -> BorrowedFd<'_> {
+        self.file.as_fd()
     }
 
     /// The header of slot `slot` (0 or 1).
     fn header(&self, slot: usize) -> &Header {
         assert!(slot < 2);
-        // SAFETY: the offset is within the mapping (slot < 2) and aligned
-        // for Header (the const asserts, on a page-aligned base); Header is
-        // AtomicU32s, valid for any bits and accessed only atomically by
-        // both processes; the reference borrows self, which unmaps on drop.
-        unsafe { self.base.add(slot * SLOT).cast::<Header>().as_ref() }
+        // SAFETY: the header lies inside the mapping and is aligned for
+        // Header (`Layout::fits`, checked when mapping; the base is
+        // page-aligned); Header is AtomicU32s, valid for any bits and
+        // accessed only atomically by both processes; the reference
+        // borrows self, which unmaps on drop.
+        unsafe {
+            self.base
+                .add(self.layout.header[slot])
+                .cast::<Header>()
+                .as_ref()
+        }
     }
 
-    /// The first payload byte of slot `slot` (0 or 1).
+    /// The first payload byte of slot `slot` (0 or 1); the slot holds
+    /// `layout.capacity` bytes from there (`Layout::fits`).
     fn payload(&self, slot: usize) -> *mut u8 {
         assert!(slot < 2);
-        self.base.as_ptr().wrapping_add(slot * SLOT + HEADER)
+        self.base.as_ptr().wrapping_add(self.layout.payload[slot])
+    }
+
+    /// Payload bytes a slot holds.
+    fn capacity(&self) -> usize {
+        self.layout.capacity
     }
 }
 
@@ -134,10 +231,10 @@ unsafe impl Send for Mapping {}
 
 impl Drop for Mapping {
     fn drop(&mut self) {
-        // SAFETY: base and SIZE are exactly what mmap returned and mapped,
+        // SAFETY: base and len are exactly what mmap returned and mapped,
         // and no reference into the mapping outlives self (they borrow it).
         // An error could only mean those were wrong; there is nothing to do.
-        let _ = unsafe { rustix::mm::munmap(self.base.as_ptr().cast(), SIZE) };
+        let _ = unsafe { rustix::mm::munmap(self.base.as_ptr().cast(), self.len) };
     }
 }
 
@@ -244,7 +341,7 @@ impl Word {
 
 /// How a side waits for its peer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Wait {
+pub(crate) enum Wait {
     /// Sleep on the futex at once.
     Futex,
     /// Poll, yielding the CPU between bursts, and never sleep.
@@ -252,7 +349,7 @@ enum Wait {
 }
 
 /// The process at the other end, watched so that a wait cannot outlive it.
-enum Peer {
+pub(crate) enum Peer {
     /// The parent's view: a pidfd of the child, readable once it exits.
     Child(OwnedFd),
     /// The parent's view where pidfds are missing (Linux before 5.3, and
@@ -261,6 +358,9 @@ enum Peer {
     ChildPid(Pid),
     /// The child's view: the parent's id; an orphan gets another parent.
     Parent(Option<Pid>),
+    /// A connection's: the socket it came over, readable only once the
+    /// peer has hung up (nothing more is sent on it after the handshake).
+    Socket(OwnedFd),
 }
 
 impl Peer {
@@ -285,6 +385,15 @@ impl Peer {
                 }
             }
             Self::Parent(parent) => (rustix::process::getppid() != *parent, "parent"),
+            Self::Socket(socket) => {
+                let mut fds = [PollFd::new(socket, PollFlags::IN)];
+                let now = Timespec::default();
+                match rustix::event::poll(&mut fds, Some(&now)) {
+                    Ok(ready) => (ready > 0, "peer"),
+                    Err(Errno::INTR) => (false, "peer"),
+                    Err(e) => return Err(e).context("asking whether the peer hung up"),
+                }
+            }
         };
         match exited {
             true => Err(Error::new(format!(
@@ -340,7 +449,7 @@ impl Transport for ShmFloor {
         let memfd = rustix::fs::memfd_create("ferry-bench-shm", MemfdFlags::CLOEXEC)
             .context("creating a memfd")?;
         rustix::fs::ftruncate(&memfd, SIZE as u64).context("sizing the memfd")?;
-        let mapping = Mapping::new(memfd)?;
+        let mapping = Mapping::made(memfd, SIZE, Layout::PINGPONG)?;
         let fd = mapping.file.as_raw_fd();
         command.env(ENV, format!("/proc/{}/fd/{fd}", std::process::id()));
         let mut child = ChildGuard::new(command.spawn().context("spawning the child")?);
@@ -362,15 +471,20 @@ impl Transport for ShmFloor {
         let path = Path::new(&path);
         let file = OpenOptions::new().read(true).write(true).open(path);
         let file = file.context(format!("opening {}", path.display()))?;
-        let mapping = Mapping::new(file.into())?;
+        let mapping = Mapping::received(file.into(), pingpong_shape)?;
         let slots = Slots::new(mapping, 1, self.wait, Peer::Parent(parent));
         Ok(Box::new(slots.in_place(self.in_place)))
     }
 }
 
+/// The pingpong floor's layout, for a file of exactly its size.
+fn pingpong_shape(len: usize) -> Option<Layout> {
+    (len == SIZE).then_some(Layout::PINGPONG)
+}
+
 /// One end: writes one slot, reads the other, copying payloads in and out
 /// or lending the slots in place.
-struct Slots {
+pub(crate) struct Slots {
     mapping: Mapping,
     /// The slot this end writes; it reads the other.
     out: usize,
@@ -393,7 +507,8 @@ struct Slots {
 }
 
 impl Slots {
-    fn new(mapping: Mapping, out: usize, wait: Wait, peer: Peer) -> Self {
+    /// The end that writes slot `out` (0 or 1) and reads the other.
+    pub(crate) fn new(mapping: Mapping, out: usize, wait: Wait, peer: Peer) -> Self {
         Self {
             mapping,
             out,
@@ -406,6 +521,19 @@ impl Slots {
             in_place: false,
             lent: 0,
             holding: false,
+        }
+    }
+
+    /// The file behind the slots.
+    pub(crate) fn file(&self) -> BorrowedFd<'_> {
+        self.mapping.file()
+    }
+
+    /// The socket the peer is watched through, if it is.
+    pub(crate) fn socket(&self) -> Option<&OwnedFd> {
+        match &self.peer {
+            Peer::Socket(socket) => Some(socket),
+            _ => None,
         }
     }
 
@@ -444,9 +572,10 @@ fn next(n: u32) -> u32 {
 
 impl Endpoint for Slots {
     fn prepare(&mut self, len: usize) -> Result<&mut [u8], Error> {
-        if len > CAPACITY {
+        let capacity = self.mapping.capacity();
+        if len > capacity {
             return Err(Error::new(format!(
-                "a {len}-byte message is larger than the {CAPACITY}-byte slot"
+                "a {len}-byte message is larger than the {capacity}-byte slot"
             )));
         }
         if !self.in_place {
@@ -458,7 +587,7 @@ impl Endpoint for Slots {
         self.lent = len;
         let payload = self.mapping.payload(self.out);
         // SAFETY: `len` bytes from `payload` are inside the slot (len ≤
-        // CAPACITY, checked above) and the mapping outlives the slice, which
+        // capacity, checked above) and the mapping outlives the slice, which
         // borrows self; the reader has acknowledged the last message
         // (`wait_for_ack`) and reads again only after `send` bumps `seq`,
         // which it can call only once the slice has ended.
@@ -480,9 +609,9 @@ impl Endpoint for Slots {
             self.mapping.payload(self.out),
         );
         let len = self.outgoing.len();
-        assert!(len <= CAPACITY, "prepare checks the length");
+        assert!(len <= self.mapping.capacity(), "prepare checks the length");
         // SAFETY: `len` bytes from `payload` are inside the slot (len ≤
-        // CAPACITY, asserted) and do not overlap `outgoing`; the reader has
+        // capacity, asserted) and do not overlap `outgoing`; the reader has
         // acknowledged the last message (`wait_for_ack`) and reads again
         // only after the `seq` store below, so nothing else touches them.
         unsafe { ptr::copy_nonoverlapping(self.outgoing.as_ptr(), payload, len) };
@@ -512,14 +641,14 @@ impl Endpoint for Slots {
         }
         // Relaxed: the Acquire load of `seq` made it visible.
         let len = header.len.load(Ordering::Relaxed) as usize;
-        if len > CAPACITY {
+        if len > self.mapping.capacity() {
             return Err(Error::new(format!("a message claims {len} bytes")));
         }
         if self.in_place {
             self.received = count;
             self.holding = true;
             // SAFETY: `len` bytes from `payload` are inside the slot (len ≤
-            // CAPACITY, checked) and the mapping outlives the slice, which
+            // capacity, checked) and the mapping outlives the slice, which
             // borrows self; the writer published them before `seq` (Acquire
             // in `wait_while`) and writes again only after `release` sets
             // `ack`, in this end's next call, once the slice has ended.
@@ -527,7 +656,7 @@ impl Endpoint for Slots {
         }
         self.inbox.resize(len, 0);
         // SAFETY: `len` bytes from `payload` are inside the slot (len ≤
-        // CAPACITY, checked) and do not overlap `inbox`; the writer
+        // capacity, checked) and do not overlap `inbox`; the writer
         // published them before `seq` (Acquire in `wait_while`) and writes
         // again only after the `ack` store below.
         unsafe { ptr::copy_nonoverlapping(payload, self.inbox.as_mut_ptr(), len) };
@@ -568,9 +697,19 @@ mod tests {
         rustix::fs::ftruncate(&memfd, SIZE as u64).unwrap();
         let twin = memfd.try_clone().unwrap();
         let alive = Peer::Parent(rustix::process::getppid());
-        let a = Slots::new(Mapping::new(memfd).unwrap(), 0, wait, alive);
+        let a = Slots::new(
+            Mapping::made(memfd, SIZE, Layout::PINGPONG).unwrap(),
+            0,
+            wait,
+            alive,
+        );
         let alive = Peer::Parent(rustix::process::getppid());
-        let b = Slots::new(Mapping::new(twin).unwrap(), 1, wait, alive);
+        let b = Slots::new(
+            Mapping::received(twin, pingpong_shape).unwrap(),
+            1,
+            wait,
+            alive,
+        );
         (a.in_place(in_place), b.in_place(in_place))
     }
 

@@ -32,16 +32,16 @@ use std::collections::VecDeque;
 use std::fmt;
 use std::os::fd::{AsFd, BorrowedFd};
 use std::process::{Child, Command};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use super::address::{Address, Token};
 use super::{INVITE_ENV, look_for_datagram};
-use crate::channel::{Pipe, PipeOptions};
+use crate::channel::{Descriptor, Pipe, PipeOptions, Selectable, Source};
 use crate::link::{Fault, Link};
 use crate::sys::{
-    ControlSocket, Credentials, Listener, OffThread, PeerFd, Received, close_all_later,
-    effective_uid, inherit_in_child, note_pipe, wait_readable,
+    ControlSocket, Credentials, Interest, Listener, OffThread, PeerFd, Poller, Received,
+    close_all_later, effective_uid, inherit_in_child, note_pipe, wait_readable,
 };
 use crate::wire::handshake::{HELLO_LEN, Hello, Invite, InviteEnv, Refusal, welcome};
 
@@ -165,6 +165,7 @@ impl ServerOptions {
             address,
             options: self,
             state: Mutex::new(State::default()),
+            watch: OnceLock::new(),
         })
     }
 }
@@ -193,6 +194,8 @@ pub enum AcceptError {
     },
     /// No client completed its handshake in time ([`Server::accept_timeout`]).
     Timeout,
+    /// No client is there to accept now ([`Server::try_accept`]).
+    Empty,
     /// This process could not accept (for example, out of descriptors).
     Io(std::io::Error),
 }
@@ -202,6 +205,7 @@ impl fmt::Display for AcceptError {
         match self {
             Self::Refused { peer, reason } => write!(f, "refused a client ({peer}): {reason}"),
             Self::Timeout => f.write_str("no client completed its handshake before the deadline"),
+            Self::Empty => f.write_str("no client is there to accept now"),
             Self::Io(e) => write!(f, "system error while accepting a client: {e}"),
         }
     }
@@ -226,6 +230,8 @@ struct Pending {
     /// When it was taken off the listening socket.
     since: Instant,
     expires: Instant,
+    /// Its socket is in the server's readiness poller.
+    watched: bool,
 }
 
 /// A named server: many unrelated processes [`connect`](crate::connect)
@@ -253,6 +259,10 @@ pub struct Server {
     address: Address,
     options: ServerOptions,
     state: Mutex<State>,
+    /// The readiness poller over the listening socket and the connections
+    /// in their handshake, made by the first [`Server::ready_fd`] (or
+    /// `Select::add`).
+    watch: OnceLock<Arc<Poller>>,
 }
 
 impl fmt::Debug for Server {
@@ -347,15 +357,130 @@ impl Server {
         Ok(child)
     }
 
+    /// The next client if one can be accepted now, never waiting: one
+    /// whose handshake finished, or a new connection whose opening is
+    /// already there.
+    ///
+    /// ```no_run
+    /// let server = ferry::Server::bind("try-service")?;
+    /// match server.try_accept() {
+    ///     Ok(client) => println!("a client: {}", client.peer),
+    ///     Err(ferry::AcceptError::Empty) => println!("no one yet"),
+    ///     Err(e) => return Err(e.into()),
+    /// }
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`AcceptError::Empty`] if no client is there to accept now
+    /// (a connection whose opening has not come stays pending); the rest
+    /// as [`Server::accept`].
+    pub fn try_accept(&self) -> Result<Connection, AcceptError> {
+        let mut state = self.lock();
+        if let Some(outcome) = state.done.pop_front() {
+            return outcome;
+        }
+        let now = Instant::now();
+        self.expire(&mut state, now);
+        let listen = self.full_until(&state, now).is_none();
+        if self.settle(&mut state, Some(now), listen)? {
+            self.take_new(&mut state)?;
+        }
+        state.done.pop_front().unwrap_or(Err(AcceptError::Empty))
+    }
+
+    /// A descriptor that becomes readable when [`Server::try_accept`] may
+    /// have a client (a new connection, or the opening of one in its
+    /// handshake), for a poll loop of the caller's own: call `try_accept`
+    /// until it says `Empty`, then wait for the descriptor, and repeat. It
+    /// may be readable with no client to accept (a connection that has not
+    /// spoken yet; `try_accept` then says `Empty`). Never read or write the
+    /// descriptor itself.
+    ///
+    /// ```no_run
+    /// use rustix::event::{PollFd, PollFlags, poll};
+    /// let server = ferry::Server::bind("poll-service")?;
+    /// let fd = server.ready_fd()?;
+    /// loop {
+    ///     match server.try_accept() {
+    ///         Ok(client) => drop(client), // serve it
+    ///         Err(ferry::AcceptError::Empty) => {
+    ///             poll(&mut [PollFd::new(&fd, PollFlags::IN)], None)?;
+    ///         }
+    ///         Err(e) => eprintln!("{e}"),
+    ///     }
+    /// }
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// The poller could not be made (out of descriptors), or this system
+    /// has none (`Unsupported`).
+    pub fn ready_fd(&self) -> std::io::Result<BorrowedFd<'_>> {
+        Ok(self.watch()?.as_fd())
+    }
+
+    /// The readiness poller, made now if need be with the listening socket
+    /// and every connection in its handshake in it.
+    fn watch(&self) -> std::io::Result<&Arc<Poller>> {
+        if let Some(watch) = self.watch.get() {
+            return Ok(watch);
+        }
+        let mut state = self.lock();
+        if let Some(watch) = self.watch.get() {
+            return Ok(watch);
+        }
+        let poller = Poller::new()?;
+        poller.add(self.listener.as_fd(), 0, Interest::Readable)?;
+        for p in &mut state.pending {
+            poller.add(p.socket.as_fd(), 1, Interest::Readable)?;
+            p.watched = true;
+        }
+        Ok(self.watch.get_or_init(|| Arc::new(poller)))
+    }
+
+    /// Watches a connection in its handshake, if anyone waits by descriptor.
+    fn watch_pending(&self, p: &mut Pending) {
+        if let (Some(watch), false) = (self.watch.get(), p.watched) {
+            // A connection not watched is still found by `try_accept` and
+            // `accept`, which poll every pending one.
+            p.watched = watch.add(p.socket.as_fd(), 1, Interest::Readable).is_ok();
+        }
+    }
+
+    /// Stops watching a connection leaving its handshake.
+    fn unwatch_pending(&self, p: &Pending) {
+        if let (Some(watch), true) = (self.watch.get(), p.watched) {
+            let _ = watch.delete(p.socket.as_fd());
+        }
+    }
+
+    /// Closes the connections whose handshake time ran out.
+    fn expire(&self, state: &mut State, now: Instant) {
+        let pending = std::mem::take(&mut state.pending);
+        for p in pending {
+            match p.expires > now {
+                true => state.pending.push(p),
+                false => self.unwatch_pending(&p),
+            }
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     fn accept_until(&self, deadline: Option<Instant>) -> Result<Connection, AcceptError> {
-        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let mut state = self.lock();
         loop {
             if let Some(outcome) = state.done.pop_front() {
                 return outcome;
             }
             let now = Instant::now();
             // A client that let its handshake time run out is closed.
-            state.pending.retain(|p| p.expires > now);
+            self.expire(&mut state, now);
             if deadline.is_some_and(|d| d <= now) {
                 return Err(AcceptError::Timeout);
             }
@@ -446,6 +571,7 @@ impl Server {
                 peer,
                 since,
                 expires: since + self.options.handshake_timeout,
+                watched: false,
             };
             // Queues it in `pending` if it has not spoken yet.
             self.handshake(pending, state);
@@ -468,7 +594,8 @@ impl Server {
         if state.pending.len() >= self.options.max_pending {
             let oldest = (0..state.pending.len()).min_by_key(|&i| state.pending[i].since);
             if let Some(i) = oldest {
-                state.pending.remove(i);
+                let p = state.pending.remove(i);
+                self.unwatch_pending(&p);
             }
         }
         Ok(true)
@@ -483,10 +610,17 @@ impl Server {
 
     /// Reads a pending client's opening and answers it; what came of it
     /// (a client, or a refusal) queues in `done`.
-    fn handshake(&self, p: Pending, state: &mut State) {
+    fn handshake(&self, mut p: Pending, state: &mut State) {
         let mut buf = [0u8; HELLO_LEN + 1];
         // The opening: a `Hello` with the client's pipe (one descriptor).
-        let opening = match p.socket.try_recv(&mut buf) {
+        let received = p.socket.try_recv(&mut buf);
+        if let Ok(Received::Empty) = received {
+            self.watch_pending(&mut p);
+            return state.pending.push(p);
+        }
+        // It leaves its handshake, one way or another.
+        self.unwatch_pending(&p);
+        let opening = match received {
             Ok(Received::Record {
                 len,
                 mut fds,
@@ -501,9 +635,8 @@ impl Server {
                 None
             }
             Ok(Received::NoRoom) => None,
-            Ok(Received::Empty) => return state.pending.push(p),
             // Gone mid-handshake: nothing is left of it.
-            Ok(Received::HungUp) | Err(_) => return,
+            Ok(Received::HungUp | Received::Empty) | Err(_) => return,
         };
         let outcome = match opening {
             None => Err(refuse(&p.socket, p.peer, Refusal::Handshake)),
@@ -557,3 +690,41 @@ fn refuse(socket: &ControlSocket, peer: Credentials, reason: Refusal) -> AcceptE
     let _ = socket.try_send(&reason.encode(), &[]);
     AcceptError::Refused { peer, reason }
 }
+
+impl Source for Server {
+    fn source_fd(&self) -> std::io::Result<Descriptor> {
+        Ok(Arc::clone(self.watch()?) as Descriptor)
+    }
+
+    /// A client whose handshake finished (or was refused), a connection
+    /// to take, or an opening to read.
+    fn source_ready(&self) -> bool {
+        let state = self.lock();
+        if !state.done.is_empty() {
+            return true;
+        }
+        let listen = self.full_until(&state, Instant::now()).is_none();
+        let fds: Vec<BorrowedFd<'_>> = listen
+            .then(|| self.listener.as_fd())
+            .into_iter()
+            .chain(state.pending.iter().map(|p| p.socket.as_fd()))
+            .collect();
+        // A failed look says ready: `try_accept` reports the failure.
+        match wait_readable(&fds, Some(Instant::now())) {
+            Ok(ready) => ready.contains(&true),
+            Err(_) => true,
+        }
+    }
+
+    fn source_arm(&self, _rung: bool) {}
+
+    fn source_disarm(&self) {}
+
+    fn source_ended(&self) -> bool {
+        false
+    }
+}
+
+/// A server joins a [`Select`](crate::Select): it is ready when
+/// [`Server::try_accept`] may have a client.
+impl Selectable for Server {}

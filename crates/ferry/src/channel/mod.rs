@@ -34,7 +34,8 @@ pub use loan::{LOAN_IN_PLACE, Loan, SharedBytes};
 pub use options::PipeOptions;
 pub use out_of_line::OUT_OF_LINE;
 pub use receiver::{Message, Receiver};
-pub use select::Select;
+pub(crate) use select::{Descriptor, sealed::Source};
+pub use select::{Key, Select, Selectable};
 pub use sender::Sender;
 pub use wait::Wait;
 

@@ -172,9 +172,7 @@ where
         Sender {
             mode: std::cell::RefCell::new(sender::Mode::Local(Arc::clone(&queue))),
         },
-        Receiver {
-            mode: std::cell::RefCell::new(receiver::Mode::Local(queue)),
-        },
+        Receiver::local(queue),
     )
 }
 

@@ -1,6 +1,7 @@
 //! The typed receiving half.
 
-use std::cell::RefCell;
+use std::cell::{Cell, OnceCell, RefCell};
+use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -11,8 +12,9 @@ use super::handles;
 use super::moving;
 use super::queue::{Presence, Queue};
 use super::remote::{self, RecvFail};
-use crate::channel::RecvFault;
+use crate::channel::{Descriptor, RecvFault, Selectable, Source};
 use crate::codec::EncodeError;
+use crate::sys::Doorbell;
 use crate::{End, RecvError, RecvTimeoutError, TryRecvError};
 
 /// Where a receiver's values come from.
@@ -47,6 +49,36 @@ impl<T> Mode<T> {
 /// receive goes on with the next message.
 pub struct Receiver<T> {
     pub(super) mode: RefCell<Mode<T>>,
+    ready: Readiness,
+}
+
+/// What waiting by descriptor keeps: the doorbells handed out (so a
+/// descriptor lent by [`Receiver::ready_fd`] stays open as long as the
+/// receiver), and whether a receive has returned the end.
+#[derive(Default)]
+struct Readiness {
+    /// The in-process queue's doorbell.
+    local: OnceCell<Arc<Doorbell>>,
+    /// The byte half's doorbell, once values come from another process.
+    remote: OnceCell<Arc<Doorbell>>,
+    /// A receive returned `Disconnected` or `Protocol`.
+    ended: Cell<bool>,
+}
+
+impl<T> Receiver<T> {
+    /// A receiver of the in-process queue `queue`.
+    pub(super) fn local(queue: Arc<Queue<T>>) -> Self {
+        Self {
+            mode: RefCell::new(Mode::Local(queue)),
+            ready: Readiness::default(),
+        }
+    }
+}
+
+/// Whether a receive with this deadline is a `try_`: it arms the
+/// readiness descriptor when it finds nothing, as the byte half's does.
+fn is_try(deadline: Option<Instant>) -> bool {
+    deadline.is_some_and(|d| d <= Instant::now())
 }
 
 impl<T> std::fmt::Debug for Receiver<T> {
@@ -191,6 +223,22 @@ impl<T: Serialize + DeserializeOwned + Send + 'static> Receiver<T> {
     /// Receives into `place` if it is given and the message is decoded
     /// (then `None`), else returns the value.
     fn recv_to(&self, deadline: Option<Instant>, place: Option<&mut T>) -> Result<Option<T>, Fail> {
+        let received = self.receive(deadline, place);
+        if let Err(
+            Fail::Disconnected
+            | Fail::Fault(RecvFail::Recv(RecvFault::Disconnected | RecvFault::Protocol(_))),
+        ) = &received
+        {
+            self.ready.ended.set(true);
+        }
+        received
+    }
+
+    fn receive(
+        &self,
+        deadline: Option<Instant>,
+        mut place: Option<&mut T>,
+    ) -> Result<Option<T>, Fail> {
         loop {
             let mut mode = self.mode.borrow_mut();
             match &mut *mode {
@@ -202,7 +250,12 @@ impl<T: Serialize + DeserializeOwned + Send + 'static> Receiver<T> {
                         return Ok(Some(value));
                     }
                     match state.sender {
-                        Presence::Here => return Err(Fail::Empty),
+                        Presence::Here => {
+                            if is_try(deadline) {
+                                queue.arm(&mut state, true);
+                            }
+                            return Err(Fail::Empty);
+                        }
                         Presence::Dropped => return Err(Fail::Disconnected),
                         Presence::Moved => {
                             let rx = state.incoming.take();
@@ -215,17 +268,83 @@ impl<T: Serialize + DeserializeOwned + Send + 'static> Receiver<T> {
                     }
                 }
                 Mode::Remote { rx, buf } => {
-                    let received = match place {
-                        Some(place) => remote::recv_into(rx, buf, deadline, place).map(|()| None),
-                        None => remote::recv(rx, buf, deadline).map(Some),
-                    };
-                    return received.map_err(|fail| match fail {
-                        RecvFail::Recv(RecvFault::Timeout) => Fail::Empty,
-                        other => Fail::Fault(other),
-                    });
+                    let mut armed = false;
+                    loop {
+                        let received = match place.as_deref_mut() {
+                            Some(place) => {
+                                remote::recv_into(rx, buf, deadline, place).map(|()| None)
+                            }
+                            None => remote::recv(rx, buf, deadline).map(Some),
+                        };
+                        match received {
+                            // A `try_` that found nothing arms the
+                            // descriptor and looks once more, as the byte
+                            // half's does.
+                            Err(RecvFail::Recv(RecvFault::Timeout))
+                                if !armed && is_try(deadline) && rx.arm() =>
+                            {
+                                armed = true;
+                            }
+                            Err(RecvFail::Recv(RecvFault::Timeout)) => return Err(Fail::Empty),
+                            Err(other) => return Err(Fail::Fault(other)),
+                            Ok(value) => return Ok(value),
+                        }
+                    }
                 }
                 Mode::Moved(_) | Mode::Gone => return Err(Fail::Disconnected),
             }
+        }
+    }
+
+    /// A descriptor that becomes readable when a value (or the sender's
+    /// end) may be waiting, for a poll loop of the caller's own (epoll,
+    /// mio, tokio's `AsyncFd`), as [`crate::Receiver::ready_fd`]: call
+    /// [`Receiver::try_recv`] until it says `Empty` (which arms the
+    /// descriptor), then wait for the descriptor to be readable, and
+    /// repeat. In one process it is the queue's own doorbell, rung by a
+    /// send only while armed (a plain send pays nothing for it).
+    ///
+    /// If the sender leaves this process, values come over a pipe with a
+    /// descriptor of its own: after a `try_recv` says `Empty`, call
+    /// `ready_fd` again and wait on what it returns (a [`Select`](crate::Select)
+    /// does this itself). A descriptor once returned stays open as long as
+    /// the receiver. Never read or write the descriptor itself.
+    ///
+    /// ```
+    /// use rustix::event::{PollFd, PollFlags, poll};
+    /// let (tx, rx) = ferry::channel::<String>();
+    /// let fd = rx.ready_fd()?;
+    /// assert!(matches!(rx.try_recv(), Err(ferry::TryRecvError::Empty))); // arms it
+    /// tx.send("ping".into())?; //                                          rings it
+    /// let mut fds = [PollFd::new(&fd, PollFlags::IN)];
+    /// assert_eq!(poll(&mut fds, None)?, 1);
+    /// assert_eq!(rx.try_recv()?, "ping");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`crate::Receiver::ready_fd`]; `NotConnected` if this receiver
+    /// has moved.
+    pub fn ready_fd(&self) -> std::io::Result<BorrowedFd<'_>> {
+        let (bell, local) = self.descriptor()?;
+        let slot = match local {
+            true => &self.ready.local,
+            false => &self.ready.remote,
+        };
+        Ok(slot.get_or_init(|| bell).as_fd())
+    }
+
+    /// The doorbell that rings for this receiver now, and whether it is
+    /// the in-process queue's.
+    fn descriptor(&self) -> std::io::Result<(Arc<Doorbell>, bool)> {
+        match &*self.mode.borrow() {
+            Mode::Local(queue) => Ok((queue.doorbell()?, true)),
+            Mode::Remote { rx, .. } => Ok((rx.doorbell()?, false)),
+            Mode::Moved(_) | Mode::Gone => Err(std::io::Error::new(
+                std::io::ErrorKind::NotConnected,
+                "this receiver has moved",
+            )),
         }
     }
 
@@ -241,6 +360,7 @@ impl<T: Serialize + DeserializeOwned + Send + 'static> Receiver<T> {
     pub fn from_bytes(rx: crate::Receiver) -> Self {
         Self {
             mode: RefCell::new(Mode::remote(rx)),
+            ready: Readiness::default(),
         }
     }
 
@@ -321,3 +441,46 @@ impl<'de, T: Serialize + DeserializeOwned + Send + 'static> Deserialize<'de> for
         }
     }
 }
+
+impl<T: Serialize + DeserializeOwned + Send + 'static> Source for Receiver<T> {
+    fn source_fd(&self) -> std::io::Result<Descriptor> {
+        Ok(self.descriptor()?.0 as Descriptor)
+    }
+
+    fn source_ready(&self) -> bool {
+        match self.mode.try_borrow().as_deref() {
+            Ok(Mode::Local(queue)) => {
+                let state = queue.lock();
+                !state.items.is_empty() || state.sender != Presence::Here
+            }
+            Ok(Mode::Remote { rx, .. }) => rx.is_ready(),
+            // Moved, or (impossible from a set) in a receive.
+            _ => false,
+        }
+    }
+
+    fn source_arm(&self, rung: bool) {
+        match self.mode.try_borrow().as_deref() {
+            Ok(Mode::Local(queue)) => {
+                queue.arm(&mut queue.lock(), rung);
+            }
+            Ok(Mode::Remote { rx, .. }) => rx.source_arm(rung),
+            _ => {}
+        }
+    }
+
+    fn source_disarm(&self) {
+        match self.mode.try_borrow().as_deref() {
+            Ok(Mode::Local(queue)) => queue.disarm(),
+            Ok(Mode::Remote { rx, .. }) => rx.source_disarm(),
+            _ => {}
+        }
+    }
+
+    fn source_ended(&self) -> bool {
+        self.ready.ended.get()
+    }
+}
+
+/// A typed receiver joins a [`Select`](crate::Select) as a byte one does.
+impl<T: Serialize + DeserializeOwned + Send + 'static> Selectable for Receiver<T> {}

@@ -281,7 +281,7 @@ impl<T: Serialize + DeserializeOwned + Send + 'static> Receiver<T> {
                             // descriptor and looks once more, as the byte
                             // half's does.
                             Err(RecvFail::Recv(RecvFault::Timeout))
-                                if !armed && is_try(deadline) && rx.arm() =>
+                                if !armed && is_try(deadline) && self.arm_remote(rx) =>
                             {
                                 armed = true;
                             }
@@ -333,6 +333,20 @@ impl<T: Serialize + DeserializeOwned + Send + 'static> Receiver<T> {
             false => &self.ready.remote,
         };
         Ok(slot.get_or_init(|| bell).as_fd())
+    }
+
+    /// Arms the byte half's descriptor for a `try_` that found nothing;
+    /// whether it did. A receiver that waited on the queue's descriptor
+    /// before its sender left this process gets the byte half's made now,
+    /// so the caller's next `ready_fd` returns one that is armed.
+    fn arm_remote(&self, rx: &crate::Receiver) -> bool {
+        if self.ready.local.get().is_some()
+            && self.ready.remote.get().is_none()
+            && let Ok(bell) = rx.doorbell()
+        {
+            let _ = self.ready.remote.set(bell);
+        }
+        rx.arm()
     }
 
     /// The doorbell that rings for this receiver now, and whether it is

@@ -231,6 +231,8 @@ pub fn pool_stats() -> PoolStats {
     pool::reserve::blocks().stats()
 }
 #[cfg(all(not(loom), feature = "tokio"))]
+pub use bootstrap::AsyncServer;
+#[cfg(all(not(loom), feature = "tokio"))]
 pub use channel::{AsyncReceiver, AsyncSender};
 #[cfg(not(loom))]
 pub use channel::{

@@ -435,3 +435,154 @@ fn a_supervisor_serves_clients_and_workers_from_one_select() {
         child.wait_ok();
     }
 }
+
+/// The async form of the supervisor, on one tokio thread with a task per
+/// peer: an async server accepts clients (other processes connecting by
+/// name), each served by a task awaiting its requests; a typed worker's
+/// answers are awaited on its async typed receiver, and its stream ends
+/// when the worker goes. No helper thread.
+#[cfg(feature = "tokio")]
+#[test]
+fn an_async_supervisor_serves_clients_and_a_worker() {
+    match common::role().as_deref() {
+        Some("client") => return client(),
+        Some(role) => return worker(role),
+        None => {}
+    }
+    let dog = Watchdog::start(this_test!(), secs(90));
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    let name = format!("ferry-readiness-async-{}", std::process::id());
+    // Named here: inside the async block the macro would name the block.
+    let test = this_test!();
+    let (worker_child, worker) = common::spawn_child(&dog, test, "worker", &PipeOptions::new());
+    let mut clients = Vec::new();
+    runtime.block_on(async {
+        let server = Server::bind(name.as_str())
+            .expect("bind")
+            .into_async()
+            .expect("an async server");
+        for _ in 0..CLIENTS {
+            let mut cmd = common::child_command(test, "client");
+            cmd.env(SERVER_ENV, &name);
+            clients.push(dog.watch(cmd.spawn().expect("spawn a client")));
+        }
+        // The worker: jobs out, answers awaited on its typed receiver.
+        let (tx, rx) = worker.split();
+        let jobs = typed::Sender::<Job>::from_bytes(tx);
+        let mut answers = typed::Receiver::<Done>::from_bytes(rx)
+            .into_async()
+            .expect("an async typed receiver");
+        let awaited = tokio::spawn(async move {
+            let mut sum = 0;
+            for i in 0..REQUESTS {
+                let (id, n, result) = answers.recv().await.expect("an answer");
+                assert_eq!((id, n, result), (7, i, work(i)));
+                sum += result;
+            }
+            // The worker goes once its jobs' sender is dropped.
+            assert!(matches!(
+                answers.recv().await,
+                Err(ferry::RecvError::Disconnected)
+            ));
+            sum
+        });
+        for i in 0..REQUESTS {
+            jobs.send((7, i)).expect("a job");
+        }
+        drop(jobs);
+        // The clients: a task each.
+        let mut served = Vec::new();
+        for _ in 0..CLIENTS {
+            let client = server.accept().await.expect("a client");
+            let (tx, rx) = client.pipe.split();
+            let rx = rx.into_async().expect("an async receiver");
+            served.push(tokio::spawn(async move {
+                let mut count = 0;
+                while let Ok(request) = rx.recv().await {
+                    let n = u64::from_le_bytes(request[..].try_into().expect("8 bytes"));
+                    tx.send(&work(n).to_le_bytes()).expect("an answer");
+                    count += 1;
+                }
+                count
+            }));
+        }
+        for task in served {
+            assert_eq!(task.await.expect("a client task"), REQUESTS);
+        }
+        let expected: u64 = (0..REQUESTS).map(work).sum();
+        assert_eq!(awaited.await.expect("the worker task"), expected);
+    });
+    for client in clients {
+        client.wait_ok();
+    }
+    worker_child.wait_ok();
+}
+
+/// A server's readiness descriptor turns readable for a client connecting
+/// (in a poll loop of the caller's: `try_accept` until `Empty`, then
+/// wait), and `try_accept` then gives the client.
+#[test]
+fn server_ready_fd_turns_readable_for_a_client() {
+    let dog = Watchdog::start(this_test!(), secs(30));
+    let name = format!("ferry-readiness-fd-{}", std::process::id());
+    let server = Server::bind(name.as_str()).expect("bind");
+    let fd = server.ready_fd().expect("a descriptor");
+    assert!(matches!(
+        server.try_accept(),
+        Err(ferry::AcceptError::Empty)
+    ));
+    assert!(!readable(&fd, 50), "readable with no client");
+    let connecting = thread::spawn(move || {
+        let pipe = ferry::connect(name.as_str()).expect("connect");
+        pipe.send(b"hi").expect("send");
+        pipe.recv().expect("the server's answer")
+    });
+    let client = loop {
+        match server.try_accept() {
+            Ok(client) => break client,
+            Err(ferry::AcceptError::Empty) => {
+                assert!(readable(&fd, 5000), "the descriptor stayed quiet");
+            }
+            Err(e) => panic!("accept: {e}"),
+        }
+    };
+    assert_eq!(client.pipe.recv().expect("hi"), b"hi");
+    client.pipe.send(b"welcome").expect("answer");
+    assert_eq!(connecting.join().expect("the client"), b"welcome");
+    drop(dog);
+}
+
+/// An async server's `accept` wakes for a client that connects while it
+/// waits.
+#[cfg(feature = "tokio")]
+#[test]
+fn an_async_accept_wakes_for_a_client() {
+    let dog = Watchdog::start(this_test!(), secs(30));
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    let name = format!("ferry-readiness-wake-{}", std::process::id());
+    let server = runtime.block_on(async {
+        Server::bind(name.as_str())
+            .expect("bind")
+            .into_async()
+            .expect("async")
+    });
+    let connecting = thread::spawn(move || {
+        thread::sleep(Duration::from_millis(100));
+        let pipe = ferry::connect(name.as_str()).expect("connect");
+        pipe.send(b"hi").expect("send");
+        pipe.recv().expect("the server's answer")
+    });
+    runtime.block_on(async {
+        let client = server.accept().await.expect("a client");
+        assert_eq!(client.pipe.recv().expect("hi"), b"hi");
+        client.pipe.send(b"welcome").expect("answer");
+    });
+    assert_eq!(connecting.join().expect("the client"), b"welcome");
+    drop(dog);
+}

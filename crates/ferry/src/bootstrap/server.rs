@@ -728,3 +728,94 @@ impl Source for Server {
 /// A server joins a [`Select`](crate::Select): it is ready when
 /// [`Server::try_accept`] may have a client.
 impl Selectable for Server {}
+
+/// A [`Server`] for async code on tokio (the `tokio` feature): `accept`
+/// suspends the task in tokio's own reactor on the server's readiness
+/// descriptor (see [`Server::ready_fd`]), with no helper thread.
+///
+/// ```no_run
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let server = ferry::Server::bind("async-service")?.into_async()?;
+/// loop {
+///     match server.accept().await {
+///         Ok(client) => drop(client), // serve it
+///         Err(ferry::AcceptError::Refused { .. }) => continue,
+///         Err(e) => return Err(e.into()),
+///     }
+/// }
+/// # }
+/// ```
+#[cfg(feature = "tokio")]
+#[derive(Debug)]
+pub struct AsyncServer {
+    server: Server,
+    bell: ::tokio::io::unix::AsyncFd<crate::channel::Bell>,
+}
+
+#[cfg(feature = "tokio")]
+impl Server {
+    /// This server for async code on tokio ([`AsyncServer`]). Call it
+    /// inside a tokio runtime (with its IO driver enabled).
+    ///
+    /// # Errors
+    ///
+    /// As [`Server::ready_fd`]; also outside a tokio runtime, or if the
+    /// runtime refuses to register the descriptor.
+    ///
+    /// # Panics
+    ///
+    /// As tokio's `AsyncFd`, if the runtime was built without its IO driver
+    /// (`enable_io`).
+    pub fn into_async(self) -> std::io::Result<AsyncServer> {
+        let bell = crate::channel::register(&self.source_fd()?)?;
+        Ok(AsyncServer { server: self, bell })
+    }
+}
+
+#[cfg(feature = "tokio")]
+impl AsyncServer {
+    /// Waits for the next client to complete its handshake, suspending
+    /// the task meanwhile. Cancel safe: a client is taken only in the poll
+    /// that returns it (one whose handshake finished meanwhile waits for
+    /// the next call).
+    ///
+    /// # Errors
+    ///
+    /// As [`Server::accept`].
+    pub async fn accept(&self) -> Result<Connection, AcceptError> {
+        std::future::poll_fn(|cx| self.poll_accept(cx)).await
+    }
+
+    /// Polls for the next client: `Ready` with it (or a refusal or local
+    /// failure), or `Pending` with the task woken when one may be there.
+    ///
+    /// # Errors
+    ///
+    /// As [`Server::accept`].
+    pub fn poll_accept(
+        &self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<Connection, AcceptError>> {
+        use std::task::Poll;
+        loop {
+            match self.server.try_accept() {
+                Err(AcceptError::Empty) => {}
+                outcome => return Poll::Ready(outcome),
+            }
+            let mut guard = match std::task::ready!(self.bell.poll_read_ready(cx)) {
+                Ok(guard) => guard,
+                Err(e) => return Poll::Ready(Err(AcceptError::Io(e))),
+            };
+            guard.clear_ready();
+            // A connection whose opening has not come is readable again
+            // once it speaks; until then nothing else is to be done for
+            // it but its timeout, which the next accept applies.
+        }
+    }
+
+    /// The server back, for blocking use.
+    pub fn into_inner(self) -> Server {
+        self.server
+    }
+}

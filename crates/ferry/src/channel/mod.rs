@@ -23,6 +23,8 @@ mod wait;
 
 #[cfg(feature = "tokio")]
 pub use self::tokio::{AsyncReceiver, AsyncSender};
+#[cfg(feature = "tokio")]
+pub(crate) use self::tokio::{Bell, recv_error, register};
 pub use crate::wire::{HANDLE_WINDOW, MAX_HANDLES};
 pub use error::{
     ProtocolError, ReadyTimeoutError, RecvError, RecvTimeoutError, SendError, SendTimeoutError,

@@ -30,12 +30,16 @@
 //! # }
 //! ```
 //!
+//! Typed receivers (`typed::Receiver::into_async`) and servers
+//! (`Server::into_async`) register their readiness descriptors the same
+//! way, through [`register`].
+//!
 //! Soundness: tokio's `AsyncFd::register_with_interest` is `unsafe`
 //! because the registered descriptor must stay open, and stay the same,
 //! for as long as the `AsyncFd` lives. Here the `AsyncFd` owns a [`Bell`],
-//! which owns a reference to the doorbell, which owns the descriptor: it
-//! closes only after the `AsyncFd` is gone, and `as_raw_fd` always returns
-//! it.
+//! which owns a reference to the descriptor's owner (a doorbell, a
+//! poller): it closes only after the `AsyncFd` is gone, and `as_raw_fd`
+//! always returns it.
 #![allow(unsafe_code)]
 
 use std::io;
@@ -47,12 +51,23 @@ use std::task::{Context, Poll, ready};
 use ::tokio::io::Interest;
 use ::tokio::io::unix::AsyncFd;
 
-use super::{Receiver, RecvError, SendError, Sender, TryRecvError, TrySendError};
-use crate::sys::Doorbell;
+use super::{Descriptor, Receiver, RecvError, SendError, Sender, TryRecvError, TrySendError};
 
-/// A doorbell as tokio's reactor sees it.
-#[derive(Debug)]
-struct Bell(Arc<Doorbell>);
+/// A readiness descriptor as tokio's reactor sees it.
+pub(crate) struct Bell(Descriptor);
+
+impl std::fmt::Debug for Bell {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Bell").field(&self.as_raw_fd()).finish()
+    }
+}
+
+impl Bell {
+    /// Whether this is `fd`'s owner.
+    pub(crate) fn is(&self, fd: &Descriptor) -> bool {
+        std::ptr::addr_eq(Arc::as_ptr(&self.0), Arc::as_ptr(fd))
+    }
+}
 
 impl AsRawFd for Bell {
     fn as_raw_fd(&self) -> RawFd {
@@ -61,7 +76,7 @@ impl AsRawFd for Bell {
 }
 
 /// Registers `bell` with the current runtime's reactor.
-fn register(bell: &Arc<Doorbell>) -> io::Result<AsyncFd<Bell>> {
+pub(crate) fn register(bell: &Descriptor) -> io::Result<AsyncFd<Bell>> {
     if ::tokio::runtime::Handle::try_current().is_err() {
         return Err(io::Error::other(
             "into_async was called outside a tokio runtime",
@@ -95,7 +110,7 @@ impl Receiver {
     /// As tokio's `AsyncFd`, if the runtime was built without its IO driver
     /// (`enable_io`).
     pub fn into_async(self) -> io::Result<AsyncReceiver> {
-        let bell = register(self.half.doorbell()?)?;
+        let bell = register(&(Arc::clone(self.half.doorbell()?) as Descriptor))?;
         Ok(AsyncReceiver { rx: self, bell })
     }
 }
@@ -154,7 +169,8 @@ impl futures_core::Stream for AsyncReceiver {
     }
 }
 
-fn recv_error(e: TryRecvError) -> RecvError {
+/// The error a waiting receive reports for what a `try_` one said.
+pub(crate) fn recv_error(e: TryRecvError) -> RecvError {
     match e {
         TryRecvError::Disconnected => RecvError::Disconnected,
         TryRecvError::Protocol(p) => RecvError::Protocol(p),
@@ -183,7 +199,7 @@ impl Sender {
     ///
     /// As [`Receiver::into_async`].
     pub fn into_async(self) -> io::Result<AsyncSender> {
-        let bell = register(self.half.doorbell()?)?;
+        let bell = register(&(Arc::clone(self.half.doorbell()?) as Descriptor))?;
         Ok(AsyncSender {
             tx: self,
             bell,

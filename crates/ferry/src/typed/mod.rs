@@ -151,6 +151,8 @@ pub use crate::codec::{
     encode_into, encoded_len,
 };
 pub use fd::Fd;
+#[cfg(feature = "tokio")]
+pub use receiver::AsyncReceiver;
 pub use receiver::Receiver;
 pub use sender::Sender;
 

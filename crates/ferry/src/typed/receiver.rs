@@ -498,3 +498,131 @@ impl<T: Serialize + DeserializeOwned + Send + 'static> Source for Receiver<T> {
 
 /// A typed receiver joins a [`Select`](crate::Select) as a byte one does.
 impl<T: Serialize + DeserializeOwned + Send + 'static> Selectable for Receiver<T> {}
+
+/// A typed [`Receiver`] for async code on tokio (the `tokio` feature):
+/// it sleeps in tokio's own reactor on the receiver's readiness
+/// descriptor (see [`Receiver::ready_fd`]), with no helper thread, and
+/// follows the sender if it leaves this process. Cancel safety as the
+/// byte [`AsyncReceiver`](crate::AsyncReceiver)'s: a value is taken only
+/// in the poll that returns it.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let (tx, rx) = ferry::channel::<String>();
+/// let mut rx = rx.into_async()?;
+/// let reader = tokio::spawn(async move { rx.recv().await });
+/// tx.send("hello".into())?;
+/// assert_eq!(reader.await??, "hello");
+/// # Ok(())
+/// # }
+/// ```
+#[cfg(feature = "tokio")]
+pub struct AsyncReceiver<T> {
+    rx: Receiver<T>,
+    bell: ::tokio::io::unix::AsyncFd<crate::channel::Bell>,
+}
+
+#[cfg(feature = "tokio")]
+impl<T> std::fmt::Debug for AsyncReceiver<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AsyncReceiver")
+            .field("rx", &self.rx)
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(feature = "tokio")]
+impl<T: Serialize + DeserializeOwned + Send + 'static> Receiver<T> {
+    /// This receiver for async code on tokio ([`AsyncReceiver`]). Call it
+    /// inside a tokio runtime (with its IO driver enabled).
+    ///
+    /// # Errors
+    ///
+    /// As [`Receiver::ready_fd`]; also outside a tokio runtime, or if the
+    /// runtime refuses to register the descriptor.
+    ///
+    /// # Panics
+    ///
+    /// As tokio's `AsyncFd`, if the runtime was built without its IO driver
+    /// (`enable_io`).
+    pub fn into_async(self) -> std::io::Result<AsyncReceiver<T>> {
+        let (bell, _) = self.descriptor()?;
+        let bell = crate::channel::register(&(bell as Descriptor))?;
+        Ok(AsyncReceiver { rx: self, bell })
+    }
+}
+
+#[cfg(feature = "tokio")]
+impl<T: Serialize + DeserializeOwned + Send + 'static> AsyncReceiver<T> {
+    /// Receives the next value, suspending the task until one arrives.
+    ///
+    /// # Errors
+    ///
+    /// As [`Receiver::recv`].
+    pub async fn recv(&mut self) -> Result<T, RecvError> {
+        std::future::poll_fn(|cx| self.poll_recv(cx)).await
+    }
+
+    /// Polls for the next value: `Ready` with it (or the error that ends
+    /// the stream), or `Pending` with the task woken when one may be there.
+    ///
+    /// # Errors
+    ///
+    /// As [`Receiver::recv`].
+    pub fn poll_recv(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<T, RecvError>> {
+        use std::task::Poll;
+        loop {
+            match self.rx.try_recv() {
+                Ok(value) => return Poll::Ready(Ok(value)),
+                Err(TryRecvError::Empty) => {} // armed: a send rings now
+                Err(e) => return Poll::Ready(Err(crate::channel::recv_error(e))),
+            }
+            // The sender may have left this process: values then come on
+            // a pipe with a descriptor of its own.
+            let now = match self.rx.descriptor() {
+                Ok((bell, _)) => bell as Descriptor,
+                Err(e) => return Poll::Ready(Err(RecvError::Io(e))),
+            };
+            if !self.bell.get_ref().is(&now) {
+                match crate::channel::register(&now) {
+                    Ok(bell) => self.bell = bell,
+                    Err(e) => return Poll::Ready(Err(RecvError::Io(e))),
+                }
+                continue;
+            }
+            let mut guard = match std::task::ready!(self.bell.poll_read_ready(cx)) {
+                Ok(guard) => guard,
+                Err(e) => return Poll::Ready(Err(RecvError::Io(e))),
+            };
+            // The next `try_recv` clears the descriptor itself.
+            guard.clear_ready();
+        }
+    }
+
+    /// The receiver back, for blocking use.
+    pub fn into_inner(self) -> Receiver<T> {
+        self.rx.source_disarm();
+        self.rx
+    }
+}
+
+/// Values until the sender is gone: the stream ends (`None`) on
+/// `Disconnected`; any other error is an item.
+#[cfg(feature = "tokio")]
+impl<T: Serialize + DeserializeOwned + Send + 'static> futures_core::Stream for AsyncReceiver<T> {
+    type Item = Result<T, RecvError>;
+
+    fn poll_next(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Self::Item>> {
+        match std::task::ready!(self.get_mut().poll_recv(cx)) {
+            Err(RecvError::Disconnected) => std::task::Poll::Ready(None),
+            other => std::task::Poll::Ready(Some(other)),
+        }
+    }
+}

@@ -586,3 +586,89 @@ fn an_async_accept_wakes_for_a_client() {
     assert_eq!(connecting.join().expect("the client"), b"welcome");
     drop(dog);
 }
+
+/// Connects to the server named `name` by hand and says nothing.
+fn silent_connection(name: &str) -> std::os::fd::OwnedFd {
+    use rustix::net::{AddressFamily, SocketAddrUnix, SocketFlags, SocketType};
+    let fd = rustix::net::socket_with(
+        AddressFamily::UNIX,
+        SocketType::SEQPACKET,
+        SocketFlags::CLOEXEC,
+        None,
+    )
+    .expect("a socket");
+    let address = SocketAddrUnix::new_abstract_name(format!("ferry.{name}").as_bytes())
+        .expect("an abstract address");
+    rustix::net::connect(&fd, &address).expect("connect");
+    fd
+}
+
+/// A flood of silent connections that fills every handshake slot does
+/// not keep a `Select` over the server busy: while every slot is in its
+/// grace the server's descriptor does not watch the listening socket, and
+/// the set sleeps until a grace ends (then the oldest silent one makes
+/// room for the next).
+#[test]
+fn a_flood_of_silent_connections_does_not_spin_a_select() {
+    let dog = Watchdog::start(this_test!(), secs(30));
+    let name = format!("ferry-readiness-flood-{}", std::process::id());
+    let server = ferry::ServerOptions::new()
+        .max_pending(2)
+        .bind(name.as_str())
+        .expect("bind");
+    let mut select = Select::new().expect("a select");
+    let key = select.add(server).expect("add");
+    let mut silent: Vec<_> = (0..2).map(|_| silent_connection(&name)).collect();
+    // Take connections until both slots hold silent ones; then more wait
+    // in the backlog (as many as it holds: a connect past it would block).
+    while let Ok(k) = select.try_ready() {
+        assert_eq!(k, key);
+        let server = select.get::<Server>(key).expect("the server");
+        assert!(matches!(
+            server.try_accept(),
+            Err(ferry::AcceptError::Empty)
+        ));
+    }
+    silent.extend((0..2).map(|_| silent_connection(&name)));
+    let cpu = common::thread_cpu_time();
+    let started = Instant::now();
+    let mut woke = 0;
+    while started.elapsed() < Duration::from_millis(150) {
+        let left = Duration::from_millis(150).saturating_sub(started.elapsed());
+        match select.ready_timeout(left) {
+            Ok(_) => {
+                woke += 1;
+                let server = select.get::<Server>(key).expect("the server");
+                let _ = server.try_accept();
+            }
+            Err(ReadyTimeoutError::Timeout) => break,
+            Err(e) => panic!("{e}"),
+        }
+    }
+    let used = common::thread_cpu_time() - cpu;
+    eprintln!("150 ms of a full server: {woke} wakes, {used:?} of CPU");
+    assert!(
+        used < Duration::from_millis(30),
+        "spun: {used:?}, {woke} wakes"
+    );
+    // A grace's end wakes the set by itself: the silent make room, and an
+    // honest client behind them is accepted.
+    let honest = thread::spawn(move || {
+        let pipe = ferry::connect(name.as_str()).expect("an honest connect");
+        pipe.send(b"hi").expect("send");
+    });
+    let client = loop {
+        match select.ready_timeout(Duration::from_secs(5)) {
+            Ok(_) => match select.get::<Server>(key).expect("the server").try_accept() {
+                Ok(client) => break client,
+                Err(ferry::AcceptError::Empty) => {}
+                Err(e) => panic!("{e}"),
+            },
+            Err(e) => panic!("the honest client was not accepted: {e}"),
+        }
+    };
+    assert_eq!(client.pipe.recv().expect("its message"), b"hi");
+    honest.join().expect("the honest client");
+    drop(silent);
+    drop(dog);
+}

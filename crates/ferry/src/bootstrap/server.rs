@@ -280,6 +280,10 @@ struct State {
     pending: Vec<Pending>,
     /// Clients accepted or refused, not yet returned by `accept`.
     done: VecDeque<Result<Connection, AcceptError>>,
+    /// The listening socket is in the readiness poller (it is taken out
+    /// while every pending slot is in its grace, so a flood of silent
+    /// connections does not keep the poller readable).
+    listening: bool,
 }
 
 impl Server {
@@ -395,8 +399,14 @@ impl Server {
     /// handshake), for a poll loop of the caller's own: call `try_accept`
     /// until it says `Empty`, then wait for the descriptor, and repeat. It
     /// may be readable with no client to accept (a connection that has not
-    /// spoken yet; `try_accept` then says `Empty`). Never read or write the
-    /// descriptor itself.
+    /// spoken yet; `try_accept` then says `Empty`). While every handshake
+    /// slot holds a silent connection still in its grace (a flood; see the
+    /// module docs), new connections wait in the backlog and the
+    /// descriptor may stay readable with nothing to accept: wait at most
+    /// [`EVICTION_GRACE`] then. (A [`Select`](crate::Select) does all this
+    /// itself: it stops watching the listening socket while the slots are
+    /// full, and looks again when a grace or a handshake time ends.) Never
+    /// read or write the descriptor itself.
     ///
     /// ```no_run
     /// use rustix::event::{PollFd, PollFlags, poll};
@@ -434,6 +444,7 @@ impl Server {
         }
         let poller = Poller::new()?;
         poller.add(self.listener.as_fd(), 0, Interest::Readable)?;
+        state.listening = true;
         for p in &mut state.pending {
             poller.add(p.socket.as_fd(), 1, Interest::Readable)?;
             p.watched = true;
@@ -455,6 +466,24 @@ impl Server {
         if let (Some(watch), true) = (self.watch.get(), p.watched) {
             let _ = watch.delete(p.socket.as_fd());
         }
+    }
+
+    /// Closes the connections whose handshake time ran out, and watches
+    /// the listening socket only while a new connection can be taken;
+    /// returns when to look again (a handshake's end, a grace's end).
+    fn tidy(&self, state: &mut State, now: Instant) -> Option<Instant> {
+        self.expire(state, now);
+        let full = self.full_until(state, now);
+        if let Some(watch) = self.watch.get()
+            && state.listening == full.is_some()
+        {
+            let listener = self.listener.as_fd();
+            state.listening = match full {
+                Some(_) => watch.delete(listener).is_err(),
+                None => watch.add(listener, 0, Interest::Readable).is_ok(),
+            };
+        }
+        state.pending.iter().map(|p| p.expires).chain(full).min()
     }
 
     /// Closes the connections whose handshake time ran out.
@@ -716,12 +745,27 @@ impl Source for Server {
         }
     }
 
-    fn source_arm(&self, _rung: bool) {}
+    fn source_arm(&self, _rung: bool) {
+        self.tidy(&mut self.lock(), Instant::now());
+    }
 
-    fn source_disarm(&self) {}
+    /// Out of the set: the listening socket is watched again whatever
+    /// the slots hold (see [`Server::ready_fd`]).
+    fn source_disarm(&self) {
+        let mut state = self.lock();
+        if let (Some(watch), false) = (self.watch.get(), state.listening) {
+            state.listening = watch
+                .add(self.listener.as_fd(), 0, Interest::Readable)
+                .is_ok();
+        }
+    }
 
     fn source_ended(&self) -> bool {
         false
+    }
+
+    fn source_deadline(&self) -> Option<Instant> {
+        self.tidy(&mut self.lock(), Instant::now())
     }
 }
 
@@ -731,7 +775,11 @@ impl Selectable for Server {}
 
 /// A [`Server`] for async code on tokio (the `tokio` feature): `accept`
 /// suspends the task in tokio's own reactor on the server's readiness
-/// descriptor (see [`Server::ready_fd`]), with no helper thread.
+/// descriptor (see [`Server::ready_fd`]), with no helper thread. It is
+/// woken by connections and openings; while every handshake slot holds a
+/// silent connection in its grace, a client behind them in the backlog is
+/// taken at the next such wake (to bound that wait, race `accept` with a
+/// timer of [`EVICTION_GRACE`]).
 ///
 /// ```no_run
 /// # #[tokio::main(flavor = "current_thread")]

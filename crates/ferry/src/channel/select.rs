@@ -70,6 +70,11 @@ pub(crate) mod sealed {
         /// Whether a call has handed its end to the caller (the peer gone,
         /// or broke the rules): from then on it is never ready.
         fn source_ended(&self) -> bool;
+        /// When this member must be looked at again though its descriptor
+        /// says nothing (a server's timers), if ever.
+        fn source_deadline(&self) -> Option<std::time::Instant> {
+            None
+        }
     }
 }
 
@@ -352,13 +357,18 @@ impl Select {
             if let Some(key) = self.first_ready() {
                 return Ok(key);
             }
-            let timeout = match deadline {
-                None => None,
-                Some(d) => match d.checked_duration_since(Instant::now()) {
-                    Some(left) if !left.is_zero() => Some(left),
-                    _ => return Err(ReadyTimeoutError::Timeout),
-                },
-            };
+            let now = Instant::now();
+            if deadline.is_some_and(|d| d <= now) {
+                return Err(ReadyTimeoutError::Timeout);
+            }
+            let wake = self
+                .members
+                .iter()
+                .filter(|e| e.fd.is_some())
+                .filter_map(|e| e.member.source_deadline())
+                .chain(deadline)
+                .min();
+            let timeout = wake.map(|w| w.saturating_duration_since(now));
             self.keys.clear();
             self.poller
                 .wait(&mut self.keys, timeout)

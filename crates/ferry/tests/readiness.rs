@@ -534,7 +534,7 @@ fn server_ready_fd_turns_readable_for_a_client() {
         server.try_accept(),
         Err(ferry::AcceptError::Empty)
     ));
-    assert!(!readable(&fd, 50), "readable with no client");
+    assert!(!readable(fd, 50), "readable with no client");
     let connecting = thread::spawn(move || {
         let pipe = ferry::connect(name.as_str()).expect("connect");
         pipe.send(b"hi").expect("send");
@@ -544,7 +544,7 @@ fn server_ready_fd_turns_readable_for_a_client() {
         match server.try_accept() {
             Ok(client) => break client,
             Err(ferry::AcceptError::Empty) => {
-                assert!(readable(&fd, 5000), "the descriptor stayed quiet");
+                assert!(readable(fd, 5000), "the descriptor stayed quiet");
             }
             Err(e) => panic!("accept: {e}"),
         }

@@ -365,8 +365,14 @@ impl Receiver {
             ),
             None => (Vec::new(), Assembly::default()),
         };
+        // Every frame is a step: a peer that keeps publishing pieces that
+        // never complete a message cannot hold the caller here (what it
+        // sends next rings the doorbell again).
         let mut budget = Deadline::new(Some(Instant::now()));
         let ready = loop {
+            if !budget.step() {
+                break false;
+            }
             let frame = match rx.ring.peek() {
                 Ok(Some(frame)) => frame,
                 Ok(None) => break false,

@@ -330,7 +330,7 @@ fn run<F: Func>(case: &Case, bar: &Bar) -> Result<Sample, Error> {
                 .map(|_| ::ferry::pipe())
                 .collect::<Result<Vec<_>, _>>()
                 .context("making ferry pipes")?;
-            time::<F, _>(FerrySelect::new(&pipes)?, case, bar)
+            time::<F, _>(FerrySelect::new(pipes)?, case, bar)
         }
     }
 }
@@ -708,9 +708,14 @@ impl<F: Func> Caller<F> for FerryOneThread<F> {
 /// One thread: each request goes out on one of many pipes (a different one
 /// each call), a `Select` over their far ends finds it, and the answer
 /// comes back on the same pipe.
-struct FerrySelect<'a, F: Func> {
-    pipes: &'a [(Pipe, Pipe)],
-    select: ::ferry::Select<'a>,
+struct FerrySelect<F: Func> {
+    /// The near ends, where calls go out and answers come back.
+    near: Vec<Pipe>,
+    /// The far ends' sending halves (their receiving halves are in the
+    /// `Select`, under `keys`, in the same order).
+    far: Vec<::ferry::Sender>,
+    keys: Vec<::ferry::Key>,
+    select: ::ferry::Select,
     /// The pipe of the next request.
     next: usize,
     out: Vec<u8>,
@@ -718,14 +723,20 @@ struct FerrySelect<'a, F: Func> {
     func: std::marker::PhantomData<F>,
 }
 
-impl<'a, F: Func> FerrySelect<'a, F> {
-    fn new(pipes: &'a [(Pipe, Pipe)]) -> Result<Self, Error> {
+impl<F: Func> FerrySelect<F> {
+    fn new(pipes: Vec<(Pipe, Pipe)>) -> Result<Self, Error> {
         let mut select = ::ferry::Select::new().context("making a select")?;
-        for (_, far) in pipes {
-            select.add(far.receiver()).context("adding a receiver")?;
+        let (mut near, mut far, mut keys) = (Vec::new(), Vec::new(), Vec::new());
+        for (a, b) in pipes {
+            let (tx, rx) = b.split();
+            keys.push(select.add(rx).context("adding a receiver")?);
+            near.push(a);
+            far.push(tx);
         }
         Ok(Self {
-            pipes,
+            near,
+            far,
+            keys,
             select,
             next: 0,
             out: Vec::new(),
@@ -735,20 +746,28 @@ impl<'a, F: Func> FerrySelect<'a, F> {
     }
 }
 
-impl<F: Func> Caller<F> for FerrySelect<'_, F> {
+impl<F: Func> Caller<F> for FerrySelect<F> {
     fn call(&mut self, arg: F::Arg) -> Result<F::Ret, Error> {
-        let n = self.pipes.len();
-        let (near, _) = &self.pipes[self.next];
+        let n = self.near.len();
+        let near = &self.near[self.next];
         self.next = (self.next + 7) % n;
         self.out.clear();
         F::put_arg(&arg, &mut self.out);
         near.send(&self.out).context("sending the call")?;
-        let ready = self.select.ready().context("selecting")?;
-        let (_, far) = &self.pipes[ready];
-        far.receiver()
-            .try_recv_into(&mut self.inbox)
+        let key = self.select.ready().context("selecting")?;
+        let far = self
+            .select
+            .get::<::ferry::Receiver>(key)
+            .ok_or_else(|| Error::new("the select returned a key not its own"))?;
+        far.try_recv_into(&mut self.inbox)
             .context("receiving the selected call")?;
-        answer::<F>(far, &self.inbox, &mut self.out)?;
+        let i = self.keys.binary_search(&key).unwrap_or(0);
+        let ret = F::compute(F::take_arg(&self.inbox)?);
+        self.out.clear();
+        F::put_ret(&ret, &mut self.out);
+        self.far[i]
+            .send(&self.out)
+            .context("answering on the ferry pipe")?;
         if !recv_into(near, &mut self.inbox)? {
             return Err(Error::new("the pipe closed"));
         }

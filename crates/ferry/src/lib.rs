@@ -49,9 +49,16 @@
 //!
 //! # Waiting on many pipes
 //!
-//! A [`Select`] waits on many receivers at once and returns the index of
-//! one that is ready (a message, or its peer gone: an event, never
-//! dropped), in turn so none starves. [`Receiver::ready_fd`] gives a
+//! A [`Select`] owns a set of receivers (byte and typed alike) and
+//! servers, each under a [`Key`] it keeps until it is removed, and waits
+//! on all of them at once: [`Select::ready`] returns the key of one on
+//! which a call would not wait (a *whole* message to receive, a client to
+//! accept, or the peer gone: an event, reported until a receive has
+//! returned it, then never again), in turn so none starves. Members come
+//! and go ([`Select::add`], [`Select::remove`]), so one thread with one
+//! set can serve clients from a [`Server`] and workers over typed
+//! channels. [`Receiver::ready_fd`] (and
+//! [`typed::Receiver::ready_fd`], [`Server::ready_fd`]) gives a
 //! descriptor that becomes readable when a receiver may have a message,
 //! for an epoll/mio/poll loop of your own ([`Sender::ready_fd`]: when a
 //! full pipe may have room). With the `tokio` feature,
@@ -65,16 +72,19 @@
 //!
 //! ```
 //! let (a, b) = ferry::pipe()?;
-//! let (c, d) = ferry::pipe()?;
+//! let (tx, rx) = ferry::channel::<String>(16).unwrap();
 //! let mut select = ferry::Select::new()?;
-//! let from_b = select.add(b.receiver())?;
-//! let from_d = select.add(d.receiver())?;
-//! c.send(b"to d")?;
-//! assert_eq!(select.ready()?, from_d);
-//! assert_eq!(d.try_recv()?, b"to d");
+//! let (_, bytes) = b.split();
+//! let from_a = select.add(bytes)?;
+//! let from_tx = select.add(rx)?;
+//! tx.send("typed".into())?;
+//! assert_eq!(select.ready()?, from_tx);
+//! let rx = select.get::<ferry::typed::Receiver<String>>(from_tx).expect("there");
+//! assert_eq!(rx.try_recv()?, "typed");
 //! drop(a);
-//! assert_eq!(select.ready()?, from_b); // the peer went: an event
-//! assert!(matches!(b.try_recv(), Err(ferry::TryRecvError::Disconnected)));
+//! assert_eq!(select.ready()?, from_a); // the peer went: an event
+//! let bytes = select.remove::<ferry::Receiver>(from_a).expect("there");
+//! assert!(matches!(bytes.try_recv(), Err(ferry::TryRecvError::Disconnected)));
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //! - A peer that breaks the wire rules gets its link shut down, and calls
@@ -301,14 +311,16 @@ pub use wire::handshake::Refusal;
 pub fn pool_stats() -> PoolStats {
     pool::reserve::blocks().stats()
 }
+#[cfg(all(not(loom), feature = "tokio"))]
+pub use bootstrap::AsyncServer;
 #[cfg(not(loom))]
 pub use channel::bytes;
 #[cfg(all(not(loom), feature = "tokio"))]
 pub use channel::{AsyncReceiver, AsyncSender};
 #[cfg(not(loom))]
 pub use channel::{
-    End, HANDLE_WINDOW, LOAN_IN_PLACE, Loan, MAX_HANDLES, Message, OUT_OF_LINE, Pipe, PipeOptions,
-    ProtocolError, ReadyTimeoutError, Receiver, RecvError, RecvTimeoutError, Select, SendError,
-    SendTimeoutError, SendWithError, Sender, SharedBytes, TryReadyError, TryRecvError,
-    TrySendError, Wait, pipe,
+    End, HANDLE_WINDOW, Key, LOAN_IN_PLACE, Loan, MAX_HANDLES, Message, OUT_OF_LINE, Pipe,
+    PipeOptions, ProtocolError, ReadyTimeoutError, Receiver, RecvError, RecvTimeoutError, Select,
+    Selectable, SendError, SendTimeoutError, SendWithError, Sender, SharedBytes, TryReadyError,
+    TryRecvError, TrySendError, Wait, pipe,
 };

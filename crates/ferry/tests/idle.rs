@@ -124,11 +124,15 @@ fn idle_select_wakeups(test: &str, pipes: usize) -> u64 {
     let (mut child, _main, near) = spawn_holder(&dog, test, pipes, &PipeOptions::new());
     let waiter = thread::spawn(move || {
         let mut select = ferry::Select::new().expect("a select");
-        for pipe in &near {
-            select.add(pipe.receiver()).expect("add");
+        let mut senders = Vec::new();
+        for pipe in near {
+            let (tx, rx) = pipe.split();
+            select.add(rx).expect("add");
+            senders.push(tx);
         }
-        let i = select.ready().expect("select");
-        matches!(near[i].try_recv(), Err(ferry::TryRecvError::Disconnected))
+        let key = select.ready().expect("select");
+        let rx = select.get::<ferry::Receiver>(key).expect("a receiver");
+        matches!(rx.try_recv(), Err(ferry::TryRecvError::Disconnected))
     });
     let woke = wakeups_then_kill(&mut child);
     assert!(

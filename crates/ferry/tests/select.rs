@@ -10,7 +10,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use common::{ChildGuard, Watchdog, XorShift, secs};
-use ferry::{Pipe, PipeOptions, Select, TryRecvError};
+use ferry::{Key, Pipe, PipeOptions, Receiver, Select, Sender, TryRecvError};
 
 /// Pipes in the cross-process tests.
 const PIPES: usize = 10;
@@ -88,9 +88,32 @@ fn spawn(dog: &Watchdog, test: &str, role: &str) -> (ChildGuard, Pipe, Vec<Pipe>
     (child, main, near)
 }
 
+/// A `Select` that owns the receiving halves of `near`, in order; the
+/// keys it gave them, and the sending halves (kept, so the pipes stay
+/// whole).
+fn select_over(near: Vec<Pipe>) -> (Select, Vec<Key>, Vec<Sender>) {
+    let mut select = Select::new().expect("a select");
+    let mut keys = Vec::new();
+    let mut senders = Vec::new();
+    for pipe in near {
+        let (tx, rx) = pipe.split();
+        keys.push(select.add(rx).expect("add a receiver"));
+        senders.push(tx);
+    }
+    (select, keys, senders)
+}
+
+/// The receiver under `key`, and its index in `keys`.
+fn member<'a>(select: &'a Select, keys: &[Key], key: Key) -> (usize, &'a Receiver) {
+    let i = keys.iter().position(|&k| k == key).expect("a key of ours");
+    (i, select.get::<Receiver>(key).expect("a byte receiver"))
+}
+
 /// Every message sent on every pipe arrives, in order per pipe and intact,
-/// through `Select` alone (no blocking receive); then each pipe's end is
-/// reported once as `Disconnected`.
+/// through `Select` alone (no blocking receive), each whole when `ready`
+/// says so (never `Empty`, though some are larger than the ring); then
+/// each pipe's end is reported once as `Disconnected`, and after that
+/// the set has nothing to report.
 #[test]
 fn select_receives_every_message_of_every_pipe() {
     if let Some(role) = common::role() {
@@ -98,10 +121,7 @@ fn select_receives_every_message_of_every_pipe() {
     }
     let dog = Watchdog::start(this_test!(), secs(60));
     let (child, main, near) = spawn(&dog, this_test!(), "stream");
-    let mut select = Select::new().expect("a select");
-    for pipe in &near {
-        select.add(pipe.receiver()).expect("add a receiver");
-    }
+    let (mut select, keys, _senders) = select_over(near);
     let mut rng = XorShift::new(7);
     let mut expected: Vec<Vec<Vec<u8>>> = vec![Vec::new(); PIPES];
     let mut counts = [0usize; PIPES];
@@ -114,14 +134,14 @@ fn select_receives_every_message_of_every_pipe() {
     let mut got = [0usize; PIPES];
     let mut received = 0;
     while received < MESSAGES {
-        let i = select.ready().expect("select");
-        match near[i].try_recv() {
+        let key = select.ready().expect("select");
+        let (i, rx) = member(&select, &keys, key);
+        match rx.try_recv() {
             Ok(m) => {
                 assert_eq!(m, expected[i][got[i]], "pipe {i}, message {}", got[i]);
                 got[i] += 1;
                 received += 1;
             }
-            Err(TryRecvError::Empty) => {} // a message still arriving in pieces
             Err(e) => panic!("pipe {i} after {} messages: {e}", got[i]),
         }
     }
@@ -129,41 +149,53 @@ fn select_receives_every_message_of_every_pipe() {
     child.wait_ok();
     let mut gone = [false; PIPES];
     while gone.iter().any(|g| !g) {
-        let i = select.ready().expect("select");
-        match near[i].try_recv() {
+        let key = select.ready().expect("select");
+        let (i, rx) = member(&select, &keys, key);
+        match rx.try_recv() {
             Err(TryRecvError::Disconnected) => gone[i] = true,
             other => panic!("pipe {i} after the child exited: {other:?}"),
         }
     }
+    // Every end was received: nothing is left to report.
+    assert!(select.ready_timeout(Duration::from_millis(50)).is_err());
 }
 
 /// With every receiver always ready, `ready` takes them in turn.
 #[test]
 fn select_is_fair() {
-    let pipes: Vec<_> = (0..3).map(|_| ferry::pipe().expect("a pipe")).collect();
-    let mut select = Select::new().expect("a select");
-    for (a, b) in &pipes {
+    let (near, far): (Vec<_>, Vec<_>) = (0..3).map(|_| ferry::pipe().expect("a pipe")).unzip();
+    for a in &near {
         for _ in 0..200 {
             a.send(b"x").expect("fill");
         }
-        select.add(b.receiver()).expect("add");
     }
+    let (mut select, keys, _senders) = select_over(far);
     let mut taken = [0usize; 3];
     for _ in 0..300 {
-        let i = select.try_ready().expect("all are ready");
-        pipes[i].1.try_recv().expect("a message");
+        let key = select.try_ready().expect("all are ready");
+        let (i, rx) = member(&select, &keys, key);
+        rx.try_recv().expect("a message");
         taken[i] += 1;
     }
     assert_eq!(taken, [100, 100, 100]);
-    drop(select);
-    let (a, b) = &pipes[0];
+    // Still in turn after a member leaves the set.
+    let second = select.remove::<Receiver>(keys[1]).expect("the second");
+    for _ in 0..40 {
+        let key = select.try_ready().expect("both are ready");
+        let (i, rx) = member(&select, &keys, key);
+        rx.try_recv().expect("a message");
+        taken[i] += 1;
+    }
+    assert_eq!(taken, [120, 100, 120]);
     let mut select = Select::new().expect("a select");
-    select.add(b.receiver()).expect("add");
-    drop(a.try_send(b"")); // keep `a` alive and ready
-    assert!(matches!(
-        select.ready_timeout(Duration::from_millis(1)),
-        Ok(0)
-    ));
+    let key = select.add(second).expect("add");
+    drop(near[1].try_send(b"")); // keep it alive and ready
+    assert_eq!(
+        select
+            .ready_timeout(Duration::from_millis(1))
+            .expect("ready"),
+        key
+    );
 }
 
 /// A thread asleep in `Select::ready` over pipes to a child sees the
@@ -177,13 +209,10 @@ fn select_sees_the_peer_killed() {
     let dog = Watchdog::start(this_test!(), secs(60));
     let (mut child, _main, near) = spawn(&dog, this_test!(), "hold");
     let waiter = thread::spawn(move || {
-        let mut select = Select::new().expect("a select");
-        for pipe in &near {
-            select.add(pipe.receiver()).expect("add");
-        }
-        let i = select.ready().expect("select");
+        let (mut select, _keys, _senders) = select_over(near);
+        let key = select.ready().expect("select");
         let seen = Instant::now();
-        let first = near[i].try_recv();
+        let first = select.get::<Receiver>(key).expect("there").try_recv();
         (seen, matches!(first, Err(TryRecvError::Disconnected)))
     });
     thread::sleep(Duration::from_millis(100));
@@ -239,16 +268,14 @@ fn select_under_a_flood_loses_no_wakeup() {
     }
     let dog = Watchdog::start(this_test!(), secs(60));
     let (child, main, near) = spawn(&dog, this_test!(), "flood");
-    let mut select = Select::new().expect("a select");
-    for pipe in &near {
-        select.add(pipe.receiver()).expect("add a receiver");
-    }
+    let (mut select, keys, _senders) = select_over(near);
     let mut next = [0usize; PIPES];
     let mut received = 0;
     let mut buf = Vec::new();
     while received < FLOOD {
-        let i = select.ready().expect("select");
-        match near[i].receiver().try_recv_into(&mut buf) {
+        let key = select.ready().expect("select");
+        let (i, rx) = member(&select, &keys, key);
+        match rx.try_recv_into(&mut buf) {
             Ok(()) => {
                 let n = u64::from_le_bytes(buf[..8].try_into().expect("8 bytes"));
                 let expected = (i + PIPES * next[i]) as u64;

@@ -3,9 +3,10 @@
 //! client (`ferry`) or by one thread waiting on every client's receiver
 //! with a `ferry::Select` (`ferry-select`).
 
+use std::collections::HashMap;
 use std::thread;
 
-use ::ferry::{AcceptError, Pipe, RecvError, Select, Server, TryRecvError};
+use ::ferry::{AcceptError, Pipe, Receiver, RecvError, Select, Server, TryRecvError};
 
 use super::engine::{self, Conn, Engine, Fixed, Listening};
 use crate::error::{Context, Error};
@@ -120,39 +121,37 @@ fn serve_selected(server: &Server, clients: usize) {
             Err(e) => return engine::report("accepting a ferry client", e),
         }
     }
-    if let Err(e) = serve_all(&pipes) {
+    if let Err(e) = serve_all(pipes) {
         engine::report("serving ferry clients through a Select", e);
     }
 }
 
-/// Serves `pipes` until every client has gone.
-fn serve_all(pipes: &[Pipe]) -> Result<(), Error> {
-    let mut live: Vec<usize> = (0..pipes.len()).collect();
-    let mut buf = Vec::new();
-    while !live.is_empty() {
-        let gone = serve_until_one_goes(pipes, &live, &mut buf)?;
-        live.retain(|&i| i != gone);
-    }
-    Ok(())
-}
-
-/// Serves the `live` pipes until one's client goes; returns which. A
-/// `Select` keeps reporting a gone receiver as ready, so the caller makes
-/// a new one without it (clients go only at the end of a row).
-fn serve_until_one_goes(pipes: &[Pipe], live: &[usize], buf: &mut Vec<u8>) -> Result<usize, Error> {
+/// Serves `pipes` until every client has gone: each client's receiving
+/// half in one `Select`, removed once its client goes.
+fn serve_all(pipes: Vec<Pipe>) -> Result<(), Error> {
     let mut select = Select::new().context("making a Select")?;
-    for &i in live {
-        select
-            .add(pipes[i].receiver())
-            .context("adding a receiver to the Select")?;
+    let mut senders = HashMap::new();
+    for pipe in pipes {
+        let (tx, rx) = pipe.split();
+        let key = select.add(rx).context("adding a receiver to the Select")?;
+        senders.insert(key, tx);
     }
-    loop {
-        let i = live[select.ready().context("waiting in the Select")?];
-        match pipes[i].receiver().try_recv_into(buf) {
-            Ok(()) if pipes[i].send(buf).is_ok() => {}
-            Err(TryRecvError::Empty) => {}
+    let mut buf = Vec::new();
+    while !select.is_empty() {
+        let key = select.ready().context("waiting in the Select")?;
+        let rx = select
+            .get::<Receiver>(key)
+            .ok_or_else(|| Error::new("the Select returned a key not its own"))?;
+        let served = match rx.try_recv_into(&mut buf) {
+            Ok(()) => senders.get(&key).is_some_and(|tx| tx.send(&buf).is_ok()),
+            Err(TryRecvError::Empty) => true,
             // Gone, or broke the rules: either way, no longer served.
-            Ok(()) | Err(_) => return Ok(i),
+            Err(_) => false,
+        };
+        if !served {
+            select.remove::<Receiver>(key);
+            senders.remove(&key);
         }
     }
+    Ok(())
 }

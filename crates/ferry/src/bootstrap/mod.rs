@@ -27,6 +27,8 @@ pub use address::{Address, Token};
 pub use connect::{
     CONNECT_TIMEOUT, ConnectError, ConnectOptions, connect, connect_invited, connect_invited_with,
 };
+#[cfg(feature = "tokio")]
+pub use server::AsyncServer;
 pub use server::{
     AcceptError, Connection, EVICTION_GRACE, HANDSHAKE_TIMEOUT, MAX_PENDING_HANDSHAKES, Server,
     ServerOptions,

@@ -32,16 +32,16 @@ use std::collections::VecDeque;
 use std::fmt;
 use std::os::fd::{AsFd, BorrowedFd};
 use std::process::{Child, Command};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use super::address::{Address, Token};
 use super::{INVITE_ENV, look_for_datagram};
-use crate::channel::{Pipe, PipeOptions};
+use crate::channel::{Descriptor, Pipe, PipeOptions, Selectable, Source};
 use crate::link::{Fault, Link};
 use crate::sys::{
-    ControlSocket, Credentials, Listener, OffThread, PeerFd, Received, close_all_later,
-    effective_uid, inherit_in_child, note_pipe, wait_readable,
+    ControlSocket, Credentials, Interest, Listener, OffThread, PeerFd, Poller, Received,
+    close_all_later, effective_uid, inherit_in_child, note_pipe, wait_readable,
 };
 use crate::wire::handshake::{HELLO_LEN, Hello, Invite, InviteEnv, Refusal, welcome};
 
@@ -165,6 +165,7 @@ impl ServerOptions {
             address,
             options: self,
             state: Mutex::new(State::default()),
+            watch: OnceLock::new(),
         })
     }
 }
@@ -193,6 +194,8 @@ pub enum AcceptError {
     },
     /// No client completed its handshake in time ([`Server::accept_timeout`]).
     Timeout,
+    /// No client is there to accept now ([`Server::try_accept`]).
+    Empty,
     /// This process could not accept (for example, out of descriptors).
     Io(std::io::Error),
 }
@@ -202,6 +205,7 @@ impl fmt::Display for AcceptError {
         match self {
             Self::Refused { peer, reason } => write!(f, "refused a client ({peer}): {reason}"),
             Self::Timeout => f.write_str("no client completed its handshake before the deadline"),
+            Self::Empty => f.write_str("no client is there to accept now"),
             Self::Io(e) => write!(f, "system error while accepting a client: {e}"),
         }
     }
@@ -226,6 +230,8 @@ struct Pending {
     /// When it was taken off the listening socket.
     since: Instant,
     expires: Instant,
+    /// Its socket is in the server's readiness poller.
+    watched: bool,
 }
 
 /// A named server: many unrelated processes [`connect`](crate::connect)
@@ -253,6 +259,10 @@ pub struct Server {
     address: Address,
     options: ServerOptions,
     state: Mutex<State>,
+    /// The readiness poller over the listening socket and the connections
+    /// in their handshake, made by the first [`Server::ready_fd`] (or
+    /// `Select::add`).
+    watch: OnceLock<Arc<Poller>>,
 }
 
 impl fmt::Debug for Server {
@@ -270,6 +280,10 @@ struct State {
     pending: Vec<Pending>,
     /// Clients accepted or refused, not yet returned by `accept`.
     done: VecDeque<Result<Connection, AcceptError>>,
+    /// The listening socket is in the readiness poller (it is taken out
+    /// while every pending slot is in its grace, so a flood of silent
+    /// connections does not keep the poller readable).
+    listening: bool,
 }
 
 impl Server {
@@ -347,15 +361,155 @@ impl Server {
         Ok(child)
     }
 
+    /// The next client if one can be accepted now, never waiting: one
+    /// whose handshake finished, or a new connection whose opening is
+    /// already there.
+    ///
+    /// ```no_run
+    /// let server = ferry::Server::bind("try-service")?;
+    /// match server.try_accept() {
+    ///     Ok(client) => println!("a client: {}", client.peer),
+    ///     Err(ferry::AcceptError::Empty) => println!("no one yet"),
+    ///     Err(e) => return Err(e.into()),
+    /// }
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`AcceptError::Empty`] if no client is there to accept now
+    /// (a connection whose opening has not come stays pending); the rest
+    /// as [`Server::accept`].
+    pub fn try_accept(&self) -> Result<Connection, AcceptError> {
+        let mut state = self.lock();
+        if let Some(outcome) = state.done.pop_front() {
+            return outcome;
+        }
+        let now = Instant::now();
+        self.expire(&mut state, now);
+        let listen = self.full_until(&state, now).is_none();
+        if self.settle(&mut state, Some(now), listen)? {
+            self.take_new(&mut state)?;
+        }
+        state.done.pop_front().unwrap_or(Err(AcceptError::Empty))
+    }
+
+    /// A descriptor that becomes readable when [`Server::try_accept`] may
+    /// have a client (a new connection, or the opening of one in its
+    /// handshake), for a poll loop of the caller's own: call `try_accept`
+    /// until it says `Empty`, then wait for the descriptor, and repeat. It
+    /// may be readable with no client to accept (a connection that has not
+    /// spoken yet; `try_accept` then says `Empty`). While every handshake
+    /// slot holds a silent connection still in its grace (a flood; see the
+    /// module docs), new connections wait in the backlog and the
+    /// descriptor may stay readable with nothing to accept: wait at most
+    /// [`EVICTION_GRACE`] then. (A [`Select`](crate::Select) does all this
+    /// itself: it stops watching the listening socket while the slots are
+    /// full, and looks again when a grace or a handshake time ends.) Never
+    /// read or write the descriptor itself.
+    ///
+    /// ```no_run
+    /// use rustix::event::{PollFd, PollFlags, poll};
+    /// let server = ferry::Server::bind("poll-service")?;
+    /// let fd = server.ready_fd()?;
+    /// loop {
+    ///     match server.try_accept() {
+    ///         Ok(client) => drop(client), // serve it
+    ///         Err(ferry::AcceptError::Empty) => {
+    ///             poll(&mut [PollFd::new(&fd, PollFlags::IN)], None)?;
+    ///         }
+    ///         Err(e) => eprintln!("{e}"),
+    ///     }
+    /// }
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// The poller could not be made (out of descriptors), or this system
+    /// has none (`Unsupported`).
+    pub fn ready_fd(&self) -> std::io::Result<BorrowedFd<'_>> {
+        Ok(self.watch()?.as_fd())
+    }
+
+    /// The readiness poller, made now if need be with the listening socket
+    /// and every connection in its handshake in it.
+    fn watch(&self) -> std::io::Result<&Arc<Poller>> {
+        if let Some(watch) = self.watch.get() {
+            return Ok(watch);
+        }
+        let mut state = self.lock();
+        if let Some(watch) = self.watch.get() {
+            return Ok(watch);
+        }
+        let poller = Poller::new()?;
+        poller.add(self.listener.as_fd(), 0, Interest::Readable)?;
+        state.listening = true;
+        for p in &mut state.pending {
+            poller.add(p.socket.as_fd(), 1, Interest::Readable)?;
+            p.watched = true;
+        }
+        Ok(self.watch.get_or_init(|| Arc::new(poller)))
+    }
+
+    /// Watches a connection in its handshake, if anyone waits by descriptor.
+    fn watch_pending(&self, p: &mut Pending) {
+        if let (Some(watch), false) = (self.watch.get(), p.watched) {
+            // A connection not watched is still found by `try_accept` and
+            // `accept`, which poll every pending one.
+            p.watched = watch.add(p.socket.as_fd(), 1, Interest::Readable).is_ok();
+        }
+    }
+
+    /// Stops watching a connection leaving its handshake.
+    fn unwatch_pending(&self, p: &Pending) {
+        if let (Some(watch), true) = (self.watch.get(), p.watched) {
+            let _ = watch.delete(p.socket.as_fd());
+        }
+    }
+
+    /// Closes the connections whose handshake time ran out, and watches
+    /// the listening socket only while a new connection can be taken;
+    /// returns when to look again (a handshake's end, a grace's end).
+    fn tidy(&self, state: &mut State, now: Instant) -> Option<Instant> {
+        self.expire(state, now);
+        let full = self.full_until(state, now);
+        if let Some(watch) = self.watch.get()
+            && state.listening == full.is_some()
+        {
+            let listener = self.listener.as_fd();
+            state.listening = match full {
+                Some(_) => watch.delete(listener).is_err(),
+                None => watch.add(listener, 0, Interest::Readable).is_ok(),
+            };
+        }
+        state.pending.iter().map(|p| p.expires).chain(full).min()
+    }
+
+    /// Closes the connections whose handshake time ran out.
+    fn expire(&self, state: &mut State, now: Instant) {
+        let pending = std::mem::take(&mut state.pending);
+        for p in pending {
+            match p.expires > now {
+                true => state.pending.push(p),
+                false => self.unwatch_pending(&p),
+            }
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     fn accept_until(&self, deadline: Option<Instant>) -> Result<Connection, AcceptError> {
-        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let mut state = self.lock();
         loop {
             if let Some(outcome) = state.done.pop_front() {
                 return outcome;
             }
             let now = Instant::now();
             // A client that let its handshake time run out is closed.
-            state.pending.retain(|p| p.expires > now);
+            self.expire(&mut state, now);
             if deadline.is_some_and(|d| d <= now) {
                 return Err(AcceptError::Timeout);
             }
@@ -446,6 +600,7 @@ impl Server {
                 peer,
                 since,
                 expires: since + self.options.handshake_timeout,
+                watched: false,
             };
             // Queues it in `pending` if it has not spoken yet.
             self.handshake(pending, state);
@@ -468,7 +623,8 @@ impl Server {
         if state.pending.len() >= self.options.max_pending {
             let oldest = (0..state.pending.len()).min_by_key(|&i| state.pending[i].since);
             if let Some(i) = oldest {
-                state.pending.remove(i);
+                let p = state.pending.remove(i);
+                self.unwatch_pending(&p);
             }
         }
         Ok(true)
@@ -483,10 +639,17 @@ impl Server {
 
     /// Reads a pending client's opening and answers it; what came of it
     /// (a client, or a refusal) queues in `done`.
-    fn handshake(&self, p: Pending, state: &mut State) {
+    fn handshake(&self, mut p: Pending, state: &mut State) {
         let mut buf = [0u8; HELLO_LEN + 1];
         // The opening: a `Hello` with the client's pipe (one descriptor).
-        let opening = match p.socket.try_recv(&mut buf) {
+        let received = p.socket.try_recv(&mut buf);
+        if let Ok(Received::Empty) = received {
+            self.watch_pending(&mut p);
+            return state.pending.push(p);
+        }
+        // It leaves its handshake, one way or another.
+        self.unwatch_pending(&p);
+        let opening = match received {
             Ok(Received::Record {
                 len,
                 mut fds,
@@ -501,9 +664,8 @@ impl Server {
                 None
             }
             Ok(Received::NoRoom) => None,
-            Ok(Received::Empty) => return state.pending.push(p),
             // Gone mid-handshake: nothing is left of it.
-            Ok(Received::HungUp) | Err(_) => return,
+            Ok(Received::HungUp | Received::Empty) | Err(_) => return,
         };
         let outcome = match opening {
             None => Err(refuse(&p.socket, p.peer, Refusal::Handshake)),
@@ -556,4 +718,152 @@ impl Server {
 fn refuse(socket: &ControlSocket, peer: Credentials, reason: Refusal) -> AcceptError {
     let _ = socket.try_send(&reason.encode(), &[]);
     AcceptError::Refused { peer, reason }
+}
+
+impl Source for Server {
+    fn source_fd(&self) -> std::io::Result<Descriptor> {
+        Ok(Arc::clone(self.watch()?) as Descriptor)
+    }
+
+    /// A client whose handshake finished (or was refused), a connection
+    /// to take, or an opening to read.
+    fn source_ready(&self) -> bool {
+        let state = self.lock();
+        if !state.done.is_empty() {
+            return true;
+        }
+        let listen = self.full_until(&state, Instant::now()).is_none();
+        let fds: Vec<BorrowedFd<'_>> = listen
+            .then(|| self.listener.as_fd())
+            .into_iter()
+            .chain(state.pending.iter().map(|p| p.socket.as_fd()))
+            .collect();
+        // A failed look says ready: `try_accept` reports the failure.
+        match wait_readable(&fds, Some(Instant::now())) {
+            Ok(ready) => ready.contains(&true),
+            Err(_) => true,
+        }
+    }
+
+    fn source_arm(&self, _rung: bool) {
+        self.tidy(&mut self.lock(), Instant::now());
+    }
+
+    /// Out of the set: the listening socket is watched again whatever
+    /// the slots hold (see [`Server::ready_fd`]).
+    fn source_disarm(&self) {
+        let mut state = self.lock();
+        if let (Some(watch), false) = (self.watch.get(), state.listening) {
+            state.listening = watch
+                .add(self.listener.as_fd(), 0, Interest::Readable)
+                .is_ok();
+        }
+    }
+
+    fn source_ended(&self) -> bool {
+        false
+    }
+
+    fn source_deadline(&self) -> Option<Instant> {
+        self.tidy(&mut self.lock(), Instant::now())
+    }
+}
+
+/// A server joins a [`Select`](crate::Select): it is ready when
+/// [`Server::try_accept`] may have a client.
+impl Selectable for Server {}
+
+/// A [`Server`] for async code on tokio (the `tokio` feature): `accept`
+/// suspends the task in tokio's own reactor on the server's readiness
+/// descriptor (see [`Server::ready_fd`]), with no helper thread. It is
+/// woken by connections and openings; while every handshake slot holds a
+/// silent connection in its grace, a client behind them in the backlog is
+/// taken at the next such wake (to bound that wait, race `accept` with a
+/// timer of [`EVICTION_GRACE`]).
+///
+/// ```no_run
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let server = ferry::Server::bind("async-service")?.into_async()?;
+/// loop {
+///     match server.accept().await {
+///         Ok(client) => drop(client), // serve it
+///         Err(ferry::AcceptError::Refused { .. }) => continue,
+///         Err(e) => return Err(e.into()),
+///     }
+/// }
+/// # }
+/// ```
+#[cfg(feature = "tokio")]
+#[derive(Debug)]
+pub struct AsyncServer {
+    server: Server,
+    bell: ::tokio::io::unix::AsyncFd<crate::channel::Bell>,
+}
+
+#[cfg(feature = "tokio")]
+impl Server {
+    /// This server for async code on tokio ([`AsyncServer`]). Call it
+    /// inside a tokio runtime (with its IO driver enabled).
+    ///
+    /// # Errors
+    ///
+    /// As [`Server::ready_fd`]; also outside a tokio runtime, or if the
+    /// runtime refuses to register the descriptor.
+    ///
+    /// # Panics
+    ///
+    /// As tokio's `AsyncFd`, if the runtime was built without its IO driver
+    /// (`enable_io`).
+    pub fn into_async(self) -> std::io::Result<AsyncServer> {
+        let bell = crate::channel::register(&self.source_fd()?, false)?;
+        Ok(AsyncServer { server: self, bell })
+    }
+}
+
+#[cfg(feature = "tokio")]
+impl AsyncServer {
+    /// Waits for the next client to complete its handshake, suspending
+    /// the task meanwhile. Cancel safe: a client is taken only in the poll
+    /// that returns it (one whose handshake finished meanwhile waits for
+    /// the next call).
+    ///
+    /// # Errors
+    ///
+    /// As [`Server::accept`].
+    pub async fn accept(&self) -> Result<Connection, AcceptError> {
+        std::future::poll_fn(|cx| self.poll_accept(cx)).await
+    }
+
+    /// Polls for the next client: `Ready` with it (or a refusal or local
+    /// failure), or `Pending` with the task woken when one may be there.
+    ///
+    /// # Errors
+    ///
+    /// As [`Server::accept`].
+    pub fn poll_accept(
+        &self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<Connection, AcceptError>> {
+        use std::task::Poll;
+        loop {
+            match self.server.try_accept() {
+                Err(AcceptError::Empty) => {}
+                outcome => return Poll::Ready(outcome),
+            }
+            let mut guard = match std::task::ready!(self.bell.poll_read_ready(cx)) {
+                Ok(guard) => guard,
+                Err(e) => return Poll::Ready(Err(AcceptError::Io(e))),
+            };
+            guard.clear_ready();
+            // A connection whose opening has not come is readable again
+            // once it speaks; until then nothing else is to be done for
+            // it but its timeout, which the next accept applies.
+        }
+    }
+
+    /// The server back, for blocking use.
+    pub fn into_inner(self) -> Server {
+        self.server
+    }
 }

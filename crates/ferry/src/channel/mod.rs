@@ -24,6 +24,8 @@ mod wait;
 
 #[cfg(feature = "tokio")]
 pub use self::tokio::{AsyncReceiver, AsyncSender};
+#[cfg(feature = "tokio")]
+pub(crate) use self::tokio::{Bell, register};
 pub use crate::wire::{HANDLE_WINDOW, MAX_HANDLES};
 pub use error::{
     ProtocolError, ReadyTimeoutError, RecvError, RecvTimeoutError, SendError, SendTimeoutError,
@@ -35,7 +37,8 @@ pub use loan::{LOAN_IN_PLACE, Loan, SharedBytes};
 pub use options::PipeOptions;
 pub use out_of_line::OUT_OF_LINE;
 pub use receiver::{Message, Receiver};
-pub use select::Select;
+pub(crate) use select::{Descriptor, sealed::Source};
+pub use select::{Key, Select, Selectable};
 pub use sender::Sender;
 pub use wait::Wait;
 

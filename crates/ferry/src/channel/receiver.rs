@@ -14,7 +14,7 @@ use crate::link::{Deadline, Failure, Fault};
 use crate::pool::per_link::Held;
 use crate::ring::RingView;
 use crate::ring::{Consumer, Corrupt, Frame};
-use crate::sync::Ordering;
+use crate::sync::{AtomicBool, Ordering};
 use crate::wire::frame::{
     BLOCK_REF, BlockRef, HANDLE_ID, Kind, PLAIN_WHOLE, TOTAL, Tag, decode_handle_id, decode_total,
 };
@@ -165,6 +165,9 @@ fn stop_to_error(half: &Half, stop: Stop) -> RecvFault {
 pub struct Receiver {
     pub(super) half: Half,
     rx: Lock<Rx>,
+    /// Set once a receive has returned the end (`Disconnected`, or
+    /// `Protocol`): readiness (a `Select`) no longer reports it.
+    ended: AtomicBool,
 }
 
 impl Receiver {
@@ -173,6 +176,7 @@ impl Receiver {
         Ok(Self {
             half,
             rx: Lock::new(Rx::new(ring)),
+            ended: AtomicBool::new(false),
         })
     }
 
@@ -288,17 +292,140 @@ impl Receiver {
         Ok(self.half.doorbell()?.as_fd())
     }
 
-    /// Whether a call would not wait now: a frame is published, or the
-    /// peer has gone or broken the rules. Reads only the ring's shared
-    /// words (no lock), so it may say yes for a frame that is only a piece
-    /// of a message.
-    pub(super) fn is_ready(&self) -> bool {
+    /// Whether a receive would not wait now: a *whole* message is there,
+    /// or the peer has gone or broken the rules. The pieces of a message
+    /// larger than the ring are taken in as they come (see
+    /// [`Receiver::gather`]); it is ready once its last piece is in. While
+    /// another thread of this end receives, it says no (that receive rings
+    /// this end's doorbell when it is done).
+    pub(crate) fn is_ready(&self) -> bool {
         let (me, peer) = self.half.sides();
         // Acquire (all): pair with the producer's Release publication of
         // its position and of `closed`.
-        peer.pos.load(Ordering::Acquire) != me.pos.load(Ordering::Acquire)
-            || peer.closed.load(Ordering::Acquire) != 0
-            || self.half.failure().is_some()
+        if peer.closed.load(Ordering::Acquire) != 0 || self.half.failure().is_some() {
+            return true;
+        }
+        if peer.pos.load(Ordering::Acquire) == me.pos.load(Ordering::Acquire) {
+            return false;
+        }
+        let Some(mut rx) = self.rx.lock_until(Some(Instant::now()), &self.half) else {
+            return false;
+        };
+        self.gather(&mut rx)
+    }
+
+    /// Whether a receive has returned this receiver's end
+    /// (`Disconnected`, or `Protocol`).
+    pub(crate) fn has_ended(&self) -> bool {
+        // Relaxed: a sticky flag this end's own calls set.
+        self.ended.load(Ordering::Relaxed)
+    }
+
+    /// Notes a receive's failure that ends this receiver.
+    #[cold]
+    fn note_end(&self, fault: &RecvFault) {
+        if matches!(fault, RecvFault::Disconnected | RecvFault::Protocol(_)) {
+            // Relaxed: see `has_ended`.
+            self.ended.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// This receiver's doorbell (made now if need be), shared.
+    #[cfg(feature = "serde")]
+    pub(crate) fn doorbell(&self) -> std::io::Result<std::sync::Arc<crate::sys::Doorbell>> {
+        self.half.doorbell().map(std::sync::Arc::clone)
+    }
+
+    /// Arms this receiver's doorbell if it has one (a `try_` receive that
+    /// found nothing does this, then looks once more); whether it had.
+    #[cfg(feature = "serde")]
+    pub(crate) fn arm(&self) -> bool {
+        match self.half.armable_bell() {
+            Some(bell) => {
+                self.half.arm_bell(bell);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Takes the pieces of a message that are in the ring, short of its
+    /// last, into the message kept for the next receive; whether a
+    /// receive would not wait now (a whole message, or something it
+    /// reports: a frame that breaks the rules, a failure).
+    fn gather(&self, rx: &mut Rx) -> bool {
+        let (mut bytes, mut asm) = match rx.partial.take() {
+            Some(p) => (
+                p.bytes,
+                Assembly {
+                    total: Some(p.total),
+                    ends: p.ends,
+                    refused: p.refused,
+                },
+            ),
+            None => (Vec::new(), Assembly::default()),
+        };
+        // Every frame is a step: a peer that keeps publishing pieces that
+        // never complete a message cannot hold the caller here (what it
+        // sends next rings the doorbell again).
+        let mut budget = Deadline::new(Some(Instant::now()));
+        let ready = loop {
+            if !budget.step() {
+                break false;
+            }
+            let frame = match rx.ring.peek() {
+                Ok(Some(frame)) => frame,
+                Ok(None) => break false,
+                Err(_) => break true,
+            };
+            let piece = match Tag::decode(frame.tag()) {
+                Ok(tag) => matches!(
+                    (asm.total, tag.kind),
+                    (None, Kind::First) | (Some(_), Kind::More | Kind::Abort)
+                ),
+                Err(_) => false,
+            };
+            if !piece {
+                // A whole message, a last piece, or a frame the receive
+                // reports as a violation.
+                break true;
+            }
+            let out = &mut Delivery::bytes(&mut bytes);
+            match self.take_frame(&rx.ring, frame, &mut asm, out, &mut budget) {
+                Ok(_) => self.finish_frame(rx, frame),
+                // Descriptors it names are not in yet: a receive waits.
+                Err(RecvFault::Timeout) => break false,
+                Err(_) => break true,
+            }
+        };
+        if let Some(total) = asm.total {
+            rx.partial = Some(Partial {
+                bytes,
+                total,
+                ends: asm.ends,
+                refused: asm.refused,
+            });
+        }
+        ready
+    }
+
+    /// Consumes a frame taken into a message: its handles are counted as
+    /// claimed, and the sender is told there is room.
+    fn finish_frame(&self, rx: &mut Rx, frame: Frame) {
+        rx.ring.consume(frame);
+        // The tag was checked by `take_frame`; its top half counts handles.
+        let handles = (frame.tag() >> 16) as u16;
+        if handles != 0 {
+            rx.claimed = rx.claimed.wrapping_add(u32::from(handles));
+            // Relaxed: a count the sender only compares; the wake below
+            // (with its fence) tells it to look.
+            self.half
+                .sides()
+                .0
+                .handles
+                .store(rx.claimed, Ordering::Relaxed);
+        }
+        self.half.ring_peer();
     }
 
     /// One non-waiting receive that, finding nothing while this receiver
@@ -452,6 +579,15 @@ impl Receiver {
         out: &mut Delivery<'_>,
         deadline: Option<Instant>,
     ) -> Result<(), RecvFault> {
+        let received = self.receive(out, deadline);
+        if let Err(fault) = &received {
+            self.note_end(fault);
+        }
+        received
+    }
+
+    #[inline(always)]
+    fn receive(&self, out: &mut Delivery<'_>, deadline: Option<Instant>) -> Result<(), RecvFault> {
         let mut rx = self.begin_recv(deadline)?;
         let rx = &mut *rx;
         if rx.partial.is_some() {
@@ -486,11 +622,15 @@ impl Receiver {
         &self,
         read: F,
     ) -> Result<Result<R, F>, RecvFault> {
-        let mut rx = self.begin_recv(None)?;
+        let mut rx = self
+            .begin_recv(None)
+            .inspect_err(|fault| self.note_end(fault))?;
         if rx.partial.is_some() {
             return Ok(Err(read));
         }
-        let frame = self.next_frame(&mut rx, None)?;
+        let frame = self
+            .next_frame(&mut rx, None)
+            .inspect_err(|fault| self.note_end(fault))?;
         if frame.tag() != PLAIN_WHOLE || frame.len() > self.half.limit {
             return Ok(Err(read));
         }
@@ -521,7 +661,6 @@ impl Receiver {
         deadline: Option<Instant>,
         mut first: Option<Frame>,
     ) -> Result<(), RecvFault> {
-        let scope = self.half.scope();
         out.bytes.clear();
         let mut asm = Assembly::default();
         if let Some(partial) = rx.partial.take() {
@@ -564,16 +703,7 @@ impl Receiver {
                     return Err(e);
                 }
             };
-            rx.ring.consume(frame);
-            // The tag was checked by `take_frame`; its top half counts handles.
-            let handles = (frame.tag() >> 16) as u16;
-            if handles != 0 {
-                rx.claimed = rx.claimed.wrapping_add(u32::from(handles));
-                // Relaxed: a count the sender only compares; the wake below
-                // (with its fence) tells it to look.
-                scope.me().handles.store(rx.claimed, Ordering::Relaxed);
-            }
-            self.half.ring_peer();
+            self.finish_frame(rx, frame);
             if done {
                 rx.waiter.share.last_len = out.bytes.len();
                 if let Some(ends) = out.ends.as_deref_mut() {

@@ -1,16 +1,30 @@
-//! Waiting on many receivers at once.
+//! Waiting on many receivers (and servers) at once.
 //!
-//! A [`Select`] holds receivers by reference and one poller (epoll on
-//! Linux) over their doorbells. [`Select::ready`] returns the index of a
-//! receiver on which a call would not wait: a message is there, or the
-//! peer has gone or broken the rules (reported, never dropped: the
-//! receiver's next call says `Disconnected` or `Protocol`). It looks at
-//! the receivers in turn, starting after the one it returned last, so a
-//! busy receiver cannot starve the others.
+//! A [`Select`] owns its members: byte [`Receiver`]s, typed
+//! [`typed::Receiver<T>`](crate::typed::Receiver)s of any `T`, and
+//! [`Server`](crate::Server)s, each under a [`Key`] that stays its own
+//! until it is removed (keys are never reused). One poller (epoll on Linux)
+//! watches their descriptors. [`Select::ready`] returns the key of a member
+//! on which a call would not wait:
+//!
+//! - a receiver with a *whole* message to receive (a message larger than
+//!   the ring is ready once its last piece is in: the pieces before it are
+//!   taken into the receiver as they come, so the sender is not held up),
+//!   or whose peer has gone or broken the rules;
+//! - a server with a client to accept (or one that finished its
+//!   handshake, or was refused).
+//!
+//! A peer that has gone is an event, reported until a receive on that
+//! receiver has returned the end (`Disconnected`, or `Protocol` for a peer
+//! that broke the rules), and never again after that: the receiver stays
+//! in the set, never ready, until it is removed, so a loop over a set
+//! whose peers come and go never spins. It looks at the members in turn,
+//! starting after the one it returned last, so a busy member cannot
+//! starve the others.
 //!
 //! The cost of waiting: every receiver is armed (one store each, then one
 //! fence), so each sender rings its receiver's doorbell (one datagram
-//! `send`) after each frame while the `Select` lives; a doorbell that rang
+//! `send`) after each frame while the `Select` waits; a doorbell that rang
 //! is cleared (a `recv` per datagram) before the next wait.
 //!
 //! A limit: a doorbell reaches the other side of a ring over the link
@@ -22,8 +36,11 @@
 //! shared futex). Until pipes learn to reach a peer through another
 //! process (proxy bypass), wait on such a receiver with `recv`.
 
+use std::any::Any;
+use std::fmt;
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::Receiver;
@@ -31,41 +48,135 @@ use super::error::{ReadyTimeoutError, TryReadyError};
 use crate::ring::wake;
 use crate::sys::{Interest, Poller};
 
-/// A set of receivers to wait on together.
+/// A descriptor a member is watched by, kept open while it is watched.
+pub(crate) type Descriptor = Arc<dyn AsFd + Send + Sync>;
+
+/// What a member of a [`Select`] does for it; implemented inside the crate
+/// only (the seal of [`Selectable`]).
+pub(crate) mod sealed {
+    /// A readiness source.
+    pub trait Source {
+        /// The descriptor that becomes readable when this member may be
+        /// ready (made on first use). It may change (a typed receiver
+        /// whose sender left this process): the set asks before each wait.
+        fn source_fd(&self) -> std::io::Result<super::Descriptor>;
+        /// Whether a call would not wait now.
+        fn source_ready(&self) -> bool;
+        /// Says this member waits on its descriptor (clearing it first if
+        /// it `rung`); the set then fences once and looks again.
+        fn source_arm(&self, rung: bool);
+        /// Says this member no longer waits on its descriptor.
+        fn source_disarm(&self);
+        /// Whether a call has handed its end to the caller (the peer gone,
+        /// or broke the rules): from then on it is never ready.
+        fn source_ended(&self) -> bool;
+        /// When this member must be looked at again though its descriptor
+        /// says nothing (a server's timers), if ever.
+        fn source_deadline(&self) -> Option<std::time::Instant> {
+            None
+        }
+    }
+}
+
+/// What can join a [`Select`]: a byte [`Receiver`], a typed
+/// [`typed::Receiver<T>`](crate::typed::Receiver), a
+/// [`Server`](crate::Server). Sealed: implemented by ferry's types only.
+pub trait Selectable: sealed::Source + Any + Send {}
+
+impl sealed::Source for Receiver {
+    fn source_fd(&self) -> io::Result<Descriptor> {
+        Ok(Arc::clone(self.half.doorbell()?) as Descriptor)
+    }
+
+    fn source_ready(&self) -> bool {
+        self.is_ready()
+    }
+
+    fn source_arm(&self, rung: bool) {
+        if let Some(bell) = self.half.armable_bell() {
+            if rung {
+                bell.clear();
+            }
+            wake::announce_doorbell(self.half.sides().0);
+        }
+    }
+
+    fn source_disarm(&self) {
+        self.half.disarm_bell();
+    }
+
+    fn source_ended(&self) -> bool {
+        self.has_ended()
+    }
+}
+
+impl Selectable for Receiver {}
+
+/// A member's name in its [`Select`], returned by [`Select::add`]: it
+/// stays the member's until the member is removed, and is never given to
+/// another member of the same set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Key(u64);
+
+/// One member of a set.
+struct Entry {
+    key: Key,
+    member: Box<dyn Selectable>,
+    /// The descriptor the poller watches for it; `None` once it has ended
+    /// (no longer watched, never ready).
+    fd: Option<Descriptor>,
+    /// Its descriptor may have been readable since it was last cleared.
+    rung: bool,
+}
+
+/// A set of receivers and servers to wait on together; it owns them.
 ///
 /// ```
 /// let (a1, b1) = ferry::pipe()?;
 /// let (a2, b2) = ferry::pipe()?;
+/// let (_, rx1) = b1.split();
+/// let (_, rx2) = b2.split();
 /// let mut select = ferry::Select::new()?;
-/// let first = select.add(b1.receiver())?;
-/// let second = select.add(b2.receiver())?;
+/// let first = select.add(rx1)?;
+/// let second = select.add(rx2)?;
 /// a2.send(b"two")?;
 /// assert_eq!(select.ready()?, second);
-/// assert_eq!(b2.try_recv()?, b"two");
-/// drop(a1); // a gone peer is an event too
+/// let rx2 = select.get::<ferry::Receiver>(second).expect("a byte receiver");
+/// assert_eq!(rx2.try_recv()?, b"two");
+/// drop(a1); // a gone peer is an event too, until the receiver says so
 /// assert_eq!(select.ready()?, first);
-/// assert!(matches!(b1.try_recv(), Err(ferry::TryRecvError::Disconnected)));
+/// let rx1 = select.remove::<ferry::Receiver>(first).expect("it is there");
+/// assert!(matches!(rx1.try_recv(), Err(ferry::TryRecvError::Disconnected)));
+/// assert_eq!(select.len(), 1);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-#[derive(Debug)]
-pub struct Select<'a> {
-    members: Vec<Member<'a>>,
+pub struct Select {
+    /// In the order they were added (keys ascending).
+    members: Vec<Entry>,
     poller: Poller,
     /// Where the next look starts (after the last one returned).
     next: usize,
+    /// The key the next member gets.
+    next_key: u64,
     /// Keys the poller reported, reused between waits.
     keys: Vec<u64>,
 }
 
-#[derive(Debug)]
-struct Member<'a> {
-    receiver: &'a Receiver,
-    /// Its doorbell may have rung since it was last cleared.
-    rung: bool,
+impl fmt::Debug for Select {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let keys: Vec<Key> = self.members.iter().map(|e| e.key).collect();
+        f.debug_struct("Select").field("members", &keys).finish()
+    }
 }
 
-impl<'a> Select<'a> {
+impl Select {
     /// An empty set.
+    ///
+    /// ```
+    /// let select = ferry::Select::new()?;
+    /// assert!(select.is_empty());
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     ///
     /// # Errors
     ///
@@ -76,145 +187,271 @@ impl<'a> Select<'a> {
             members: Vec::new(),
             poller: Poller::new()?,
             next: 0,
+            next_key: 0,
             keys: Vec::new(),
         })
     }
 
-    /// Adds `receiver`; returns its index, which [`Select::ready`] returns
-    /// when it is ready.
+    /// Adds `member` (the set owns it from now on); returns its key, which
+    /// [`Select::ready`] returns when it is ready.
+    ///
+    /// ```
+    /// let (tx, rx) = ferry::channel::<u32>(16).unwrap();
+    /// let mut select = ferry::Select::new()?;
+    /// let key = select.add(rx)?;
+    /// tx.send(7)?;
+    /// assert_eq!(select.ready()?, key);
+    /// let rx = select.get::<ferry::typed::Receiver<u32>>(key).expect("there");
+    /// assert_eq!(rx.try_recv()?, 7);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     ///
     /// # Errors
     ///
-    /// As [`Receiver::ready_fd`], or the poller refused it (`AlreadyExists`
-    /// if the receiver is in this set already).
-    pub fn add(&mut self, receiver: &'a Receiver) -> io::Result<usize> {
-        let fd = receiver.ready_fd()?;
-        let index = self.members.len();
-        self.poller.add(fd, index as u64, Interest::Readable)?;
-        self.members.push(Member {
-            receiver,
+    /// As the member's `ready_fd` (out of descriptors), or the poller
+    /// refused it; the member is dropped then.
+    pub fn add<M: Selectable>(&mut self, member: M) -> io::Result<Key> {
+        let fd = member.source_fd()?;
+        let key = Key(self.next_key);
+        self.poller.add(fd.as_fd(), key.0, Interest::Readable)?;
+        self.next_key += 1;
+        self.members.push(Entry {
+            key,
+            member: Box::new(member),
+            fd: Some(fd),
             rung: true,
         });
-        Ok(index)
+        Ok(key)
     }
 
-    /// How many receivers are in the set.
+    /// Takes the member under `key` out of the set and hands it back, if
+    /// it is there and is an `M`; else `None`, and the set is unchanged.
+    ///
+    /// ```
+    /// let (_tx, rx) = ferry::channel::<String>(16).unwrap();
+    /// let mut select = ferry::Select::new()?;
+    /// let key = select.add(rx)?;
+    /// assert!(select.remove::<ferry::Receiver>(key).is_none()); // not a byte receiver
+    /// let rx = select.remove::<ferry::typed::Receiver<String>>(key);
+    /// assert!(rx.is_some() && select.is_empty());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn remove<M: Selectable>(&mut self, key: Key) -> Option<M> {
+        let at = self.position(key)?;
+        if !(&*self.members[at].member as &dyn Any).is::<M>() {
+            return None;
+        }
+        let entry = self.members.remove(at);
+        if let Some(fd) = &entry.fd {
+            // It is open (held by `fd`): deleting it cannot fail but for a
+            // poller error, after which it is no longer watched either way.
+            let _ = self.poller.delete(fd.as_fd());
+        }
+        entry.member.source_disarm();
+        if at < self.next {
+            self.next -= 1;
+        }
+        if self.next >= self.members.len() {
+            self.next = 0;
+        }
+        (entry.member as Box<dyn Any>)
+            .downcast::<M>()
+            .ok()
+            .map(|m| *m)
+    }
+
+    /// The member under `key`, if it is there and is an `M`.
+    ///
+    /// ```
+    /// let (_a, b) = ferry::pipe()?;
+    /// let (_, rx) = b.split();
+    /// let mut select = ferry::Select::new()?;
+    /// let key = select.add(rx)?;
+    /// assert!(select.get::<ferry::Receiver>(key).is_some());
+    /// assert!(select.get::<ferry::Server>(key).is_none());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn get<M: Selectable>(&self, key: Key) -> Option<&M> {
+        let entry = &self.members[self.position(key)?];
+        (&*entry.member as &dyn Any).downcast_ref::<M>()
+    }
+
+    /// How many members are in the set (ended ones included, until they
+    /// are removed).
     pub fn len(&self) -> usize {
         self.members.len()
     }
 
-    /// Whether the set has no receivers.
+    /// Whether the set has no members.
     pub fn is_empty(&self) -> bool {
         self.members.is_empty()
     }
 
-    /// Waits until a receiver is ready; returns its index.
+    /// Waits until a member is ready; returns its key.
     ///
     /// # Errors
     ///
-    /// [`io::Error`] if the poller fails, or (`InvalidInput`) the set is
-    /// empty and could never be ready.
-    pub fn ready(&mut self) -> io::Result<usize> {
+    /// [`io::Error`] if the poller fails, or (`InvalidInput`) no member
+    /// could ever be ready (the set is empty, or every member has ended).
+    pub fn ready(&mut self) -> io::Result<Key> {
         match self.ready_until(None) {
-            Ok(index) => Ok(index),
+            Ok(key) => Ok(key),
             Err(ReadyTimeoutError::Io(e)) => Err(e),
-            Err(ReadyTimeoutError::Timeout) => unreachable!("no deadline"),
+            Err(ReadyTimeoutError::Timeout) => Err(io::ErrorKind::TimedOut.into()),
         }
     }
 
-    /// The index of a receiver that is ready now, never waiting.
+    /// The key of a member that is ready now, never waiting.
+    ///
+    /// ```
+    /// let (_a, b) = ferry::pipe()?;
+    /// let (_, rx) = b.split();
+    /// let mut select = ferry::Select::new()?;
+    /// select.add(rx)?;
+    /// assert!(matches!(select.try_ready(), Err(ferry::TryReadyError::Empty)));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     ///
     /// # Errors
     ///
     /// [`TryReadyError::Empty`] if none is ready.
-    pub fn try_ready(&mut self) -> Result<usize, TryReadyError> {
+    pub fn try_ready(&mut self) -> Result<Key, TryReadyError> {
         self.first_ready().ok_or(TryReadyError::Empty)
     }
 
-    /// Waits at most `timeout` for a receiver to be ready.
+    /// Waits at most `timeout` for a member to be ready.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let (_a, b) = ferry::pipe()?;
+    /// let (_, rx) = b.split();
+    /// let mut select = ferry::Select::new()?;
+    /// select.add(rx)?;
+    /// let late = select.ready_timeout(Duration::from_millis(5));
+    /// assert!(matches!(late, Err(ferry::ReadyTimeoutError::Timeout)));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     ///
     /// # Errors
     ///
     /// [`ReadyTimeoutError::Timeout`] if none was in time; otherwise as
     /// [`Select::ready`].
-    pub fn ready_timeout(&mut self, timeout: Duration) -> Result<usize, ReadyTimeoutError> {
+    pub fn ready_timeout(&mut self, timeout: Duration) -> Result<Key, ReadyTimeoutError> {
         self.ready_until(Some(Instant::now() + timeout))
     }
 
-    fn ready_until(&mut self, deadline: Option<Instant>) -> Result<usize, ReadyTimeoutError> {
-        if self.members.is_empty() {
-            let e = io::Error::new(io::ErrorKind::InvalidInput, "select over no receivers");
-            return Err(ReadyTimeoutError::Io(e));
-        }
+    fn ready_until(&mut self, deadline: Option<Instant>) -> Result<Key, ReadyTimeoutError> {
         loop {
-            if let Some(index) = self.first_ready() {
-                return Ok(index);
+            if let Some(key) = self.first_ready() {
+                return Ok(key);
             }
-            self.arm_all();
-            if let Some(index) = self.first_ready() {
-                return Ok(index);
+            if self.members.iter().all(|e| e.fd.is_none()) {
+                let e = io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "select over no member that could become ready (the set is empty, \
+                     or every receiver in it has returned its end)",
+                );
+                return Err(ReadyTimeoutError::Io(e));
             }
-            let timeout = match deadline {
-                None => None,
-                Some(d) => match d.checked_duration_since(Instant::now()) {
-                    Some(left) if !left.is_zero() => Some(left),
-                    _ => return Err(ReadyTimeoutError::Timeout),
-                },
-            };
+            self.arm_all().map_err(ReadyTimeoutError::Io)?;
+            if let Some(key) = self.first_ready() {
+                return Ok(key);
+            }
+            let now = Instant::now();
+            if deadline.is_some_and(|d| d <= now) {
+                return Err(ReadyTimeoutError::Timeout);
+            }
+            let wake = self
+                .members
+                .iter()
+                .filter(|e| e.fd.is_some())
+                .filter_map(|e| e.member.source_deadline())
+                .chain(deadline)
+                .min();
+            let timeout = wake.map(|w| w.saturating_duration_since(now));
             self.keys.clear();
             self.poller
                 .wait(&mut self.keys, timeout)
                 .map_err(ReadyTimeoutError::Io)?;
             for &key in &self.keys {
-                if let Some(member) = self.members.get_mut(key as usize) {
-                    member.rung = true;
+                if let Some(at) = self.position(Key(key)) {
+                    self.members[at].rung = true;
                 }
             }
         }
     }
 
-    /// The first ready receiver, looking from just after the last one
-    /// returned.
-    fn first_ready(&mut self) -> Option<usize> {
-        let n = self.members.len();
-        let found = (0..n)
-            .map(|i| (self.next + i) % n)
-            .find(|&i| self.members[i].receiver.is_ready())?;
-        self.next = (found + 1) % n;
-        Some(found)
+    /// Where the member under `key` is.
+    fn position(&self, key: Key) -> Option<usize> {
+        self.members.binary_search_by_key(&key, |e| e.key).ok()
     }
 
-    /// Clears the doorbells that rang and says every receiver waits on its
-    /// own: one store each, then one fence for all (the caller looks at
-    /// every ring again after this).
-    fn arm_all(&mut self) {
-        for member in &mut self.members {
-            let half = &member.receiver.half;
-            if let Some(bell) = half.armable_bell() {
-                if member.rung {
-                    bell.clear();
-                    member.rung = false;
-                }
-                wake::announce_doorbell(half.sides().0);
+    /// The first ready member, looking from just after the last one
+    /// returned; a member found ended is no longer watched.
+    fn first_ready(&mut self) -> Option<Key> {
+        let n = self.members.len();
+        for i in 0..n {
+            let at = (self.next + i) % n;
+            let entry = &mut self.members[at];
+            if entry.fd.is_none() {
+                continue;
             }
+            if entry.member.source_ended() {
+                self.retire(at);
+                continue;
+            }
+            if entry.member.source_ready() {
+                self.next = (at + 1) % n;
+                return Some(entry.key);
+            }
+        }
+        None
+    }
+
+    /// Stops watching an ended member.
+    fn retire(&mut self, at: usize) {
+        let entry = &mut self.members[at];
+        if let Some(fd) = entry.fd.take() {
+            let _ = self.poller.delete(fd.as_fd());
+        }
+        entry.member.source_disarm();
+    }
+
+    /// Watches each member's current descriptor, clears the ones that rang
+    /// and says every member waits on its own: one store each, then one
+    /// fence for all (the caller looks at every member again after this).
+    fn arm_all(&mut self) -> io::Result<()> {
+        for entry in &mut self.members {
+            let Some(watched) = &entry.fd else { continue };
+            let fd = entry.member.source_fd()?;
+            if !std::ptr::addr_eq(Arc::as_ptr(&fd), Arc::as_ptr(watched)) {
+                let _ = self.poller.delete(watched.as_fd());
+                self.poller
+                    .add(fd.as_fd(), entry.key.0, Interest::Readable)?;
+                entry.fd = Some(fd);
+                entry.rung = true;
+            }
+            entry.member.source_arm(entry.rung);
+            entry.rung = false;
         }
         wake::settle();
+        Ok(())
     }
 }
 
-impl Drop for Select<'_> {
+impl Drop for Select {
     fn drop(&mut self) {
-        for member in &self.members {
-            member.receiver.half.disarm_bell();
+        for entry in &self.members {
+            entry.member.source_disarm();
         }
     }
 }
 
-/// The set's own descriptor: readable when one of its receivers may be
+/// The set's own descriptor: readable when one of its members may be
 /// ready (then call [`Select::try_ready`]), for a poll loop of the
 /// caller's. Armed by a wait ([`Select::ready`], or [`Select::try_ready`]
 /// after a `ready_timeout` that ran out).
-impl AsFd for Select<'_> {
+impl AsFd for Select {
     fn as_fd(&self) -> BorrowedFd<'_> {
         self.poller.as_fd()
     }

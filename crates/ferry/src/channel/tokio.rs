@@ -30,12 +30,16 @@
 //! # }
 //! ```
 //!
+//! Typed receivers (`typed::Receiver::into_async`) and servers
+//! (`Server::into_async`) register their readiness descriptors the same
+//! way, through [`register`].
+//!
 //! Soundness: tokio's `AsyncFd::register_with_interest` is `unsafe`
 //! because the registered descriptor must stay open, and stay the same,
 //! for as long as the `AsyncFd` lives. Here the `AsyncFd` owns a [`Bell`],
-//! which owns a reference to the doorbell, which owns the descriptor (and
-//! owns the duplicate it registers instead, if any): it closes only after
-//! the `AsyncFd` is gone, and `as_raw_fd` always returns the same one.
+//! which owns a reference to the descriptor's owner (a doorbell, a
+//! poller), and the duplicate it registers instead, if any: it closes only
+//! after the `AsyncFd` is gone, and `as_raw_fd` always returns the same one.
 #![allow(unsafe_code)]
 
 use std::io;
@@ -47,31 +51,42 @@ use std::task::{Context, Poll, ready};
 use ::tokio::io::Interest;
 use ::tokio::io::unix::AsyncFd;
 
-use super::{Receiver, RecvError, SendError, Sender, TryRecvError, TrySendError};
-use crate::sys::Doorbell;
+use super::{Descriptor, Receiver, RecvError, SendError, Sender, TryRecvError, TrySendError};
 
-/// A doorbell as tokio's reactor sees it: its own descriptor, or a
+/// A readiness descriptor as tokio's reactor sees it: its owner's, or a
 /// duplicate of it when clones of one sender each register the doorbell
 /// they share (a reactor's epoll takes a descriptor once; a duplicate is
 /// another entry for the same socket, readable together with it).
-#[derive(Debug)]
-struct Bell {
-    doorbell: Arc<Doorbell>,
+pub(crate) struct Bell {
+    owner: Descriptor,
     duplicate: Option<OwnedFd>,
+}
+
+impl std::fmt::Debug for Bell {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Bell").field(&self.as_raw_fd()).finish()
+    }
+}
+
+impl Bell {
+    /// Whether this is `fd`'s owner.
+    pub(crate) fn is(&self, fd: &Descriptor) -> bool {
+        std::ptr::addr_eq(Arc::as_ptr(&self.owner), Arc::as_ptr(fd))
+    }
 }
 
 impl AsRawFd for Bell {
     fn as_raw_fd(&self) -> RawFd {
         match &self.duplicate {
             Some(fd) => fd.as_raw_fd(),
-            None => self.doorbell.as_fd().as_raw_fd(),
+            None => self.owner.as_fd().as_raw_fd(),
         }
     }
 }
 
 /// Registers `bell` with the current runtime's reactor, through a
 /// duplicate of its descriptor if `shared` (see [`Bell`]).
-fn register(bell: &Arc<Doorbell>, shared: bool) -> io::Result<AsyncFd<Bell>> {
+pub(crate) fn register(bell: &Descriptor, shared: bool) -> io::Result<AsyncFd<Bell>> {
     if ::tokio::runtime::Handle::try_current().is_err() {
         return Err(io::Error::other(
             "into_async was called outside a tokio runtime",
@@ -82,7 +97,7 @@ fn register(bell: &Arc<Doorbell>, shared: bool) -> io::Result<AsyncFd<Bell>> {
         false => None,
     };
     let bell = Bell {
-        doorbell: Arc::clone(bell),
+        owner: Arc::clone(bell),
         duplicate,
     };
     // SAFETY: the `AsyncFd` owns the `Bell`, whose `Arc` keeps the doorbell
@@ -114,7 +129,7 @@ impl Receiver {
     /// As tokio's `AsyncFd`, if the runtime was built without its IO driver
     /// (`enable_io`).
     pub fn into_async(self) -> io::Result<AsyncReceiver> {
-        let bell = register(self.half.doorbell()?, false)?;
+        let bell = register(&(Arc::clone(self.half.doorbell()?) as Descriptor), false)?;
         Ok(AsyncReceiver { rx: self, bell })
     }
 }
@@ -173,7 +188,8 @@ impl futures_core::Stream for AsyncReceiver {
     }
 }
 
-fn recv_error(e: TryRecvError) -> RecvError {
+/// The error a waiting receive reports for what a `try_` one said.
+pub(crate) fn recv_error(e: TryRecvError) -> RecvError {
     match e {
         TryRecvError::Disconnected => RecvError::Disconnected,
         TryRecvError::Protocol(p) => RecvError::Protocol(p),
@@ -206,7 +222,10 @@ impl Sender {
     /// As [`Receiver::into_async`]; also if the descriptor cannot be
     /// duplicated (out of descriptors).
     pub fn into_async(self) -> io::Result<AsyncSender> {
-        let bell = register(self.core.half.doorbell()?, self.has_clones())?;
+        let bell = register(
+            &(Arc::clone(self.core.half.doorbell()?) as Descriptor),
+            self.has_clones(),
+        )?;
         Ok(AsyncSender {
             tx: self,
             bell,

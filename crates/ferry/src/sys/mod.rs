@@ -41,7 +41,7 @@
 //!   blocking, whether the peer's end is closed (which is how the death of a
 //!   peer process is seen); `shutdown`.
 //! - **Polling** (`linux/poller.rs`): a `Poller` (`new`, `add(fd, key,
-//!   Interest)`, `wait(keys, timeout)`, and `AsFd` so a poller
+//!   Interest)`, `delete(fd)`, `wait(keys, timeout)`, and `AsFd` so a poller
 //!   can itself be polled) watching many descriptors for
 //!   `Interest::HangUp` (a socket's peer closed, reported once, and woken by
 //!   nothing else: records arriving do not wake it) or

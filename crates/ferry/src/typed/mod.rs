@@ -157,6 +157,8 @@ pub use error::{
     TrySendError,
 };
 pub use fd::Fd;
+#[cfg(feature = "tokio")]
+pub use receiver::AsyncReceiver;
 pub use receiver::Receiver;
 pub use sender::Sender;
 
@@ -206,12 +208,7 @@ where
     T: Serialize + DeserializeOwned + Send + 'static,
 {
     let queue = Arc::new(queue::Queue::new(capacity));
-    (
-        Sender::local(Arc::clone(&queue)),
-        Receiver {
-            mode: std::cell::RefCell::new(receiver::Mode::Local(queue)),
-        },
-    )
+    (Sender::local(Arc::clone(&queue)), Receiver::local(queue))
 }
 
 /// A byte buffer that encodes as one length and one copy (a plain

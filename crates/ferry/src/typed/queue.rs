@@ -4,11 +4,12 @@
 //! `moving.rs` does that; this file is the queue and its waiting.
 
 use std::collections::VecDeque;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use super::lock::{Guard, SpinLock};
 use crate::sync::{AtomicU32, Ordering};
-use crate::sys::{futex_wait, futex_wake};
+use crate::sys::{Doorbell, Ringer, futex_wait, futex_wake};
 
 /// Where a half of the channel is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,6 +43,29 @@ pub(super) struct State<T> {
     /// values queued before the move have been forwarded (`None` while they
     /// are being forwarded, when new values join `items`).
     pub(super) forward: Option<crate::Sender>,
+    /// The receiver waits on the queue's doorbell: the next change rings
+    /// it (once; the receiver arms it again when it looks and finds
+    /// nothing).
+    bell_armed: bool,
+}
+
+/// What a change asks of [`Queue::wake`] once the lock is released.
+#[derive(Debug, Clone, Copy)]
+#[must_use]
+pub(super) struct Wake {
+    /// The receiver sleeps on `Queue::seq`.
+    sleeping: bool,
+    /// The receiver waits on the doorbell.
+    ring: bool,
+}
+
+/// The queue's doorbell, for a receiver that waits by descriptor (a
+/// `Select`, `ready_fd`, async): made on first use, rung by a change only
+/// while armed, so a plain send pays nothing for it.
+#[derive(Debug)]
+struct Bell {
+    bell: Arc<Doorbell>,
+    ringer: Ringer,
 }
 
 /// A typed channel's queue while its halves are in this process.
@@ -57,6 +81,7 @@ pub(super) struct Queue<T> {
     /// Bumped under the lock by every change the receiver waits for (and
     /// by a forward finishing); the receiver sleeps on it.
     seq: AtomicU32,
+    bell: OnceLock<Bell>,
 }
 
 /// How a receiver waits before it sleeps: `SPIN_POLLS` polls with a spin
@@ -84,8 +109,10 @@ impl<T> Queue<T> {
                 incoming: None,
                 forward_pending: false,
                 forward: None,
+                bell_armed: false,
             }),
             seq: AtomicU32::new(0),
+            bell: OnceLock::new(),
         }
     }
 
@@ -138,18 +165,62 @@ impl<T> Queue<T> {
 
     /// Tells the receiver something changed; call with the lock held, then
     /// [`Queue::wake`] with what this returns once it is released.
-    pub(super) fn changed(&self, state: &mut State<T>) -> bool {
+    pub(super) fn changed(&self, state: &mut State<T>) -> Wake {
         // Under the lock: the receiver read `seq` under it before sleeping.
         self.seq.store(
             self.seq.load(Ordering::Relaxed).wrapping_add(1),
             Ordering::Release,
         );
-        std::mem::take(&mut state.sleeping)
+        Wake {
+            sleeping: std::mem::take(&mut state.sleeping),
+            ring: std::mem::take(&mut state.bell_armed),
+        }
     }
 
-    pub(super) fn wake(&self, sleeping: bool) {
-        if sleeping {
+    pub(super) fn wake(&self, wake: Wake) {
+        if wake.sleeping {
             futex_wake(&self.seq, 1);
+        }
+        if wake.ring
+            && let Some(bell) = self.bell.get()
+        {
+            bell.ringer.ring();
+        }
+    }
+
+    /// The queue's doorbell, made now if need be: readable once a change
+    /// comes while it is armed ([`Queue::arm`]).
+    pub(super) fn doorbell(&self) -> std::io::Result<Arc<Doorbell>> {
+        if let Some(bell) = self.bell.get() {
+            return Ok(Arc::clone(&bell.bell));
+        }
+        let (bell, ringer) = Doorbell::new()?;
+        let made = self.bell.get_or_init(|| Bell {
+            bell: Arc::new(bell),
+            ringer,
+        });
+        Ok(Arc::clone(&made.bell))
+    }
+
+    /// Says the receiver waits on the doorbell, if it has one (clearing it
+    /// first if `clear`); under the lock, so a change after this rings it
+    /// and a change before it is seen by the caller's look at `state`.
+    /// Whether it had one.
+    pub(super) fn arm(&self, state: &mut State<T>, clear: bool) -> bool {
+        let Some(bell) = self.bell.get() else {
+            return false;
+        };
+        if clear {
+            bell.bell.clear();
+        }
+        state.bell_armed = true;
+        true
+    }
+
+    /// Says the receiver no longer waits on the doorbell.
+    pub(super) fn disarm(&self) {
+        if self.bell.get().is_some() {
+            self.lock().bell_armed = false;
         }
     }
 

@@ -1,6 +1,7 @@
 //! The typed receiving half.
 
-use std::cell::RefCell;
+use std::cell::{Cell, OnceCell, RefCell};
+use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -13,8 +14,9 @@ use super::moving;
 use super::queue::{Presence, Queue};
 use super::remote::{self, RecvFail};
 use crate::End;
-use crate::channel::RecvFault;
+use crate::channel::{Descriptor, RecvFault, Selectable, Source};
 use crate::codec::EncodeError;
+use crate::sys::Doorbell;
 
 /// Where a receiver's values come from.
 #[allow(clippy::large_enum_variant)] // one per half; boxing adds a pointer chase per call
@@ -48,6 +50,36 @@ impl<T> Mode<T> {
 /// receive goes on with the next message.
 pub struct Receiver<T> {
     pub(super) mode: RefCell<Mode<T>>,
+    ready: Readiness,
+}
+
+/// What waiting by descriptor keeps: the doorbells handed out (so a
+/// descriptor lent by [`Receiver::ready_fd`] stays open as long as the
+/// receiver), and whether a receive has returned the end.
+#[derive(Default)]
+struct Readiness {
+    /// The in-process queue's doorbell.
+    local: OnceCell<Arc<Doorbell>>,
+    /// The byte half's doorbell, once values come from another process.
+    remote: OnceCell<Arc<Doorbell>>,
+    /// A receive returned `Disconnected` or `Protocol`.
+    ended: Cell<bool>,
+}
+
+impl<T> Receiver<T> {
+    /// A receiver of the in-process queue `queue`.
+    pub(super) fn local(queue: Arc<Queue<T>>) -> Self {
+        Self {
+            mode: RefCell::new(Mode::Local(queue)),
+            ready: Readiness::default(),
+        }
+    }
+}
+
+/// Whether a receive with this deadline is a `try_`: it arms the
+/// readiness descriptor when it finds nothing, as the byte half's does.
+fn is_try(deadline: Option<Instant>) -> bool {
+    deadline.is_some_and(|d| d <= Instant::now())
 }
 
 impl<T> std::fmt::Debug for Receiver<T> {
@@ -192,6 +224,22 @@ impl<T: Serialize + DeserializeOwned + Send + 'static> Receiver<T> {
     /// Receives into `place` if it is given and the message is decoded
     /// (then `None`), else returns the value.
     fn recv_to(&self, deadline: Option<Instant>, place: Option<&mut T>) -> Result<Option<T>, Fail> {
+        let received = self.receive(deadline, place);
+        if let Err(
+            Fail::Disconnected
+            | Fail::Fault(RecvFail::Recv(RecvFault::Disconnected | RecvFault::Protocol(_))),
+        ) = &received
+        {
+            self.ready.ended.set(true);
+        }
+        received
+    }
+
+    fn receive(
+        &self,
+        deadline: Option<Instant>,
+        mut place: Option<&mut T>,
+    ) -> Result<Option<T>, Fail> {
         loop {
             let mut mode = self.mode.borrow_mut();
             match &mut *mode {
@@ -204,7 +252,12 @@ impl<T: Serialize + DeserializeOwned + Send + 'static> Receiver<T> {
                         return Ok(Some(value));
                     }
                     match state.sender {
-                        Presence::Here => return Err(Fail::Empty),
+                        Presence::Here => {
+                            if is_try(deadline) {
+                                queue.arm(&mut state, true);
+                            }
+                            return Err(Fail::Empty);
+                        }
                         Presence::Dropped => return Err(Fail::Disconnected),
                         Presence::Moved => {
                             let rx = state.incoming.take();
@@ -217,17 +270,97 @@ impl<T: Serialize + DeserializeOwned + Send + 'static> Receiver<T> {
                     }
                 }
                 Mode::Remote { rx, buf } => {
-                    let received = match place {
-                        Some(place) => remote::recv_into(rx, buf, deadline, place).map(|()| None),
-                        None => remote::recv(rx, buf, deadline).map(Some),
-                    };
-                    return received.map_err(|fail| match fail {
-                        RecvFail::Recv(RecvFault::Timeout) => Fail::Empty,
-                        other => Fail::Fault(other),
-                    });
+                    let mut armed = false;
+                    loop {
+                        let received = match place.as_deref_mut() {
+                            Some(place) => {
+                                remote::recv_into(rx, buf, deadline, place).map(|()| None)
+                            }
+                            None => remote::recv(rx, buf, deadline).map(Some),
+                        };
+                        match received {
+                            // A `try_` that found nothing arms the
+                            // descriptor and looks once more, as the byte
+                            // half's does.
+                            Err(RecvFail::Recv(RecvFault::Timeout))
+                                if !armed && is_try(deadline) && self.arm_remote(rx) =>
+                            {
+                                armed = true;
+                            }
+                            Err(RecvFail::Recv(RecvFault::Timeout)) => return Err(Fail::Empty),
+                            Err(other) => return Err(Fail::Fault(other)),
+                            Ok(value) => return Ok(value),
+                        }
+                    }
                 }
                 Mode::Moved(_) | Mode::Gone => return Err(Fail::Disconnected),
             }
+        }
+    }
+
+    /// A descriptor that becomes readable when a value (or the sender's
+    /// end) may be waiting, for a poll loop of the caller's own (epoll,
+    /// mio, tokio's `AsyncFd`), as [`crate::Receiver::ready_fd`]: call
+    /// [`Receiver::try_recv`] until it says `Empty` (which arms the
+    /// descriptor), then wait for the descriptor to be readable, and
+    /// repeat. In one process it is the queue's own doorbell, rung by a
+    /// send only while armed (a plain send pays nothing for it).
+    ///
+    /// If the sender leaves this process, values come over a pipe with a
+    /// descriptor of its own: after a `try_recv` says `Empty`, call
+    /// `ready_fd` again and wait on what it returns (a [`Select`](crate::Select)
+    /// does this itself). A descriptor once returned stays open as long as
+    /// the receiver. Never read or write the descriptor itself.
+    ///
+    /// ```
+    /// use rustix::event::{PollFd, PollFlags, poll};
+    /// let (tx, rx) = ferry::channel::<String>(16).unwrap();
+    /// let fd = rx.ready_fd()?;
+    /// assert!(matches!(rx.try_recv(), Err(ferry::TryRecvError::Empty))); // arms it
+    /// tx.send("ping".into())?; //                                          rings it
+    /// let mut fds = [PollFd::new(&fd, PollFlags::IN)];
+    /// assert_eq!(poll(&mut fds, None)?, 1);
+    /// assert_eq!(rx.try_recv()?, "ping");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`crate::Receiver::ready_fd`]; `NotConnected` if this receiver
+    /// has moved.
+    pub fn ready_fd(&self) -> std::io::Result<BorrowedFd<'_>> {
+        let (bell, local) = self.descriptor()?;
+        let slot = match local {
+            true => &self.ready.local,
+            false => &self.ready.remote,
+        };
+        Ok(slot.get_or_init(|| bell).as_fd())
+    }
+
+    /// Arms the byte half's descriptor for a `try_` that found nothing;
+    /// whether it did. A receiver that waited on the queue's descriptor
+    /// before its sender left this process gets the byte half's made now,
+    /// so the caller's next `ready_fd` returns one that is armed.
+    fn arm_remote(&self, rx: &crate::Receiver) -> bool {
+        if self.ready.local.get().is_some()
+            && self.ready.remote.get().is_none()
+            && let Ok(bell) = rx.doorbell()
+        {
+            let _ = self.ready.remote.set(bell);
+        }
+        rx.arm()
+    }
+
+    /// The doorbell that rings for this receiver now, and whether it is
+    /// the in-process queue's.
+    fn descriptor(&self) -> std::io::Result<(Arc<Doorbell>, bool)> {
+        match &*self.mode.borrow() {
+            Mode::Local(queue) => Ok((queue.doorbell()?, true)),
+            Mode::Remote { rx, .. } => Ok((rx.doorbell()?, false)),
+            Mode::Moved(_) | Mode::Gone => Err(std::io::Error::new(
+                std::io::ErrorKind::NotConnected,
+                "this receiver has moved",
+            )),
         }
     }
 
@@ -243,6 +376,7 @@ impl<T: Serialize + DeserializeOwned + Send + 'static> Receiver<T> {
     pub fn from_bytes(rx: crate::Receiver) -> Self {
         Self {
             mode: RefCell::new(Mode::remote(rx)),
+            ready: Readiness::default(),
         }
     }
 
@@ -323,5 +457,189 @@ impl<'de, T: Serialize + DeserializeOwned + Send + 'static> Deserialize<'de> for
                 "handle {index} is not a receiving half"
             ))),
         }
+    }
+}
+
+impl<T: Serialize + DeserializeOwned + Send + 'static> Source for Receiver<T> {
+    fn source_fd(&self) -> std::io::Result<Descriptor> {
+        Ok(self.descriptor()?.0 as Descriptor)
+    }
+
+    fn source_ready(&self) -> bool {
+        match self.mode.try_borrow().as_deref() {
+            Ok(Mode::Local(queue)) => {
+                let state = queue.lock();
+                !state.items.is_empty() || state.sender != Presence::Here
+            }
+            Ok(Mode::Remote { rx, .. }) => rx.is_ready(),
+            // Moved, or (impossible from a set) in a receive.
+            _ => false,
+        }
+    }
+
+    fn source_arm(&self, rung: bool) {
+        match self.mode.try_borrow().as_deref() {
+            Ok(Mode::Local(queue)) => {
+                queue.arm(&mut queue.lock(), rung);
+            }
+            Ok(Mode::Remote { rx, .. }) => rx.source_arm(rung),
+            _ => {}
+        }
+    }
+
+    fn source_disarm(&self) {
+        match self.mode.try_borrow().as_deref() {
+            Ok(Mode::Local(queue)) => queue.disarm(),
+            Ok(Mode::Remote { rx, .. }) => rx.source_disarm(),
+            _ => {}
+        }
+    }
+
+    fn source_ended(&self) -> bool {
+        self.ready.ended.get()
+    }
+}
+
+/// A typed receiver joins a [`Select`](crate::Select) as a byte one does.
+impl<T: Serialize + DeserializeOwned + Send + 'static> Selectable for Receiver<T> {}
+
+/// A typed [`Receiver`] for async code on tokio (the `tokio` feature):
+/// it sleeps in tokio's own reactor on the receiver's readiness
+/// descriptor (see [`Receiver::ready_fd`]), with no helper thread, and
+/// follows the sender if it leaves this process. Cancel safety as the
+/// byte [`AsyncReceiver`](crate::AsyncReceiver)'s: a value is taken only
+/// in the poll that returns it.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let (tx, rx) = ferry::channel::<String>(16).unwrap();
+/// let mut rx = rx.into_async()?;
+/// let reader = tokio::spawn(async move { rx.recv().await });
+/// tx.send("hello".into())?;
+/// assert_eq!(reader.await??, "hello");
+/// # Ok(())
+/// # }
+/// ```
+#[cfg(feature = "tokio")]
+pub struct AsyncReceiver<T> {
+    rx: Receiver<T>,
+    bell: ::tokio::io::unix::AsyncFd<crate::channel::Bell>,
+}
+
+#[cfg(feature = "tokio")]
+impl<T> std::fmt::Debug for AsyncReceiver<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AsyncReceiver")
+            .field("rx", &self.rx)
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(feature = "tokio")]
+impl<T: Serialize + DeserializeOwned + Send + 'static> Receiver<T> {
+    /// This receiver for async code on tokio ([`AsyncReceiver`]). Call it
+    /// inside a tokio runtime (with its IO driver enabled).
+    ///
+    /// # Errors
+    ///
+    /// As [`Receiver::ready_fd`]; also outside a tokio runtime, or if the
+    /// runtime refuses to register the descriptor.
+    ///
+    /// # Panics
+    ///
+    /// As tokio's `AsyncFd`, if the runtime was built without its IO driver
+    /// (`enable_io`).
+    pub fn into_async(self) -> std::io::Result<AsyncReceiver<T>> {
+        let (bell, _) = self.descriptor()?;
+        let bell = crate::channel::register(&(bell as Descriptor), false)?;
+        Ok(AsyncReceiver { rx: self, bell })
+    }
+}
+
+#[cfg(feature = "tokio")]
+impl<T: Serialize + DeserializeOwned + Send + 'static> AsyncReceiver<T> {
+    /// Receives the next value, suspending the task until one arrives.
+    ///
+    /// # Errors
+    ///
+    /// As [`Receiver::recv`].
+    pub async fn recv(&mut self) -> Result<T, RecvError> {
+        std::future::poll_fn(|cx| self.poll_recv(cx)).await
+    }
+
+    /// Polls for the next value: `Ready` with it (or the error that ends
+    /// the stream), or `Pending` with the task woken when one may be there.
+    ///
+    /// # Errors
+    ///
+    /// As [`Receiver::recv`].
+    pub fn poll_recv(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<T, RecvError>> {
+        use std::task::Poll;
+        loop {
+            match self.rx.try_recv() {
+                Ok(value) => return Poll::Ready(Ok(value)),
+                Err(TryRecvError::Empty) => {} // armed: a send rings now
+                Err(e) => return Poll::Ready(Err(woken_error(e))),
+            }
+            // The sender may have left this process: values then come on
+            // a pipe with a descriptor of its own.
+            let now = match self.rx.descriptor() {
+                Ok((bell, _)) => bell as Descriptor,
+                Err(e) => return Poll::Ready(Err(RecvError::Io(e))),
+            };
+            if !self.bell.get_ref().is(&now) {
+                match crate::channel::register(&now, false) {
+                    Ok(bell) => self.bell = bell,
+                    Err(e) => return Poll::Ready(Err(RecvError::Io(e))),
+                }
+                continue;
+            }
+            let mut guard = match std::task::ready!(self.bell.poll_read_ready(cx)) {
+                Ok(guard) => guard,
+                Err(e) => return Poll::Ready(Err(RecvError::Io(e))),
+            };
+            // The next `try_recv` clears the descriptor itself.
+            guard.clear_ready();
+        }
+    }
+
+    /// The receiver back, for blocking use.
+    pub fn into_inner(self) -> Receiver<T> {
+        self.rx.source_disarm();
+        self.rx
+    }
+}
+
+/// Values until the sender is gone: the stream ends (`None`) on
+/// `Disconnected`; any other error is an item.
+#[cfg(feature = "tokio")]
+impl<T: Serialize + DeserializeOwned + Send + 'static> futures_core::Stream for AsyncReceiver<T> {
+    type Item = Result<T, RecvError>;
+
+    fn poll_next(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Self::Item>> {
+        match std::task::ready!(self.get_mut().poll_recv(cx)) {
+            Err(RecvError::Disconnected) => std::task::Poll::Ready(None),
+            other => std::task::Poll::Ready(Some(other)),
+        }
+    }
+}
+
+/// What an async receive reports for a `try_recv` error other than `Empty`
+/// (`Empty` after a wake cannot reach here: it waits again).
+#[cfg(feature = "tokio")]
+fn woken_error(e: TryRecvError) -> RecvError {
+    match e {
+        TryRecvError::Disconnected => RecvError::Disconnected,
+        TryRecvError::Protocol(p) => RecvError::Protocol(p),
+        TryRecvError::Io(e) => RecvError::Io(e),
+        TryRecvError::Decode(e) => RecvError::Decode(e),
+        TryRecvError::Empty => RecvError::Io(std::io::Error::other("empty after a wake")),
     }
 }

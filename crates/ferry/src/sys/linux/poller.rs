@@ -55,6 +55,12 @@ impl Poller {
         Ok(epoll::add(&self.epoll, fd, EventData::new_u64(key), flags)?)
     }
 
+    /// Stops watching `fd` ([`epoll_ctl(2)`](https://man7.org/linux/man-pages/man2/epoll_ctl.2.html),
+    /// `EPOLL_CTL_DEL`); `NotFound` if it was not watched.
+    pub(crate) fn delete(&self, fd: BorrowedFd<'_>) -> io::Result<()> {
+        Ok(epoll::delete(&self.epoll, fd)?)
+    }
+
     /// Waits until a watched descriptor is ready, or `timeout` passes
     /// (`None`: no timeout), and appends the ready keys to `keys`
     /// ([`epoll_wait(2)`](https://man7.org/linux/man-pages/man2/epoll_wait.2.html)).

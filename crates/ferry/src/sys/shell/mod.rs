@@ -384,6 +384,9 @@ pub(crate) mod poller {
         pub(crate) fn add(&self, _fd: BorrowedFd<'_>, _key: u64, _i: Interest) -> io::Result<()> {
             match self.0 {}
         }
+        pub(crate) fn delete(&self, _fd: BorrowedFd<'_>) -> io::Result<()> {
+            match self.0 {}
+        }
         pub(crate) fn wait(&self, _keys: &mut Vec<u64>, _t: Option<Duration>) -> io::Result<()> {
             match self.0 {}
         }

@@ -116,7 +116,7 @@ pub(super) struct Half {
     /// The link to the process holding the ring's other side.
     pub(super) link: LinkCell,
     wait: AtomicU8,
-    pub(super) limit: usize,
+    pub(super) limit: Setting,
     /// Whether this process holds the other half of the same pipe end too
     /// (then this thread's CPU is published on both, as a hint to the
     /// peer's waits). Atomic: a sender's clones share its half, and
@@ -162,7 +162,7 @@ impl Half {
             part,
             link,
             wait: AtomicU8::new(options.wait.to_u8()),
-            limit: options.limit,
+            limit: Setting::new(options.limit),
             joined: AtomicBool::new(false),
             moved: AtomicBool::new(false),
             broken: OnceLock::new(),
@@ -434,5 +434,34 @@ fn doorbell_error(fault: SendFault) -> std::io::Error {
         ),
         SendFault::Disconnected => Error::new(ErrorKind::BrokenPipe, "the peer is gone"),
         other => Error::other(format!("handing the doorbell to the peer: {other:?}")),
+    }
+}
+
+/// A size setting of one handle (its message limit, its out-of-line
+/// size): read on every call, changed through `&self` by a setter, as
+/// every setting of a pipe's handles is (`set_wait` too).
+#[derive(Debug)]
+pub(super) struct Setting(std::sync::atomic::AtomicUsize);
+
+impl Setting {
+    pub(super) fn new(value: usize) -> Self {
+        Self(std::sync::atomic::AtomicUsize::new(value))
+    }
+
+    /// Relaxed: a setting orders nothing else; a call sees it or the one
+    /// before.
+    #[inline]
+    pub(super) fn get(&self) -> usize {
+        self.0.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    pub(super) fn set(&self, value: usize) {
+        self.0.store(value, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+impl Clone for Setting {
+    fn clone(&self) -> Self {
+        Self::new(self.get())
     }
 }

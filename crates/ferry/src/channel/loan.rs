@@ -141,7 +141,7 @@ impl Sender {
     /// slot, the common loan; a block is taken out of line.
     #[inline(always)]
     fn lend_slot(&self, len: usize) -> Result<Slot, SendFault> {
-        if len > self.limit || (len >= LOAN_IN_PLACE.min(self.out_of_line) && self.is_linked()) {
+        if len > self.limit.get() || (len >= LOAN_IN_PLACE.min(self.out_of_line.get()) && self.is_linked()) {
             return self.lend_large_slot(len);
         }
         Ok(Slot::Heap(super::spare::zeroed(len)))
@@ -150,10 +150,10 @@ impl Sender {
     /// [`Sender::lend_slot`] past the limit, or for a block.
     #[inline(never)]
     fn lend_large_slot(&self, len: usize) -> Result<Slot, SendFault> {
-        if len > self.limit {
+        if len > self.limit.get() {
             return Err(SendFault::TooLarge {
                 len,
-                limit: self.limit,
+                limit: self.limit.get(),
             });
         }
         let block = match self.core.half.link.get() {

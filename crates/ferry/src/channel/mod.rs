@@ -725,31 +725,31 @@ half_settings!(Receiver, half);
 impl Sender {
     /// The largest message this sender sends.
     pub fn max_message(&self) -> usize {
-        self.limit
+        self.limit.get()
     }
 
     /// Sets the largest message this sender sends (this clone only).
-    pub fn set_max_message(&mut self, limit: usize) {
-        self.limit = limit;
+    pub fn set_max_message(&self, limit: usize) {
+        self.limit.set(limit);
     }
 
     /// Sets the size from which messages to another process travel out of
     /// line, in a shared-memory block ([`OUT_OF_LINE`] by default;
     /// `usize::MAX` never).
-    pub fn set_out_of_line(&mut self, bytes: usize) {
-        self.out_of_line = bytes;
+    pub fn set_out_of_line(&self, bytes: usize) {
+        self.out_of_line.set(bytes);
     }
 }
 
 impl Receiver {
     /// The largest message this receiver accepts.
     pub fn max_message(&self) -> usize {
-        self.half.limit
+        self.half.limit.get()
     }
 
     /// Sets the largest message this receiver accepts.
-    pub fn set_max_message(&mut self, limit: usize) {
-        self.half.limit = limit;
+    pub fn set_max_message(&self, limit: usize) {
+        self.half.limit.set(limit);
     }
 }
 

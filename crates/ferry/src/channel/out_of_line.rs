@@ -122,7 +122,7 @@ impl Sender {
         bytes: &[u8],
         deadline: Option<Instant>,
     ) -> Result<Option<(u32, Block)>, SendFault> {
-        if bytes.len() < self.out_of_line {
+        if bytes.len() < self.out_of_line.get() {
             return Ok(None);
         }
         let Some((id, mut block)) = self.lend_block(link, bytes.len(), deadline)? else {

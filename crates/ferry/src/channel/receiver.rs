@@ -597,7 +597,7 @@ impl Receiver {
         // wait) is a whole message without handles. Anything else is put
         // together by `assemble`, which checks the frame from the start.
         let frame = self.next_frame(rx, deadline)?;
-        if frame.tag() != PLAIN_WHOLE || frame.len() > self.half.limit {
+        if frame.tag() != PLAIN_WHOLE || frame.len() > self.half.limit.get() {
             return self.assemble(rx, out, deadline, Some(frame));
         }
         out.bytes.clear();
@@ -631,7 +631,7 @@ impl Receiver {
         let frame = self
             .next_frame(&mut rx, None)
             .inspect_err(|fault| self.note_end(fault))?;
-        if frame.tag() != PLAIN_WHOLE || frame.len() > self.half.limit {
+        if frame.tag() != PLAIN_WHOLE || frame.len() > self.half.limit.get() {
             return Ok(Err(read));
         }
         rx.waiter.share.last_len = frame.len();
@@ -797,7 +797,7 @@ impl Receiver {
 
     /// Refuses a message longer than this end accepts.
     fn check_len(&self, len: u64) -> Result<(), RecvFault> {
-        match len > self.half.limit as u64 {
+        match len > self.half.limit.get() as u64 {
             true => Err(self.half.corrupt(Violation::MessageTooLarge).into()),
             false => Ok(()),
         }

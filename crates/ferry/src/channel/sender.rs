@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::error::SendFault;
-use super::half::Half;
+use super::half::{Half, Setting};
 use super::lock::{Guard, Lock};
 use super::wait::{Stop, Waiter};
 use super::{End, SendError, SendTimeoutError, SendWithError, TrySendError};
@@ -213,9 +213,9 @@ fn stop_to_error(half: &Half, stop: Stop) -> SendFault {
 pub struct Sender {
     pub(super) core: Arc<Core>,
     /// The largest message this handle sends.
-    pub(super) limit: usize,
+    pub(super) limit: Setting,
     /// Messages from this many bytes travel out of line (to another process).
-    pub(super) out_of_line: usize,
+    pub(super) out_of_line: Setting,
 }
 
 /// What the clones of one sender share: their side of the ring and the
@@ -249,8 +249,8 @@ impl Clone for Sender {
         self.core.cloned.store(true, Ordering::Relaxed);
         Self {
             core: Arc::clone(&self.core),
-            limit: self.limit,
-            out_of_line: self.out_of_line,
+            limit: self.limit.clone(),
+            out_of_line: self.out_of_line.clone(),
         }
     }
 }
@@ -264,13 +264,13 @@ impl Sender {
             ends: std::collections::VecDeque::new(),
         });
         Ok(Self {
-            limit: half.limit,
+            limit: half.limit.clone(),
             core: Arc::new(Core {
                 half,
                 tx: Lock::new(tx),
                 cloned: AtomicBool::new(false),
             }),
-            out_of_line: options.out_of_line,
+            out_of_line: Setting::new(options.out_of_line),
         })
     }
 
@@ -721,7 +721,8 @@ impl Sender {
         let mut tx = self.begin_send(0, deadline)?;
         let max = self
             .limit
-            .min(self.out_of_line.saturating_sub(1))
+            .get()
+            .min(self.out_of_line.get().saturating_sub(1))
             .min(tx.ring.max_body() / 2);
         if min > max {
             return Ok(false);
@@ -749,7 +750,7 @@ impl Sender {
     /// block (then the typed layer encodes it straight into a loaned one).
     #[cfg(feature = "serde")]
     pub(crate) fn goes_out_of_line(&self, len: usize) -> bool {
-        len >= self.out_of_line
+        len >= self.out_of_line.get()
             && self.core.half.link().is_some()
             && crate::pool::block::class_for(len).is_some()
     }
@@ -816,10 +817,10 @@ impl Sender {
                 "a pipe end cannot travel over the ring it receives from",
             ));
         }
-        if bytes.len() > self.limit {
+        if bytes.len() > self.limit.get() {
             return Err(SendFault::TooLarge {
                 len: bytes.len(),
-                limit: self.limit,
+                limit: self.limit.get(),
             });
         }
         let mut claims = Vec::new();
@@ -876,8 +877,8 @@ impl Sender {
         // for it now, on a pipe in good order. Anything else (a full ring,
         // a large message, an owed abort, a failure to report) takes the
         // general path below, which checks it all again.
-        if bytes.len() < self.out_of_line
-            && bytes.len() <= self.limit
+        if bytes.len() < self.out_of_line.get()
+            && bytes.len() <= self.limit.get()
             && self.core.half.in_good_order()
         {
             let Some(mut tx) = self.core.tx.lock_until(deadline, &self.core.half) else {
@@ -907,7 +908,7 @@ impl Sender {
         len: usize,
         write: F,
     ) -> Result<Result<(), F>, SendFault> {
-        if len >= self.out_of_line || len > self.limit {
+        if len >= self.out_of_line.get() || len > self.limit.get() {
             return Ok(Err(write));
         }
         let mut tx = self.begin_send(len, None)?;
@@ -991,7 +992,7 @@ impl Sender {
         self.settle_abort(&mut tx, deadline)?;
         // Between processes, large messages go out of line; one larger than
         // the largest block travels in pieces.
-        let small = bytes.len() < self.out_of_line
+        let small = bytes.len() < self.out_of_line.get()
             || self.core.half.link().is_none()
             || crate::pool::block::class_for(bytes.len()).is_none();
         if small && bytes.len() <= tx.ring.max_body() / 2 {
@@ -1125,10 +1126,10 @@ impl Sender {
 
     /// Checks a message of `len` bytes may be sent, and takes the send lock.
     fn lock_send(&self, len: usize, deadline: Option<Instant>) -> Result<Guard<'_, Tx>, SendFault> {
-        if len > self.limit {
+        if len > self.limit.get() {
             return Err(SendFault::TooLarge {
                 len,
-                limit: self.limit,
+                limit: self.limit.get(),
             });
         }
         if let Some(failure) = self.core.half.failure() {

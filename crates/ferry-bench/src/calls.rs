@@ -597,7 +597,7 @@ impl<F: Func, C: Channel> Caller<F> for Hop<F, C> {
 
 /// Receives the next message into `buf`; `false` once the other end closed.
 fn recv_into(pipe: &Pipe, buf: &mut Vec<u8>) -> Result<bool, Error> {
-    match pipe.recv_into(buf) {
+    match pipe.receiver().recv_into(buf) {
         Ok(()) => Ok(true),
         Err(RecvError::Disconnected) => Ok(false),
         Err(e) => Err(e).context("receiving on the ferry pipe"),

@@ -160,7 +160,7 @@ pub fn serve_child() -> Result<(), Error> {
     let main = ferry::Pipe::from_parent().context("taking the pipe from the parent")?;
     let mut held = Vec::new();
     loop {
-        let msg = main.recv_with().context("receiving pipe ends")?;
+        let msg = main.receiver().recv_with().context("receiving pipe ends")?;
         if msg.bytes == b"done" {
             break;
         }
@@ -188,7 +188,8 @@ fn spawn_holder(pipes: usize) -> Result<(Child, ferry::Pipe, Vec<ferry::Pipe>), 
         near.push(a);
         far.push(b);
         if far.len() == 16 || i + 1 == pipes {
-            main.send_with(b"ends", std::mem::take(&mut far))
+            main.sender()
+                .send_with(b"ends", std::mem::take(&mut far))
                 .context("moving pipe ends to the child")?;
         }
     }

@@ -23,7 +23,7 @@ fn small(c: &mut Criterion) {
     group.bench_function("send+recv 144 B, one thread", |bench| {
         bench.iter(|| {
             a.send(black_box(&message)).expect("send");
-            b.recv_into(&mut inbox).expect("recv");
+            b.receiver().recv_into(&mut inbox).expect("recv");
             black_box(&inbox);
         });
     });
@@ -37,7 +37,7 @@ fn large(c: &mut Criterion) {
         .expect("a pipe");
     let receiver = thread::spawn(move || {
         let mut inbox = Vec::new();
-        while b.recv_into(&mut inbox).is_ok() {
+        while b.receiver().recv_into(&mut inbox).is_ok() {
             assert_eq!(inbox.len(), LARGE);
             if b.send(&[]).is_err() {
                 break;
@@ -51,7 +51,9 @@ fn large(c: &mut Criterion) {
     group.bench_function("send+recv 100 KB in pieces, two threads", |bench| {
         bench.iter(|| {
             a.send(black_box(&message)).expect("send");
-            a.recv_into(&mut ack).expect("the acknowledgement");
+            a.receiver()
+                .recv_into(&mut ack)
+                .expect("the acknowledgement");
         });
     });
     group.finish();

@@ -7,7 +7,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         // The child: echo every message back until the parent hangs up.
         let pipe = ferry::Pipe::from_parent()?;
         let mut buf = Vec::new();
-        while pipe.recv_into(&mut buf).is_ok() {
+        while pipe.receiver().recv_into(&mut buf).is_ok() {
             pipe.send(&buf)?;
         }
         return Ok(());

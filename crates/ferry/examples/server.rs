@@ -42,7 +42,7 @@ fn server(clients: usize) -> Result<(), Box<dyn std::error::Error>> {
             }
             Err(e) => return Err(e.into()),
         };
-        let mut message = client.pipe.recv_with()?;
+        let mut message = client.pipe.receiver().recv_with()?;
         let fd = message.fds.pop().ok_or("a client sent no descriptor")?;
         let mut data = String::new();
         let mut file = File::from(fd);
@@ -74,7 +74,8 @@ fn client() -> Result<(), Box<dyn std::error::Error>> {
     let memfd = rustix::fs::memfd_create("example-data", rustix::fs::MemfdFlags::CLOEXEC)?;
     let mut file = File::from(memfd);
     write!(file, "hello from process {}", std::process::id())?;
-    pipe.send_with(b"here is my data", vec![ferry::End::from(file)])?;
+    pipe.sender()
+        .send_with(b"here is my data", vec![ferry::End::from(file)])?;
     let reply = pipe.recv()?;
     println!(
         "client {}: {}",

@@ -208,7 +208,7 @@ fn capacity_reaches_the_child() {
     const CAPACITY: usize = 16 * KIB;
     if common::role().is_some() {
         let (_dog, pipe) = child_pipe();
-        assert_eq!(pipe.capacity(), CAPACITY);
+        assert_eq!(pipe.sender().capacity(), CAPACITY);
         return;
     }
     let options = PipeOptions::new().capacity(CAPACITY);
@@ -220,7 +220,7 @@ fn max_message_reaches_the_child() {
     const LIMIT: usize = 100_000;
     if common::role().is_some() {
         let (_dog, pipe) = child_pipe();
-        assert_eq!(pipe.max_message(), LIMIT);
+        assert_eq!(pipe.sender().max_message(), LIMIT);
         match pipe.send(&vec![1; LIMIT + 1]) {
             Err(SendError::TooLarge { len, limit }) => assert_eq!((len, limit), (LIMIT + 1, LIMIT)),
             other => panic!("a message over the limit: {other:?}"),
@@ -237,8 +237,8 @@ fn max_message_reaches_the_child() {
 #[test]
 fn wait_reaches_the_child() {
     match common::role().as_deref() {
-        Some("block") => return assert_eq!(child_pipe().1.wait_strategy(), Wait::Sleep),
-        Some("spin") => return assert_eq!(child_pipe().1.wait_strategy(), Wait::Spin),
+        Some("block") => return assert_eq!(child_pipe().1.sender().wait(), Wait::Sleep),
+        Some("spin") => return assert_eq!(child_pipe().1.sender().wait(), Wait::Spin),
         _ => {}
     }
     for (role, wait) in [("block", Wait::Sleep), ("spin", Wait::Spin)] {
@@ -274,7 +274,7 @@ fn out_of_line_reaches_the_child() {
     for (role, threshold, len, in_place) in OUT_OF_LINE_CASES {
         let options = PipeOptions::new().out_of_line(threshold);
         with_child(this_test!(), role, &options, |pipe| {
-            let view = pipe.recv_shared().expect("the child's message");
+            let view = pipe.receiver().recv_shared().expect("the child's message");
             assert_eq!(view.is_in_place(), in_place, "{role}: {len} bytes");
             assert!(*view == *sized(len), "{role}: the message changed");
         });

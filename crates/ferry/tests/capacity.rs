@@ -78,8 +78,11 @@ fn a_pipe_with_a_message_capacity_holds_that_many_each_way() {
     fill_bytes(a.sender());
     fill_bytes(b.sender());
     assert_eq!(b.recv().unwrap(), [0]);
-    a.try_send(b"one more").unwrap();
-    assert!(matches!(a.try_send(b"over"), Err(TrySendError::Full)));
+    a.sender().try_send(b"one more").unwrap();
+    assert!(matches!(
+        a.sender().try_send(b"over"),
+        Err(TrySendError::Full)
+    ));
 }
 
 /// The child takes the receiver; it receives one message when told, then
@@ -88,7 +91,7 @@ fn a_pipe_with_a_message_capacity_holds_that_many_each_way() {
 fn a_byte_channel_holds_capacity_messages_with_the_receiver_in_a_child() {
     if common::role().is_some() {
         let (_dog, main) = common::child_pipe("child", secs(30));
-        let mut msg = main.recv_with().expect("the receiver");
+        let mut msg = main.receiver().recv_with().expect("the receiver");
         let rx = msg.receivers.pop().expect("a receiver");
         assert_eq!(main.recv().unwrap(), b"take one");
         assert_eq!(rx.recv().unwrap(), [0]);
@@ -103,7 +106,7 @@ fn a_byte_channel_holds_capacity_messages_with_the_receiver_in_a_child() {
     let dog = common::Watchdog::start(this_test!(), secs(30));
     let (child, main) = common::spawn_child(&dog, this_test!(), "child", &PipeOptions::new());
     let (tx, rx) = ferry::bytes::channel(CAPACITY).unwrap();
-    main.send_with(b"the receiver", vec![rx]).unwrap();
+    main.sender().send_with(b"the receiver", vec![rx]).unwrap();
     fill_bytes(&tx);
     std::thread::scope(|s| {
         let waiting = s.spawn(|| tx.send(b"late").unwrap());
@@ -195,7 +198,7 @@ mod typed {
     fn a_typed_channel_holds_capacity_values_with_the_receiver_in_a_child() {
         if common::role().is_some() {
             let (_dog, main) = common::child_pipe("child", secs(30));
-            let mut msg = main.recv_with().expect("the receiver");
+            let mut msg = main.receiver().recv_with().expect("the receiver");
             let rx = ferry::typed::Receiver::<u32>::from_bytes(msg.receivers.pop().unwrap());
             assert_eq!(main.recv().unwrap(), b"take one");
             assert_eq!(rx.recv().unwrap(), 0);
@@ -210,7 +213,8 @@ mod typed {
         let dog = common::Watchdog::start(this_test!(), secs(30));
         let (child, main) = common::spawn_child(&dog, this_test!(), "child", &PipeOptions::new());
         let (tx, rx) = ferry::channel::<u32>(CAPACITY).unwrap();
-        main.send_with(b"the receiver", vec![rx.into_bytes().unwrap()])
+        main.sender()
+            .send_with(b"the receiver", vec![rx.into_bytes().unwrap()])
             .unwrap();
         fill(&tx);
         let waiting = std::thread::spawn(move || {

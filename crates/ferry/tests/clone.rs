@@ -119,7 +119,7 @@ fn eight_clones_send_in_order_into_one_receiver_in_one_process() {
 fn eight_clones_send_in_order_into_one_receiver_in_a_child() {
     if common::role().is_some() {
         let (_dog, main) = common::child_pipe("child", secs(120));
-        let mut msg = main.recv_with().expect("the receiver");
+        let mut msg = main.receiver().recv_with().expect("the receiver");
         let rx = msg.receivers.pop().expect("a receiver");
         let mut tally = Tally::default();
         loop {
@@ -138,7 +138,7 @@ fn eight_clones_send_in_order_into_one_receiver_in_a_child() {
     let dog = common::Watchdog::start(this_test!(), secs(120));
     let (child, main) = common::spawn_child(&dog, this_test!(), "child", &PipeOptions::new());
     let (tx, rx) = ferry::bytes::channel(64).unwrap();
-    main.send_with(b"the receiver", vec![rx]).unwrap();
+    main.sender().send_with(b"the receiver", vec![rx]).unwrap();
     send_from_clones(&tx);
     drop(tx);
     let report = main.recv().expect("the child's tally");
@@ -159,7 +159,7 @@ fn a_clone_outlives_its_pipe_end() {
     assert!(matches!(b.send(b"x"), Err(SendError::Disconnected)));
     // Its sending half is not: a clone of it lives.
     assert!(matches!(
-        b.recv_timeout(Duration::from_millis(50)),
+        b.receiver().recv_timeout(Duration::from_millis(50)),
         Err(RecvTimeoutError::Timeout)
     ));
     tx.send(b"still here").unwrap();
@@ -174,7 +174,7 @@ fn a_clone_outlives_its_pipe_end() {
 fn a_sender_with_clones_does_not_travel() {
     if common::role().is_some() {
         let (_dog, main) = common::child_pipe("child", secs(30));
-        let mut msg = main.recv_with().expect("the sender");
+        let mut msg = main.receiver().recv_with().expect("the sender");
         let tx = msg.senders.pop().expect("a sender");
         tx.send(b"from the child").unwrap();
         return;
@@ -183,7 +183,10 @@ fn a_sender_with_clones_does_not_travel() {
     let (child, main) = common::spawn_child(&dog, this_test!(), "child", &PipeOptions::new());
     let (tx, rx) = ferry::bytes::channel(4).unwrap();
     let clone = tx.clone();
-    let refused = main.send_with(b"the sender", vec![tx]).unwrap_err();
+    let refused = main
+        .sender()
+        .send_with(b"the sender", vec![tx])
+        .unwrap_err();
     assert!(
         matches!(refused.error, SendError::NotTransferable(why) if why.contains("clones")),
         "{:?}",
@@ -191,7 +194,7 @@ fn a_sender_with_clones_does_not_travel() {
     );
     let (a, _b) = ferry::pipe().unwrap();
     let pipe_clone = a.sender().clone();
-    let refused_pipe = main.send_with(b"the pipe", vec![a]).unwrap_err();
+    let refused_pipe = main.sender().send_with(b"the pipe", vec![a]).unwrap_err();
     assert!(matches!(refused_pipe.error, SendError::NotTransferable(_)));
     assert_eq!(refused_pipe.ends.len(), 1);
     drop(pipe_clone);
@@ -200,7 +203,7 @@ fn a_sender_with_clones_does_not_travel() {
         panic!("the sender was not handed back");
     };
     drop(clone);
-    main.send_with(b"the sender", vec![tx]).unwrap();
+    main.sender().send_with(b"the sender", vec![tx]).unwrap();
     assert_eq!(rx.recv().unwrap(), b"from the child");
     child.wait_ok();
 }

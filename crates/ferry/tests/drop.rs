@@ -51,12 +51,12 @@ fn recv_all_then_disconnected(pipe: &Pipe) {
     assert!(started.elapsed() < secs(1), "slow to see the end");
     assert!(matches!(pipe.recv(), Err(RecvError::Disconnected)));
     assert!(matches!(
-        pipe.try_recv(),
+        pipe.receiver().try_recv(),
         Err(ferry::TryRecvError::Disconnected)
     ));
     assert!(matches!(pipe.send(b"x"), Err(SendError::Disconnected)));
     assert!(matches!(
-        pipe.try_send(b"x"),
+        pipe.sender().try_send(b"x"),
         Err(ferry::TrySendError::Disconnected)
     ));
 }
@@ -143,7 +143,7 @@ fn in_process_drop_wakes_blocked_calls() {
         assert!(latency < secs(1), "{wait:?}: {latency:?}");
 
         let (a, b) = options.pipe().expect("pipe");
-        while b.try_send(&[0; 100]).is_ok() {}
+        while b.sender().try_send(&[0; 100]).is_ok() {}
         let (result, latency) = drop_during(a, || b.send(&[1; 100]));
         eprintln!("{wait:?} send: Disconnected {latency:?} after the drop");
         assert!(matches!(result, Err(SendError::Disconnected)), "{result:?}");
@@ -183,13 +183,13 @@ fn in_process_drop_with_messages_in_flight() {
     drop(a);
     assert!(matches!(b.send(b"three"), Err(SendError::Disconnected)));
     assert_eq!(b.recv().expect("one"), b"one");
-    assert_eq!(b.try_recv().expect("two"), b"two");
+    assert_eq!(b.receiver().try_recv().expect("two"), b"two");
     assert!(matches!(
-        b.try_recv(),
+        b.receiver().try_recv(),
         Err(ferry::TryRecvError::Disconnected)
     ));
     assert!(matches!(
-        b.recv_timeout(secs(5)),
+        b.receiver().recv_timeout(secs(5)),
         Err(ferry::RecvTimeoutError::Disconnected)
     ));
 }

@@ -100,7 +100,8 @@ fn round(main: &Pipe, i: u64) {
     ];
     let mut request = vec![KINDS];
     request.extend_from_slice(&u64_msg(i));
-    main.send_with(&request, ends)
+    main.sender()
+        .send_with(&request, ends)
         .unwrap_or_else(|e| panic!("round {i}: send_with: {e}"));
     let reply = main.recv().expect("the child's reply");
     assert_eq!(
@@ -130,7 +131,7 @@ fn child_fds(main: &Pipe) -> usize {
 fn child() {
     let (_dog, main) = common::child_pipe("child", secs(60));
     loop {
-        let message = main.recv_with().expect("a request");
+        let message = main.receiver().recv_with().expect("a request");
         match message.bytes[0] {
             KINDS => {
                 let i = msg_u64(&message.bytes[1..]);
@@ -188,6 +189,7 @@ struct NameOnly {
 
 fn serve_typed(main: &Pipe) {
     let pipe = main
+        .receiver()
         .recv_with()
         .expect("the typed pipe")
         .pipes
@@ -240,7 +242,9 @@ fn typed_descriptor_fields_travel_and_unclaimed_ones_are_closed() {
     let (child, main) = common::spawn_child(&dog, this_test!(), "child", &PipeOptions::new());
     let (near, far) = ferry::pipe().expect("a pipe");
     main.send(&[TYPED]).expect("typed");
-    main.send_with(b"", vec![far]).expect("send the typed pipe");
+    main.sender()
+        .send_with(b"", vec![far])
+        .expect("send the typed pipe");
     let (tx, rx) = near.split();
     let uploads = ferry::typed::Sender::<Upload>::from_bytes(tx);
     let replies = ferry::typed::Receiver::<String>::from_bytes(rx);
@@ -292,7 +296,7 @@ fn refusals_leave_descriptor_counts_unchanged() {
     let many: Vec<End> = (0..=ferry::MAX_HANDLES)
         .map(|_| End::Fd(memfd("").into()))
         .collect();
-    let refused = main.send_with(b"", many).expect_err("254 handles");
+    let refused = main.sender().send_with(b"", many).expect_err("254 handles");
     assert!(
         matches!(refused.error, SendError::NotTransferable(_)),
         "{}",
@@ -308,9 +312,16 @@ fn refusals_leave_descriptor_counts_unchanged() {
     // Within one process a descriptor rides the pipe too (in its own
     // queue, no socket).
     let (a, b) = ferry::pipe().expect("a pipe");
-    a.send_with(b"x", vec![End::Fd(memfd("").into())])
+    a.sender()
+        .send_with(b"x", vec![End::Fd(memfd("").into())])
         .expect("in-process");
-    let fd = b.recv_with().expect("x").fds.pop().expect("delivered");
+    let fd = b
+        .receiver()
+        .recv_with()
+        .expect("x")
+        .fds
+        .pop()
+        .expect("delivered");
     assert!(rustix::fs::fstat(fd.as_fd()).is_ok(), "still open");
     drop((fd, a, b));
 
@@ -320,7 +331,9 @@ fn refusals_leave_descriptor_counts_unchanged() {
             .map(|_| End::Fd(memfd("").into()))
             .collect();
         main.send(&[DROP_ALL]).expect("drop");
-        main.send_with(b"dropped", full).expect("253 descriptors");
+        main.sender()
+            .send_with(b"dropped", full)
+            .expect("253 descriptors");
         assert_eq!(main.recv().expect("dropped"), b"dropped");
     }
     let after = (common::settled_fd_count(), child_fds(&main));

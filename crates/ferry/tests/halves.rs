@@ -16,7 +16,7 @@ const ROUNDS: usize = 200;
 fn a_sender_half_travels_and_its_ring_keeps_working() {
     if common::role().is_some() {
         let (_dog, main) = common::child_pipe("child", secs(30));
-        let mut msg = main.recv_with().expect("the half");
+        let mut msg = main.receiver().recv_with().expect("the half");
         assert_eq!(msg.bytes, b"take this sender");
         assert!(msg.pipes.is_empty() && msg.receivers.is_empty());
         let tx = msg.senders.pop().expect("a sender");
@@ -31,7 +31,8 @@ fn a_sender_half_travels_and_its_ring_keeps_working() {
     let (mut child, main) = common::spawn_child(&dog, this_test!(), "child", &PipeOptions::new());
     let (a, b) = ferry::pipe().unwrap();
     let (a_tx, a_rx) = a.split();
-    main.send_with(b"take this sender", vec![a_tx])
+    main.sender()
+        .send_with(b"take this sender", vec![a_tx])
         .expect("send the half");
     for i in 0..ROUNDS {
         assert_eq!(b.recv().unwrap(), format!("from the child {i}").as_bytes());
@@ -53,7 +54,7 @@ fn a_sender_half_travels_and_its_ring_keeps_working() {
 fn a_receiver_half_travels_and_reads_what_is_sent_here() {
     if common::role().is_some() {
         let (_dog, main) = common::child_pipe("child", secs(30));
-        let mut msg = main.recv_with().expect("the half");
+        let mut msg = main.receiver().recv_with().expect("the half");
         let rx = msg.receivers.pop().expect("a receiver");
         loop {
             match rx.recv() {
@@ -69,7 +70,8 @@ fn a_receiver_half_travels_and_reads_what_is_sent_here() {
     let (mut child, main) = common::spawn_child(&dog, this_test!(), "child", &PipeOptions::new());
     let (a, b) = ferry::pipe().unwrap();
     let (b_tx, b_rx) = b.split();
-    main.send_with(b"take this receiver", vec![End::from(b_rx)])
+    main.sender()
+        .send_with(b"take this receiver", vec![End::from(b_rx)])
         .expect("send the half");
     for i in 0..ROUNDS {
         let msg = format!("to the child {i}");
@@ -91,7 +93,7 @@ fn a_receiver_half_travels_and_reads_what_is_sent_here() {
 fn halves_that_cannot_travel_are_handed_back() {
     if common::role().is_some() {
         let (_dog, main) = common::child_pipe("child", secs(30));
-        while let Ok(msg) = main.recv_with() {
+        while let Ok(msg) = main.receiver().recv_with() {
             let ends = msg.pipes.len() + msg.senders.len() + msg.receivers.len();
             main.send(&[ends as u8]).expect("count");
         }
@@ -104,6 +106,7 @@ fn halves_that_cannot_travel_are_handed_back() {
     let (b_tx, b_rx) = b.split();
     // a_tx writes ring 0, b_rx reads it.
     let refused = main
+        .sender()
         .send_with(b"", vec![End::from(a_tx), End::from(b_rx)])
         .expect_err("both sides of ring 0");
     assert!(
@@ -116,9 +119,12 @@ fn halves_that_cannot_travel_are_handed_back() {
         panic!("the ends come back in order");
     };
     // One side of ring 0 leaves; the other may not follow it.
-    main.send_with(b"", vec![a_tx]).expect("a_tx alone");
+    main.sender()
+        .send_with(b"", vec![a_tx])
+        .expect("a_tx alone");
     assert_eq!(main.recv().unwrap(), [1]);
     let refused = main
+        .sender()
         .send_with(b"", vec![b_rx])
         .expect_err("its twin has left");
     assert!(
@@ -126,7 +132,7 @@ fn halves_that_cannot_travel_are_handed_back() {
         "{refused}"
     );
     // Ring 1's sides are both still here: either may go.
-    main.send_with(b"", vec![b_tx]).expect("b_tx");
+    main.sender().send_with(b"", vec![b_tx]).expect("b_tx");
     assert_eq!(main.recv().unwrap(), [1]);
     drop(a_rx);
     drop(main);

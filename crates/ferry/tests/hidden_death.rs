@@ -45,7 +45,10 @@ enum Call {
 /// its socket (kept open, returned); otherwise its last words.
 fn take_message(pipe: &Pipe, attack: &str) -> Vec<OwnedFd> {
     if attack.contains("-named-") {
-        let message = pipe.recv_with().expect("the message naming the socket");
+        let message = pipe
+            .receiver()
+            .recv_with()
+            .expect("the message naming the socket");
         assert_eq!(
             message.bytes, NAMING,
             "{attack}: the message naming the socket"
@@ -74,7 +77,10 @@ fn expect_gone(pipe: Pipe, call: Call, what: &str) -> Result<(), String> {
     thread::spawn(move || {
         let got = match call {
             Call::Blocking => receiver.recv().map_err(|e| format!("{e:?}")),
-            Call::Timeout => receiver.recv_timeout(TIMEOUT).map_err(|e| format!("{e:?}")),
+            Call::Timeout => receiver
+                .receiver()
+                .recv_timeout(TIMEOUT)
+                .map_err(|e| format!("{e:?}")),
         };
         let _ = tx.send((got, start.elapsed()));
     });

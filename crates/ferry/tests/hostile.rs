@@ -223,7 +223,7 @@ fn positions_victim(test: &str, role: &str) {
         &PipeOptions::new(),
     );
     stage("recv_with");
-    let got = v.boot.recv_with();
+    let got = v.boot.receiver().recv_with();
     let report = Report::new().text("recv_with", outcome(&got));
     let pipes = got.map(|m| m.pipes).unwrap_or_default();
     let mut report = report.num("ends", pipes.len() as u64);
@@ -239,9 +239,9 @@ fn positions_victim(test: &str, role: &str) {
 /// `try_send` (the write that would land out of bounds), then `try_recv`.
 fn first_use(end: &Pipe, report: Report) -> Report {
     stage("try_send");
-    let sent = end.try_send(b"hello");
+    let sent = end.sender().try_send(b"hello");
     stage("try_recv");
-    let got = end.try_recv();
+    let got = end.receiver().try_recv();
     report
         .text("try_send", outcome(&sent))
         .text("try_recv", outcome(&got))
@@ -262,7 +262,9 @@ fn round_trips(end: &Pipe, report: Report) -> Report {
         // attacker's ring (some frames cross its end: those are copied).
         let sent = match i % 2 {
             0 => end.send(&msg),
-            _ => end.send_in_place(msg.len(), |slot| slot.copy_from_slice(&msg)),
+            _ => end
+                .sender()
+                .send_in_place(msg.len(), |slot| slot.copy_from_slice(&msg)),
         };
         if let Err(e) = sent {
             return report
@@ -270,10 +272,10 @@ fn round_trips(end: &Pipe, report: Report) -> Report {
                 .text("echo", format!("send: {e:?}"));
         }
         let got = match i % 2 {
-            0 => end.recv_timeout(secs(2)),
+            0 => end.receiver().recv_timeout(secs(2)),
             // No deadline here: an attacker that stops echoing leaves the
             // victim to its run limit, which fails the test as a hang.
-            _ => match end.recv_in_place(|reply| reply.to_vec()) {
+            _ => match end.receiver().recv_in_place(|reply| reply.to_vec()) {
                 Ok(reply) => Ok(reply),
                 Err(e) => Err(ferry::RecvTimeoutError::from(e)),
             },
@@ -357,10 +359,10 @@ fn handles_victim(test: &str, role: &str) {
     let v = Victim::start(test, role, attack, &options);
     stage("recv_with");
     let start = Instant::now();
-    let got = v.boot.recv_with();
+    let got = v.boot.receiver().recv_with();
     let micros = start.elapsed().as_micros() as u64;
     stage("try_recv after the attack");
-    let after = v.boot.try_recv();
+    let after = v.boot.receiver().try_recv();
     let report = Report::new()
         .text("recv_with", outcome(&got))
         .num("recv_with_us", micros)
@@ -441,16 +443,16 @@ fn stuck_victim(test: &str, role: &str) {
     let options = PipeOptions::new().capacity(64 << 20);
     let v = Victim::start(test, role, attack, &options);
     stage("go");
-    let go = match v.boot.recv_timeout(secs(10)) {
+    let go = match v.boot.receiver().recv_timeout(secs(10)) {
         Ok(msg) if msg == b"go" => "Ok".to_string(),
         other => outcome(&other),
     };
     thread::sleep(Duration::from_millis(10));
     stage("try_recv x200");
-    let tries = time_calls(200, || v.boot.try_recv());
+    let tries = time_calls(200, || v.boot.receiver().try_recv());
     stage("recv_timeout x10");
     let wait = Duration::from_millis(200);
-    let waits = time_calls(10, || v.boot.recv_timeout(wait));
+    let waits = time_calls(10, || v.boot.receiver().recv_timeout(wait));
     let report = Report::new()
         .text("go", go)
         .num("try_recv_max_us", tries.longest.as_micros() as u64)
@@ -604,6 +606,7 @@ fn backpressure_victim(test: &str, role: &str) {
     let v = Victim::start(test, role, "silent", &PipeOptions::new());
     let (side, side_far) = ferry::pipe().expect("make a pipe");
     v.boot
+        .sender()
         .send_with(b"side", vec![side_far])
         .expect("move a pipe end to the attacker");
     Report::new()
@@ -643,7 +646,7 @@ fn move_until_error(side: &Pipe, progress: &AtomicU64) -> (String, u64) {
             Ok(ends) => ends,
             Err(e) => return (format!("pipe: {e}"), monotonic_ns()),
         };
-        if let Err(e) = side.send_with(b"move", vec![far]) {
+        if let Err(e) = side.sender().send_with(b"move", vec![far]) {
             return (format!("{:?}", e.error), monotonic_ns());
         }
         drop(near);
@@ -676,7 +679,7 @@ fn try_send_for(pipe: &Pipe, run: Duration) -> (Duration, u64, String) {
     let start = Instant::now();
     while start.elapsed() < run {
         let call = Instant::now();
-        let result = pipe.try_send(&msg);
+        let result = pipe.sender().try_send(&msg);
         longest = longest.max(call.elapsed());
         calls += 1;
         kinds.insert(kind(&outcome(&result)).to_string());
@@ -692,7 +695,9 @@ fn try_send_for(pipe: &Pipe, run: Duration) -> (Duration, u64, String) {
 fn honest_backpressure(dog: &Watchdog, test: &str, verdict: &mut Verdict) {
     let (mut child, a) = common::spawn_child(dog, test, "echo", &PipeOptions::new());
     let (b, b_far) = ferry::pipe().expect("make pipe B");
-    a.send_with(b"B", vec![b_far]).expect("send pipe B");
+    a.sender()
+        .send_with(b"B", vec![b_far])
+        .expect("send pipe B");
     let (a, b) = (Arc::new(a), Arc::new(b));
     let (moved, echoed) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
     let start = Instant::now();
@@ -720,7 +725,10 @@ fn honest_backpressure(dog: &Watchdog, test: &str, verdict: &mut Verdict) {
         }
     }
     let _ = a.send(b"end");
-    let count = b.recv_timeout(secs(30)).map(|m| common::msg_u64(&m));
+    let count = b
+        .receiver()
+        .recv_timeout(secs(30))
+        .map(|m| common::msg_u64(&m));
     drop((a, b));
     verdict.check(matches!(count, Ok(MOVED)), || {
         format!("honest peers: the child's B reader counted {count:?}, not {MOVED}")
@@ -781,7 +789,8 @@ fn move_ends(b: &Pipe, moved: &AtomicU64) -> Result<String, String> {
             .capacity(4096)
             .pipe()
             .map_err(|e| format!("pipe: {e}"))?;
-        b.send_with(&seq.to_le_bytes(), vec![far])
+        b.sender()
+            .send_with(&seq.to_le_bytes(), vec![far])
             .map_err(|e| format!("moving end {seq}: {e}"))?;
         drop(near);
         // Relaxed: a progress counter, read on its own.
@@ -824,10 +833,16 @@ fn echo_rounds(a: &Pipe, echoed: &AtomicU64) -> Result<String, String> {
 /// another and reports how many ends arrived, in order.
 fn echo_child() {
     let (_dog, a) = common::child_pipe("echo", secs(90));
-    let b = a.recv_with().expect("pipe B").pipes.pop().expect("one end");
+    let b = a
+        .receiver()
+        .recv_with()
+        .expect("pipe B")
+        .pipes
+        .pop()
+        .expect("one end");
     let reader = thread::spawn(move || {
         for seq in 0..MOVED {
-            let msg = b.recv_with().expect("a moved end");
+            let msg = b.receiver().recv_with().expect("a moved end");
             assert_eq!(msg.bytes, seq.to_le_bytes(), "ends arrive in order");
             assert_eq!(msg.pipes.len(), 1, "message {seq} carries one end");
             thread::sleep(Duration::from_millis(1));
@@ -844,7 +859,7 @@ fn echo_child() {
     }
     let b = reader.join().expect("the B reader");
     // Until the parent has read the count.
-    let _ = b.recv_timeout(secs(30));
+    let _ = b.receiver().recv_timeout(secs(30));
 }
 
 // ---------------------------------------------------------------------
@@ -919,7 +934,8 @@ fn check_storm(verdict: &mut Verdict, wait: &str, run: &VictimRun) {
 fn storm_victim(test: &str, role: &str) {
     let v = Victim::start(test, role, "wake-storm", &PipeOptions::new());
     if role.ends_with("block") {
-        v.boot.set_wait(Wait::Sleep);
+        v.boot.sender().set_wait(Wait::Sleep);
+        v.boot.receiver().set_wait(Wait::Sleep);
     }
     stage("recv under the storm");
     let (cpu_before, start) = (common::thread_cpu_time(), Instant::now());
@@ -964,18 +980,22 @@ fn out_of_descriptors_is_a_local_error() {
     cmd.stdout(Stdio::piped());
     let (child, pipe) = common::spawn_command(&dog, cmd, &PipeOptions::new());
     let watch = Watch::new(child, "victim-nofile", RUN_LIMIT);
-    let limited = pipe.recv_timeout(secs(10));
+    let limited = pipe.receiver().recv_timeout(secs(10));
     if matches!(&limited, Ok(m) if m == b"limited") {
         let (near, far) = ferry::pipe().expect("make a pipe");
-        pipe.send_with(b"end", vec![far]).expect("send a pipe end");
-        if matches!(near.recv_timeout(secs(10)), Ok(m) if m == b"ping") {
+        pipe.sender()
+            .send_with(b"end", vec![far])
+            .expect("send a pipe end");
+        if matches!(near.receiver().recv_timeout(secs(10)), Ok(m) if m == b"ping") {
             near.send(b"pong").expect("answer the ping");
         }
-        if matches!(pipe.recv_timeout(secs(10)), Ok(m) if m == b"limited-fd") {
+        if matches!(pipe.receiver().recv_timeout(secs(10)), Ok(m) if m == b"limited-fd") {
             let fd = ferry::End::Fd(note_memfd(NOFILE_NOTE));
-            pipe.send_with(b"fd", vec![fd]).expect("send a descriptor");
+            pipe.sender()
+                .send_with(b"fd", vec![fd])
+                .expect("send a descriptor");
         }
-        let _ = pipe.recv_timeout(secs(10));
+        let _ = pipe.receiver().recv_timeout(secs(10));
     }
     drop(pipe);
     let run = watch.finish(|_| {});
@@ -1069,7 +1089,7 @@ fn nofile_child() {
     };
     pipe.send(b"limited").expect("tell the parent");
     stage("recv_with at the limit");
-    let at_limit = pipe.recv_with();
+    let at_limit = pipe.receiver().recv_with();
     set_nofile(old.current, old.maximum);
     Report::new()
         .text("limit_holds", if holds { "yes" } else { "no" })
@@ -1081,7 +1101,9 @@ fn nofile_child() {
         None => report.text("after", "nothing within 5 s"),
         Some(Ok(mut msg)) if msg.pipes.len() == 1 => {
             let end = msg.pipes.pop().expect("one end");
-            let trip = end.send(b"ping").map(|()| end.recv_timeout(secs(5)));
+            let trip = end
+                .send(b"ping")
+                .map(|()| end.receiver().recv_timeout(secs(5)));
             let trip = match trip {
                 Ok(Ok(reply)) => String::from_utf8_lossy(&reply).into_owned(),
                 Ok(e) => outcome(&e),
@@ -1104,7 +1126,7 @@ fn nofile_fd(pipe: &Arc<Pipe>, old: rustix::process::Rlimit) {
     set_nofile(Some(lowest_free_fd()), old.maximum);
     let _ = pipe.send(b"limited-fd");
     stage("recv_with of a descriptor at the limit");
-    let at_limit = pipe.recv_with();
+    let at_limit = pipe.receiver().recv_with();
     set_nofile(old.current, old.maximum);
     Report::new()
         .text("fd_at_limit", outcome(&at_limit))
@@ -1144,7 +1166,7 @@ fn recv_with_within(
     let (tx, rx) = std::sync::mpsc::channel();
     let pipe = Arc::clone(pipe);
     thread::spawn(move || {
-        let _ = tx.send(pipe.recv_with());
+        let _ = tx.send(pipe.receiver().recv_with());
     });
     rx.recv_timeout(limit).ok()
 }
@@ -1177,9 +1199,15 @@ fn disconnected_is_sticky() {
     for trial in 0..TRIALS {
         let polled = trial % 2;
         let (mut child, pipe) = common::spawn_child(&dog, test, "sleeper", &PipeOptions::new());
-        assert_eq!(pipe.recv_timeout(secs(10)).expect("ready"), b"ready");
+        assert_eq!(
+            pipe.receiver().recv_timeout(secs(10)).expect("ready"),
+            b"ready"
+        );
         if polled == 1 {
-            assert!(matches!(pipe.try_recv(), Err(TryRecvError::Empty)));
+            assert!(matches!(
+                pipe.receiver().try_recv(),
+                Err(TryRecvError::Empty)
+            ));
         }
         child.kill();
         child.wait();
@@ -1190,7 +1218,7 @@ fn disconnected_is_sticky() {
             ));
             continue;
         }
-        match pipe.try_recv() {
+        match pipe.receiver().try_recv() {
             Err(TryRecvError::Disconnected) => {}
             Err(TryRecvError::Empty) => empties[polled] += 1,
             other => verdict.fail(format!("trial {trial}: try_recv gave {other:?}")),
@@ -1270,7 +1298,7 @@ fn doorbell_victim(test: &str, role: &str) {
     let mut done = 0u64;
     for _ in 0..rounds {
         stage("recv_with");
-        match v.boot.recv_with() {
+        match v.boot.receiver().recv_with() {
             Ok(mut msg) => {
                 records += msg
                     .bytes
@@ -1371,6 +1399,7 @@ fn fd_flood_victim(test: &str, role: &str) {
     stage("side pipe");
     let side = v
         .boot
+        .receiver()
         .recv_with()
         .ok()
         .and_then(|mut m| m.pipes.pop())
@@ -1379,11 +1408,11 @@ fn fd_flood_victim(test: &str, role: &str) {
     v.boot.send(b"go").expect("go");
     stage("recv_with under the flood");
     let start = Instant::now();
-    let flood = v.boot.recv_with();
+    let flood = v.boot.receiver().recv_with();
     let micros = start.elapsed().as_micros() as u64;
     let held = (common::settled_fd_count() as u64).saturating_sub(linked);
     stage("recv_with on the side pipe");
-    let claimed = side.recv_with();
+    let claimed = side.receiver().recv_with();
     let (count, ids_match) = match &claimed {
         Ok(msg) => {
             let sizes = msg
@@ -1401,7 +1430,7 @@ fn fd_flood_victim(test: &str, role: &str) {
         text
     };
     stage("recv_timeout after the side message");
-    let again = v.boot.recv_timeout(secs(2));
+    let again = v.boot.receiver().recv_timeout(secs(2));
     let held_again = (common::settled_fd_count() as u64).saturating_sub(linked);
     let report = Report::new()
         .text("flood", outcome(&flood))
@@ -1509,14 +1538,14 @@ fn fd_record_victim(test: &str, role: &str) {
             Ok(bytes) => (Err(format!("wrong bytes: {bytes:?}")), Vec::new()),
             Err(e) => (Err(format!("{e:?}")), Vec::new()),
         },
-        _ => match v.boot.recv_with() {
+        _ => match v.boot.receiver().recv_with() {
             Ok(msg) => (Err(format!("Ok with {} fds", msg.fds.len())), msg.pipes),
             Err(e) => (Err(format!("{e:?}")), Vec::new()),
         },
     };
     let at_error = common::fd_count_back_to(linked as usize) as u64;
     stage("then");
-    let then = match v.boot.recv_timeout(secs(2)) {
+    let then = match v.boot.receiver().recv_timeout(secs(2)) {
         Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
         Err(e) => format!("{e:?}"),
     };

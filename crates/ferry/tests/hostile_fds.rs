@@ -175,14 +175,14 @@ fn linger_victim(test: &str, role: &str) {
     let cmd = common::child_command(test, "attacker-linger");
     let (attacker, boot) = common::spawn_command(&dog, cmd, &PipeOptions::new());
     stage("try_recv of a message naming a lingering socket");
-    let (first_took, first) = until_ready(|| boot.try_recv());
+    let (first_took, first) = until_ready(|| boot.receiver().try_recv());
     let first = match first {
         Ok(bytes) if bytes == FIRST => "Ok".to_string(),
         other => outcome(&other.map(|_| ())),
     };
     stage("recv_timeout of a message naming a lingering socket");
     let began = Instant::now();
-    let second = boot.recv_timeout(Duration::from_millis(200));
+    let second = boot.receiver().recv_timeout(Duration::from_millis(200));
     let second_took = began.elapsed();
     let second = match second {
         Ok(bytes) if bytes == SECOND => "Ok".to_string(),
@@ -190,7 +190,7 @@ fn linger_victim(test: &str, role: &str) {
     };
     stage("try_recv as a malformed record fails the link");
     boot.send(b"go-c").expect("go-c");
-    let (third_took, third) = until_ready(|| boot.try_recv());
+    let (third_took, third) = until_ready(|| boot.receiver().try_recv());
     let third = match third {
         Ok(bytes) if bytes == THIRD => "Ok (the link should have failed)".to_string(),
         other => outcome(&other.map(|_| ())),
@@ -318,9 +318,13 @@ fn take_flood(dog: &Watchdog, test: &str) -> (String, Option<Flooder>) {
         Ok((child, boot)) => (dog.watch(child), boot),
         Err(e) => return (format!("spawn: {e:?}"), None),
     };
-    let side = boot.recv_with().ok().and_then(|mut m| m.pipes.pop());
+    let side = boot
+        .receiver()
+        .recv_with()
+        .ok()
+        .and_then(|mut m| m.pipes.pop());
     let _ = boot.send(b"go");
-    let flood = outcome(&boot.recv_with());
+    let flood = outcome(&boot.receiver().recv_with());
     (flood, Some((child, boot, side)))
 }
 
@@ -346,7 +350,7 @@ fn budget_victim(test: &str, role: &str) {
     report = report.text("spawn", outcome(&spawned));
     if let Ok((child, pipe)) = spawned {
         let child = dog.watch(child);
-        let message = pipe.recv_with();
+        let message = pipe.receiver().recv_with();
         most = most.max(common::fd_count());
         let intact = match &message {
             Ok(m) => m.fds.len() == 1 && memfd_len(&m.fds[0]) == Some(HONEST_LEN),
@@ -388,7 +392,8 @@ fn honest_child() {
     raise_descriptor_limit();
     let (_dog, pipe) = common::child_pipe("honest", secs(40));
     let memfd = sealed_memfd("honest", HONEST_LEN).expect("make a memfd");
-    pipe.send_with(b"honest", vec![End::Fd(memfd)])
+    pipe.sender()
+        .send_with(b"honest", vec![End::Fd(memfd)])
         .expect("send the memfd");
     let answer = pipe.recv().expect("the parent's answer");
     assert_eq!(answer, b"thanks");

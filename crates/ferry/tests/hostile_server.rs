@@ -233,7 +233,7 @@ fn not_accepted(server: &ferry::Server, name: &str, what: &str, verdict: &mut Ve
     ));
     match accepted {
         Ok(connection) => {
-            let got = connection.pipe.recv_timeout(secs(2));
+            let got = connection.pipe.receiver().recv_timeout(secs(2));
             verdict.check(
                 matches!(got, Err(ferry::RecvTimeoutError::Disconnected)),
                 || format!("{what}: the welcomed client's pipe gave {got:?}, not Disconnected"),
@@ -253,12 +253,13 @@ fn honest_client(server: &ferry::Server, name: &str, verdict: &mut Verdict) {
             .connect(address.as_str())
             .map_err(|e| format!("connect: {e:?}"))?;
         pipe.send(b"ping").map_err(|e| format!("send: {e:?}"))?;
-        pipe.recv_timeout(secs(5))
+        pipe.receiver()
+            .recv_timeout(secs(5))
             .map_err(|e| format!("recv: {e:?}"))
     });
     let accepted = server.accept_timeout(secs(5));
     if let Ok(connection) = &accepted {
-        match connection.pipe.recv_timeout(secs(5)) {
+        match connection.pipe.receiver().recv_timeout(secs(5)) {
             Ok(msg) => {
                 let _ = connection.pipe.send(&msg);
             }
@@ -579,7 +580,7 @@ fn accept_and_echo(server: &ferry::Server, stop: &AtomicBool) {
     while !stop.load(Ordering::Relaxed) {
         if let Ok(client) = server.accept_timeout(Duration::from_millis(50)) {
             echoes.push(thread::spawn(move || {
-                if let Ok(msg) = client.pipe.recv_timeout(secs(20)) {
+                if let Ok(msg) = client.pipe.receiver().recv_timeout(secs(20)) {
                     let _ = client.pipe.send(&msg);
                 }
             }));
@@ -600,7 +601,7 @@ fn honest_round_trip(address: &str, i: usize) -> Result<(), String> {
     let msg = (i as u64).to_le_bytes();
     pipe.send(&msg)
         .map_err(|e| format!("client {i}: send: {e:?}"))?;
-    match pipe.recv_timeout(secs(20)) {
+    match pipe.receiver().recv_timeout(secs(20)) {
         Ok(got) if got == msg => Ok(()),
         other => Err(format!("client {i}: the echo gave {other:?}")),
     }

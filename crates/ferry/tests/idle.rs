@@ -63,7 +63,7 @@ fn holder() {
     let (_dog, main) = common::child_pipe("holder", secs(60));
     let mut held = Vec::new();
     loop {
-        let msg = main.recv_with().expect("a batch of pipe ends");
+        let msg = main.receiver().recv_with().expect("a batch of pipe ends");
         if msg.bytes == b"done" {
             break;
         }
@@ -91,7 +91,9 @@ fn spawn_holder(
             near.push(a);
             far.push(b);
         }
-        main.send_with(b"ends", far).expect("send a batch of ends");
+        main.sender()
+            .send_with(b"ends", far)
+            .expect("send a batch of ends");
     }
     main.send(b"done").expect("done");
     assert_eq!(main.recv().expect("the holder's ready"), b"ready");
@@ -247,7 +249,7 @@ fn death_trial(test: &str) -> Vec<(Blocked, Duration)> {
     let (mut child, _main, mut near) = spawn_holder(&dog, test, 9, &small);
     let full = near.pop().expect("nine pipes");
     loop {
-        match full.try_send(&[1; 512]) {
+        match full.sender().try_send(&[1; 512]) {
             Ok(()) => {}
             Err(TrySendError::Full) => break,
             Err(e) => panic!("filling a pipe: {e}"),
@@ -265,7 +267,7 @@ fn death_trial(test: &str) -> Vec<(Blocked, Duration)> {
                 };
                 let gone = match how {
                     Blocked::RecvTimeout => matches!(
-                        pipe.recv_timeout(secs(30)),
+                        pipe.receiver().recv_timeout(secs(30)),
                         Err(ferry::RecvTimeoutError::Disconnected)
                     ),
                     _ => matches!(pipe.recv(), Err(RecvError::Disconnected)),

@@ -36,8 +36,8 @@ fn messages_written_and_read_in_place_echo_across_processes() {
         loop {
             // The reply is written in place from inside the read, while the
             // request is still lent: both rings in place at once.
-            let got = pipe.recv_in_place(|request| {
-                pipe.send_in_place(request.len(), |reply| {
+            let got = pipe.receiver().recv_in_place(|request| {
+                pipe.sender().send_in_place(request.len(), |reply| {
                     if reply.len() < CAPACITY / 2 {
                         assert!(reply.iter().all(|&b| b == 0), "a ring slot starts zeroed");
                     }
@@ -63,7 +63,8 @@ fn messages_written_and_read_in_place_echo_across_processes() {
         // Alternate in-place and copying calls on this side; the child
         // always works in place.
         if i % 2 == 0 {
-            pipe.send_in_place(expected.len(), |slot| slot.copy_from_slice(&expected))
+            pipe.sender()
+                .send_in_place(expected.len(), |slot| slot.copy_from_slice(&expected))
                 .expect("send in place");
         } else {
             pipe.send(&expected).expect("send");
@@ -71,11 +72,12 @@ fn messages_written_and_read_in_place_echo_across_processes() {
         let sum = if i % 3 == 0 {
             checksum(&pipe.recv().expect("echo"))
         } else {
-            pipe.recv_in_place(|echo| {
-                assert_eq!(echo.len(), expected.len(), "echo {i}");
-                checksum(echo)
-            })
-            .expect("echo")
+            pipe.receiver()
+                .recv_in_place(|echo| {
+                    assert_eq!(echo.len(), expected.len(), "echo {i}");
+                    checksum(echo)
+                })
+                .expect("echo")
         };
         assert_eq!(sum, checksum(&expected), "echo {i}");
     }
@@ -93,7 +95,7 @@ fn a_call_on_the_same_half_inside_the_closure_panics_and_the_pipe_goes_on() {
     if common::role().is_some() {
         let (_dog, pipe) = common::child_pipe("reentry", secs(60));
         let nested = catch_unwind(AssertUnwindSafe(|| {
-            pipe.recv_in_place(|first| {
+            pipe.receiver().recv_in_place(|first| {
                 assert_eq!(first, b"first");
                 let _ = pipe.recv();
             })
@@ -106,13 +108,14 @@ fn a_call_on_the_same_half_inside_the_closure_panics_and_the_pipe_goes_on() {
         // `first` counted as received: the next is `second`.
         assert_eq!(pipe.recv().expect("second"), b"second");
         let nested = catch_unwind(AssertUnwindSafe(|| {
-            pipe.send_in_place(4, |slot| {
+            pipe.sender().send_in_place(4, |slot| {
                 slot.copy_from_slice(b"lost");
                 let _ = pipe.send(b"inner");
             })
         }));
         assert!(nested.is_err(), "send inside send_in_place panics");
-        pipe.send_in_place(2, |slot| slot.copy_from_slice(b"ok"))
+        pipe.sender()
+            .send_in_place(2, |slot| slot.copy_from_slice(b"ok"))
             .expect("send after");
         return;
     }
@@ -135,13 +138,15 @@ fn a_closure_that_panics_sends_nothing_and_consumes_its_message() {
     if common::role().is_some() {
         let (_dog, pipe) = common::child_pipe("panics", secs(60));
         let read = catch_unwind(AssertUnwindSafe(|| {
-            pipe.recv_in_place(|_| panic!("the reader fails"))
+            pipe.receiver()
+                .recv_in_place(|_| panic!("the reader fails"))
         }));
         assert!(read.is_err());
-        let next = pipe.recv_in_place(msg_u64).expect("next");
+        let next = pipe.receiver().recv_in_place(msg_u64).expect("next");
         assert_eq!(next, 2);
         let write = catch_unwind(AssertUnwindSafe(|| {
-            pipe.send_in_place(8, |_| panic!("the writer fails"))
+            pipe.sender()
+                .send_in_place(8, |_| panic!("the writer fails"))
         }));
         assert!(write.is_err());
         pipe.send(&u64_msg(3)).expect("report");

@@ -48,26 +48,48 @@ fn full_pipe_in_process() {
             .pipe()
             .expect("pipe");
         // A message in pieces, refused part way: nothing of it arrives.
-        assert!(matches!(a.try_send(&doomed()), Err(TrySendError::Full)));
+        assert!(matches!(
+            a.sender().try_send(&doomed()),
+            Err(TrySendError::Full)
+        ));
         let mut sent = 0;
-        while a.try_send(&small(sent)).is_ok() {
+        while a.sender().try_send(&small(sent)).is_ok() {
             sent += 1;
         }
         assert!(sent > 0, "{wait:?}: nothing fit an empty ring");
-        assert!(matches!(a.try_send(&small(sent)), Err(TrySendError::Full)));
+        assert!(matches!(
+            a.sender().try_send(&small(sent)),
+            Err(TrySendError::Full)
+        ));
         let started = Instant::now();
-        assert_timed_out(a.send_timeout(&small(sent), SHORT), started, "small");
+        assert_timed_out(
+            a.sender().send_timeout(&small(sent), SHORT),
+            started,
+            "small",
+        );
         let started = Instant::now();
-        assert_timed_out(a.send_timeout(&doomed(), SHORT), started, "in pieces");
+        assert_timed_out(
+            a.sender().send_timeout(&doomed(), SHORT),
+            started,
+            "in pieces",
+        );
         for seq in 0..sent {
-            assert_eq!(b.try_recv().expect("queued message"), small(seq), "{seq}");
+            assert_eq!(
+                b.receiver().try_recv().expect("queued message"),
+                small(seq),
+                "{seq}"
+            );
         }
-        assert!(matches!(b.try_recv(), Err(TryRecvError::Empty)));
-        a.try_send(&small(sent)).expect("room after draining");
-        a.send_timeout(&small(sent + 1), SHORT).expect("room");
+        assert!(matches!(b.receiver().try_recv(), Err(TryRecvError::Empty)));
+        a.sender()
+            .try_send(&small(sent))
+            .expect("room after draining");
+        a.sender()
+            .send_timeout(&small(sent + 1), SHORT)
+            .expect("room");
         assert_eq!(b.recv().expect("recv"), small(sent));
         assert_eq!(b.recv().expect("recv"), small(sent + 1));
-        assert!(matches!(b.try_recv(), Err(TryRecvError::Empty)));
+        assert!(matches!(b.receiver().try_recv(), Err(TryRecvError::Empty)));
     }
     drop(dog);
 }
@@ -90,18 +112,29 @@ fn full_pipe_across_processes() {
     let mut stdin = child.take_stdin();
     assert_eq!(pipe.recv().expect("ready"), b"ready");
 
-    assert!(matches!(pipe.try_send(&doomed()), Err(TrySendError::Full)));
+    assert!(matches!(
+        pipe.sender().try_send(&doomed()),
+        Err(TrySendError::Full)
+    ));
     let mut sent = 0;
-    while pipe.try_send(&small(sent)).is_ok() {
+    while pipe.sender().try_send(&small(sent)).is_ok() {
         sent += 1;
     }
     assert!(sent > 0, "nothing fit an empty ring");
     let started = Instant::now();
-    assert_timed_out(pipe.send_timeout(&small(sent), SHORT), started, "small");
+    assert_timed_out(
+        pipe.sender().send_timeout(&small(sent), SHORT),
+        started,
+        "small",
+    );
     let started = Instant::now();
-    assert_timed_out(pipe.send_timeout(&doomed(), SHORT), started, "pieces");
+    assert_timed_out(
+        pipe.sender().send_timeout(&doomed(), SHORT),
+        started,
+        "pieces",
+    );
     assert!(matches!(
-        pipe.try_send(&small(sent)),
+        pipe.sender().try_send(&small(sent)),
         Err(TrySendError::Full)
     ));
 
@@ -153,12 +186,12 @@ fn drainer() {
 #[test]
 fn oversize_message_in_process() {
     let (a, b) = PipeOptions::new().max_message(1000).pipe().expect("pipe");
-    assert_eq!(a.max_message(), 1000);
-    assert_eq!(b.max_message(), 1000);
+    assert_eq!(a.sender().max_message(), 1000);
+    assert_eq!(b.sender().max_message(), 1000);
     assert_too_large(&a, 1000);
     a.send(&[1; 1000]).expect("exactly the limit");
     assert_eq!(b.recv().expect("recv"), [1; 1000]);
-    assert!(matches!(b.try_recv(), Err(TryRecvError::Empty)));
+    assert!(matches!(b.receiver().try_recv(), Err(TryRecvError::Empty)));
 }
 
 /// Every send call refuses `limit + 1` bytes.
@@ -167,10 +200,10 @@ fn assert_too_large(pipe: &Pipe, limit: usize) {
     let too_large = |r: Result<(), SendError>| matches!(r, Err(SendError::TooLarge { len, limit: l }) if len == limit + 1 && l == limit);
     assert!(too_large(pipe.send(&over)));
     assert!(
-        matches!(pipe.try_send(&over), Err(TrySendError::TooLarge { len, limit: l }) if len == limit + 1 && l == limit)
+        matches!(pipe.sender().try_send(&over), Err(TrySendError::TooLarge { len, limit: l }) if len == limit + 1 && l == limit)
     );
     assert!(
-        matches!(pipe.send_timeout(&over, secs(1)), Err(SendTimeoutError::TooLarge { len, limit: l }) if len == limit + 1 && l == limit)
+        matches!(pipe.sender().send_timeout(&over, secs(1)), Err(SendTimeoutError::TooLarge { len, limit: l }) if len == limit + 1 && l == limit)
     );
 }
 
@@ -180,7 +213,7 @@ fn assert_too_large(pipe: &Pipe, limit: usize) {
 fn oversize_message_default_limit() {
     let (a, b) = ferry::pipe().expect("pipe");
     const LIMIT: usize = 256 << 20;
-    assert_eq!(a.max_message(), LIMIT);
+    assert_eq!(a.sender().max_message(), LIMIT);
     assert_too_large(&a, LIMIT);
     a.send(b"next").expect("send");
     assert_eq!(b.recv().expect("recv"), b"next");
@@ -192,7 +225,7 @@ fn oversize_message_default_limit() {
 fn oversize_message_across_processes() {
     if common::role().is_some() {
         let (_dog, pipe) = common::child_pipe("receiver", secs(30));
-        let msg = pipe.recv_with().expect("recv");
+        let msg = pipe.receiver().recv_with().expect("recv");
         assert_eq!(msg.bytes, b"next");
         assert_eq!(msg.pipes.len(), 1);
         msg.pipes[0].send(b"hello").expect("send");
@@ -205,6 +238,7 @@ fn oversize_message_across_processes() {
     assert_too_large(&pipe, 1000);
     let (a, b) = ferry::pipe().expect("pipe");
     let refused = pipe
+        .sender()
         .send_with(&[0; 1001], vec![b])
         .expect_err("oversize with a pipe");
     assert!(
@@ -218,7 +252,9 @@ fn oversize_message_across_processes() {
         "{refused}"
     );
     assert_eq!(refused.ends.len(), 1, "the pipe end handed back");
-    pipe.send_with(b"next", refused.ends).expect("send_with");
+    pipe.sender()
+        .send_with(b"next", refused.ends)
+        .expect("send_with");
     assert_eq!(a.recv().expect("recv"), b"hello");
     drop(pipe);
     child.wait_ok();
@@ -230,7 +266,7 @@ fn oversize_message_across_processes() {
 fn spawned_child_end_keeps_the_options() {
     if common::role().is_some() {
         let (_dog, pipe) = common::child_pipe("child", secs(30));
-        let report = format!("{} {:?}", pipe.max_message(), pipe.wait_strategy());
+        let report = format!("{} {:?}", pipe.sender().max_message(), pipe.sender().wait());
         pipe.send(report.as_bytes()).expect("report");
         let over = pipe.send(&[0; 1001]);
         assert!(
@@ -267,7 +303,9 @@ fn a_full_pool_of_one_block_size_does_not_starve_another() {
     if common::role().is_some() {
         let (_dog, pipe) = common::child_pipe("viewer", secs(30));
         // Holding each view makes the parent map a new block for the next.
-        let views: Vec<_> = (0..4).map(|_| pipe.recv_shared().expect("1 MiB")).collect();
+        let views: Vec<_> = (0..4)
+            .map(|_| pipe.receiver().recv_shared().expect("1 MiB"))
+            .collect();
         assert!(views.iter().all(|v| v.is_in_place() && v.len() == MIB));
         drop(views);
         pipe.send(b"released").expect("released");
@@ -282,7 +320,7 @@ fn a_full_pool_of_one_block_size_does_not_starve_another() {
         pipe.send(&vec![1; MIB]).expect("1 MiB");
     }
     assert_eq!(pipe.recv().expect("released"), b"released");
-    let sent = pipe.send_timeout(&vec![2; 2 * MIB], secs(3));
+    let sent = pipe.sender().send_timeout(&vec![2; 2 * MIB], secs(3));
     assert!(
         sent.is_ok(),
         "2 MiB after four freed 1 MiB blocks under a 4 MiB cap: {sent:?}"
@@ -299,7 +337,7 @@ fn a_raised_limit_holds_across_processes() {
     const LEN: usize = (256 << 20) + 1;
     if common::role().is_some() {
         let (_dog, pipe) = common::child_pipe("receiver", secs(60));
-        assert_eq!(pipe.max_message(), 512 << 20, "the parent's limit");
+        assert_eq!(pipe.sender().max_message(), 512 << 20, "the parent's limit");
         let big = pipe.recv().expect("the big message");
         pipe.send(&u64_msg(big.len() as u64)).expect("report");
         return;
@@ -308,7 +346,7 @@ fn a_raised_limit_holds_across_processes() {
     let options = PipeOptions::new().max_message(512 << 20);
     let (child, pipe) = common::spawn_child(&dog, this_test!(), "receiver", &options);
     // Zeroed by the allocator and never written: it costs no memory here.
-    let sent = pipe.send_timeout(&vec![0; LEN], secs(30));
+    let sent = pipe.sender().send_timeout(&vec![0; LEN], secs(30));
     assert!(sent.is_ok(), "{LEN} bytes under a 512 MiB limit: {sent:?}");
     assert_eq!(msg_u64(&pipe.recv().expect("report")), LEN as u64);
     drop(pipe);

@@ -48,13 +48,14 @@ fn ends_and_fds_over_a_pipe_within_one_process() {
         let (c, d) = ferry::pipe().unwrap();
         let file = file_with(&format!("file {i}"));
         let ends = vec![End::Pipe(c), End::Fd(file.into())];
-        a.send_with(format!("with ends {i}").as_bytes(), ends)
+        a.sender()
+            .send_with(format!("with ends {i}").as_bytes(), ends)
             .expect("ends over a pipe within one process");
         twins.push(d);
     }
     for (i, d) in twins.iter().enumerate() {
         assert_eq!(b.recv().unwrap(), format!("plain {i}").as_bytes());
-        let mut message = b.recv_with().unwrap();
+        let mut message = b.receiver().recv_with().unwrap();
         assert_eq!(message.bytes, format!("with ends {i}").as_bytes());
         assert_eq!((message.pipes.len(), message.fds.len()), (1, 1));
         assert_eq!(read_all(message.fds.pop().unwrap()), format!("file {i}"));
@@ -64,7 +65,10 @@ fn ends_and_fds_over_a_pipe_within_one_process() {
         d.send(b"back").unwrap();
         assert_eq!(c.recv().unwrap(), b"back");
     }
-    assert!(matches!(b.try_recv(), Err(ferry::TryRecvError::Empty)));
+    assert!(matches!(
+        b.receiver().try_recv(),
+        Err(ferry::TryRecvError::Empty)
+    ));
 }
 
 /// Halves and a large message (in pieces through the ring) within one
@@ -78,8 +82,9 @@ fn halves_large_messages_and_a_dropped_receiver_within_one_process() {
     let (c_tx, c_rx) = c.split();
     let large: Vec<u8> = (0..3 << 20).map(|i: u32| (i % 251) as u8).collect();
     // Larger than the ring: the receiver takes its pieces on a thread.
-    let receiver = std::thread::spawn(move || (b.recv_with().unwrap(), b));
-    a.send_with(&large, vec![End::Sender(c_tx), End::Receiver(c_rx)])
+    let receiver = std::thread::spawn(move || (b.receiver().recv_with().unwrap(), b));
+    a.sender()
+        .send_with(&large, vec![End::Sender(c_tx), End::Receiver(c_rx)])
         .unwrap();
     let (message, b) = receiver.join().unwrap();
     assert!(message.bytes == large, "the large message arrives whole");
@@ -90,7 +95,7 @@ fn halves_large_messages_and_a_dropped_receiver_within_one_process() {
     assert_eq!(c_rx.recv().unwrap(), b"to c");
 
     let (e, f) = ferry::pipe().unwrap();
-    a.send_with(b"never received", vec![e]).unwrap();
+    a.sender().send_with(b"never received", vec![e]).unwrap();
     drop(b);
     assert!(matches!(f.recv(), Err(ferry::RecvError::Disconnected)));
 }
@@ -103,12 +108,12 @@ fn an_end_sent_to_its_own_twin_arrives_as_a_local_pipe() {
     let (a, b) = ferry::pipe().unwrap();
     let (a_tx, a_rx) = a.split();
     a_tx.send_with(b"your own receiver", vec![a_rx]).unwrap();
-    let mut message = b.recv_with().unwrap();
+    let mut message = b.receiver().recv_with().unwrap();
     let a_rx = message.receivers.pop().expect("the receiving half");
     b.send(b"to myself").unwrap();
     assert_eq!(a_rx.recv().unwrap(), b"to myself");
     // `b` cannot send it back: it reads the ring `b` writes.
-    let refused = b.send_with(b"and back", vec![a_rx]).unwrap_err();
+    let refused = b.sender().send_with(b"and back", vec![a_rx]).unwrap_err();
     let a_rx = match refused.ends.into_iter().next() {
         Some(End::Receiver(rx)) => rx,
         other => panic!("the receiver handed back, not {other:?}"),
@@ -117,7 +122,7 @@ fn an_end_sent_to_its_own_twin_arrives_as_a_local_pipe() {
     assert_eq!(a_rx.recv().unwrap(), b"still mine");
     let (x, y) = ferry::pipe().unwrap();
     a_tx.send_with(b"a new one", vec![x]).unwrap();
-    let x = b.recv_with().unwrap().pipes.pop().unwrap();
+    let x = b.receiver().recv_with().unwrap().pipes.pop().unwrap();
     y.send(b"hello x").unwrap();
     assert_eq!(x.recv().unwrap(), b"hello x");
 }
@@ -128,7 +133,7 @@ fn an_end_sent_to_its_own_twin_arrives_as_a_local_pipe() {
 fn an_end_over_the_ring_it_reads_is_refused() {
     let _dog = common::Watchdog::start(this_test!(), secs(30));
     let (a, b) = ferry::pipe().unwrap();
-    let err = a.send_with(b"", vec![b]).unwrap_err();
+    let err = a.sender().send_with(b"", vec![b]).unwrap_err();
     assert!(
         matches!(err.error, SendError::NotTransferable(why) if why.contains("ring it receives")),
         "{:?}",
@@ -148,19 +153,19 @@ fn the_handle_window_bounds_a_pipe_within_one_process() {
     let mut twins = Vec::new();
     for _ in 0..ferry::HANDLE_WINDOW {
         let (c, d) = ferry::pipe().unwrap();
-        a.try_send_with(b"", vec![c]).unwrap();
+        a.sender().try_send_with(b"", vec![c]).unwrap();
         twins.push(d);
     }
     let (c, _d) = ferry::pipe().unwrap();
-    let full = a.try_send_with(b"", vec![c]).unwrap_err();
+    let full = a.sender().try_send_with(b"", vec![c]).unwrap_err();
     assert!(matches!(full.error, ferry::TrySendError::Full));
     assert_eq!(full.ends.len(), 1);
-    b.recv_with().unwrap();
-    a.try_send_with(b"", full.ends).unwrap();
+    b.receiver().recv_with().unwrap();
+    a.sender().try_send_with(b"", full.ends).unwrap();
     let too_many: Vec<OwnedFd> = (0..=ferry::MAX_HANDLES)
         .map(|_| file_with("").into())
         .collect();
-    let refused = a.send_with(b"", too_many).unwrap_err();
+    let refused = a.sender().send_with(b"", too_many).unwrap_err();
     assert!(matches!(refused.error, SendError::NotTransferable(_)));
     assert_eq!(refused.ends.len(), ferry::MAX_HANDLES + 1);
 }
@@ -223,7 +228,7 @@ fn typed_values_with_handles_within_one_process() {
 fn a_move_out_while_ends_are_queued_is_refused_until_they_are_received() {
     if common::role().is_some() {
         let (_dog, main) = common::child_pipe("mover", secs(30));
-        let b = main.recv_with().unwrap().pipes.pop().expect("b");
+        let b = main.receiver().recv_with().unwrap().pipes.pop().expect("b");
         let hello = b.recv().unwrap();
         b.send(&hello).unwrap();
         return;
@@ -231,8 +236,10 @@ fn a_move_out_while_ends_are_queued_is_refused_until_they_are_received() {
     let dog = common::Watchdog::start(this_test!(), secs(30));
     let (child, main) = common::spawn_child(&dog, this_test!(), "mover", &PipeOptions::new());
     let (a, b) = ferry::pipe().unwrap();
-    a.send_with(b"a file", vec![file_with("queued")]).unwrap();
-    let refused = main.send_with(b"b", vec![b]).unwrap_err();
+    a.sender()
+        .send_with(b"a file", vec![file_with("queued")])
+        .unwrap();
+    let refused = main.sender().send_with(b"b", vec![b]).unwrap_err();
     assert!(
         matches!(&refused.error, SendError::NotTransferable(why) if why.contains("not yet received")),
         "{:?}",
@@ -247,15 +254,16 @@ fn a_move_out_while_ends_are_queued_is_refused_until_they_are_received() {
         .unwrap();
     // The sending end is refused too: its ring holds them.
     let (a_tx, a_rx) = a.split();
-    let refused = main.send_with(b"a", vec![a_tx]).unwrap_err();
+    let refused = main.sender().send_with(b"a", vec![a_tx]).unwrap_err();
     assert!(matches!(refused.error, SendError::NotTransferable(_)));
     let a_tx = match refused.ends.into_iter().next() {
         Some(End::Sender(tx)) => tx,
         other => panic!("the sender handed back, not {other:?}"),
     };
-    let mut message = b.recv_with().unwrap();
+    let mut message = b.receiver().recv_with().unwrap();
     assert_eq!(read_all(message.fds.pop().unwrap()), "queued");
-    main.send_with(b"b", vec![b])
+    main.sender()
+        .send_with(b"b", vec![b])
         .expect("nothing queued any more");
     a_tx.send(b"hello from the twin").unwrap();
     assert_eq!(a_rx.recv().unwrap(), b"hello from the twin");

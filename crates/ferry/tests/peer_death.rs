@@ -47,12 +47,12 @@ fn kill_during<R: Send>(child: &mut ChildGuard, blocked: impl FnOnce() -> R) -> 
 fn assert_all_calls_disconnected(pipe: &Pipe) {
     assert!(matches!(pipe.recv(), Err(RecvError::Disconnected)));
     assert!(matches!(
-        pipe.try_recv(),
+        pipe.receiver().try_recv(),
         Err(ferry::TryRecvError::Disconnected)
     ));
     let started = Instant::now();
     assert!(matches!(
-        pipe.recv_timeout(secs(5)),
+        pipe.receiver().recv_timeout(secs(5)),
         Err(ferry::RecvTimeoutError::Disconnected)
     ));
     assert!(
@@ -61,11 +61,11 @@ fn assert_all_calls_disconnected(pipe: &Pipe) {
     );
     assert!(matches!(pipe.send(b"x"), Err(SendError::Disconnected)));
     assert!(matches!(
-        pipe.try_send(b"x"),
+        pipe.sender().try_send(b"x"),
         Err(ferry::TrySendError::Disconnected)
     ));
     assert!(matches!(
-        pipe.send_timeout(b"x", secs(5)),
+        pipe.sender().send_timeout(b"x", secs(5)),
         Err(ferry::SendTimeoutError::Disconnected)
     ));
     assert!(matches!(
@@ -90,7 +90,7 @@ fn sigkill_wakes_a_blocked_recv() {
             assert_eq!(pipe.recv().expect("ready"), b"ready");
             let (result, latency) = kill_during(&mut child, || {
                 if timed {
-                    pipe.recv_timeout(secs(10))
+                    pipe.receiver().recv_timeout(secs(10))
                 } else {
                     pipe.recv().map_err(Into::into)
                 }
@@ -117,7 +117,7 @@ fn sigkill_wakes_a_blocked_recv() {
 fn sigkill_wakes_a_blocked_recv_on_a_moved_pipe() {
     if common::role().is_some() {
         let (_dog, main) = common::child_pipe("holder", secs(30));
-        let moved = main.recv_with().expect("a pipe").pipes;
+        let moved = main.receiver().recv_with().expect("a pipe").pipes;
         moved[0].send(b"ready").expect("ready");
         thread::sleep(secs(60));
         return;
@@ -126,7 +126,9 @@ fn sigkill_wakes_a_blocked_recv_on_a_moved_pipe() {
     let dog = common::Watchdog::start(this_test!(), secs(30));
     let (mut child, main) = common::spawn_child(&dog, this_test!(), "holder", &PipeOptions::new());
     let (a, b) = PipeOptions::new().wait(Wait::Sleep).pipe().expect("pipe");
-    main.send_with(b"pipe", vec![b]).expect("send_with");
+    main.sender()
+        .send_with(b"pipe", vec![b])
+        .expect("send_with");
     assert_eq!(a.recv().expect("ready"), b"ready");
     let (result, latency) = kill_during(&mut child, || a.recv());
     eprintln!("moved pipe: Disconnected {latency:?} after SIGKILL");
@@ -149,7 +151,7 @@ fn sigkill_wakes_a_blocked_send() {
         let options = PipeOptions::new().capacity(4096).wait(wait);
         let (mut child, pipe) = common::spawn_child(&dog, this_test!(), "sleeper", &options);
         assert_eq!(pipe.recv().expect("ready"), b"ready");
-        while pipe.try_send(&[1; 100]).is_ok() {}
+        while pipe.sender().try_send(&[1; 100]).is_ok() {}
         let (result, latency) = kill_during(&mut child, || pipe.send(&[2; 100]));
         eprintln!("{wait:?} send: Disconnected {latency:?} after SIGKILL");
         assert!(
@@ -203,9 +205,9 @@ impl Path {
     /// In the child: the pipe from the parent, sending large messages this
     /// way.
     fn child_pipe(self) -> (common::Watchdog, Pipe) {
-        let (dog, mut pipe) = common::child_pipe(self.role(), secs(30));
+        let (dog, pipe) = common::child_pipe(self.role(), secs(30));
         if let Self::Pieces = self {
-            pipe.set_out_of_line(usize::MAX);
+            pipe.sender().set_out_of_line(usize::MAX);
         }
         (dog, pipe)
     }
@@ -295,7 +297,7 @@ fn committer(path: Path) {
     let (mut seq, mut hundreds) = (COMMITTED.len() as u64, 0);
     if let Path::OutOfLine = path {
         for len in [100, 0] {
-            while pipe.try_send(&message(&pool, seq, len)).is_ok() {
+            while pipe.sender().try_send(&message(&pool, seq, len)).is_ok() {
                 seq += 1;
                 hundreds += usize::from(len == 100);
             }
@@ -334,14 +336,14 @@ fn sigkill_while_streaming_large_messages() {
         let (mut child, pipe) = common::spawn_child(&dog, this_test!(), path.role(), &options);
         // Wait for a first message, so the stream is flowing.
         let mut buf = Vec::new();
-        pipe.recv_into(&mut buf).expect("first message");
+        pipe.receiver().recv_into(&mut buf).expect("first message");
         assert!(buf == message(&pool, 0, BIG), "round {round}: message 0");
         let delay = Duration::from_micros(rng.upto(30_000) as u64);
         let received = thread::scope(|s| {
             let reader = s.spawn(|| {
                 let mut seq = 1;
                 loop {
-                    match pipe.recv_into(&mut buf) {
+                    match pipe.receiver().recv_into(&mut buf) {
                         Ok(()) => {
                             assert_eq!(buf.len(), BIG, "round {round}: length of {seq}");
                             assert!(buf == message(&pool, seq, BIG), "round {round}: {seq}");

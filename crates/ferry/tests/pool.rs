@@ -32,7 +32,7 @@ fn large_and_small_messages_interleave_in_order() {
             if i % 2 == 0 {
                 assert_eq!(pipe.recv().expect("message"), expected, "message {i}");
             } else {
-                let view = pipe.recv_shared().expect("message");
+                let view = pipe.receiver().recv_shared().expect("message");
                 assert_eq!(
                     view.is_in_place(),
                     expected.len() >= ferry::OUT_OF_LINE,
@@ -69,15 +69,15 @@ fn small_loans_and_views_echo_across_processes() {
     if common::role().is_some() {
         let (_dog, pipe) = common::child_pipe("loan-echo", secs(60));
         for i in 0..COUNT {
-            let view = pipe.recv_shared().expect("message");
+            let view = pipe.receiver().recv_shared().expect("message");
             assert!(!view.is_in_place(), "message {i} was copied");
             // The reply's loan is written while the view is still held.
-            let mut reply = pipe.loan(view.len()).expect("loan");
+            let mut reply = pipe.sender().loan(view.len()).expect("loan");
             assert!(reply.iter().all(|&b| b == 0), "loan {i} starts zeroed");
             reply.copy_from_slice(&view);
             if i % 7 == 0 {
                 // A loan dropped unsent sends nothing.
-                drop(pipe.loan(view.len() + 1).expect("loan"));
+                drop(pipe.sender().loan(view.len() + 1).expect("loan"));
             }
             reply.send().expect("echo");
         }
@@ -88,10 +88,10 @@ fn small_loans_and_views_echo_across_processes() {
     let (child, pipe) = common::spawn_child(&dog, this_test!(), "loan-echo", &PipeOptions::new());
     for i in 0..COUNT {
         let expected = small_loan(i);
-        let mut slot = pipe.loan(expected.len()).expect("loan");
+        let mut slot = pipe.sender().loan(expected.len()).expect("loan");
         slot.copy_from_slice(&expected);
         slot.send().expect("send");
-        let echo = pipe.recv_shared().expect("echo");
+        let echo = pipe.receiver().recv_shared().expect("echo");
         assert_eq!(&*echo, &expected[..], "echo {i}");
     }
     // Nothing beyond the echoes: the child's unsent loans sent nothing.
@@ -105,13 +105,13 @@ fn a_peer_killed_while_holding_blocks_frees_them_and_nothing_hangs() {
     if common::role().is_some() {
         let (_dog, pipe) = common::child_pipe("holder", secs(60));
         let views: Vec<_> = (0..HELD)
-            .map(|_| pipe.recv_shared().expect("block"))
+            .map(|_| pipe.receiver().recv_shared().expect("block"))
             .collect();
         assert!(views.iter().all(|v| v.is_in_place()));
-        let mut slot = pipe.loan(MIB).expect("loan");
+        let mut slot = pipe.sender().loan(MIB).expect("loan");
         slot.fill(0xee);
         slot.send().expect("send a block back");
-        let _unsent = pipe.loan(MIB).expect("a loan never sent");
+        let _unsent = pipe.sender().loan(MIB).expect("a loan never sent");
         pipe.send(b"holding").expect("report");
         std::thread::sleep(secs(600)); // until killed
         return;
@@ -124,12 +124,13 @@ fn a_peer_killed_while_holding_blocks_frees_them_and_nothing_hangs() {
     for _ in 0..HELD {
         pipe.send(&vec![1; MIB]).expect("send");
     }
-    let theirs = pipe.recv_shared().expect("the child's block");
+    let theirs = pipe.receiver().recv_shared().expect("the child's block");
     assert_eq!(pipe.recv().expect("report"), b"holding");
     assert_eq!(ferry::pool_stats().in_links, in_links + HELD as u64);
     // The pool is at its cap and every block is held: a send waits.
     assert!(matches!(
-        pipe.send_timeout(&vec![2; MIB], Duration::from_millis(100)),
+        pipe.sender()
+            .send_timeout(&vec![2; MIB], Duration::from_millis(100)),
         Err(SendTimeoutError::Timeout)
     ));
     child.kill();

@@ -35,7 +35,7 @@ fn a_long_megabyte_stream_stays_under_the_pool_cap() {
         let mut peak = 0;
         let mut buf = Vec::new();
         for i in 0..COUNT {
-            pipe.recv_into(&mut buf).expect("message");
+            pipe.receiver().recv_into(&mut buf).expect("message");
             assert_eq!(buf.len(), MIB);
             assert_eq!(buf[..8], i.to_le_bytes(), "message {i} head");
             assert_eq!(buf[MIB - 8..], (!i).to_le_bytes(), "message {i} tail");

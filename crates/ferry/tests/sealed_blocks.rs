@@ -60,7 +60,7 @@ fn a_receiver_cannot_write_the_blocks_it_is_sent() {
     }
     // The block came back released; a loan of its size reuses it, and
     // reads what this side wrote into it the first time.
-    let mut loan = pipe.loan(MIB).expect("loan the block again");
+    let mut loan = pipe.sender().loan(MIB).expect("loan the block again");
     assert!(
         loan[..] == first[..],
         "the block no longer holds the first message (first difference at byte {:?})",

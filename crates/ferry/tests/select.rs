@@ -35,7 +35,7 @@ fn child(role: &str) {
     let (_dog, main) = common::child_pipe(role, secs(60));
     let mut ends: Vec<Pipe> = Vec::new();
     while ends.len() < PIPES {
-        let msg = main.recv_with().expect("a batch of ends");
+        let msg = main.receiver().recv_with().expect("a batch of ends");
         ends.extend(msg.pipes);
     }
     main.send(b"ready").expect("ready");
@@ -83,7 +83,9 @@ fn spawn(dog: &Watchdog, test: &str, role: &str) -> (ChildGuard, Pipe, Vec<Pipe>
         near.push(a);
         far.push(b);
     }
-    main.send_with(b"ends", far).expect("ends to the child");
+    main.sender()
+        .send_with(b"ends", far)
+        .expect("ends to the child");
     assert_eq!(main.recv().expect("the child's ready"), b"ready");
     (child, main, near)
 }
@@ -189,7 +191,7 @@ fn select_is_fair() {
     assert_eq!(taken, [120, 100, 120]);
     let mut select = Select::new().expect("a select");
     let key = select.add(second).expect("add");
-    drop(near[1].try_send(b"")); // keep it alive and ready
+    drop(near[1].sender().try_send(b"")); // keep it alive and ready
     assert_eq!(
         select
             .ready_timeout(Duration::from_millis(1))

@@ -45,7 +45,7 @@ fn timed_and_try_calls_answer_behind_a_waiting_thread() {
     std::thread::sleep(SETTLE);
     let start = Instant::now();
     assert!(matches!(
-        main.recv_timeout(SHORT),
+        main.receiver().recv_timeout(SHORT),
         Err(RecvTimeoutError::Timeout)
     ));
     assert!(
@@ -55,7 +55,10 @@ fn timed_and_try_calls_answer_behind_a_waiting_thread() {
     // A `try_` call answers at once: the ring is empty, and whatever comes
     // first is the waiting thread's.
     let start = Instant::now();
-    assert!(matches!(main.try_recv(), Err(TryRecvError::Empty)));
+    assert!(matches!(
+        main.receiver().try_recv(),
+        Err(TryRecvError::Empty)
+    ));
     assert!(
         start.elapsed() < LATE,
         "a try_recv waited for another thread's receive"
@@ -63,7 +66,9 @@ fn timed_and_try_calls_answer_behind_a_waiting_thread() {
     main.send(b"send two").expect("cue the peer");
     let mut got = [
         waiting.join().expect("the receiving thread"),
-        main.recv_timeout(secs(10)).expect("the second message"),
+        main.receiver()
+            .recv_timeout(secs(10))
+            .expect("the second message"),
     ];
     got.sort();
     assert_eq!(got, [b"one".to_vec(), b"two".to_vec()]);
@@ -72,7 +77,7 @@ fn timed_and_try_calls_answer_behind_a_waiting_thread() {
     // input. Fill the pipe; one thread waits in `send` for room; this
     // thread's timed send times out and delivers nothing.
     let mut filled = 0u64;
-    while main.try_send(&filled.to_le_bytes()).is_ok() {
+    while main.sender().try_send(&filled.to_le_bytes()).is_ok() {
         filled += 1;
     }
     assert!(filled > 0, "nothing fit in an empty pipe");
@@ -83,7 +88,7 @@ fn timed_and_try_calls_answer_behind_a_waiting_thread() {
     std::thread::sleep(SETTLE);
     let start = Instant::now();
     assert!(matches!(
-        main.send_timeout(b"late", SHORT),
+        main.sender().send_timeout(b"late", SHORT),
         Err(SendTimeoutError::Timeout)
     ));
     assert!(
@@ -92,7 +97,10 @@ fn timed_and_try_calls_answer_behind_a_waiting_thread() {
     );
     // A `try_` call answers `Full` at once, and delivers nothing.
     let start = Instant::now();
-    assert!(matches!(main.try_send(b"late"), Err(TrySendError::Full)));
+    assert!(matches!(
+        main.sender().try_send(b"late"),
+        Err(TrySendError::Full)
+    ));
     assert!(
         start.elapsed() < LATE,
         "a try_send waited for another thread's send"
@@ -103,7 +111,10 @@ fn timed_and_try_calls_answer_behind_a_waiting_thread() {
         .expect("let the peer drain");
     blocked.join().expect("the sending thread");
     main.send(b"last").expect("the last message");
-    let count = main.recv_timeout(secs(10)).expect("the peer's count");
+    let count = main
+        .receiver()
+        .recv_timeout(secs(10))
+        .expect("the peer's count");
     assert_eq!(
         common::msg_u64(&count),
         filled + 2,

@@ -97,7 +97,8 @@ fn check_stream(pipe: &Pipe, seed: u64) -> (u64, u64) {
     let (mut got, mut want) = (Vec::new(), Vec::new());
     let (mut bytes, mut sum) = (0u64, 0u64);
     for seq in 0..COUNT {
-        pipe.recv_into(&mut got)
+        pipe.receiver()
+            .recv_into(&mut got)
             .unwrap_or_else(|e| panic!("recv of message {seq}: {e}"));
         messages.fill(seq, &mut want);
         assert_eq!(got.len(), want.len(), "length of message {seq}");
@@ -147,8 +148,8 @@ fn hundred_thousand_random_sizes_each_way() {
 }
 
 fn child() {
-    let (_dog, mut pipe) = common::child_pipe("child", secs(120));
-    pipe.set_out_of_line(usize::MAX);
+    let (_dog, pipe) = common::child_pipe("child", secs(120));
+    pipe.sender().set_out_of_line(usize::MAX);
     let (received, sent) = std::thread::scope(|s| {
         let sender = s.spawn(|| send_stream(&pipe, UP));
         let received = check_stream(&pipe, DOWN);
@@ -182,7 +183,10 @@ fn a_one_way_stream_of_small_messages_arrives_in_order() {
     while seq < SMALL_COUNT {
         // Every 64th receive has 1 µs to find its message.
         let received = if seq.is_multiple_of(64) {
-            match pipe.recv_timeout(std::time::Duration::from_micros(1)) {
+            match pipe
+                .receiver()
+                .recv_timeout(std::time::Duration::from_micros(1))
+            {
                 Err(ferry::RecvTimeoutError::Timeout) => {
                     timeouts += 1;
                     continue;
@@ -194,7 +198,9 @@ fn a_one_way_stream_of_small_messages_arrives_in_order() {
                 Err(e) => Err(e.to_string()),
             }
         } else {
-            pipe.recv_into(&mut got).map_err(|e| e.to_string())
+            pipe.receiver()
+                .recv_into(&mut got)
+                .map_err(|e| e.to_string())
         };
         received.unwrap_or_else(|e| panic!("recv of message {seq}: {e}"));
         let mut want = [0u8; 64];

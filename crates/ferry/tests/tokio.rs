@@ -33,7 +33,7 @@ fn child(role: &str) {
         return;
     }
     let mut buf = Vec::new();
-    while pipe.recv_into(&mut buf).is_ok() {
+    while pipe.receiver().recv_into(&mut buf).is_ok() {
         pipe.send(&buf).expect("echo");
     }
 }
@@ -176,7 +176,7 @@ fn async_round_trips_under_stress_lose_no_wakeup() {
             let (_dog, pipe) = common::child_pipe(&role, secs(60));
             let mut rng = XorShift::new(5);
             let mut buf = Vec::new();
-            while pipe.recv_into(&mut buf).is_ok() {
+            while pipe.receiver().recv_into(&mut buf).is_ok() {
                 if rng.upto(31) == 0 {
                     std::thread::sleep(Duration::from_micros(rng.upto(100) as u64));
                 }
@@ -224,7 +224,7 @@ fn async_sends_of_messages_larger_than_the_ring_complete() {
         let (_dog, pipe) = common::child_pipe(&role, secs(60));
         let mut seq = 0;
         while seq < COUNT {
-            match pipe.try_recv() {
+            match pipe.receiver().try_recv() {
                 Ok(msg) => {
                     assert!(msg == three_rings(seq), "message {seq} arrived changed");
                     seq += 1;
@@ -239,8 +239,8 @@ fn async_sends_of_messages_larger_than_the_ring_complete() {
     }
     let dog = common::Watchdog::start(this_test!(), secs(60));
     let options = PipeOptions::new().capacity(RING);
-    let (child, mut pipe) = common::spawn_child(&dog, this_test!(), "poller", &options);
-    pipe.set_out_of_line(usize::MAX);
+    let (child, pipe) = common::spawn_child(&dog, this_test!(), "poller", &options);
+    pipe.sender().set_out_of_line(usize::MAX);
     let (tx, rx) = pipe.split();
     let start = Instant::now();
     runtime().block_on(async move {

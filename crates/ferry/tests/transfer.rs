@@ -106,7 +106,8 @@ fn thousand_pipes_over_one_link_keep_fds_bounded() {
             here.push(a);
             there.push(b);
         }
-        main.send_with(&batch_header(sent, count), there)
+        main.sender()
+            .send_with(&batch_header(sent, count), there)
             .unwrap_or_else(|e| panic!("send_with of {count} pipes after {sent}: {e}"));
         for (a, idx) in here.into_iter().zip(sent..) {
             if idx % 7 == 0 {
@@ -117,7 +118,7 @@ fn thousand_pipes_over_one_link_keep_fds_bounded() {
             }
             round_trip(&a, &idx.to_string());
             if idx % BACK_EVERY == 0 {
-                let back = a.recv_with().expect("a pipe end moved back");
+                let back = a.receiver().recv_with().expect("a pipe end moved back");
                 assert_eq!(back.bytes, b"back");
                 assert_eq!(back.pipes.len(), 1);
                 let end = back.pipes.into_iter().next().expect("one pipe");
@@ -154,7 +155,7 @@ fn thousand_pipes_over_one_link_keep_fds_bounded() {
     child.wait_ok();
     for (n, end) in ends.iter().enumerate() {
         assert!(matches!(
-            end.try_recv(),
+            end.receiver().try_recv(),
             Err(ferry::TryRecvError::Disconnected)
         ));
         assert!(matches!(end.send(b"x"), Err(SendError::Disconnected)));
@@ -172,7 +173,7 @@ fn holder() {
     let (_dog, main) = common::child_pipe("holder", secs(60));
     let mut held: Vec<Pipe> = Vec::new();
     loop {
-        let msg = match main.recv_with() {
+        let msg = match main.receiver().recv_with() {
             Ok(msg) => msg,
             Err(RecvError::Disconnected) => break,
             Err(e) => panic!("holder: {e}"),
@@ -204,7 +205,8 @@ fn take_pipe(pipe: Pipe, idx: usize, held: &mut Vec<Pipe>) {
     answer(&pipe);
     if idx.is_multiple_of(BACK_EVERY) {
         let (mine, theirs) = PipeOptions::new().capacity(4096).pipe().expect("pipe");
-        pipe.send_with(b"back", vec![theirs])
+        pipe.sender()
+            .send_with(b"back", vec![theirs])
             .expect("send a pipe end back");
         answer(&mine);
         held.push(pipe);
@@ -220,7 +222,7 @@ fn take_pipe(pipe: Pipe, idx: usize, held: &mut Vec<Pipe>) {
 fn counter() {
     let (_dog, main) = common::child_pipe("counter", secs(30));
     let mut held = Vec::new();
-    while let Ok(msg) = main.recv_with() {
+    while let Ok(msg) = main.receiver().recv_with() {
         if msg.bytes == b"again" {
             held.iter().for_each(answer);
             continue;
@@ -235,7 +237,8 @@ fn counter() {
 /// of them arrived and work.
 fn send_to_counter(main: &Pipe, label: &str, pipes: Vec<(Pipe, Pipe)>) {
     let (here, there): (Vec<Pipe>, Vec<Pipe>) = pipes.into_iter().unzip();
-    main.send_with(label.as_bytes(), there)
+    main.sender()
+        .send_with(label.as_bytes(), there)
         .unwrap_or_else(|e| panic!("{label}: {e}"));
     assert_eq!(msg_u64(&main.recv().expect("count")), here.len() as u64);
     for (n, end) in here.iter().enumerate() {
@@ -260,18 +263,29 @@ fn send_with_refusals_hand_the_pipes_back() {
     // Over a pipe inside one process: delivered there.
     let (x, y) = ferry::pipe().expect("pipe");
     let (p, q) = ferry::pipe().expect("pipe");
-    x.send_with(b"in process", vec![p]).expect("in-process");
-    let p = y.recv_with().expect("recv").pipes.pop().expect("delivered");
+    x.sender()
+        .send_with(b"in process", vec![p])
+        .expect("in-process");
+    let p = y
+        .receiver()
+        .recv_with()
+        .expect("recv")
+        .pipes
+        .pop()
+        .expect("delivered");
     p.send(b"still works").expect("send");
     assert_eq!(q.recv().expect("recv"), b"still works");
 
     let (child, main) = common::spawn_child(&dog, this_test!(), "counter", &PipeOptions::new());
     // An end whose twin already lives in the child.
     let (a, b) = ferry::pipe().expect("pipe");
-    main.send_with(b"b", vec![b]).expect("send b");
+    main.sender().send_with(b"b", vec![b]).expect("send b");
     assert_eq!(msg_u64(&main.recv().expect("count")), 1);
     round_trip(&a, "a before");
-    let refused = main.send_with(b"a", vec![a]).expect_err("twin elsewhere");
+    let refused = main
+        .sender()
+        .send_with(b"a", vec![a])
+        .expect_err("twin elsewhere");
     assert!(
         matches!(refused.error, SendError::NotTransferable(_)),
         "{refused}"
@@ -287,6 +301,7 @@ fn send_with_refusals_hand_the_pipes_back() {
     // The bootstrap pipe itself (its twin is in the child).
     let (spare, _keep) = ferry::pipe().expect("pipe");
     let refused = spare
+        .sender()
         .send_with(b"main", vec![main])
         .expect_err("in-process link");
     let main = refused
@@ -297,7 +312,10 @@ fn send_with_refusals_hand_the_pipes_back() {
         .expect("main handed back");
     // One more end than a message may carry.
     let (here, there): (Vec<Pipe>, Vec<Pipe>) = pipes(254).into_iter().unzip();
-    let refused = main.send_with(b"too many", there).expect_err("254 ends");
+    let refused = main
+        .sender()
+        .send_with(b"too many", there)
+        .expect_err("254 ends");
     assert!(
         matches!(refused.error, SendError::NotTransferable(_)),
         "{refused}"
@@ -330,7 +348,7 @@ fn send_with_both_ends_of_one_pipe() {
     let dog = common::Watchdog::start(this_test!(), secs(30));
     let (child, main) = common::spawn_child(&dog, this_test!(), "counter", &PipeOptions::new());
     let (c, d) = ferry::pipe().expect("pipe");
-    match main.send_with(b"both", vec![c, d]) {
+    match main.sender().send_with(b"both", vec![c, d]) {
         Ok(()) => {
             assert_eq!(msg_u64(&main.recv().expect("count")), 2);
         }
@@ -370,7 +388,7 @@ fn two_threads_never_both_send_the_two_ends_of_one_pipe() {
         let start = std::sync::Barrier::new(2);
         let race = |main: &Pipe, end: Pipe| {
             start.wait();
-            main.send_with(b"race", vec![end])
+            main.sender().send_with(b"race", vec![end])
         };
         let (sent_a, sent_b) = std::thread::scope(|s| {
             let a = s.spawn(|| race(&main_a, a));
@@ -420,7 +438,7 @@ fn ends_discarded_by_recv_disconnect_their_twins() {
     if common::role().is_some() {
         let (_dog, main) = common::child_pipe("discarder", secs(30));
         assert_eq!(main.recv().expect("message with a pipe"), b"take this");
-        let kept = main.recv_with().expect("message with a pipe");
+        let kept = main.receiver().recv_with().expect("message with a pipe");
         answer(&kept.pipes[0]);
         answer(&main);
         return;
@@ -430,8 +448,12 @@ fn ends_discarded_by_recv_disconnect_their_twins() {
     let (child, main) = common::spawn_child(&dog, this_test!(), "discarder", &PipeOptions::new());
     let (a, b) = ferry::pipe().expect("pipe");
     let (k, l) = ferry::pipe().expect("pipe");
-    main.send_with(b"take this", vec![b]).expect("send b");
-    main.send_with(b"keep this", vec![l]).expect("send l");
+    main.sender()
+        .send_with(b"take this", vec![b])
+        .expect("send b");
+    main.sender()
+        .send_with(b"keep this", vec![l])
+        .expect("send l");
     assert!(matches!(a.recv(), Err(RecvError::Disconnected)));
     assert!(matches!(a.send(b"x"), Err(SendError::Disconnected)));
     round_trip(&k, "kept");
@@ -445,7 +467,7 @@ fn ends_discarded_by_recv_disconnect_their_twins() {
 fn moved_pipes_outlive_the_bootstrap_pipe() {
     if common::role().is_some() {
         let (_dog, main) = common::child_pipe("survivor", secs(30));
-        let moved = main.recv_with().expect("a pipe").pipes;
+        let moved = main.receiver().recv_with().expect("a pipe").pipes;
         assert!(matches!(main.recv(), Err(RecvError::Disconnected)));
         drop(main);
         moved.iter().for_each(answer);
@@ -455,7 +477,9 @@ fn moved_pipes_outlive_the_bootstrap_pipe() {
     let dog = common::Watchdog::start(this_test!(), secs(30));
     let (child, main) = common::spawn_child(&dog, this_test!(), "survivor", &PipeOptions::new());
     let (here, there): (Vec<Pipe>, Vec<Pipe>) = pipes(3).into_iter().unzip();
-    main.send_with(b"pipes", there).expect("send pipes");
+    main.sender()
+        .send_with(b"pipes", there)
+        .expect("send pipes");
     drop(main);
     for (n, end) in here.iter().enumerate() {
         round_trip(end, &n.to_string());
@@ -491,7 +515,8 @@ fn ten_thousand_default_pipes_over_one_link() {
         let (near, far): (Vec<Pipe>, Vec<Pipe>) = (0..MANY_BATCH)
             .map(|_| ferry::pipe().expect("make a default pipe"))
             .unzip();
-        main.send_with(&batch_header(first, MANY_BATCH), far)
+        main.sender()
+            .send_with(&batch_header(first, MANY_BATCH), far)
             .unwrap_or_else(|e| panic!("send_with of the pipes after {first}: {e}"));
         here.extend(near);
     }
@@ -528,7 +553,7 @@ fn many_holder() {
     let vm_before = common::vm_peak();
     let (mut held, mut refused) = (Vec::with_capacity(MANY), 0);
     loop {
-        let msg = main.recv_with().expect("a batch");
+        let msg = main.receiver().recv_with().expect("a batch");
         if msg.bytes == [AGAIN] {
             break;
         }
@@ -573,7 +598,8 @@ fn an_end_over_the_map_budget_is_refused_alone() {
             .capacity(4096)
             .pipe()
             .expect("make a pipe");
-        main.send_with(&batch_header(idx, 1), vec![far])
+        main.sender()
+            .send_with(&batch_header(idx, 1), vec![far])
             .unwrap_or_else(|e| panic!("send_with of pipe {idx}: {e}"));
         here.push(near);
     }
@@ -588,7 +614,7 @@ fn an_end_over_the_map_budget_is_refused_alone() {
             1 => round_trip(end, &idx.to_string()),
             _ => assert!(
                 matches!(
-                    end.recv_timeout(secs(5)),
+                    end.receiver().recv_timeout(secs(5)),
                     Err(ferry::RecvTimeoutError::Disconnected)
                 ),
                 "pipe {idx}: refused there, but not disconnected here"
@@ -607,7 +633,7 @@ fn budget_holder() {
     let (_dog, main) = common::child_pipe("budget", secs(60));
     let (mut held, mut verdicts) = (Vec::new(), Vec::new());
     loop {
-        let msg = main.recv_with().expect("a pipe end's message");
+        let msg = main.receiver().recv_with().expect("a pipe end's message");
         if msg.bytes == [AGAIN] {
             break;
         }

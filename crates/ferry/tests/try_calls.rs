@@ -32,7 +32,7 @@ fn poller() {
     pipe.send(b"ready").expect("ready");
     let mut seq = 0;
     while seq < COUNT {
-        match pipe.try_recv() {
+        match pipe.receiver().try_recv() {
             Ok(msg) => {
                 assert!(msg == large(seq), "message {seq} arrived changed");
                 seq += 1;
@@ -61,15 +61,15 @@ fn try_send_gets_messages_larger_than_the_ring_through() {
     let dog = common::Watchdog::start(this_test!(), secs(60));
     a_refilled_buffer_is_another_message();
     let options = PipeOptions::new().capacity(RING);
-    let (child, mut pipe) = common::spawn_child(&dog, this_test!(), "poller", &options);
-    pipe.set_out_of_line(usize::MAX);
+    let (child, pipe) = common::spawn_child(&dog, this_test!(), "poller", &options);
+    pipe.sender().set_out_of_line(usize::MAX);
     assert_eq!(pipe.recv().expect("ready"), b"ready");
     let start = Instant::now();
     let mut fulls = 0u64;
     for seq in 0..COUNT {
         let msg = large(seq);
         loop {
-            match pipe.try_send(&msg) {
+            match pipe.sender().try_send(&msg) {
                 Ok(()) => break,
                 Err(TrySendError::Full) => fulls += 1,
                 Err(e) => panic!("message {seq}: {e}"),
@@ -81,7 +81,10 @@ fn try_send_gets_messages_larger_than_the_ring_through() {
             std::thread::yield_now();
         }
     }
-    let answer = pipe.recv_timeout(secs(10)).expect("the child's count");
+    let answer = pipe
+        .receiver()
+        .recv_timeout(secs(10))
+        .expect("the child's count");
     assert_eq!(answer, b"all");
     let took = start.elapsed();
     assert!(took < secs(10), "{COUNT} messages took {took:?}");
@@ -96,26 +99,26 @@ fn try_send_gets_messages_larger_than_the_ring_through() {
 fn a_refilled_buffer_is_another_message() {
     let (a, b) = PipeOptions::new().capacity(4096).pipe().expect("pipe");
     let mut buf = vec![0xaa; 20_000];
-    assert!(matches!(a.try_send(&buf), Err(TrySendError::Full)));
+    assert!(matches!(a.sender().try_send(&buf), Err(TrySendError::Full)));
     buf.fill(0xbb);
     let mut got = None;
     for _ in 0..10_000 {
-        match a.try_send(&buf) {
+        match a.sender().try_send(&buf) {
             Ok(()) => break,
             Err(TrySendError::Full) => {}
             Err(e) => panic!("{e}"),
         }
-        match b.try_recv() {
+        match b.receiver().try_recv() {
             Ok(msg) => got = Some(msg),
             Err(TryRecvError::Empty) => {}
             Err(e) => panic!("{e}"),
         }
     }
     let msg = got
-        .or_else(|| b.try_recv().ok())
+        .or_else(|| b.receiver().try_recv().ok())
         .expect("the second message");
     assert!(msg == buf, "a message of {} bytes arrived mixed", msg.len());
-    assert!(matches!(b.try_recv(), Err(TryRecvError::Empty)));
+    assert!(matches!(b.receiver().try_recv(), Err(TryRecvError::Empty)));
 }
 
 /// How long the `sleeper` child leaves its socket unread.
@@ -128,17 +131,20 @@ const FILL: usize = 253;
 /// [`SLEEP`], then takes the filling messages and waits for the end.
 fn sleeper() {
     let (_dog, pipe) = common::child_pipe("sleeper", secs(60));
-    let mut extra = pipe.recv_with().expect("the extra pipes").pipes;
+    let mut extra = pipe.receiver().recv_with().expect("the extra pipes").pipes;
     assert_eq!(extra.len(), 2);
     pipe.send(b"asleep").expect("asleep");
     std::thread::sleep(SLEEP);
     for end in &extra {
-        let msg = end.recv_with().expect("a filling message");
+        let msg = end.receiver().recv_with().expect("a filling message");
         assert_eq!(msg.pipes.len(), FILL);
     }
     // `main` is left unread until the parent's `try_send` got through.
     assert_eq!(extra[0].recv().expect("go"), b"go");
-    let msg = pipe.recv_with().expect("the filling message on main");
+    let msg = pipe
+        .receiver()
+        .recv_with()
+        .expect("the filling message on main");
     assert_eq!(msg.pipes.len(), FILL);
     assert_eq!(pipe.recv().expect("x"), b"x");
     assert_eq!(pipe.recv().expect("the end"), b"end");
@@ -165,7 +171,7 @@ fn fill(pipe: &ferry::Pipe) -> Result<(), ferry::SendError> {
             far
         })
         .collect();
-    pipe.send_with(b"fill", ends).map_err(|e| e.error)
+    pipe.sender().send_with(b"fill", ends).map_err(|e| e.error)
 }
 
 /// A thread's `send_with` waits on the control socket, which the peer
@@ -184,7 +190,8 @@ fn a_try_call_never_waits_behind_a_send_stuck_on_the_socket() {
     let (child, main) = common::spawn_child(&dog, this_test!(), "sleeper", &PipeOptions::new());
     let (here_1, there_1) = ferry::pipe().expect("pipe");
     let (here_2, there_2) = ferry::pipe().expect("pipe");
-    main.send_with(b"extra", vec![there_1, there_2])
+    main.sender()
+        .send_with(b"extra", vec![there_1, there_2])
         .expect("send the extra pipes");
     assert_eq!(main.recv().expect("asleep"), b"asleep");
     // Made (and handed to the child) while the socket has room.
@@ -200,7 +207,7 @@ fn a_try_call_never_waits_behind_a_send_stuck_on_the_socket() {
 
         for round in 0..5 {
             let started = Instant::now();
-            let result = main.try_send(b"x");
+            let result = main.sender().try_send(b"x");
             let took = started.elapsed();
             assert!(
                 took < Duration::from_millis(200),
@@ -212,7 +219,7 @@ fn a_try_call_never_waits_behind_a_send_stuck_on_the_socket() {
                 "round {round}: {result:?}"
             );
             let started = Instant::now();
-            let result = main.send_timeout(b"y", Duration::from_millis(50));
+            let result = main.sender().send_timeout(b"y", Duration::from_millis(50));
             let took = started.elapsed();
             assert!(
                 matches!(result, Err(SendTimeoutError::Timeout)),
@@ -233,7 +240,7 @@ fn a_try_call_never_waits_behind_a_send_stuck_on_the_socket() {
                 readable(&ready, secs(15).saturating_sub(started.elapsed())),
                 "the descriptor armed by `Full` was never rung once the lock was free"
             );
-            match main.try_send(b"x") {
+            match main.sender().try_send(b"x") {
                 Ok(()) => break,
                 Err(TrySendError::Full) => {}
                 Err(e) => panic!("try_send after the wake: {e}"),

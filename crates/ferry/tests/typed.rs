@@ -518,7 +518,8 @@ fn handles_the_type_does_not_hold_are_refused_and_closed() {
         for round in 0..50u8 {
             // One pipe end attached to a `Plain` that holds none.
             let (a, _b) = ferry::pipe().unwrap();
-            main.send_with(&[round], vec![a])
+            main.sender()
+                .send_with(&[round], vec![a])
                 .expect("plain with an end");
             // A `WithReply` naming handle 3 with nothing attached.
             main.send(&[round, 3]).expect("a dangling handle");

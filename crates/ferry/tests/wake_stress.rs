@@ -37,10 +37,12 @@ fn wait_named(name: &str) -> Wait {
 fn echo(role: &str) {
     let (_dog, pipe) = common::child_pipe(role, secs(120));
     // Set here: the child's end does not take the parent's options.
-    pipe.set_wait(wait_named(role));
+    let wait = wait_named(role);
+    pipe.sender().set_wait(wait);
+    pipe.receiver().set_wait(wait);
     let mut buf = Vec::with_capacity(8);
     loop {
-        match pipe.recv_into(&mut buf) {
+        match pipe.receiver().recv_into(&mut buf) {
             Ok(()) => pipe.send(&buf).expect("echo"),
             Err(RecvError::Disconnected) => return,
             Err(e) => panic!("echo: {e}"),
@@ -59,7 +61,7 @@ fn round_trips(test: &str, wait: Wait) {
     for seq in 0..ROUND_TRIPS {
         let sent = Instant::now();
         pipe.send(&u64_msg(seq)).expect("send");
-        pipe.recv_into(&mut buf).expect("recv");
+        pipe.receiver().recv_into(&mut buf).expect("recv");
         let took = sent.elapsed();
         assert_eq!(msg_u64(&buf), seq, "echo out of order");
         slowest = slowest.max(took);
@@ -157,13 +159,14 @@ fn stream_through_a_tiny_ring_sleeping() {
 
 fn tiny_receiver() {
     let (_dog, pipe): (_, Pipe) = common::child_pipe("tiny receiver", secs(120));
-    pipe.set_wait(Wait::Sleep);
+    pipe.sender().set_wait(Wait::Sleep);
+    pipe.receiver().set_wait(Wait::Sleep);
     let mut rng = XorShift::new(7);
     let (mut got, mut want) = (Vec::new(), Vec::new());
     let mut sum = 0;
     for seq in 0..STREAM {
         dawdle(seq, 1);
-        pipe.recv_into(&mut got).expect("recv");
+        pipe.receiver().recv_into(&mut got).expect("recv");
         tiny(&mut rng, seq, &mut want);
         assert!(got == want, "message {seq}");
         sum = mix(sum, checksum(&got));

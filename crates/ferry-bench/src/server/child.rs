@@ -111,7 +111,8 @@ impl Role {
     /// next request would starve its own server threads.
     fn quiet(self, ctl: &::ferry::Pipe) {
         if self != Self::Echo {
-            ctl.set_wait(::ferry::Wait::Sleep);
+            ctl.sender().set_wait(::ferry::Wait::Sleep);
+            ctl.receiver().set_wait(::ferry::Wait::Sleep);
         }
     }
 

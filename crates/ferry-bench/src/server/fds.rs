@@ -123,8 +123,9 @@ impl Carrier for FerryCarrier {
 
     fn echo(&self, ctl: &Pipe) -> Result<(), Error> {
         loop {
-            match ctl.recv_with() {
+            match ctl.receiver().recv_with() {
                 Ok(message) => ctl
+                    .sender()
                     .send_with(&message.bytes, message.fds)
                     .context("echoing a message")?,
                 Err(RecvError::Disconnected) => return Ok(()),
@@ -144,8 +145,11 @@ impl Trip for FerryTrip<'_> {
         reply: &mut Vec<u8>,
     ) -> Result<Option<OwnedFd>, Error> {
         let ends: Vec<End> = fd.map(End::Fd).into_iter().collect();
-        self.0.send_with(request, ends).context("send_with")?;
-        let mut message = self.0.recv_with().context("recv_with")?;
+        self.0
+            .sender()
+            .send_with(request, ends)
+            .context("send_with")?;
+        let mut message = self.0.receiver().recv_with().context("recv_with")?;
         *reply = message.bytes;
         let back = message.fds.pop();
         match message.fds.is_empty() {
@@ -176,7 +180,8 @@ impl Carrier for SeqpacketCarrier {
             None,
         )
         .context("socketpair")?;
-        ctl.send_with(b"socket", vec![theirs])
+        ctl.sender()
+            .send_with(b"socket", vec![theirs])
             .context("handing the child its socket")?;
         Ok(Box::new(SeqpacketTrip {
             socket: mine,
@@ -185,7 +190,10 @@ impl Carrier for SeqpacketCarrier {
     }
 
     fn echo(&self, ctl: &Pipe) -> Result<(), Error> {
-        let mut message = ctl.recv_with().context("waiting for the socket")?;
+        let mut message = ctl
+            .receiver()
+            .recv_with()
+            .context("waiting for the socket")?;
         let socket = message
             .fds
             .pop()

@@ -61,7 +61,10 @@ struct FerryConn(Pipe);
 impl Conn for FerryConn {
     fn round_trip(&mut self, request: &[u8], reply: &mut Vec<u8>) -> Result<(), Error> {
         self.0.send(request).context("sending a request")?;
-        self.0.recv_into(reply).context("receiving a reply")
+        self.0
+            .receiver()
+            .recv_into(reply)
+            .context("receiving a reply")
     }
 }
 
@@ -99,7 +102,7 @@ fn accept_each(server: &Server, clients: usize) {
 
 /// Receives one request and sends it back; false once the client has gone.
 fn echo_one(pipe: &Pipe, buf: &mut Vec<u8>) -> bool {
-    match pipe.recv_into(buf) {
+    match pipe.receiver().recv_into(buf) {
         Ok(()) => pipe.send(buf).is_ok(),
         Err(RecvError::Disconnected) => false,
         Err(e) => {

@@ -65,7 +65,7 @@ fn collect(ctl: &Pipe, addresses: &[String], window: Duration, bar: &Bar) -> Res
     let total = window.as_millis() as u64;
     let mut shown = 0;
     loop {
-        match ctl.recv_timeout(TICK) {
+        match ctl.receiver().recv_timeout(TICK) {
             Ok(report) => {
                 bar.advance(total - shown);
                 return decode(&report);

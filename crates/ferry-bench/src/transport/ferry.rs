@@ -85,7 +85,8 @@ impl Transport for Ferry {
 
     fn connect_to_parent(&self) -> Result<Box<dyn Endpoint>, Error> {
         let pipe = ::ferry::Pipe::from_parent().context("taking the ferry pipe from the parent")?;
-        pipe.set_wait(self.wait);
+        pipe.sender().set_wait(self.wait);
+        pipe.receiver().set_wait(self.wait);
         Ok(self.endpoint(pipe))
     }
 }
@@ -129,7 +130,7 @@ impl Endpoint for FerryEndpoint {
     }
 
     fn recv(&mut self) -> Result<Option<&[u8]>, Error> {
-        match self.pipe.recv_into(&mut self.inbox) {
+        match self.pipe.receiver().recv_into(&mut self.inbox) {
             Ok(()) => Ok(Some(&self.inbox)),
             Err(RecvError::Disconnected) => Ok(None),
             Err(e) => Err(e).context("receiving on the ferry pipe"),
@@ -144,7 +145,7 @@ impl Endpoint for FerryEndpoint {
 ///
 /// [`Endpoint::prepare`] hands out a loan's bytes until [`Endpoint::send`],
 /// so the endpoint keeps the loan next to its pipe: an owned loan
-/// ([`::ferry::Pipe::loan_owned`]) of the pipe in an `Arc`.
+/// ([`::ferry::Sender::loan_owned`]), which holds a handle of its own.
 struct LoanEndpoint {
     pipe: Arc<::ferry::Pipe>,
     /// The slot of the message being written, from `prepare` to `send`.
@@ -174,7 +175,11 @@ impl Endpoint for LoanEndpoint {
         // request's view once it has read it, rather than at the next
         // `recv`.
         self.view = None;
-        let loan = self.pipe.loan_owned(len).context("loaning a slot")?;
+        let loan = self
+            .pipe
+            .sender()
+            .loan_owned(len)
+            .context("loaning a slot")?;
         Ok(self.loan.insert(loan))
     }
 
@@ -194,7 +199,7 @@ impl Endpoint for LoanEndpoint {
     fn send_filled(&mut self, len: usize, fill: &mut dyn FnMut(&mut [u8])) -> Result<(), Error> {
         // As in `prepare`: the last message received has been read.
         self.view = None;
-        match self.pipe.send_in_place(len, fill) {
+        match self.pipe.sender().send_in_place(len, fill) {
             Ok(()) => Ok(()),
             Err(e) => Err(e).context("sending a message written in place"),
         }
@@ -208,7 +213,7 @@ impl Endpoint for LoanEndpoint {
     /// ([`::ferry::Pipe::recv_in_place`]: in the ring, or in its block).
     fn recv_read(&mut self, read: &mut dyn FnMut(&[u8])) -> Result<bool, Error> {
         self.view = None;
-        match self.pipe.recv_in_place(read) {
+        match self.pipe.receiver().recv_in_place(read) {
             Ok(()) => Ok(true),
             Err(RecvError::Disconnected) => Ok(false),
             Err(e) => Err(e).context("receiving a message in place"),
@@ -218,7 +223,7 @@ impl Endpoint for LoanEndpoint {
     fn recv(&mut self) -> Result<Option<&[u8]>, Error> {
         // The last view's block goes back to the sender's pool first.
         self.view = None;
-        match self.pipe.recv_shared() {
+        match self.pipe.receiver().recv_shared() {
             Ok(view) => Ok(Some(self.view.insert(view))),
             Err(RecvError::Disconnected) => Ok(None),
             Err(e) => Err(e).context("receiving a shared view"),

@@ -47,7 +47,8 @@ impl Transport for FerryTyped {
 
     fn connect_to_parent(&self) -> Result<Box<dyn Endpoint>, Error> {
         let pipe = ::ferry::Pipe::from_parent().context("taking the ferry pipe from the parent")?;
-        pipe.set_wait(Wait::Adaptive);
+        pipe.sender().set_wait(Wait::Adaptive);
+        pipe.receiver().set_wait(Wait::Adaptive);
         Ok(Box::new(TypedEndpoint::new(pipe)))
     }
 }

@@ -441,22 +441,22 @@ fn doorbell_error(fault: SendFault) -> std::io::Error {
 /// size): read on every call, changed through `&self` by a setter, as
 /// every setting of a pipe's handles is (`set_wait` too).
 #[derive(Debug)]
-pub(super) struct Setting(std::sync::atomic::AtomicUsize);
+pub(super) struct Setting(crate::sync::AtomicUsize);
 
 impl Setting {
     pub(super) fn new(value: usize) -> Self {
-        Self(std::sync::atomic::AtomicUsize::new(value))
+        Self(crate::sync::AtomicUsize::new(value))
     }
 
     /// Relaxed: a setting orders nothing else; a call sees it or the one
     /// before.
     #[inline]
     pub(super) fn get(&self) -> usize {
-        self.0.load(std::sync::atomic::Ordering::Relaxed)
+        self.0.load(crate::sync::Ordering::Relaxed)
     }
 
     pub(super) fn set(&self, value: usize) {
-        self.0.store(value, std::sync::atomic::Ordering::Relaxed);
+        self.0.store(value, crate::sync::Ordering::Relaxed);
     }
 }
 

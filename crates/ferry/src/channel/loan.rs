@@ -44,10 +44,10 @@ impl Sender {
     ///
     /// ```
     /// let (a, b) = ferry::pipe()?;
-    /// let mut slot = a.loan(5)?;
+    /// let mut slot = a.sender().loan(5)?;
     /// slot.copy_from_slice(b"hello");
     /// slot.send()?;
-    /// assert_eq!(&*b.recv_shared()?, b"hello");
+    /// assert_eq!(&*b.receiver().recv_shared()?, b"hello");
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     // Always inline, with `lend_slot` and `Loan::send`: under a plain
@@ -84,8 +84,8 @@ impl Sender {
     ///
     /// ```
     /// let (a, b) = ferry::pipe()?;
-    /// a.send_in_place(5, |slot| slot.copy_from_slice(b"hello"))?;
-    /// let len = b.recv_in_place(|bytes| {
+    /// a.sender().send_in_place(5, |slot| slot.copy_from_slice(b"hello"))?;
+    /// let len = b.receiver().recv_in_place(|bytes| {
     ///     assert_eq!(bytes, b"hello");
     ///     bytes.len()
     /// })?;
@@ -122,16 +122,29 @@ impl Sender {
         loan.send()
     }
 
-    /// [`loan`](Sender::loan) for a sender in an [`Arc`]: the loan keeps
-    /// the sender alive instead of borrowing it (see [`Pipe::loan_owned`]).
+    /// [`loan`](Sender::loan) that does not borrow the sender: the loan
+    /// holds a handle of its own on the sender's ring (as a clone would),
+    /// so it can be kept in a struct, or outlive the sender it came from;
+    /// the receiver sees the end only once it is sent or dropped.
+    ///
+    /// ```
+    /// let (tx, rx) = ferry::bytes::channel(4)?;
+    /// let mut loan = tx.loan_owned(3)?;
+    /// drop(tx);
+    /// loan.copy_from_slice(b"abc");
+    /// loan.send()?;
+    /// assert_eq!(rx.recv()?, b"abc");
+    /// assert!(rx.recv().is_err()); // the loan was the last handle
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     ///
     /// # Errors
     ///
     /// As [`Sender::loan`].
-    pub fn loan_owned(self: &Arc<Self>, len: usize) -> Result<Loan<'static>, SendError> {
+    pub fn loan_owned(&self, len: usize) -> Result<Loan<'static>, SendError> {
         Ok(Loan {
             slot: self.lend_slot(len).map_err(SendError::from)?,
-            sender: SenderRef::Sender(Arc::clone(self)),
+            sender: SenderRef::Owned(self.handle()),
             len,
         })
     }
@@ -141,7 +154,9 @@ impl Sender {
     /// slot, the common loan; a block is taken out of line.
     #[inline(always)]
     fn lend_slot(&self, len: usize) -> Result<Slot, SendFault> {
-        if len > self.limit.get() || (len >= LOAN_IN_PLACE.min(self.out_of_line.get()) && self.is_linked()) {
+        if len > self.limit.get()
+            || (len >= LOAN_IN_PLACE.min(self.out_of_line.get()) && self.is_linked())
+        {
             return self.lend_large_slot(len);
         }
         Ok(Slot::Heap(super::spare::zeroed(len)))
@@ -167,40 +182,7 @@ impl Sender {
     }
 }
 
-impl Pipe {
-    /// [`Sender::loan_owned`] for a pipe in an [`Arc`]: the loan keeps the
-    /// pipe alive instead of borrowing it, so a struct can hold a pipe and
-    /// the loan being written together. While any such loan lives, the pipe
-    /// cannot be taken out of its `Arc` (to send it to another process).
-    ///
-    /// ```
-    /// use std::sync::Arc;
-    ///
-    /// struct Writer {
-    ///     pipe: Arc<ferry::Pipe>,
-    ///     pending: Option<ferry::Loan<'static>>,
-    /// }
-    ///
-    /// let (a, b) = ferry::pipe()?;
-    /// let mut writer = Writer { pipe: Arc::new(a), pending: None };
-    /// let slot = writer.pending.insert(writer.pipe.loan_owned(5)?);
-    /// slot.copy_from_slice(b"hello");
-    /// writer.pending.take().unwrap().send()?;
-    /// assert_eq!(&*b.recv_shared()?, b"hello");
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    ///
-    /// # Errors
-    ///
-    /// As [`Sender::loan`].
-    pub fn loan_owned(self: &Arc<Self>, len: usize) -> Result<Loan<'static>, SendError> {
-        Ok(Loan {
-            slot: self.sender().lend_slot(len).map_err(SendError::from)?,
-            sender: SenderRef::Pipe(Arc::clone(self)),
-            len,
-        })
-    }
-}
+impl Pipe {}
 
 impl Receiver {
     /// Receives the next message as a view: a large message from another
@@ -210,7 +192,7 @@ impl Receiver {
     /// ```
     /// let (a, b) = ferry::pipe()?;
     /// a.send(b"seen in place")?;
-    /// assert_eq!(&*b.recv_shared()?, b"seen in place");
+    /// assert_eq!(&*b.receiver().recv_shared()?, b"seen in place");
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     ///
@@ -258,8 +240,8 @@ impl Receiver {
     /// let (a, b) = ferry::pipe()?;
     /// a.send(b"ping")?;
     /// // Answered from inside the read: the reply is written in place too.
-    /// b.recv_in_place(|request| {
-    ///     b.send_in_place(request.len(), |reply| reply.copy_from_slice(request))
+    /// b.receiver().recv_in_place(|request| {
+    ///     b.sender().send_in_place(request.len(), |reply| reply.copy_from_slice(request))
     /// })??;
     /// assert_eq!(a.recv()?, b"ping");
     /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -318,8 +300,7 @@ enum Slot {
 #[derive(Debug)]
 enum SenderRef<'a> {
     Borrowed(&'a Sender),
-    Sender(Arc<Sender>),
-    Pipe(Arc<Pipe>),
+    Owned(Sender),
 }
 
 impl Deref for SenderRef<'_> {
@@ -327,15 +308,14 @@ impl Deref for SenderRef<'_> {
     fn deref(&self) -> &Sender {
         match self {
             Self::Borrowed(sender) => sender,
-            Self::Sender(sender) => sender,
-            Self::Pipe(pipe) => pipe.sender(),
+            Self::Owned(sender) => sender,
         }
     }
 }
 
 /// A writable slot for one message, from [`Sender::loan`] (borrowing the
-/// sender) or [`Pipe::loan_owned`] (`Loan<'static>`, keeping an `Arc`'d pipe
-/// alive). Write it, then [`send`](Loan::send) it; dropping it unsent gives
+/// sender) or [`Sender::loan_owned`] (`Loan<'static>`, holding a handle of
+/// its own). Write it, then [`send`](Loan::send) it; dropping it unsent gives
 /// the slot back.
 #[derive(Debug)]
 pub struct Loan<'a> {

@@ -44,7 +44,7 @@ pub use wait::Wait;
 
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use crate::link::{Claimed, Link, PeerEnd, PendingFd};
 use crate::ring::region::{MoveClaim, Part};
@@ -489,40 +489,6 @@ impl Pipe {
         &self.rx
     }
 
-    /// How this end waits (both halves).
-    pub fn wait_strategy(&self) -> Wait {
-        self.tx.wait_strategy()
-    }
-
-    /// Changes how this end waits, from the next wait on.
-    pub fn set_wait(&self, wait: Wait) {
-        self.tx.set_wait(wait);
-        self.rx.set_wait(wait);
-    }
-
-    /// The largest message this end sends or accepts.
-    pub fn max_message(&self) -> usize {
-        self.tx.max_message()
-    }
-
-    /// Sets the largest message this end sends or accepts.
-    pub fn set_max_message(&mut self, limit: usize) {
-        self.tx.set_max_message(limit);
-        self.rx.set_max_message(limit);
-    }
-
-    /// Sets the size from which messages to another process travel out of
-    /// line, in a shared-memory block ([`OUT_OF_LINE`] by default;
-    /// `usize::MAX` never).
-    pub fn set_out_of_line(&mut self, bytes: usize) {
-        self.tx.set_out_of_line(bytes);
-    }
-
-    /// Each direction's ring capacity in bytes.
-    pub fn capacity(&self) -> usize {
-        self.tx.capacity()
-    }
-
     #[cfg(any(test, feature = "fuzzing"))]
     pub(crate) fn region(&self) -> &Arc<Region> {
         &self.tx.core.half.region
@@ -546,85 +512,6 @@ impl Pipe {
         self.tx.send(bytes)
     }
 
-    /// Sends a message if there is room now ([`Sender::try_send`]).
-    ///
-    /// # Errors
-    ///
-    /// See [`Sender::try_send`].
-    pub fn try_send(&self, bytes: &[u8]) -> Result<(), TrySendError> {
-        self.tx.try_send(bytes)
-    }
-
-    /// Sends a message, waiting at most `timeout` ([`Sender::send_timeout`]).
-    ///
-    /// # Errors
-    ///
-    /// See [`Sender::send_timeout`].
-    pub fn send_timeout(&self, bytes: &[u8], timeout: Duration) -> Result<(), SendTimeoutError> {
-        self.tx.send_timeout(bytes, timeout)
-    }
-
-    /// Sends a message carrying pipe ends or halves ([`Sender::send_with`]).
-    ///
-    /// # Errors
-    ///
-    /// See [`Sender::send_with`].
-    pub fn send_with<E: Into<End>>(&self, bytes: &[u8], ends: Vec<E>) -> Result<(), SendWithError> {
-        self.tx.send_with(bytes, ends)
-    }
-
-    /// [`Sender::try_send_with`].
-    ///
-    /// # Errors
-    ///
-    /// See [`Sender::try_send_with`].
-    pub fn try_send_with<E: Into<End>>(
-        &self,
-        bytes: &[u8],
-        ends: Vec<E>,
-    ) -> Result<(), SendWithError<TrySendError>> {
-        self.tx.try_send_with(bytes, ends)
-    }
-
-    /// [`Sender::send_with_timeout`].
-    ///
-    /// # Errors
-    ///
-    /// See [`Sender::send_with_timeout`].
-    pub fn send_with_timeout<E: Into<End>>(
-        &self,
-        bytes: &[u8],
-        ends: Vec<E>,
-        timeout: Duration,
-    ) -> Result<(), SendWithError<SendTimeoutError>> {
-        self.tx.send_with_timeout(bytes, ends, timeout)
-    }
-
-    /// A slot to write one message in place ([`Sender::loan`]).
-    ///
-    /// # Errors
-    ///
-    /// See [`Sender::loan`].
-    #[inline]
-    pub fn loan(&self, len: usize) -> Result<Loan<'_>, SendError> {
-        self.tx.loan(len)
-    }
-
-    /// Sends one message written in place by `write`
-    /// ([`Sender::send_in_place`]).
-    ///
-    /// # Errors
-    ///
-    /// See [`Sender::send_in_place`].
-    #[inline]
-    pub fn send_in_place(
-        &self,
-        len: usize,
-        write: impl FnOnce(&mut [u8]),
-    ) -> Result<(), SendError> {
-        self.tx.send_in_place(len, write)
-    }
-
     // ---- receiving: see `Receiver` ----
 
     /// Receives the next message, waiting for it ([`Receiver::recv`]).
@@ -635,66 +522,6 @@ impl Pipe {
     pub fn recv(&self) -> Result<Vec<u8>, RecvError> {
         self.rx.recv()
     }
-
-    /// Receives the next message into `buf` ([`Receiver::recv_into`]).
-    ///
-    /// # Errors
-    ///
-    /// See [`Receiver::recv_into`].
-    #[inline]
-    pub fn recv_into(&self, buf: &mut Vec<u8>) -> Result<(), RecvError> {
-        self.rx.recv_into(buf)
-    }
-
-    /// Receives a message if one is waiting ([`Receiver::try_recv`]).
-    ///
-    /// # Errors
-    ///
-    /// See [`Receiver::try_recv`].
-    pub fn try_recv(&self) -> Result<Vec<u8>, TryRecvError> {
-        self.rx.try_recv()
-    }
-
-    /// Receives a message, waiting at most `timeout`
-    /// ([`Receiver::recv_timeout`]).
-    ///
-    /// # Errors
-    ///
-    /// See [`Receiver::recv_timeout`].
-    pub fn recv_timeout(&self, timeout: Duration) -> Result<Vec<u8>, RecvTimeoutError> {
-        self.rx.recv_timeout(timeout)
-    }
-
-    /// Receives the next message with the ends it carries
-    /// ([`Receiver::recv_with`]).
-    ///
-    /// # Errors
-    ///
-    /// See [`Receiver::recv_with`].
-    pub fn recv_with(&self) -> Result<Message, RecvError> {
-        self.rx.recv_with()
-    }
-
-    /// Receives the next message and lends it to `read` in place
-    /// ([`Receiver::recv_in_place`]).
-    ///
-    /// # Errors
-    ///
-    /// See [`Receiver::recv_in_place`].
-    #[inline]
-    pub fn recv_in_place<R>(&self, read: impl FnOnce(&[u8]) -> R) -> Result<R, RecvError> {
-        self.rx.recv_in_place(read)
-    }
-
-    /// Receives the next message as a view ([`Receiver::recv_shared`]).
-    ///
-    /// # Errors
-    ///
-    /// See [`Receiver::recv_shared`].
-    #[inline]
-    pub fn recv_shared(&self) -> Result<SharedBytes, RecvError> {
-        self.rx.recv_shared()
-    }
 }
 
 /// Settings both halves have.
@@ -702,7 +529,7 @@ macro_rules! half_settings {
     ($half:ty, $($field:ident).+) => {
         impl $half {
             /// How this half waits.
-            pub fn wait_strategy(&self) -> Wait {
+            pub fn wait(&self) -> Wait {
                 self.$($field).+.wait_strategy()
             }
 

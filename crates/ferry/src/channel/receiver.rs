@@ -212,7 +212,7 @@ impl Receiver {
     /// let mut buf = Vec::with_capacity(1024);
     /// for i in 0..3u8 {
     ///     a.send(&[i; 10])?;
-    ///     b.recv_into(&mut buf)?;
+    ///     b.receiver().recv_into(&mut buf)?;
     ///     assert_eq!(buf, [i; 10]);
     /// }
     /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -230,9 +230,9 @@ impl Receiver {
     ///
     /// ```
     /// let (a, b) = ferry::pipe()?;
-    /// assert!(matches!(b.try_recv(), Err(ferry::TryRecvError::Empty)));
+    /// assert!(matches!(b.receiver().try_recv(), Err(ferry::TryRecvError::Empty)));
     /// a.send(b"now")?;
-    /// assert_eq!(b.try_recv()?, b"now");
+    /// assert_eq!(b.receiver().try_recv()?, b"now");
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     ///
@@ -274,11 +274,11 @@ impl Receiver {
     /// use rustix::event::{PollFd, PollFlags, poll};
     /// let (a, b) = ferry::pipe()?;
     /// let fd = b.receiver().ready_fd()?;
-    /// assert!(matches!(b.try_recv(), Err(ferry::TryRecvError::Empty))); // arms it
+    /// assert!(matches!(b.receiver().try_recv(), Err(ferry::TryRecvError::Empty))); // arms it
     /// a.send(b"ping")?; //                                                 rings it
     /// let mut fds = [PollFd::new(&fd, PollFlags::IN)];
     /// assert_eq!(poll(&mut fds, None)?, 1);
-    /// assert_eq!(b.try_recv()?, b"ping");
+    /// assert_eq!(b.receiver().try_recv()?, b"ping");
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     ///
@@ -452,7 +452,7 @@ impl Receiver {
     /// ```
     /// use std::time::Duration;
     /// let (_a, b) = ferry::pipe()?;
-    /// let late = b.recv_timeout(Duration::from_millis(5));
+    /// let late = b.receiver().recv_timeout(Duration::from_millis(5));
     /// assert!(matches!(late, Err(ferry::RecvTimeoutError::Timeout)));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
@@ -477,8 +477,8 @@ impl Receiver {
     /// ```
     /// let (a, b) = ferry::pipe()?;
     /// let file = std::fs::File::open("/dev/null")?;
-    /// a.send_with(b"a file", vec![ferry::End::Fd(file.into())])?;
-    /// let message = b.recv_with()?;
+    /// a.sender().send_with(b"a file", vec![ferry::End::Fd(file.into())])?;
+    /// let message = b.receiver().recv_with()?;
     /// assert_eq!((message.bytes.as_slice(), message.fds.len()), (&b"a file"[..], 1));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```

@@ -256,6 +256,17 @@ impl Clone for Sender {
 }
 
 impl Sender {
+    /// Another handle on this sender's ring, for a loan that outlives its
+    /// borrow: as a clone, but not counted as one by `try_send` (the loan
+    /// only ever sends, never waits on the doorbell).
+    pub(super) fn handle(&self) -> Sender {
+        Self {
+            core: Arc::clone(&self.core),
+            limit: self.limit.clone(),
+            out_of_line: self.out_of_line.clone(),
+        }
+    }
+
     pub(super) fn new(half: Half, options: &super::PipeOptions) -> Result<Self, Corrupt> {
         let ring = Producer::new(half.region.ring(half.ring()))?;
         let mut tx = Tx::new(ring);
@@ -319,10 +330,10 @@ impl Sender {
     ///
     /// ```
     /// let (a, b) = ferry::PipeOptions::new().capacity(4096).pipe()?;
-    /// while a.try_send(&[0; 1000]).is_ok() {}
-    /// assert!(matches!(a.try_send(&[0; 1000]), Err(ferry::TrySendError::Full)));
+    /// while a.sender().try_send(&[0; 1000]).is_ok() {}
+    /// assert!(matches!(a.sender().try_send(&[0; 1000]), Err(ferry::TrySendError::Full)));
     /// b.recv()?;
-    /// a.try_send(&[0; 1000])?; // room again
+    /// a.sender().try_send(&[0; 1000])?; // room again
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     ///
@@ -379,8 +390,8 @@ impl Sender {
     /// ```
     /// use std::time::Duration;
     /// let (a, _b) = ferry::PipeOptions::new().capacity(4096).pipe()?;
-    /// while a.try_send(&[0; 1000]).is_ok() {}
-    /// let late = a.send_timeout(&[0; 1000], Duration::from_millis(5));
+    /// while a.sender().try_send(&[0; 1000]).is_ok() {}
+    /// let late = a.sender().send_timeout(&[0; 1000], Duration::from_millis(5));
     /// assert!(matches!(late, Err(ferry::SendTimeoutError::Timeout)));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
@@ -419,8 +430,8 @@ impl Sender {
     /// ```
     /// let (a, b) = ferry::pipe()?;
     /// let (c, d) = ferry::pipe()?;
-    /// a.send_with(b"take c", vec![c])?; // b is in this process too
-    /// let mut message = b.recv_with()?;
+    /// a.sender().send_with(b"take c", vec![c])?; // b is in this process too
+    /// let mut message = b.receiver().recv_with()?;
     /// assert_eq!(message.bytes, b"take c");
     /// let c = message.pipes.pop().unwrap();
     /// c.send(b"through c")?;

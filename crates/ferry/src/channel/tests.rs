@@ -27,12 +27,12 @@ fn tag(kind: Kind, handles: u16) -> u32 {
 }
 
 fn expect_protocol(b: &Pipe, what: &str) {
-    match b.recv_timeout(Duration::from_secs(5)) {
+    match b.receiver().recv_timeout(Duration::from_secs(5)) {
         Err(RecvTimeoutError::Protocol(e)) => eprintln!("{what}: {e}"),
         other => panic!("{what}: expected a protocol error, got {other:?}"),
     }
     assert!(
-        matches!(b.try_recv(), Err(TryRecvError::Protocol(_))),
+        matches!(b.receiver().try_recv(), Err(TryRecvError::Protocol(_))),
         "{what}: the pipe stays broken"
     );
 }
@@ -130,7 +130,7 @@ fn impossible_ring_positions_are_refused() {
         .store(1 << 40, Ordering::Release);
     // The producer re-reads the head only when its cached view is full.
     let outcome = (0..10)
-        .map(|_| a.send_timeout(&[0; 1000], Duration::from_secs(5)))
+        .map(|_| a.sender().send_timeout(&[0; 1000], Duration::from_secs(5)))
         .find(Result::is_err);
     match outcome {
         Some(Err(SendTimeoutError::Protocol(e))) => eprintln!("head beyond tail: {e}"),
@@ -161,7 +161,7 @@ fn random_garbage_never_panics() {
         }
         drop(_a);
         loop {
-            match b.try_recv() {
+            match b.receiver().try_recv() {
                 Ok(msg) => assert!(msg.len() <= 10_000),
                 Err(
                     TryRecvError::Protocol(_) | TryRecvError::Disconnected | TryRecvError::Empty,
@@ -222,21 +222,21 @@ fn out_of_line_messages_round_trip_over_a_link() {
         a.send(&msg).unwrap();
         assert_eq!(b.recv().unwrap(), msg, "{len} bytes copied out");
         a.send(&msg).unwrap();
-        let view = b.recv_shared().unwrap();
+        let view = b.receiver().recv_shared().unwrap();
         assert_eq!(view.is_in_place(), len >= OUT_OF_LINE);
         assert_eq!(&*view, &msg[..], "{len} bytes in place");
     }
-    let mut slot = b.loan(200_000).unwrap();
+    let mut slot = b.sender().loan(200_000).unwrap();
     slot.fill(9);
     slot.send().unwrap();
     assert_eq!(a.recv().unwrap(), vec![9; 200_000]);
     // Loans from LOAN_IN_PLACE bytes are blocks read in place; smaller
     // ones are copied through the ring; both arrive whole and in order.
     for len in [1, LOAN_IN_PLACE - 1, LOAN_IN_PLACE, 100_000] {
-        let mut slot = a.loan(len).unwrap();
+        let mut slot = a.sender().loan(len).unwrap();
         slot.fill(len as u8);
         slot.send().unwrap();
-        let view = b.recv_shared().unwrap();
+        let view = b.receiver().recv_shared().unwrap();
         assert_eq!(view.is_in_place(), len >= LOAN_IN_PLACE, "{len} bytes");
         assert_eq!(&*view, &vec![len as u8; len][..], "{len} bytes");
     }
@@ -249,23 +249,26 @@ fn small_loans_start_zeroed_and_unsent_ones_send_nothing() {
     // loan that reuses it starts zeroed, never with the message read
     // before (which may have come from another link's peer).
     a.send(&[0xAB; 300]).unwrap();
-    drop(b.recv_shared().unwrap());
-    let first = b.loan(300).unwrap();
+    drop(b.receiver().recv_shared().unwrap());
+    let first = b.sender().loan(300).unwrap();
     assert_eq!(&*first, &[0; 300][..]);
     // Two loans at once on one thread; the first dropped unsent.
-    let mut second = b.loan(10).unwrap();
+    let mut second = b.sender().loan(10).unwrap();
     second.fill(2);
     drop(first);
     second.send().unwrap();
     assert_eq!(a.recv().unwrap(), [2; 10]);
-    assert!(matches!(a.try_recv(), Err(crate::TryRecvError::Empty)));
-    // Past the pipe's limit: refused, nothing sent.
-    let too_large = b.max_message() + 1;
     assert!(matches!(
-        b.loan(too_large),
+        a.receiver().try_recv(),
+        Err(crate::TryRecvError::Empty)
+    ));
+    // Past the pipe's limit: refused, nothing sent.
+    let too_large = b.sender().max_message() + 1;
+    assert!(matches!(
+        b.sender().loan(too_large),
         Err(SendError::TooLarge { len, .. }) if len == too_large
     ));
-    b.loan(3).unwrap().send().unwrap();
+    b.sender().loan(3).unwrap().send().unwrap();
     assert_eq!(a.recv().unwrap(), [0; 3]);
 }
 
@@ -273,16 +276,16 @@ fn small_loans_start_zeroed_and_unsent_ones_send_nothing() {
 fn an_owned_loan_keeps_its_pipe_and_holds_it_in_its_arc() {
     let (a, b) = linked_pair();
     let a = std::sync::Arc::new(a);
-    let mut slot = a.loan_owned(100_000).unwrap();
+    let mut slot = a.sender().loan_owned(100_000).unwrap();
     slot.fill(3);
     // The loan keeps the pipe: it cannot leave its Arc (to be sent away).
     let a = std::sync::Arc::try_unwrap(a).unwrap_err();
     slot.send().unwrap();
-    let view = b.recv_shared().unwrap();
+    let view = b.receiver().recv_shared().unwrap();
     assert!(view.is_in_place());
     assert_eq!(&*view, &[3; 100_000][..]);
     // Dropped unsent, an owned loan lets go of its pipe.
-    drop(a.loan_owned(100_000).unwrap());
+    drop(a.sender().loan_owned(100_000).unwrap());
     let a = std::sync::Arc::try_unwrap(a).expect("no loan holds the pipe");
     a.send(b"after").unwrap();
     assert_eq!(b.recv().unwrap(), b"after");
@@ -308,7 +311,7 @@ fn forged_block_descriptors_are_protocol_errors() {
             .try_push(whole_block(0), &[&block_ref(0, 2, 10)])
             .unwrap()
     );
-    let held = b.recv_shared().unwrap();
+    let held = b.receiver().recv_shared().unwrap();
     assert!(held.is_in_place());
     assert!(
         forger
@@ -337,8 +340,8 @@ fn frames_that_never_complete_a_message_cannot_hold_a_call_past_its_deadline() {
     let mut calls = 0;
     loop {
         calls += 1;
-        match b.try_recv() {
-            Err(TryRecvError::Empty) if a.capacity() - 64 <= free_bytes(&a) => break,
+        match b.receiver().try_recv() {
+            Err(TryRecvError::Empty) if a.sender().capacity() - 64 <= free_bytes(&a) => break,
             Err(TryRecvError::Empty) => {}
             other => panic!("expected Empty, got {other:?}"),
         }
@@ -356,7 +359,7 @@ fn free_bytes(pipe: &Pipe) -> usize {
     let head = control.consumer.pos.load(Ordering::Acquire);
     // Relaxed: our own (the forger's) last store.
     let tail = control.producer.pos.load(Ordering::Relaxed);
-    pipe.capacity() - tail.wrapping_sub(head) as usize
+    pipe.sender().capacity() - tail.wrapping_sub(head) as usize
 }
 
 #[test]
@@ -366,16 +369,21 @@ fn a_pipe_keeps_a_window_of_ends_in_flight() {
     let mut twins = Vec::new();
     for i in 0..HANDLE_WINDOW {
         let (near, far) = crate::pipe().unwrap();
-        a.try_send_with(b"end", vec![far])
+        a.sender()
+            .try_send_with(b"end", vec![far])
             .unwrap_or_else(|e| panic!("end {i} within the window: {e}"));
         twins.push(near);
     }
     let (near, far) = crate::pipe().unwrap();
-    let refused = a.try_send_with(b"one too many", vec![far]).unwrap_err();
+    let refused = a
+        .sender()
+        .try_send_with(b"one too many", vec![far])
+        .unwrap_err();
     assert!(matches!(refused.error, TrySendError::Full), "{refused}");
     assert_eq!(refused.ends.len(), 1, "the end is handed back");
     let started = std::time::Instant::now();
     let refused = a
+        .sender()
         .send_with_timeout(b"one too many", refused.ends, Duration::from_millis(20))
         .unwrap_err();
     assert!(
@@ -384,14 +392,16 @@ fn a_pipe_keeps_a_window_of_ends_in_flight() {
     );
     assert!(started.elapsed() >= Duration::from_millis(20));
     // The receiver takes one: one more may go.
-    let got = b.recv_with().unwrap();
+    let got = b.receiver().recv_with().unwrap();
     assert_eq!(got.pipes.len(), 1);
     got.pipes[0].send(b"moved").unwrap();
     assert_eq!(twins[0].recv().unwrap(), b"moved");
-    a.try_send_with(b"now it fits", refused.ends).unwrap();
+    a.sender()
+        .try_send_with(b"now it fits", refused.ends)
+        .unwrap();
     drop(near);
     for _ in 0..HANDLE_WINDOW {
-        assert_eq!(b.recv_with().unwrap().pipes.len(), 1);
+        assert_eq!(b.receiver().recv_with().unwrap().pipes.len(), 1);
     }
 }
 
@@ -399,7 +409,8 @@ fn a_pipe_keeps_a_window_of_ends_in_flight() {
 fn a_writer_that_never_waits_says_where_it_runs_when_it_wakes_its_reader() {
     let (a, b) = PipeOptions::new().wait(Wait::Sleep).pipe().unwrap();
     // A wake that never comes fails the test within 10 s instead of hanging.
-    let reader = std::thread::spawn(move || b.recv_timeout(Duration::from_secs(10)).unwrap());
+    let reader =
+        std::thread::spawn(move || b.receiver().recv_timeout(Duration::from_secs(10)).unwrap());
     let control = a.region().control(a.role());
     // Relaxed (all): the words are scheduling hints; the test only looks.
     let started = std::time::Instant::now();

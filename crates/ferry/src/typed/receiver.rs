@@ -316,7 +316,7 @@ impl<T: Serialize + DeserializeOwned + Send + 'static> Receiver<T> {
     /// use rustix::event::{PollFd, PollFlags, poll};
     /// let (tx, rx) = ferry::channel::<String>(16).unwrap();
     /// let fd = rx.ready_fd()?;
-    /// assert!(matches!(rx.try_recv(), Err(ferry::TryRecvError::Empty))); // arms it
+    /// assert!(matches!(rx.try_recv(), Err(ferry::typed::TryRecvError::Empty))); // arms it
     /// tx.send("ping".into())?; //                                          rings it
     /// let mut fds = [PollFd::new(&fd, PollFlags::IN)];
     /// assert_eq!(poll(&mut fds, None)?, 1);

@@ -32,7 +32,7 @@ fn small(c: &mut Criterion) {
 
 fn large(c: &mut Criterion) {
     let (a, b) = PipeOptions::new()
-        .capacity(SMALL_RING)
+        .ring_size(SMALL_RING)
         .pipe()
         .expect("a pipe");
     let receiver = thread::spawn(move || {

@@ -208,10 +208,10 @@ fn capacity_reaches_the_child() {
     const CAPACITY: usize = 16 * KIB;
     if common::role().is_some() {
         let (_dog, pipe) = child_pipe();
-        assert_eq!(pipe.sender().capacity(), CAPACITY);
+        assert_eq!(pipe.sender().ring_size(), CAPACITY);
         return;
     }
-    let options = PipeOptions::new().capacity(CAPACITY);
+    let options = PipeOptions::new().ring_size(CAPACITY);
     with_child(this_test!(), "capacity", &options, |_| {});
 }
 

@@ -64,17 +64,14 @@ fn a_byte_channel_of_capacity_zero_is_refused() {
     let refused = ferry::bytes::channel(0).unwrap_err();
     assert_eq!(refused.kind(), std::io::ErrorKind::InvalidInput);
     assert!(refused.to_string().contains("at least 1"), "{refused}");
-    let refused = PipeOptions::new().message_capacity(0).pipe().unwrap_err();
+    let refused = PipeOptions::new().capacity(0).pipe().unwrap_err();
     assert_eq!(refused.kind(), std::io::ErrorKind::InvalidInput);
 }
 
 /// The bound of a pipe's own senders, set with `PipeOptions`.
 #[test]
-fn a_pipe_with_a_message_capacity_holds_that_many_each_way() {
-    let (a, b) = PipeOptions::new()
-        .message_capacity(CAPACITY)
-        .pipe()
-        .unwrap();
+fn a_pipe_with_a_capacity_holds_that_many_each_way() {
+    let (a, b) = PipeOptions::new().capacity(CAPACITY).pipe().unwrap();
     fill_bytes(a.sender());
     fill_bytes(b.sender());
     assert_eq!(b.recv().unwrap(), [0]);

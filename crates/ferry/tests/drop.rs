@@ -135,7 +135,7 @@ fn in_process_drop_after_sending() {
 fn in_process_drop_wakes_blocked_calls() {
     let dog = common::Watchdog::start(this_test!(), secs(30));
     for wait in [Wait::Sleep, Wait::Adaptive, Wait::Spin] {
-        let options = PipeOptions::new().capacity(4096).wait(wait);
+        let options = PipeOptions::new().ring_size(4096).wait(wait);
         let (a, b) = options.pipe().expect("pipe");
         let (result, latency) = drop_during(a, || b.recv());
         eprintln!("{wait:?} recv: Disconnected {latency:?} after the drop");

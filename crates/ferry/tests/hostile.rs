@@ -440,7 +440,7 @@ fn stuck_victim(test: &str, role: &str) {
     // A 64 MiB ring: the victim needs tens of milliseconds to drain it, so
     // the attacker (which only moves the tail) refills it in time even on
     // a busy machine.
-    let options = PipeOptions::new().capacity(64 << 20);
+    let options = PipeOptions::new().ring_size(64 << 20);
     let v = Victim::start(test, role, attack, &options);
     stage("go");
     let go = match v.boot.receiver().recv_timeout(secs(10)) {
@@ -642,7 +642,7 @@ fn backpressure_victim(test: &str, role: &str) {
 /// and the monotonic time it came.
 fn move_until_error(side: &Pipe, progress: &AtomicU64) -> (String, u64) {
     loop {
-        let (near, far) = match PipeOptions::new().capacity(4096).pipe() {
+        let (near, far) = match PipeOptions::new().ring_size(4096).pipe() {
             Ok(ends) => ends,
             Err(e) => return (format!("pipe: {e}"), monotonic_ns()),
         };
@@ -786,7 +786,7 @@ fn move_ends(b: &Pipe, moved: &AtomicU64) -> Result<String, String> {
     let start = Instant::now();
     for seq in 0..MOVED {
         let (near, far) = PipeOptions::new()
-            .capacity(4096)
+            .ring_size(4096)
             .pipe()
             .map_err(|e| format!("pipe: {e}"))?;
         b.sender()

@@ -245,7 +245,7 @@ enum Blocked {
 /// killed; returns how long after the kill each saw `Disconnected`.
 fn death_trial(test: &str) -> Vec<(Blocked, Duration)> {
     let dog = Watchdog::start(format!("{test} (a trial)"), secs(60));
-    let small = PipeOptions::new().capacity(SMALL);
+    let small = PipeOptions::new().ring_size(SMALL);
     let (mut child, _main, mut near) = spawn_holder(&dog, test, 9, &small);
     let full = near.pop().expect("nine pipes");
     loop {

@@ -56,7 +56,7 @@ fn messages_written_and_read_in_place_echo_across_processes() {
     }
     let _serial = common::serial();
     let dog = common::Watchdog::start(this_test!(), secs(90));
-    let options = PipeOptions::new().capacity(CAPACITY);
+    let options = PipeOptions::new().ring_size(CAPACITY);
     let (child, pipe) = common::spawn_child(&dog, this_test!(), "in-place-echo", &options);
     for i in 0..COUNT {
         let expected = message(i);

@@ -43,7 +43,7 @@ fn full_pipe_in_process() {
     let dog = common::Watchdog::start(this_test!(), secs(30));
     for wait in [Wait::Sleep, Wait::Adaptive, Wait::Spin] {
         let (a, b) = PipeOptions::new()
-            .capacity(4096)
+            .ring_size(4096)
             .wait(wait)
             .pipe()
             .expect("pipe");
@@ -107,7 +107,7 @@ fn full_pipe_across_processes() {
     let dog = common::Watchdog::start(this_test!(), secs(30));
     let mut cmd = common::child_command(this_test!(), "drainer");
     cmd.stdin(Stdio::piped());
-    let options = PipeOptions::new().capacity(16 * 1024);
+    let options = PipeOptions::new().ring_size(16 * 1024);
     let (mut child, pipe) = common::spawn_command(&dog, cmd, &options);
     let mut stdin = child.take_stdin();
     assert_eq!(pipe.recv().expect("ready"), b"ready");

@@ -148,7 +148,7 @@ fn sigkill_wakes_a_blocked_send() {
     let _serial = common::serial();
     let dog = common::Watchdog::start(this_test!(), secs(30));
     for wait in [Wait::Sleep, Wait::Adaptive, Wait::Spin] {
-        let options = PipeOptions::new().capacity(4096).wait(wait);
+        let options = PipeOptions::new().ring_size(4096).wait(wait);
         let (mut child, pipe) = common::spawn_child(&dog, this_test!(), "sleeper", &options);
         assert_eq!(pipe.recv().expect("ready"), b"ready");
         while pipe.sender().try_send(&[1; 100]).is_ok() {}
@@ -239,7 +239,7 @@ fn sigkill_mid_message_delivers_only_committed_messages() {
     for path in [Path::Pieces, Path::OutOfLine] {
         let mut cmd = common::child_command(this_test!(), path.role());
         cmd.stdout(std::process::Stdio::piped());
-        let options = PipeOptions::new().capacity(64 * 1024);
+        let options = PipeOptions::new().ring_size(64 * 1024);
         let (mut child, pipe) = common::spawn_command(&dog, cmd, &options);
         let lines = BufReader::new(child.take_stdout()).lines();
         // libtest may print "test <name> ... " on the same line first.
@@ -332,7 +332,7 @@ fn sigkill_while_streaming_large_messages() {
     let mut rng = XorShift::new(42);
     for round in 0..8 {
         let path = [Path::Pieces, Path::OutOfLine][round % 2];
-        let options = PipeOptions::new().capacity(64 * 1024);
+        let options = PipeOptions::new().ring_size(64 * 1024);
         let (mut child, pipe) = common::spawn_child(&dog, this_test!(), path.role(), &options);
         // Wait for a first message, so the stream is flowing.
         let mut buf = Vec::new();

@@ -148,7 +148,7 @@ fn a_large_message_is_ready_only_when_whole() {
         return send_large(&main);
     }
     let dog = Watchdog::start(this_test!(), secs(60));
-    let options = PipeOptions::new().capacity(RING).out_of_line(usize::MAX);
+    let options = PipeOptions::new().ring_size(RING).out_of_line(usize::MAX);
     let (child, main) = common::spawn_child(&dog, this_test!(), "large", &options);
     let (tx, rx) = main.split();
     let mut select = Select::new().expect("a select");
@@ -223,7 +223,7 @@ fn typed_try_recv_arms_the_descriptor_across_processes() {
         return send_typed(main, COUNT);
     }
     let dog = Watchdog::start(this_test!(), secs(60));
-    let options = PipeOptions::new().capacity(RING);
+    let options = PipeOptions::new().ring_size(RING);
     let (child, main) = common::spawn_child(&dog, this_test!(), "typed", &options);
     let (tx, rx) = main.split();
     let rx = typed::Receiver::<(u64, Vec<u8>)>::from_bytes(rx);

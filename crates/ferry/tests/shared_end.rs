@@ -33,7 +33,7 @@ fn timed_and_try_calls_answer_behind_a_waiting_thread() {
     let dog = Watchdog::start(this_test!(), secs(60));
     let mut cmd = common::child_command(this_test!(), "peer");
     cmd.stdin(Stdio::piped());
-    let (mut child, main) = common::spawn_command(&dog, cmd, &PipeOptions::new().capacity(4096));
+    let (mut child, main) = common::spawn_command(&dog, cmd, &PipeOptions::new().ring_size(4096));
     let main = Arc::new(main);
 
     // Receive side: one thread waits in `recv` for a message the peer

@@ -75,7 +75,7 @@ fn async_round_trips_of_every_size() {
 /// receiver makes room.
 #[test]
 fn a_full_pipe_suspends_the_sending_task() {
-    let (a, b) = PipeOptions::new().capacity(4096).pipe().expect("a pipe");
+    let (a, b) = PipeOptions::new().ring_size(4096).pipe().expect("a pipe");
     let (tx, _) = a.split();
     runtime().block_on(async move {
         let tx = tx.into_async().expect("async tx");
@@ -238,7 +238,7 @@ fn async_sends_of_messages_larger_than_the_ring_complete() {
         return;
     }
     let dog = common::Watchdog::start(this_test!(), secs(60));
-    let options = PipeOptions::new().capacity(RING);
+    let options = PipeOptions::new().ring_size(RING);
     let (child, pipe) = common::spawn_child(&dog, this_test!(), "poller", &options);
     pipe.sender().set_out_of_line(usize::MAX);
     let (tx, rx) = pipe.split();

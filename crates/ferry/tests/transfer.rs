@@ -42,7 +42,7 @@ fn options(idx: usize) -> PipeOptions {
         4096
     };
     let wait = [Wait::Sleep, Wait::Adaptive, Wait::Spin][idx % 3];
-    PipeOptions::new().capacity(capacity).wait(wait)
+    PipeOptions::new().ring_size(capacity).wait(wait)
 }
 
 fn round_trip(pipe: &Pipe, what: &str) {
@@ -204,7 +204,7 @@ fn take_pipe(pipe: Pipe, idx: usize, held: &mut Vec<Pipe>) {
     }
     answer(&pipe);
     if idx.is_multiple_of(BACK_EVERY) {
-        let (mine, theirs) = PipeOptions::new().capacity(4096).pipe().expect("pipe");
+        let (mine, theirs) = PipeOptions::new().ring_size(4096).pipe().expect("pipe");
         pipe.sender()
             .send_with(b"back", vec![theirs])
             .expect("send a pipe end back");
@@ -595,7 +595,7 @@ fn an_end_over_the_map_budget_is_refused_alone() {
     let mut here = Vec::with_capacity(OVER);
     for idx in 0..OVER {
         let (near, far) = PipeOptions::new()
-            .capacity(4096)
+            .ring_size(4096)
             .pipe()
             .expect("make a pipe");
         main.sender()

@@ -60,7 +60,7 @@ fn try_send_gets_messages_larger_than_the_ring_through() {
     }
     let dog = common::Watchdog::start(this_test!(), secs(60));
     a_refilled_buffer_is_another_message();
-    let options = PipeOptions::new().capacity(RING);
+    let options = PipeOptions::new().ring_size(RING);
     let (child, pipe) = common::spawn_child(&dog, this_test!(), "poller", &options);
     pipe.sender().set_out_of_line(usize::MAX);
     assert_eq!(pipe.recv().expect("ready"), b"ready");
@@ -97,7 +97,7 @@ fn try_send_gets_messages_larger_than_the_ring_through() {
 /// the same length, is abandoned, not finished with the new bytes: the
 /// receiver gets the second message whole, and nothing of the first.
 fn a_refilled_buffer_is_another_message() {
-    let (a, b) = PipeOptions::new().capacity(4096).pipe().expect("pipe");
+    let (a, b) = PipeOptions::new().ring_size(4096).pipe().expect("pipe");
     let mut buf = vec![0xaa; 20_000];
     assert!(matches!(a.sender().try_send(&buf), Err(TrySendError::Full)));
     buf.fill(0xbb);
@@ -167,7 +167,7 @@ fn readable(fd: &impl AsFd, limit: Duration) -> bool {
 fn fill(pipe: &ferry::Pipe) -> Result<(), ferry::SendError> {
     let ends: Vec<ferry::Pipe> = (0..FILL)
         .map(|_| {
-            let (_near, far) = PipeOptions::new().capacity(4096).pipe().expect("pipe");
+            let (_near, far) = PipeOptions::new().ring_size(4096).pipe().expect("pipe");
             far
         })
         .collect();

@@ -133,7 +133,7 @@ fn stream_through_a_tiny_ring_sleeping() {
     }
     let _serial = common::serial();
     let dog = common::Watchdog::start(this_test!(), secs(120));
-    let options = PipeOptions::new().capacity(4096).wait(Wait::Sleep);
+    let options = PipeOptions::new().ring_size(4096).wait(Wait::Sleep);
     let (child, pipe) = common::spawn_child(&dog, this_test!(), "Sleep", &options);
     let mut rng = XorShift::new(7);
     let mut msg = Vec::new();

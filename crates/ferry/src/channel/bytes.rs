@@ -27,7 +27,7 @@ pub use super::{
 /// [`TrySendError::Full`] and [`Sender::send_timeout`] times out; one
 /// receive makes room for one more. The bound holds with the receiver in
 /// another process too (see
-/// [`PipeOptions::message_capacity`](super::PipeOptions::message_capacity));
+/// [`PipeOptions::capacity`](super::PipeOptions::capacity));
 /// the ring's bytes (256 KiB by default,
 /// [`PipeOptions::capacity`](super::PipeOptions::capacity)) bound the
 /// channel as well, whichever is reached first. Clones of the sender
@@ -48,7 +48,5 @@ pub use super::{
 /// no rendezvous channel); else an [`std::io::Error`] if the shared memory
 /// cannot be made (out of memory or descriptors).
 pub fn channel(capacity: usize) -> std::io::Result<(Sender, Receiver)> {
-    super::PipeOptions::new()
-        .message_capacity(capacity)
-        .channel()
+    super::PipeOptions::new().capacity(capacity).channel()
 }

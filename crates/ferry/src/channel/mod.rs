@@ -538,8 +538,8 @@ macro_rules! half_settings {
                 self.$($field).+.set_wait(wait);
             }
 
-            /// The ring's capacity in bytes.
-            pub fn capacity(&self) -> usize {
+            /// The ring's size in bytes (see [`PipeOptions::ring_size`]).
+            pub fn ring_size(&self) -> usize {
                 self.$($field).+.region.capacity()
             }
         }

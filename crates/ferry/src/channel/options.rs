@@ -21,7 +21,7 @@ pub(super) const DEFAULT_LIMIT: usize = 256 * 1024 * 1024;
 ///
 /// ```
 /// use ferry::{PipeOptions, Wait};
-/// let (a, b) = PipeOptions::new().capacity(64 * 1024).wait(Wait::Sleep).pipe()?;
+/// let (a, b) = PipeOptions::new().ring_size(64 * 1024).wait(Wait::Sleep).pipe()?;
 /// let reader = std::thread::spawn(move || b.recv());
 /// a.send(&[7; 100_000])?; // larger than the ring: travels in pieces
 /// assert_eq!(reader.join().unwrap()?.len(), 100_000);
@@ -92,11 +92,12 @@ impl PipeOptions {
         self
     }
 
-    /// Bytes each direction holds before `send` blocks (a power of two,
-    /// 4 KiB to 1 GiB; 256 KiB by default). Each pipe's region is this
+    /// Bytes each direction's ring holds before `send` blocks (a power of
+    /// two, 4 KiB to 1 GiB; 256 KiB by default). Each pipe's region is this
     /// twice plus 4 KiB, charged to the map budget of every link its ends
-    /// are sent over (see [`PipeOptions::max_mapped`]).
-    pub fn capacity(mut self, bytes: usize) -> Self {
+    /// are sent over (see [`PipeOptions::max_mapped`]). Not to be confused
+    /// with the [`capacity`](PipeOptions::capacity) in messages.
+    pub fn ring_size(mut self, bytes: usize) -> Self {
         self.capacity = bytes;
         self
     }
@@ -109,7 +110,7 @@ impl PipeOptions {
 
     /// How both ends wait. (A spawned child's end gets every option set here;
     /// an end that arrives in a message starts with the defaults, and its
-    /// holder chooses with [`Pipe::set_wait`] and friends.)
+    /// holder chooses with [`Sender::set_wait`] and [`Receiver::set_wait`].)
     pub fn wait(mut self, wait: Wait) -> Self {
         self.wait = wait;
         self
@@ -128,7 +129,7 @@ impl PipeOptions {
     /// `send_timeout` `Timeout`; unbounded (only the ring's bytes bound a
     /// pipe) unless set. At least 1: [`PipeOptions::pipe`] and
     /// [`PipeOptions::channel`] refuse 0 (`InvalidInput`). The ring's
-    /// byte bound ([`PipeOptions::capacity`]) applies as well: a sender
+    /// byte bound ([`PipeOptions::ring_size`]) applies as well: a sender
     /// also waits while the ring has no room for the next message.
     ///
     /// Counted by the sender, in this process or another alike: it keeps
@@ -139,7 +140,7 @@ impl PipeOptions {
     /// its sender bounded.
     ///
     /// ```
-    /// let (tx, rx) = ferry::PipeOptions::new().message_capacity(2).channel()?;
+    /// let (tx, rx) = ferry::PipeOptions::new().capacity(2).channel()?;
     /// tx.send(b"1")?;
     /// tx.send(b"2")?;
     /// assert!(matches!(tx.try_send(b"3"), Err(ferry::TrySendError::Full)));
@@ -147,7 +148,7 @@ impl PipeOptions {
     /// tx.try_send(b"3")?; // one received: room for one more
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn message_capacity(mut self, messages: usize) -> Self {
+    pub fn capacity(mut self, messages: usize) -> Self {
         self.messages = Some(messages);
         self
     }
@@ -156,7 +157,7 @@ impl PipeOptions {
     /// [`Receiver`] of the same ring (see [`crate::bytes::channel`]).
     ///
     /// ```
-    /// let (tx, rx) = ferry::PipeOptions::new().capacity(4096).channel()?;
+    /// let (tx, rx) = ferry::PipeOptions::new().ring_size(4096).channel()?;
     /// tx.send(b"one way")?;
     /// assert_eq!(rx.recv()?, b"one way");
     /// # Ok::<(), Box<dyn std::error::Error>>(())

@@ -75,7 +75,7 @@ impl Tx {
 
 /// A sender's count of its messages in flight (sent and not yet
 /// received), for a message capacity (see
-/// [`PipeOptions::message_capacity`](super::PipeOptions::message_capacity)):
+/// [`PipeOptions::capacity`](super::PipeOptions::capacity)):
 /// the ring position where each ends, oldest first. One is received once
 /// the consumer's published head has passed its end; the head is checked
 /// on every read ([`Producer::released`]), so a peer that lies about it
@@ -329,7 +329,7 @@ impl Sender {
     /// [`OUT_OF_LINE`]: super::OUT_OF_LINE
     ///
     /// ```
-    /// let (a, b) = ferry::PipeOptions::new().capacity(4096).pipe()?;
+    /// let (a, b) = ferry::PipeOptions::new().ring_size(4096).pipe()?;
     /// while a.sender().try_send(&[0; 1000]).is_ok() {}
     /// assert!(matches!(a.sender().try_send(&[0; 1000]), Err(ferry::TrySendError::Full)));
     /// b.recv()?;
@@ -389,7 +389,7 @@ impl Sender {
     ///
     /// ```
     /// use std::time::Duration;
-    /// let (a, _b) = ferry::PipeOptions::new().capacity(4096).pipe()?;
+    /// let (a, _b) = ferry::PipeOptions::new().ring_size(4096).pipe()?;
     /// while a.sender().try_send(&[0; 1000]).is_ok() {}
     /// let late = a.sender().send_timeout(&[0; 1000], Duration::from_millis(5));
     /// assert!(matches!(late, Err(ferry::SendTimeoutError::Timeout)));

@@ -14,7 +14,7 @@ use crate::wire::frame::{Kind, Tag};
 /// An honest end `b`, and a raw producer writing into the ring it reads.
 fn hostile() -> (Pipe, Producer<crate::ring::RingView>, Pipe) {
     let (a, b) = PipeOptions::new()
-        .capacity(4096)
+        .ring_size(4096)
         .max_message(10_000)
         .pipe()
         .unwrap();
@@ -80,7 +80,7 @@ fn forged_frames_are_protocol_errors() {
 #[test]
 fn a_whole_message_over_the_limit_is_refused() {
     let (a, b) = PipeOptions::new()
-        .capacity(4096)
+        .ring_size(4096)
         .max_message(100)
         .pipe()
         .unwrap();
@@ -115,14 +115,14 @@ fn pieces_that_disagree_with_their_total_are_refused() {
 
 #[test]
 fn impossible_ring_positions_are_refused() {
-    let (a, b) = PipeOptions::new().capacity(4096).pipe().unwrap();
+    let (a, b) = PipeOptions::new().ring_size(4096).pipe().unwrap();
     a.region()
         .control(a.role())
         .producer
         .pos
         .store(1 << 40, Ordering::Release);
     expect_protocol(&b, "tail far beyond the head");
-    let (a, b) = PipeOptions::new().capacity(4096).pipe().unwrap();
+    let (a, b) = PipeOptions::new().ring_size(4096).pipe().unwrap();
     b.region()
         .control(a.role())
         .consumer
@@ -324,7 +324,7 @@ fn forged_block_descriptors_are_protocol_errors() {
 #[test]
 fn frames_that_never_complete_a_message_cannot_hold_a_call_past_its_deadline() {
     // A ring full of messages that begin and are aborted, never a whole one.
-    let (a, b) = PipeOptions::new().capacity(1 << 20).pipe().unwrap();
+    let (a, b) = PipeOptions::new().ring_size(1 << 20).pipe().unwrap();
     let mut forger = Producer::new(a.region().ring(a.role())).unwrap();
     let total = 100u64.to_le_bytes();
     let mut pairs = 0;
@@ -341,7 +341,7 @@ fn frames_that_never_complete_a_message_cannot_hold_a_call_past_its_deadline() {
     loop {
         calls += 1;
         match b.receiver().try_recv() {
-            Err(TryRecvError::Empty) if a.sender().capacity() - 64 <= free_bytes(&a) => break,
+            Err(TryRecvError::Empty) if a.sender().ring_size() - 64 <= free_bytes(&a) => break,
             Err(TryRecvError::Empty) => {}
             other => panic!("expected Empty, got {other:?}"),
         }
@@ -359,7 +359,7 @@ fn free_bytes(pipe: &Pipe) -> usize {
     let head = control.consumer.pos.load(Ordering::Acquire);
     // Relaxed: our own (the forger's) last store.
     let tail = control.producer.pos.load(Ordering::Relaxed);
-    pipe.sender().capacity() - tail.wrapping_sub(head) as usize
+    pipe.sender().ring_size() - tail.wrapping_sub(head) as usize
 }
 
 #[test]

@@ -171,7 +171,7 @@ pub use sender::Sender;
 /// `Full` and [`Sender::send_timeout`] times out. The bound is the same
 /// once a half has gone to another process: the byte pipe the channel
 /// becomes holds at most `capacity` messages (see
-/// [`PipeOptions::message_capacity`](crate::PipeOptions::message_capacity),
+/// [`PipeOptions::capacity`](crate::PipeOptions::capacity),
 /// which also says where it cannot follow a sender), and its ring's bytes
 /// bound it as well.
 ///

@@ -28,7 +28,7 @@ use crate::codec::EncodeError;
 fn one_way(capacity: usize) -> Result<(crate::Sender, crate::Receiver), EncodeError> {
     let mut options = crate::PipeOptions::new();
     if capacity != usize::MAX {
-        options = options.message_capacity(capacity);
+        options = options.capacity(capacity);
     }
     options
         .channel()

@@ -75,7 +75,7 @@ fn client() -> Result<(), Box<dyn std::error::Error>> {
     let mut file = File::from(memfd);
     write!(file, "hello from process {}", std::process::id())?;
     pipe.sender()
-        .send_with(b"here is my data", vec![ferry::End::from(file)])?;
+        .send_with(b"here is my data", vec![ferry::Handle::from(file)])?;
     let reply = pipe.recv()?;
     println!(
         "client {}: {}",

@@ -18,7 +18,7 @@
 //!   ([`Pipe::send_with`], [`Pipe::recv_with`]); all pipes between two
 //!   processes share one *link* (one socket), so descriptors grow with peer
 //!   processes, not with pipes.
-//! - File descriptors travel inside messages too ([`End::Fd`], received in
+//! - File descriptors travel inside messages too ([`Handle::Fd`], received in
 //!   [`Message::fds`]; in typed messages, [`typed::Fd`]).
 //! - Unrelated processes meet at a named [`Server`]: [`connect`] gives a
 //!   pipe to it, [`Server::accept`] each client's pipe with its
@@ -319,7 +319,7 @@ pub use channel::bytes;
 pub use channel::{AsyncReceiver, AsyncSender};
 #[cfg(not(loom))]
 pub use channel::{
-    End, HANDLE_WINDOW, Key, LOAN_IN_PLACE, Loan, MAX_HANDLES, Message, OUT_OF_LINE, Pipe,
+    HANDLE_WINDOW, Handle, Key, LOAN_IN_PLACE, Loan, MAX_HANDLES, Message, OUT_OF_LINE, Pipe,
     PipeOptions, ProtocolError, ReadyTimeoutError, Receiver, RecvError, RecvTimeoutError, Select,
     Selectable, SendError, SendTimeoutError, SendWithError, Sender, SharedBytes, TryReadyError,
     TryRecvError, TrySendError, Wait, pipe,

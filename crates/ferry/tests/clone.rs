@@ -8,7 +8,7 @@ mod common;
 use std::time::Duration;
 
 use common::secs;
-use ferry::{End, PipeOptions, RecvError, RecvTimeoutError, SendError};
+use ferry::{Handle, PipeOptions, RecvError, RecvTimeoutError, SendError};
 
 const CLONES: usize = 8;
 const EACH: u32 = 100_000;
@@ -196,10 +196,10 @@ fn a_sender_with_clones_does_not_travel() {
     let pipe_clone = a.sender().clone();
     let refused_pipe = main.sender().send_with(b"the pipe", vec![a]).unwrap_err();
     assert!(matches!(refused_pipe.error, SendError::NotTransferable(_)));
-    assert_eq!(refused_pipe.ends.len(), 1);
+    assert_eq!(refused_pipe.handles.len(), 1);
     drop(pipe_clone);
     // Handed back whole: drop the clone and it goes.
-    let Some(End::Sender(tx)) = refused.ends.into_iter().next() else {
+    let Some(Handle::Sender(tx)) = refused.handles.into_iter().next() else {
         panic!("the sender was not handed back");
     };
     drop(clone);

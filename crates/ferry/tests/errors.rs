@@ -277,7 +277,9 @@ fn is_disconnected_on_every_form_across_processes() {
     let e = tx.send_timeout(b"x", secs(1)).unwrap_err();
     assert!(e.is_disconnected(), "{e:?}");
     let (a, _b) = ferry::pipe().expect("pipe");
-    let e = tx.send_with(b"x", vec![ferry::End::Pipe(a)]).unwrap_err();
+    let e = tx
+        .send_with(b"x", vec![ferry::Handle::Pipe(a)])
+        .unwrap_err();
     assert!(e.is_disconnected(), "{e:?}");
     let e = rx.recv().unwrap_err();
     assert!(e.is_disconnected(), "{e:?}");
@@ -317,13 +319,13 @@ fn send_with_error_debug_is_short() {
     let _dog = common::Watchdog::start(this_test!(), secs(30));
     let (a, _b) = ferry::pipe().expect("pipe");
     let (tx, _rx) = a.split();
-    let ends: Vec<ferry::End> = (0..64)
+    let ends: Vec<ferry::Handle> = (0..64)
         .map(|_| ferry::pipe().expect("pipe").0.into())
         .collect();
     // Too large to send: refused, every end handed back.
     let too_large = vec![0u8; tx.max_message() + 1];
     let e = tx.send_with(&too_large, ends).unwrap_err();
-    assert_eq!(e.ends.len(), 64);
+    assert_eq!(e.handles.len(), 64);
     let debug = format!("{e:?}");
     assert!(debug.len() < 300, "{} bytes: {debug:.300}", debug.len());
     assert!(debug.contains("64 handed back"), "{debug}");

@@ -13,7 +13,7 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 
 use common::{msg_u64, secs, u64_msg};
-use ferry::{End, Pipe, PipeOptions, SendError};
+use ferry::{Handle, Pipe, PipeOptions, SendError};
 use serde::{Deserialize, Serialize};
 
 /// Messages, each with a descriptor of every kind.
@@ -91,7 +91,7 @@ fn round(main: &Pipe, i: u64) {
     let (mine, theirs) = UnixStream::pair().expect("socketpair");
     let event = rustix::event::eventfd(0, rustix::event::EventfdFlags::CLOEXEC).expect("eventfd");
     let (mut reader, writer) = std::io::pipe().expect("pipe");
-    let ends: Vec<End> = vec![
+    let ends: Vec<Handle> = vec![
         temp_file(&format!("file {i}")).into(),
         memfd(&format!("memfd {i}")).into(),
         OwnedFd::from(theirs).into(),
@@ -293,8 +293,8 @@ fn refusals_leave_descriptor_counts_unchanged() {
 
     // One past the kernel's limit: refused before anything is sent, every
     // descriptor handed back.
-    let many: Vec<End> = (0..=ferry::MAX_HANDLES)
-        .map(|_| End::Fd(memfd("").into()))
+    let many: Vec<Handle> = (0..=ferry::MAX_HANDLES)
+        .map(|_| Handle::Fd(memfd("").into()))
         .collect();
     let refused = main.sender().send_with(b"", many).expect_err("254 handles");
     assert!(
@@ -303,7 +303,7 @@ fn refusals_leave_descriptor_counts_unchanged() {
         refused.error
     );
     assert_eq!(
-        refused.ends.len(),
+        refused.handles.len(),
         ferry::MAX_HANDLES + 1,
         "every descriptor handed back"
     );
@@ -313,7 +313,7 @@ fn refusals_leave_descriptor_counts_unchanged() {
     // queue, no socket).
     let (a, b) = ferry::pipe().expect("a pipe");
     a.sender()
-        .send_with(b"x", vec![End::Fd(memfd("").into())])
+        .send_with(b"x", vec![Handle::Fd(memfd("").into())])
         .expect("in-process");
     let fd = b
         .receiver()
@@ -327,8 +327,8 @@ fn refusals_leave_descriptor_counts_unchanged() {
 
     // The most one message may carry, received and dropped by the child.
     for _ in 0..3 {
-        let full: Vec<End> = (0..ferry::MAX_HANDLES)
-            .map(|_| End::Fd(memfd("").into()))
+        let full: Vec<Handle> = (0..ferry::MAX_HANDLES)
+            .map(|_| Handle::Fd(memfd("").into()))
             .collect();
         main.send(&[DROP_ALL]).expect("drop");
         main.sender()

@@ -4,7 +4,7 @@
 mod common;
 
 use common::secs;
-use ferry::{End, PipeOptions, RecvError, SendError};
+use ferry::{Handle, PipeOptions, RecvError, SendError};
 
 const ROUNDS: usize = 200;
 
@@ -71,7 +71,7 @@ fn a_receiver_half_travels_and_reads_what_is_sent_here() {
     let (a, b) = ferry::pipe().unwrap();
     let (b_tx, b_rx) = b.split();
     main.sender()
-        .send_with(b"take this receiver", vec![End::from(b_rx)])
+        .send_with(b"take this receiver", vec![Handle::from(b_rx)])
         .expect("send the half");
     for i in 0..ROUNDS {
         let msg = format!("to the child {i}");
@@ -107,15 +107,16 @@ fn halves_that_cannot_travel_are_handed_back() {
     // a_tx writes ring 0, b_rx reads it.
     let refused = main
         .sender()
-        .send_with(b"", vec![End::from(a_tx), End::from(b_rx)])
+        .send_with(b"", vec![Handle::from(a_tx), Handle::from(b_rx)])
         .expect_err("both sides of ring 0");
     assert!(
         matches!(refused.error, SendError::NotTransferable(_)),
         "{refused}"
     );
-    assert_eq!(refused.ends.len(), 2);
-    let mut back = refused.ends.into_iter();
-    let (End::Sender(a_tx), Some(End::Receiver(b_rx))) = (back.next().unwrap(), back.next()) else {
+    assert_eq!(refused.handles.len(), 2);
+    let mut back = refused.handles.into_iter();
+    let (Handle::Sender(a_tx), Some(Handle::Receiver(b_rx))) = (back.next().unwrap(), back.next())
+    else {
         panic!("the ends come back in order");
     };
     // One side of ring 0 leaves; the other may not follow it.

@@ -990,7 +990,7 @@ fn out_of_descriptors_is_a_local_error() {
             near.send(b"pong").expect("answer the ping");
         }
         if matches!(pipe.receiver().recv_timeout(secs(10)), Ok(m) if m == b"limited-fd") {
-            let fd = ferry::End::Fd(note_memfd(NOFILE_NOTE));
+            let fd = ferry::Handle::Fd(note_memfd(NOFILE_NOTE));
             pipe.sender()
                 .send_with(b"fd", vec![fd])
                 .expect("send a descriptor");

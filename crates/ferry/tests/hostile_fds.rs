@@ -28,7 +28,7 @@ use attacker::linger::{FIRST, LINGER, SECOND, THIRD};
 use attacker::region::sealed_memfd;
 use attacker::report::{Report, Verdict, VictimRun, outcome, run_victim, stage};
 use common::{ChildGuard, Watchdog, secs};
-use ferry::{End, Pipe, PipeOptions, TryRecvError};
+use ferry::{Handle, Pipe, PipeOptions, TryRecvError};
 
 /// How long a victim may run before the orchestrator kills it as hung.
 const RUN_LIMIT: Duration = Duration::from_secs(50);
@@ -393,7 +393,7 @@ fn honest_child() {
     let (_dog, pipe) = common::child_pipe("honest", secs(40));
     let memfd = sealed_memfd("honest", HONEST_LEN).expect("make a memfd");
     pipe.sender()
-        .send_with(b"honest", vec![End::Fd(memfd)])
+        .send_with(b"honest", vec![Handle::Fd(memfd)])
         .expect("send the memfd");
     let answer = pipe.recv().expect("the parent's answer");
     assert_eq!(answer, b"thanks");

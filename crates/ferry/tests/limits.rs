@@ -251,9 +251,9 @@ fn oversize_message_across_processes() {
         ),
         "{refused}"
     );
-    assert_eq!(refused.ends.len(), 1, "the pipe end handed back");
+    assert_eq!(refused.handles.len(), 1, "the pipe end handed back");
     pipe.sender()
-        .send_with(b"next", refused.ends)
+        .send_with(b"next", refused.handles)
         .expect("send_with");
     assert_eq!(a.recv().expect("recv"), b"hello");
     drop(pipe);

@@ -10,8 +10,8 @@ use std::io::{Read, Seek, Write};
 use std::os::fd::OwnedFd;
 
 use common::secs;
-use ferry::typed::{Bytes, Fd, Receiver, Sender};
-use ferry::{End, PipeOptions, SendError};
+use ferry::typed::{ByteBuf, Fd, Receiver, Sender};
+use ferry::{Handle, PipeOptions, SendError};
 use serde::{Deserialize, Serialize};
 
 /// A memory file holding `text`, its offset at the start.
@@ -47,7 +47,7 @@ fn ends_and_fds_over_a_pipe_within_one_process() {
         a.send(format!("plain {i}").as_bytes()).unwrap();
         let (c, d) = ferry::pipe().unwrap();
         let file = file_with(&format!("file {i}"));
-        let ends = vec![End::Pipe(c), End::Fd(file.into())];
+        let ends = vec![Handle::Pipe(c), Handle::Fd(file.into())];
         a.sender()
             .send_with(format!("with ends {i}").as_bytes(), ends)
             .expect("ends over a pipe within one process");
@@ -84,7 +84,7 @@ fn halves_large_messages_and_a_dropped_receiver_within_one_process() {
     // Larger than the ring: the receiver takes its pieces on a thread.
     let receiver = std::thread::spawn(move || (b.receiver().recv_with().unwrap(), b));
     a.sender()
-        .send_with(&large, vec![End::Sender(c_tx), End::Receiver(c_rx)])
+        .send_with(&large, vec![Handle::Sender(c_tx), Handle::Receiver(c_rx)])
         .unwrap();
     let (message, b) = receiver.join().unwrap();
     assert!(message.bytes == large, "the large message arrives whole");
@@ -114,8 +114,8 @@ fn an_end_sent_to_its_own_twin_arrives_as_a_local_pipe() {
     assert_eq!(a_rx.recv().unwrap(), b"to myself");
     // `b` cannot send it back: it reads the ring `b` writes.
     let refused = b.sender().send_with(b"and back", vec![a_rx]).unwrap_err();
-    let a_rx = match refused.ends.into_iter().next() {
-        Some(End::Receiver(rx)) => rx,
+    let a_rx = match refused.handles.into_iter().next() {
+        Some(Handle::Receiver(rx)) => rx,
         other => panic!("the receiver handed back, not {other:?}"),
     };
     b.send(b"still mine").unwrap();
@@ -139,7 +139,7 @@ fn an_end_over_the_ring_it_reads_is_refused() {
         "{:?}",
         err.error
     );
-    let b = err.ends.into_iter().next().unwrap().into_pipe().unwrap();
+    let b = err.handles.into_iter().next().unwrap().into_pipe().unwrap();
     a.send(b"still here").unwrap();
     assert_eq!(b.recv().unwrap(), b"still here");
 }
@@ -159,21 +159,21 @@ fn the_handle_window_bounds_a_pipe_within_one_process() {
     let (c, _d) = ferry::pipe().unwrap();
     let full = a.sender().try_send_with(b"", vec![c]).unwrap_err();
     assert!(matches!(full.error, ferry::TrySendError::Full));
-    assert_eq!(full.ends.len(), 1);
+    assert_eq!(full.handles.len(), 1);
     b.receiver().recv_with().unwrap();
-    a.sender().try_send_with(b"", full.ends).unwrap();
+    a.sender().try_send_with(b"", full.handles).unwrap();
     let too_many: Vec<OwnedFd> = (0..=ferry::MAX_HANDLES)
         .map(|_| file_with("").into())
         .collect();
     let refused = a.sender().send_with(b"", too_many).unwrap_err();
     assert!(matches!(refused.error, SendError::NotTransferable(_)));
-    assert_eq!(refused.ends.len(), ferry::MAX_HANDLES + 1);
+    assert_eq!(refused.handles.len(), ferry::MAX_HANDLES + 1);
 }
 
 /// A typed request carrying a descriptor and a reply sender.
 #[derive(Serialize, Deserialize)]
 struct Request {
-    data: Bytes,
+    data: ByteBuf,
     file: Fd,
     reply: Sender<u64>,
 }
@@ -192,7 +192,7 @@ fn serve(requests: &Receiver<Request>, count: usize) {
 fn ask(requests: &Sender<Request>, count: usize, size: impl Fn(usize) -> usize) {
     for i in 0..count {
         let (reply, answer) = ferry::channel::<u64>(16).unwrap();
-        let data = Bytes::from(vec![i as u8; size(i)]);
+        let data = ByteBuf::from(vec![i as u8; size(i)]);
         let file = file_with("four").into();
         requests
             .send(Request { data, file, reply })
@@ -246,7 +246,7 @@ fn a_move_out_while_ends_are_queued_is_refused_until_they_are_received() {
         refused.error
     );
     let b = refused
-        .ends
+        .handles
         .into_iter()
         .next()
         .unwrap()
@@ -256,8 +256,8 @@ fn a_move_out_while_ends_are_queued_is_refused_until_they_are_received() {
     let (a_tx, a_rx) = a.split();
     let refused = main.sender().send_with(b"a", vec![a_tx]).unwrap_err();
     assert!(matches!(refused.error, SendError::NotTransferable(_)));
-    let a_tx = match refused.ends.into_iter().next() {
-        Some(End::Sender(tx)) => tx,
+    let a_tx = match refused.handles.into_iter().next() {
+        Some(Handle::Sender(tx)) => tx,
         other => panic!("the sender handed back, not {other:?}"),
     };
     let mut message = b.receiver().recv_with().unwrap();

@@ -291,10 +291,10 @@ fn send_with_refusals_hand_the_pipes_back() {
         "{refused}"
     );
     let a = refused
-        .ends
+        .handles
         .into_iter()
         .next()
-        .and_then(ferry::End::into_pipe)
+        .and_then(ferry::Handle::into_pipe)
         .expect("handed back");
     main.send(b"again").expect("again");
     round_trip(&a, "a after");
@@ -305,10 +305,10 @@ fn send_with_refusals_hand_the_pipes_back() {
         .send_with(b"main", vec![main])
         .expect_err("in-process link");
     let main = refused
-        .ends
+        .handles
         .into_iter()
         .next()
-        .and_then(ferry::End::into_pipe)
+        .and_then(ferry::Handle::into_pipe)
         .expect("main handed back");
     // One more end than a message may carry.
     let (here, there): (Vec<Pipe>, Vec<Pipe>) = pipes(254).into_iter().unzip();
@@ -320,9 +320,9 @@ fn send_with_refusals_hand_the_pipes_back() {
         matches!(refused.error, SendError::NotTransferable(_)),
         "{refused}"
     );
-    assert_eq!(refused.ends.len(), 254);
+    assert_eq!(refused.handles.len(), 254);
     let back = refused
-        .ends
+        .handles
         .into_iter()
         .map(|end| end.into_pipe().expect("a pipe end"))
         .zip(here)
@@ -357,9 +357,9 @@ fn send_with_both_ends_of_one_pipe() {
                 matches!(refused.error, SendError::NotTransferable(_)),
                 "refused with {:?}, {} of 2 ends handed back",
                 refused.error,
-                refused.ends.len()
+                refused.handles.len()
             );
-            assert_eq!(refused.ends.len(), 2, "both ends handed back");
+            assert_eq!(refused.handles.len(), 2, "both ends handed back");
         }
     }
     send_to_counter(&main, "after both", pipes(3));
@@ -401,9 +401,15 @@ fn two_threads_never_both_send_the_two_ends_of_one_pipe() {
             (Err(refused), Ok(())) => (1, refused),
             (Err(a), Err(b)) => {
                 // Both refused (allowed, if unlikely): both come back.
-                let mut ends = a.ends.into_iter().chain(b.ends);
-                let a = ends.next().and_then(ferry::End::into_pipe).expect("a back");
-                let b = ends.next().and_then(ferry::End::into_pipe).expect("b back");
+                let mut ends = a.handles.into_iter().chain(b.handles);
+                let a = ends
+                    .next()
+                    .and_then(ferry::Handle::into_pipe)
+                    .expect("a back");
+                let b = ends
+                    .next()
+                    .and_then(ferry::Handle::into_pipe)
+                    .expect("b back");
                 a.send(b"both back").expect("send");
                 assert_eq!(b.recv().expect("recv"), b"both back");
                 continue;
@@ -417,10 +423,10 @@ fn two_threads_never_both_send_the_two_ends_of_one_pipe() {
         accepted[winner] += 1;
         assert_eq!(msg_u64(&mains[winner].recv().expect("count")), 1);
         let back = refused
-            .ends
+            .handles
             .into_iter()
             .next()
-            .and_then(ferry::End::into_pipe)
+            .and_then(ferry::Handle::into_pipe)
             .unwrap_or_else(|| panic!("round {round}: the refused end was not handed back"));
         round_trip(&back, &format!("round {round}"));
     }

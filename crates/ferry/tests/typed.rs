@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use common::secs;
 use ferry::PipeOptions;
-use ferry::typed::{Bytes, Duplex, Reason, Receiver, RecvError, Sender};
+use ferry::typed::{ByteBuf, Duplex, Reason, Receiver, RecvError, Sender};
 use serde::{Deserialize, Serialize};
 
 /// Counts the largest single allocation while watching, to check that a
@@ -87,7 +87,7 @@ struct Rich {
     map: BTreeMap<String, Vec<i64>>,
     shape: Shape,
     nested: Option<Box<Rich>>,
-    data: Bytes,
+    data: ByteBuf,
     floats: (f32, f64),
     ch: char,
 }
@@ -276,7 +276,7 @@ fn malformed_encodings_are_refused_and_the_stream_goes_on() {
     #[derive(Debug, PartialEq, Serialize, Deserialize)]
     struct Msg {
         topic: u32,
-        data: Bytes,
+        data: ByteBuf,
         words: Vec<String>,
         tree: Node,
     }

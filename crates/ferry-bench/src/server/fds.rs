@@ -13,7 +13,7 @@ use std::fmt::Debug;
 use std::os::fd::{AsFd, OwnedFd};
 use std::time::Instant;
 
-use ::ferry::{End, Pipe, RecvError};
+use ::ferry::{Handle, Pipe, RecvError};
 use rustix::fs::{MemfdFlags, fstat, memfd_create};
 use rustix::net::{AddressFamily, SocketFlags, SocketType, socketpair};
 
@@ -108,7 +108,7 @@ fn inode_of(fd: &OwnedFd) -> Result<u64, Error> {
 }
 
 /// ferry's pipe to the child: `send_with` and `recv_with`, the descriptor
-/// as an [`End::Fd`].
+/// as an [`Handle::Fd`].
 #[derive(Debug)]
 pub struct FerryCarrier;
 
@@ -144,7 +144,7 @@ impl Trip for FerryTrip<'_> {
         fd: Option<OwnedFd>,
         reply: &mut Vec<u8>,
     ) -> Result<Option<OwnedFd>, Error> {
-        let ends: Vec<End> = fd.map(End::Fd).into_iter().collect();
+        let ends: Vec<Handle> = fd.map(Handle::Fd).into_iter().collect();
         self.0
             .sender()
             .send_with(request, ends)
@@ -221,7 +221,7 @@ impl Trip for SeqpacketTrip {
         reply: &mut Vec<u8>,
     ) -> Result<Option<OwnedFd>, Error> {
         scm::send(&self.socket, request, fd.as_ref().map(AsFd::as_fd))?;
-        // Closed once sent, as ferry closes an `End::Fd` it has sent.
+        // Closed once sent, as ferry closes an `Handle::Fd` it has sent.
         drop(fd);
         let (n, back) = scm::recv(&self.socket, &mut self.inbox)?;
         reply.clear();

@@ -1,6 +1,6 @@
 //! ferry's typed channels (`ferry-typed`): the seed message
 //! `struct { topic: u32, data: Vec<u8> }` (its bytes as
-//! [`ferry::typed::Bytes`], one length and one copy) encoded and decoded
+//! [`ferry::typed::ByteBuf`], one length and one copy) encoded and decoded
 //! on every message, over the same pipe and wait as the `ferry` row. Each
 //! side keeps its message and its inbox: `send_ref` encodes from a
 //! reference (ipc-channel's `send` takes the message by value, so it drops
@@ -9,7 +9,7 @@
 
 use std::process::Command;
 
-use ::ferry::typed::{Bytes, Duplex, RecvError};
+use ::ferry::typed::{ByteBuf, Duplex, RecvError};
 use ::ferry::{PipeOptions, Wait};
 use serde::{Deserialize, Serialize};
 
@@ -25,7 +25,7 @@ pub struct FerryTyped;
 struct Msg {
     /// The message's number (wrapping), checked on receipt.
     topic: u32,
-    data: Bytes,
+    data: ByteBuf,
 }
 
 impl Transport for FerryTyped {

@@ -42,7 +42,7 @@ const CAPACITY: usize = 4096;
 
 /// One end of the pipe: `A` writes ring 0 and reads ring 1, `B` the reverse.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum End {
+enum Handle {
     A,
     B,
 }
@@ -97,16 +97,16 @@ enum Op<'a> {
         bytes: &'a [u8],
     },
     Send {
-        from: End,
+        from: Handle,
         len: u16,
         fill: u8,
     },
     Recv {
-        on: End,
+        on: Handle,
         how: How,
     },
     Close {
-        end: End,
+        end: Handle,
     },
 }
 
@@ -142,7 +142,7 @@ impl<'a> Ops<'a> {
         }
         let sel = self.byte()?;
         let ring = usize::from(sel & 1);
-        let end = if sel & 1 == 0 { End::A } else { End::B };
+        let end = if sel & 1 == 0 { Handle::A } else { Handle::B };
         let writer = if sel & 2 == 0 {
             Writer::Producer
         } else {
@@ -215,10 +215,10 @@ struct World {
 }
 
 impl World {
-    fn end(&self, end: End) -> Option<&Pipe> {
+    fn end(&self, end: Handle) -> Option<&Pipe> {
         match end {
-            End::A => self.a.as_ref(),
-            End::B => self.b.as_ref(),
+            Handle::A => self.a.as_ref(),
+            Handle::B => self.b.as_ref(),
         }
     }
 
@@ -297,13 +297,13 @@ impl World {
             Op::Send { from, len, fill } => self.send(from, usize::from(len) % 6000, fill),
             Op::Recv { on, how } => self.recv(on, how),
             Op::Close { end } => match end {
-                End::A => self.a = None,
-                End::B => self.b = None,
+                Handle::A => self.a = None,
+                Handle::B => self.b = None,
             },
         }
     }
 
-    fn send(&mut self, from: End, len: usize, fill: u8) {
+    fn send(&mut self, from: Handle, len: usize, fill: u8) {
         let Some(pipe) = self.end(from) else { return };
         let result = pipe.try_send(&vec![fill; len]);
         if self.tainted {
@@ -318,7 +318,7 @@ impl World {
         }
     }
 
-    fn recv(&mut self, on: End, how: How) {
+    fn recv(&mut self, on: Handle, how: How) {
         let Some(pipe) = self.end(on) else { return };
         let result = match how {
             How::Try => pipe.try_recv().map_err(|e| match e {
@@ -363,18 +363,18 @@ enum Missing {
     Failed(String),
 }
 
-fn other(end: End) -> End {
+fn other(end: Handle) -> Handle {
     match end {
-        End::A => End::B,
-        End::B => End::A,
+        Handle::A => Handle::B,
+        Handle::B => Handle::A,
     }
 }
 
 /// The ring `end` writes.
-fn ring_of(end: End) -> usize {
+fn ring_of(end: Handle) -> usize {
     match end {
-        End::A => 0,
-        End::B => 1,
+        Handle::A => 0,
+        Handle::B => 1,
     }
 }
 

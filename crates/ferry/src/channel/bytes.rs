@@ -15,7 +15,7 @@
 //! use is never written, so its pages take no memory).
 
 pub use super::{
-    End, Message, Receiver, RecvError, RecvTimeoutError, SendError, SendTimeoutError,
+    Handle, Message, Receiver, RecvError, RecvTimeoutError, SendError, SendTimeoutError,
     SendWithError, Sender, TryRecvError, TrySendError,
 };
 

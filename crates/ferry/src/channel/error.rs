@@ -151,7 +151,7 @@ macro_rules! send_error {
             /// `is_disconnected`).
             ///
             /// ```
-            #[doc = concat!("let e = ferry::SendWithError { error: ferry::", stringify!($name), "::Disconnected, ends: Vec::new() };")]
+            #[doc = concat!("let e = ferry::SendWithError { error: ferry::", stringify!($name), "::Disconnected, handles: Vec::new() };")]
             /// assert!(e.is_disconnected());
             /// ```
             pub fn is_disconnected(&self) -> bool {
@@ -369,8 +369,8 @@ impl From<RecvError> for RecvTimeoutError {
 pub struct SendWithError<E = SendError> {
     /// What went wrong.
     pub error: E,
-    /// The ends handed back.
-    pub ends: Vec<super::End>,
+    /// The handles handed back (every one, unless the link failed part way).
+    pub handles: Vec<super::Handle>,
 }
 
 impl SendWithError<SendFault> {
@@ -378,7 +378,7 @@ impl SendWithError<SendFault> {
     pub(crate) fn convert<E: From<SendFault>>(self) -> SendWithError<E> {
         SendWithError {
             error: self.error.into(),
-            ends: self.ends,
+            handles: self.handles,
         }
     }
 }
@@ -387,7 +387,7 @@ impl<E: fmt::Debug> fmt::Debug for SendWithError<E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SendWithError")
             .field("error", &self.error)
-            .field("ends", &format_args!("{} handed back", self.ends.len()))
+            .field("handles", &format_args!("{} handed back", self.handles.len()))
             .finish()
     }
 }

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use super::error::SendFault;
 use super::lock::Missed;
 use super::wait::{self, Wait};
-use super::{End, PipeOptions};
+use super::{Handle, PipeOptions};
 use crate::link::{Failure, Link};
 use crate::pool::budget::Charge;
 use crate::ring::control::Side;
@@ -43,12 +43,12 @@ pub(super) struct RingLink {
 pub(super) struct LocalHandles {
     /// The id the next queued handle gets (wrapping).
     next: u64,
-    queued: VecDeque<(u64, End)>,
+    queued: VecDeque<(u64, Handle)>,
 }
 
 impl LocalHandles {
     /// Queues `end`; returns the id a frame names it by.
-    pub(super) fn push(&mut self, end: End) -> u64 {
+    pub(super) fn push(&mut self, end: Handle) -> u64 {
         let id = self.next;
         self.next = self.next.wrapping_add(1);
         self.queued.push_back((id, end));
@@ -56,7 +56,7 @@ impl LocalHandles {
     }
 
     /// Takes the oldest queued handle, if it is the one `id` names.
-    pub(super) fn take(&mut self, id: u64) -> Option<End> {
+    pub(super) fn take(&mut self, id: u64) -> Option<Handle> {
         match self.queued.front() {
             Some((first, _)) if *first == id => self.queued.pop_front().map(|(_, end)| end),
             _ => None,
@@ -64,7 +64,7 @@ impl LocalHandles {
     }
 
     /// Takes back the newest queued handle (one whose frame was not sent).
-    pub(super) fn take_back(&mut self) -> Option<End> {
+    pub(super) fn take_back(&mut self) -> Option<Handle> {
         self.queued.pop_back().map(|(_, end)| end)
     }
 

@@ -108,7 +108,7 @@ pub fn pipe() -> std::io::Result<(Pipe, Pipe)> {
 // An end is moved once per transfer; boxing the whole pipe would cost an
 // allocation for every end sent or received.
 #[allow(clippy::large_enum_variant)]
-pub enum End {
+pub enum Handle {
     /// A whole pipe end.
     Pipe(Pipe),
     /// A sending half.
@@ -121,37 +121,37 @@ pub enum End {
     Fd(OwnedFd),
 }
 
-impl From<Pipe> for End {
+impl From<Pipe> for Handle {
     fn from(pipe: Pipe) -> Self {
         Self::Pipe(pipe)
     }
 }
 
-impl From<Sender> for End {
+impl From<Sender> for Handle {
     fn from(sender: Sender) -> Self {
         Self::Sender(sender)
     }
 }
 
-impl From<Receiver> for End {
+impl From<Receiver> for Handle {
     fn from(receiver: Receiver) -> Self {
         Self::Receiver(receiver)
     }
 }
 
-impl From<OwnedFd> for End {
+impl From<OwnedFd> for Handle {
     fn from(fd: OwnedFd) -> Self {
         Self::Fd(fd)
     }
 }
 
-impl From<std::fs::File> for End {
+impl From<std::fs::File> for Handle {
     fn from(file: std::fs::File) -> Self {
         Self::Fd(file.into())
     }
 }
 
-impl End {
+impl Handle {
     /// The halves this end is made of.
     fn halves(&self) -> impl Iterator<Item = &Half> {
         let (a, b) = match self {
@@ -311,11 +311,11 @@ impl End {
 /// and, if the message is never delivered (refused, dropped, abandoned),
 /// is closed off the caller's thread (see [`crate::link::PendingFd`]).
 #[derive(Debug)]
-// As `End`: an end is moved once per transfer, not worth a box.
+// As `Handle`: an end is moved once per transfer, not worth a box.
 #[allow(clippy::large_enum_variant)]
 pub(crate) enum Arrived {
     /// A pipe end (or half), adopted.
-    End(End),
+    Handle(Handle),
     /// A descriptor, not yet the application's.
     Fd(PendingFd),
 }
@@ -330,7 +330,7 @@ impl Arrived {
         options: &PipeOptions,
     ) -> Result<Option<Self>, Corrupt> {
         match claimed {
-            Claimed::End(end) => Ok(Some(Self::End(End::adopt(link, end, options)?))),
+            Claimed::Handle(end) => Ok(Some(Self::Handle(Handle::adopt(link, end, options)?))),
             Claimed::Fd(fd) => Ok(Some(Self::Fd(fd))),
             Claimed::Refused => Ok(None),
         }
@@ -338,10 +338,10 @@ impl Arrived {
 
     /// Hands it to the application: a descriptor becomes its own (and no
     /// longer counts against the link's share).
-    pub(crate) fn into_end(self) -> End {
+    pub(crate) fn into_end(self) -> Handle {
         match self {
-            Self::End(end) => end,
-            Self::Fd(fd) => End::Fd(fd.into_owned()),
+            Self::Handle(end) => end,
+            Self::Fd(fd) => Handle::Fd(fd.into_owned()),
         }
     }
 }
@@ -387,7 +387,7 @@ impl Pipe {
         options: &PipeOptions,
     ) -> Result<Self, Corrupt> {
         match Arrived::claimed(link, end, options)? {
-            Some(Arrived::End(End::Pipe(pipe))) => Ok(pipe),
+            Some(Arrived::Handle(Handle::Pipe(pipe))) => Ok(pipe),
             // The other side set this end's budget (a spawned child's
             // options come from its parent) and sent more than it.
             None => Err(Corrupt(crate::wire::Violation::RegionsOverBudget)),
@@ -407,7 +407,7 @@ impl Pipe {
         id: u64,
         deadline: Option<Instant>,
     ) -> std::io::Result<()> {
-        let end = End::Pipe(self);
+        let end = Handle::Pipe(self);
         let (carried, region) = end.carried().expect("a pipe end has a region");
         let region = Arc::clone(region);
         end.moved_over(link);
@@ -431,7 +431,7 @@ impl Pipe {
         opening: &[u8],
         deadline: Option<Instant>,
     ) -> std::io::Result<()> {
-        let end = End::Pipe(self);
+        let end = Handle::Pipe(self);
         let region = match end.carried() {
             Some((Carried::Pipe { role: 1 }, region)) => Arc::clone(region),
             _ => {

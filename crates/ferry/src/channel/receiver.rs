@@ -9,7 +9,9 @@ use super::error::RecvFault;
 use super::half::Half;
 use super::lock::{Guard, Lock};
 use super::wait::{Scope, Stop, Waiter};
-use super::{Arrived, End, Pipe, PipeOptions, RecvError, RecvTimeoutError, Sender, TryRecvError};
+use super::{
+    Arrived, Handle, Pipe, PipeOptions, RecvError, RecvTimeoutError, Sender, TryRecvError,
+};
 use crate::link::{Deadline, Failure, Fault};
 use crate::pool::per_link::Held;
 use crate::ring::RingView;
@@ -46,10 +48,10 @@ impl Message {
     fn take_ends(&mut self, ends: Vec<Arrived>) {
         for end in ends {
             match end.into_end() {
-                End::Pipe(pipe) => self.pipes.push(pipe),
-                End::Sender(sender) => self.senders.push(sender),
-                End::Receiver(receiver) => self.receivers.push(receiver),
-                End::Fd(fd) => self.fds.push(fd),
+                Handle::Pipe(pipe) => self.pipes.push(pipe),
+                Handle::Sender(sender) => self.senders.push(sender),
+                Handle::Receiver(receiver) => self.receivers.push(receiver),
+                Handle::Fd(fd) => self.fds.push(fd),
             }
         }
     }
@@ -477,7 +479,7 @@ impl Receiver {
     /// ```
     /// let (a, b) = ferry::pipe()?;
     /// let file = std::fs::File::open("/dev/null")?;
-    /// a.sender().send_with(b"a file", vec![ferry::End::Fd(file.into())])?;
+    /// a.sender().send_with(b"a file", vec![ferry::Handle::Fd(file.into())])?;
     /// let message = b.receiver().recv_with()?;
     /// assert_eq!((message.bytes.as_slice(), message.fds.len()), (&b"a file"[..], 1));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -831,7 +833,7 @@ impl Receiver {
                 drop(local);
                 return Err(self.half.corrupt(Violation::HandlesWithinProcess).into());
             };
-            asm.ends.push(Arrived::End(end));
+            asm.ends.push(Arrived::Handle(end));
         }
         Ok(())
     }

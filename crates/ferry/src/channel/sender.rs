@@ -8,7 +8,7 @@ use super::error::SendFault;
 use super::half::{Half, Setting};
 use super::lock::{Guard, Lock};
 use super::wait::{Stop, Waiter};
-use super::{End, SendError, SendTimeoutError, SendWithError, TrySendError};
+use super::{Handle, SendError, SendTimeoutError, SendWithError, TrySendError};
 use crate::link::{Failure, Link};
 use crate::ring::RingView;
 use crate::ring::region::MoveClaim;
@@ -63,7 +63,7 @@ impl Tx {
 /// the process), with the ends for the send over the link.
 enum Local {
     Done(Result<(), SendWithError<SendFault>>),
-    Linked(Vec<End>),
+    Linked(Vec<Handle>),
 }
 
 impl Tx {
@@ -466,7 +466,11 @@ impl Sender {
     /// [`Pipe`]: super::Pipe
     /// [`Receiver`]: super::Receiver
     /// [`Receiver::recv_with`]: super::Receiver::recv_with
-    pub fn send_with<E: Into<End>>(&self, bytes: &[u8], ends: Vec<E>) -> Result<(), SendWithError> {
+    pub fn send_with<E: Into<Handle>>(
+        &self,
+        bytes: &[u8],
+        ends: Vec<E>,
+    ) -> Result<(), SendWithError> {
         self.send_with_deadline(bytes, into_ends(ends), None)
             .map_err(SendWithError::convert)
     }
@@ -478,7 +482,7 @@ impl Sender {
     ///
     /// [`TrySendError::Full`] when there is no room now, with every end
     /// handed back; the rest as [`Sender::send_with`].
-    pub fn try_send_with<E: Into<End>>(
+    pub fn try_send_with<E: Into<Handle>>(
         &self,
         bytes: &[u8],
         ends: Vec<E>,
@@ -494,7 +498,7 @@ impl Sender {
     /// [`SendTimeoutError::Timeout`] if there was no room by the deadline,
     /// with the ends not sent handed back; the rest as
     /// [`Sender::send_with`].
-    pub fn send_with_timeout<E: Into<End>>(
+    pub fn send_with_timeout<E: Into<Handle>>(
         &self,
         bytes: &[u8],
         ends: Vec<E>,
@@ -520,7 +524,7 @@ impl Sender {
     fn send_with_deadline(
         &self,
         bytes: &[u8],
-        ends: Vec<End>,
+        ends: Vec<Handle>,
         deadline: Option<Instant>,
     ) -> Result<(), SendWithError<SendFault>> {
         let ends = match self.core.half.link.get() {
@@ -534,18 +538,36 @@ impl Sender {
         // link cells set) or been handed back.
         let (link, _claims) = match self.check_transfer(bytes, &ends) {
             Ok(checked) => checked,
-            Err(error) => return Err(SendWithError { error, ends }),
+            Err(error) => {
+                return Err(SendWithError {
+                    error,
+                    handles: ends,
+                });
+            }
         };
         let mut tx = match self.begin_send(bytes.len(), deadline) {
             Ok(tx) => tx,
-            Err(error) => return Err(SendWithError { error, ends }),
+            Err(error) => {
+                return Err(SendWithError {
+                    error,
+                    handles: ends,
+                });
+            }
         };
         if let Err(error) = self.wait_for_room(&mut tx, ends.len(), deadline) {
-            return Err(SendWithError { error, ends });
+            return Err(SendWithError {
+                error,
+                handles: ends,
+            });
         }
         let mut block = match self.block_for(link, bytes, deadline) {
             Ok(block) => block,
-            Err(error) => return Err(SendWithError { error, ends }),
+            Err(error) => {
+                return Err(SendWithError {
+                    error,
+                    handles: ends,
+                });
+            }
         };
         let mut id_bytes = Vec::with_capacity(ends.len() * HANDLE_ID);
         for (i, end) in ends.iter().enumerate() {
@@ -561,7 +583,7 @@ impl Sender {
                     let abandoned = self.abandon_ends(&mut tx, &id_bytes);
                     return Err(SendWithError {
                         error: abandoned.err().unwrap_or(error),
-                        ends: ends.into_iter().skip(i).collect(),
+                        handles: ends.into_iter().skip(i).collect(),
                     });
                 }
             }
@@ -578,7 +600,7 @@ impl Sender {
         if let Err(error) = sent {
             return Err(SendWithError {
                 error,
-                ends: Vec::new(),
+                handles: Vec::new(),
             });
         }
         for end in ends {
@@ -596,8 +618,13 @@ impl Sender {
     /// queued and is refused (see the docs of [`Sender::send_with`]), or
     /// this finds the ring linked and sends over the link.
     /// `Local::Linked` hands the ends back for that.
-    fn send_with_local(&self, bytes: &[u8], ends: Vec<End>, deadline: Option<Instant>) -> Local {
-        let fail = |error, ends| Local::Done(Err(SendWithError { error, ends }));
+    fn send_with_local(&self, bytes: &[u8], ends: Vec<Handle>, deadline: Option<Instant>) -> Local {
+        let fail = |error, ends| {
+            Local::Done(Err(SendWithError {
+                error,
+                handles: ends,
+            }))
+        };
         let _claims = match self.check_ends(bytes, &ends) {
             Ok(claims) => claims,
             Err(error) => return fail(error, ends),
@@ -624,7 +651,7 @@ impl Sender {
         if let Err(error) = self.push_ends(&mut tx, bytes.len(), &id_bytes, deadline) {
             // No frame names them: they come back, in order.
             let mut local = self.core.half.link.local();
-            let mut back: Vec<End> = (0..count).map_while(|_| local.take_back()).collect();
+            let mut back: Vec<Handle> = (0..count).map_while(|_| local.take_back()).collect();
             back.reverse();
             return fail(error, back);
         }
@@ -632,13 +659,13 @@ impl Sender {
         let sent = self.push_rest(&mut tx, bytes, deadline);
         Local::Done(sent.map_err(|error| SendWithError {
             error,
-            ends: Vec::new(),
+            handles: Vec::new(),
         }))
     }
 
     /// Queues `ends` in this ring's handle queue; returns the ids naming
     /// them, or hands them back if the receiving side is gone.
-    fn queue_locally(&self, ends: Vec<End>) -> Result<Vec<u8>, (SendFault, Vec<End>)> {
+    fn queue_locally(&self, ends: Vec<Handle>) -> Result<Vec<u8>, (SendFault, Vec<Handle>)> {
         let mut local = self.core.half.link.local();
         // Acquire: pairs with the Release store of `closed` in the
         // receiving side's drop, which then empties this queue under its
@@ -774,11 +801,11 @@ impl Sender {
     }
 
     /// The link the ends will travel over, once they may, and the claims
-    /// on moving their rings' sides (see [`End::claim_move`]).
+    /// on moving their rings' sides (see [`Handle::claim_move`]).
     fn check_transfer(
         &self,
         bytes: &[u8],
-        ends: &[End],
+        ends: &[Handle],
     ) -> Result<(&Arc<Link>, Vec<MoveClaim>), SendFault> {
         let Some(link) = self.core.half.link.get() else {
             return Err(SendFault::NotTransferable(
@@ -798,24 +825,24 @@ impl Sender {
     }
 
     /// Checks `ends` may travel with a message of `bytes` on this half, and
-    /// claims the move of their rings' sides (see [`End::claim_move`]).
-    fn check_ends(&self, bytes: &[u8], ends: &[End]) -> Result<Vec<MoveClaim>, SendFault> {
+    /// claims the move of their rings' sides (see [`Handle::claim_move`]).
+    fn check_ends(&self, bytes: &[u8], ends: &[Handle]) -> Result<Vec<MoveClaim>, SendFault> {
         if ends.len() > MAX_HANDLES {
             return Err(SendFault::NotTransferable(
                 "more than 253 pipe ends in one message",
             ));
         }
-        if ends.iter().any(End::has_clones) {
+        if ends.iter().any(Handle::has_clones) {
             return Err(SendFault::NotTransferable(
                 "a sender with clones cannot travel to another process (clones in two processes come with routing); drop the other clones first",
             ));
         }
-        if !ends.iter().all(End::is_local) {
+        if !ends.iter().all(Handle::is_local) {
             return Err(SendFault::NotTransferable(
                 "only a pipe end (or half) whose twin is in this process can be sent",
             ));
         }
-        let twins = |(i, e): (usize, &End)| ends[..i].iter().any(|f| e.shares_a_ring(f));
+        let twins = |(i, e): (usize, &Handle)| ends[..i].iter().any(|f| e.shares_a_ring(f));
         if ends.iter().enumerate().any(twins) {
             return Err(SendFault::NotTransferable(
                 "both sides of one ring cannot travel together",
@@ -844,7 +871,7 @@ impl Sender {
         }
         // Checked again under the claims: a move that finished between the
         // first check and the claims has set its rings' links.
-        if !ends.iter().all(End::is_local) {
+        if !ends.iter().all(Handle::is_local) {
             return Err(SendFault::NotTransferable(
                 "only a pipe end (or half) whose twin is in this process can be sent",
             ));
@@ -1253,6 +1280,6 @@ fn is_past(deadline: Option<Instant>) -> bool {
     deadline.is_some_and(|deadline| deadline <= Instant::now())
 }
 
-fn into_ends<E: Into<End>>(ends: Vec<E>) -> Vec<End> {
+fn into_ends<E: Into<Handle>>(ends: Vec<E>) -> Vec<Handle> {
     ends.into_iter().map(Into::into).collect()
 }

@@ -380,11 +380,11 @@ fn a_pipe_keeps_a_window_of_ends_in_flight() {
         .try_send_with(b"one too many", vec![far])
         .unwrap_err();
     assert!(matches!(refused.error, TrySendError::Full), "{refused}");
-    assert_eq!(refused.ends.len(), 1, "the end is handed back");
+    assert_eq!(refused.handles.len(), 1, "the end is handed back");
     let started = std::time::Instant::now();
     let refused = a
         .sender()
-        .send_with_timeout(b"one too many", refused.ends, Duration::from_millis(20))
+        .send_with_timeout(b"one too many", refused.handles, Duration::from_millis(20))
         .unwrap_err();
     assert!(
         matches!(refused.error, SendTimeoutError::Timeout),
@@ -397,7 +397,7 @@ fn a_pipe_keeps_a_window_of_ends_in_flight() {
     got.pipes[0].send(b"moved").unwrap();
     assert_eq!(twins[0].recv().unwrap(), b"moved");
     a.sender()
-        .try_send_with(b"now it fits", refused.ends)
+        .try_send_with(b"now it fits", refused.handles)
         .unwrap();
     drop(near);
     for _ in 0..HANDLE_WINDOW {

@@ -55,7 +55,7 @@ pub(crate) struct PeerEnd {
 #[derive(Debug)]
 pub(crate) enum Claimed {
     /// A pipe end (or half).
-    End(PeerEnd),
+    Handle(PeerEnd),
     /// A descriptor the peer's application sent, still charged to the
     /// link until it is handed over ([`PeerFd::into_owned`]).
     Fd(PendingFd),
@@ -89,7 +89,7 @@ impl Inbox {
             return Some(Claimed::Refused);
         }
         match self.pipes.remove(&id) {
-            Some(end) => Some(Claimed::End(end)),
+            Some(end) => Some(Claimed::Handle(end)),
             None => self.fds.remove(&id).map(Claimed::Fd),
         }
     }

@@ -351,7 +351,7 @@ impl Link {
     pub(crate) fn adopt_opening(&self, fd: PeerFd) -> Result<Claimed, Fault> {
         let region = Region::from_peer(fd)?;
         let charge = self.budget.charge(region.len())?;
-        Ok(Claimed::End(PeerEnd {
+        Ok(Claimed::Handle(PeerEnd {
             region,
             end: Carried::Pipe { role: 1 },
             charge,

@@ -201,7 +201,7 @@ fn a_peer_region_with_impossible_positions_is_refused() {
             .unwrap()
             .0
             .remove(0);
-        let crate::link::Claimed::End(end) = end else {
+        let crate::link::Claimed::Handle(end) = end else {
             panic!("a pipe end was sent")
         };
         let (adopted, role) = (end.region, 0);

@@ -13,7 +13,7 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::handles;
-use crate::End;
+use crate::Handle;
 use crate::codec::EncodeError;
 use crate::sys::duplicate;
 
@@ -121,7 +121,7 @@ impl<'de> Deserialize<'de> for Fd {
 pub fn serialize<T: AsFd, S: Serializer>(fd: &T, serializer: S) -> Result<S::Ok, S::Error> {
     let index = handles::push_fd(|| {
         duplicate(fd.as_fd())
-            .map(End::Fd)
+            .map(Handle::Fd)
             .map_err(|e| EncodeError::Handle(format!("cannot duplicate a descriptor: {e}")))
     })
     .map_err(serde::ser::Error::custom)?;
@@ -141,7 +141,7 @@ pub fn deserialize<'de, T: From<OwnedFd>, D: Deserializer<'de>>(
 ) -> Result<T, D::Error> {
     let index = u32::deserialize(deserializer)?;
     match handles::claim(index).map_err(serde::de::Error::custom)? {
-        End::Fd(fd) => Ok(T::from(fd)),
+        Handle::Fd(fd) => Ok(T::from(fd)),
         _ => Err(serde::de::Error::custom(format!(
             "handle {index} is not a descriptor"
         ))),

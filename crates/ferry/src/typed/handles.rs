@@ -14,17 +14,17 @@ use std::sync::Arc;
 use crate::channel::Arrived;
 use crate::codec::EncodeError;
 use crate::link::PendingFd;
-use crate::{End, SharedBytes};
+use crate::{Handle, SharedBytes};
 
 /// Puts a byte half back into the typed half it was taken from, when the
 /// message that was to carry it was not sent.
-pub(super) type Restore = Box<dyn FnOnce(End) + Send>;
+pub(super) type Restore = Box<dyn FnOnce(Handle) + Send>;
 
 /// What an encode collected.
 #[derive(Default)]
 pub(super) struct Outgoing {
     /// The byte halves, in handle order.
-    pub(super) ends: Vec<End>,
+    pub(super) ends: Vec<Handle>,
     /// For each of `ends`, in the same order, what puts it back into its
     /// typed half if the message is not sent (`None`: a duplicated
     /// descriptor, which the value still holds).
@@ -54,7 +54,7 @@ impl Outgoing {
 
     /// Takes back the ends a failed send handed back (all of them, in
     /// order, unless the send failed part way).
-    pub(super) fn hand_back(&mut self, ends: Vec<End>) {
+    pub(super) fn hand_back(&mut self, ends: Vec<Handle>) {
         if self.ends.is_empty() {
             self.ends = ends;
         }
@@ -247,7 +247,7 @@ pub(super) fn has_ends() -> bool {
 /// Adds an end to the current encode's table (checked by [`room`] first)
 /// and returns its index; `restore` puts it back if the message is not
 /// sent.
-pub(super) fn push_end(end: End, restore: Option<Restore>) -> u32 {
+pub(super) fn push_end(end: Handle, restore: Option<Restore>) -> u32 {
     with_outgoing(|out| {
         out.ends.push(end);
         out.restore.push(restore);
@@ -299,7 +299,9 @@ pub(super) fn name_again(index: u32) -> Result<(), String> {
 /// The handle index of the next descriptor the current encode meets: on a
 /// first pass `take` makes the end (a duplicate of the descriptor, checked
 /// by [`room`] first), on a [`continuing`] pass the index it got then.
-pub(super) fn push_fd(take: impl FnOnce() -> Result<End, EncodeError>) -> Result<u32, EncodeError> {
+pub(super) fn push_fd(
+    take: impl FnOnce() -> Result<Handle, EncodeError>,
+) -> Result<u32, EncodeError> {
     let again = with_outgoing(|out| {
         let index = out.fd_indices.get(out.fd_cursor).copied();
         out.fd_cursor += usize::from(index.is_some());
@@ -370,7 +372,7 @@ pub(super) fn decoding<R>(
 }
 
 /// Claims end `index` of the message being decoded.
-pub(super) fn claim(index: u32) -> Result<End, String> {
+pub(super) fn claim(index: u32) -> Result<Handle, String> {
     let depth = DECODING.with(Cell::get);
     if depth == 0 {
         return Err("a ferry channel half can only be decoded by a ferry typed receive".into());
@@ -387,13 +389,13 @@ pub(super) fn claim(index: u32) -> Result<End, String> {
             .ok_or_else(|| format!("handle {index} is past the {count} the message carried"))?;
         match slot.take() {
             None => Err(format!("handle {index} is claimed twice")),
-            Some(Arrived::End(end)) => Ok(end),
+            Some(Arrived::Handle(end)) => Ok(end),
             Some(Arrived::Fd(fd)) => {
                 let copy = crate::sys::duplicate(fd.as_fd()).map_err(|e| {
                     format!("handle {index}: this process could not take the descriptor: {e}")
                 });
                 incoming.kept.push(fd);
-                Ok(End::Fd(copy?))
+                Ok(Handle::Fd(copy?))
             }
         }
     })

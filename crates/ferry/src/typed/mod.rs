@@ -12,13 +12,13 @@
 //!   it a field of the value: it travels as a handle, as ipc-channel's do)
 //!   or by hand ([`Sender::into_bytes`], [`Receiver::from_bytes`]). Values
 //!   still queued in this process when a half leaves follow it, in order.
-//! - **Byte fields** that serialize as bytes ([`Bytes`], `serde_bytes`,
+//! - **Byte fields** that serialize as bytes ([`ByteBuf`], `serde_bytes`,
 //!   [`SharedBytes`]) are one length and one copy. A large value is encoded
 //!   straight into a loaned pool block, so a big byte field is copied once
 //!   on each side, as with the byte pipe. A [`SharedBytes`] field of a
 //!   received value is a view into the message, not a copy. A plain
 //!   `Vec<u8>` is a sequence that serde walks byte by byte: wrap it in
-//!   [`Bytes`] (or `#[serde(with = "serde_bytes")]`).
+//!   [`ByteBuf`] (or `#[serde(with = "serde_bytes")]`).
 //!
 //! ```
 //! use serde::{Deserialize, Serialize};
@@ -27,7 +27,7 @@
 //! struct Job {
 //!     id: u64,
 //!     name: String,
-//!     data: ferry::typed::Bytes,
+//!     data: ferry::typed::ByteBuf,
 //! }
 //!
 //! let (tx, rx) = ferry::channel::<Job>(16)?;
@@ -215,46 +215,46 @@ where
 /// `Vec<u8>` is walked byte by byte by serde).
 ///
 /// ```
-/// let data = ferry::typed::Bytes::from(vec![1, 2, 3]);
+/// let data = ferry::typed::ByteBuf::from(vec![1, 2, 3]);
 /// let encoded = ferry::typed::encode(&data)?;
 /// assert_eq!(encoded, [3, 1, 2, 3]);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Bytes(pub Vec<u8>);
+pub struct ByteBuf(pub Vec<u8>);
 
-impl std::fmt::Debug for Bytes {
+impl std::fmt::Debug for ByteBuf {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Bytes({} bytes)", self.0.len())
+        write!(f, "ByteBuf({} bytes)", self.0.len())
     }
 }
 
-impl From<Vec<u8>> for Bytes {
+impl From<Vec<u8>> for ByteBuf {
     fn from(bytes: Vec<u8>) -> Self {
         Self(bytes)
     }
 }
 
-impl From<Bytes> for Vec<u8> {
-    fn from(bytes: Bytes) -> Self {
+impl From<ByteBuf> for Vec<u8> {
+    fn from(bytes: ByteBuf) -> Self {
         bytes.0
     }
 }
 
-impl std::ops::Deref for Bytes {
+impl std::ops::Deref for ByteBuf {
     type Target = Vec<u8>;
     fn deref(&self) -> &Vec<u8> {
         &self.0
     }
 }
 
-impl std::ops::DerefMut for Bytes {
+impl std::ops::DerefMut for ByteBuf {
     fn deref_mut(&mut self) -> &mut Vec<u8> {
         &mut self.0
     }
 }
 
-impl Serialize for Bytes {
+impl Serialize for ByteBuf {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         serializer.serialize_bytes(&self.0)
     }
@@ -284,7 +284,7 @@ impl<'de> serde::de::Visitor<'de> for BytesVisitor {
     }
 }
 
-impl<'de> Deserialize<'de> for Bytes {
+impl<'de> Deserialize<'de> for ByteBuf {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         deserializer.deserialize_byte_buf(BytesVisitor).map(Self)
     }
@@ -323,7 +323,7 @@ impl<'de> serde::de::Visitor<'de> for BytesInPlace<'_> {
 }
 
 impl Serialize for SharedBytes {
-    /// Encodes as bytes, as [`Bytes`] does.
+    /// Encodes as bytes, as [`ByteBuf`] does.
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         serializer.serialize_bytes(self)
     }

@@ -19,7 +19,7 @@ use serde::Serialize;
 use super::handles;
 use super::queue::{Presence, Queue};
 use super::remote;
-use crate::End;
+use crate::Handle;
 use crate::codec::EncodeError;
 
 /// A one-way byte pipe: the sending half of one ring, the receiving half
@@ -158,7 +158,7 @@ where
 /// A value encoded and not yet sent.
 struct Current {
     bytes: Vec<u8>,
-    ends: Vec<End>,
+    ends: Vec<Handle>,
     after: Vec<Box<dyn FnOnce() + Send>>,
 }
 
@@ -234,7 +234,7 @@ impl<T: Serialize> Pending<T> {
                 (false, false) => {
                     tx.try_send_with(&current.bytes, ends)
                         .map_err(|e| match e.error {
-                            crate::TrySendError::Full => Some(e.ends),
+                            crate::TrySendError::Full => Some(e.handles),
                             _ => None,
                         })
                 }

@@ -13,7 +13,7 @@ use super::handles;
 use super::moving;
 use super::queue::{Presence, Queue};
 use super::remote::{self, RecvFail};
-use crate::End;
+use crate::Handle;
 use crate::channel::{Descriptor, RecvFault, Selectable, Source};
 use crate::codec::EncodeError;
 use crate::sys::Doorbell;
@@ -192,7 +192,7 @@ impl<T: Serialize + DeserializeOwned + Send + 'static> Receiver<T> {
     /// Receives the next value, waiting as long as it takes, over `place`:
     /// from another process the message is decoded with serde's
     /// `deserialize_in_place`, so buffers `place` already owns (a
-    /// [`Bytes`](super::Bytes) field's, a `Vec`'s, a `String`'s) are reused
+    /// [`ByteBuf`](super::ByteBuf) field's, a `Vec`'s, a `String`'s) are reused
     /// rather than allocated again, where the type's `Deserialize` supports
     /// it (with `serde_derive`'s `deserialize_in_place` feature for derived
     /// types). In one process the value is moved into `place`.
@@ -441,7 +441,7 @@ impl<T: Serialize + DeserializeOwned + Send + 'static> Serialize for Receiver<T>
         }
         handles::room().map_err(serde::ser::Error::custom)?;
         let rx = self.take_bytes().map_err(serde::ser::Error::custom)?;
-        let index = handles::push_end(End::Receiver(rx), None);
+        let index = handles::push_end(Handle::Receiver(rx), None);
         *self.mode.borrow_mut() = Mode::Moved(index);
         serializer.serialize_u32(index)
     }
@@ -452,7 +452,7 @@ impl<'de, T: Serialize + DeserializeOwned + Send + 'static> Deserialize<'de> for
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let index = u32::deserialize(deserializer)?;
         match handles::claim(index).map_err(serde::de::Error::custom)? {
-            End::Receiver(rx) => Ok(Self::from_bytes(rx)),
+            Handle::Receiver(rx) => Ok(Self::from_bytes(rx)),
             _ => Err(serde::de::Error::custom(format!(
                 "handle {index} is not a receiving half"
             ))),

@@ -128,9 +128,9 @@ pub(super) fn encode<T: Serialize>(
 pub(super) fn send_encoded(
     tx: &crate::Sender,
     bytes: &[u8],
-    ends: Vec<crate::End>,
+    ends: Vec<crate::Handle>,
     until: Until,
-) -> Result<(), (SendFail, Vec<crate::End>)> {
+) -> Result<(), (SendFail, Vec<crate::Handle>)> {
     let plain = |fail| (fail, Vec::new());
     match (ends.is_empty(), until) {
         (true, Until::Sent) => tx.send(bytes).map_err(|e| plain(from_send(e))),
@@ -140,13 +140,13 @@ pub(super) fn send_encoded(
             .map_err(|e| plain(from_timeout(e))),
         (false, Until::Sent) => tx
             .send_with(bytes, ends)
-            .map_err(|e| (from_send(e.error), e.ends)),
+            .map_err(|e| (from_send(e.error), e.handles)),
         (false, Until::Now) => tx
             .try_send_with(bytes, ends)
-            .map_err(|e| (from_try(e.error), e.ends)),
+            .map_err(|e| (from_try(e.error), e.handles)),
         (false, Until::Deadline(d)) => tx
             .send_with_timeout(bytes, ends, d.saturating_duration_since(Instant::now()))
-            .map_err(|e| (from_timeout(e.error), e.ends)),
+            .map_err(|e| (from_timeout(e.error), e.handles)),
     }
 }
 
@@ -368,9 +368,9 @@ fn send_buffered(
     tx: &crate::Sender,
     scratch: &mut Scratch,
     encode: impl FnOnce(&mut Vec<u8>) -> Result<(), EncodeError>,
-    ends: Vec<crate::End>,
+    ends: Vec<crate::Handle>,
     until: Until,
-) -> Result<usize, (SendFail, Vec<crate::End>)> {
+) -> Result<usize, (SendFail, Vec<crate::Handle>)> {
     scratch.buf.clear();
     if let Err(e) = encode(&mut scratch.buf) {
         return Err((e.into(), ends));

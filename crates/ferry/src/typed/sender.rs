@@ -10,7 +10,7 @@ use super::handles;
 use super::moving;
 use super::queue::{Presence, Queue};
 use super::remote::{self, SendFail, Until};
-use crate::End;
+use crate::Handle;
 use crate::codec::EncodeError;
 use crate::sync::{AtomicUsize, Ordering};
 
@@ -503,7 +503,7 @@ impl<T: Serialize + Send + 'static> Serialize for Sender<T> {
         let tx = take_bytes(&mut mode).map_err(serde::ser::Error::custom)?;
         let shared = Arc::clone(&self.shared);
         let restore = Box::new(move |end| {
-            if let End::Sender(tx) = end
+            if let Handle::Sender(tx) = end
                 && let Some(mut mode) = shared.try_lock()
                 && matches!(*mode, Mode::Moved(_))
             {
@@ -513,7 +513,7 @@ impl<T: Serialize + Send + 'static> Serialize for Sender<T> {
                 };
             }
         });
-        let index = handles::push_end(End::Sender(tx), Some(restore));
+        let index = handles::push_end(Handle::Sender(tx), Some(restore));
         *mode = Mode::Moved(index);
         serializer.serialize_u32(index)
     }
@@ -524,7 +524,7 @@ impl<'de, T: Serialize + Send + 'static> Deserialize<'de> for Sender<T> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let index = u32::deserialize(deserializer)?;
         match handles::claim(index).map_err(serde::de::Error::custom)? {
-            End::Sender(tx) => Ok(Self::from_bytes(tx)),
+            Handle::Sender(tx) => Ok(Self::from_bytes(tx)),
             _ => Err(serde::de::Error::custom(format!(
                 "handle {index} is not a sending half"
             ))),

@@ -15,7 +15,7 @@
 //!   holds the other end with [`spawn()`] (the child calls
 //!   [`Pipe::from_parent`]).
 //! - Pipe ends travel to the peer process inside messages
-//!   ([`Pipe::send_with`], [`Pipe::recv_with`]); all pipes between two
+//!   ([`Sender::send_with`], [`Receiver::recv_with`]); all pipes between two
 //!   processes share one *link* (one socket), so descriptors grow with peer
 //!   processes, not with pipes.
 //! - File descriptors travel inside messages too ([`Handle::Fd`], received in
@@ -97,11 +97,11 @@
 //! travels out of line: its payload goes into a shared-memory block from
 //! the link's pool (mapped once, pre-faulted by a background helper, reused
 //! for many messages) and the ring carries a 16-byte descriptor. Smaller
-//! messages are copied through the ring. [`Pipe::loan`] and
-//! [`Pipe::recv_shared`] write and read such a block in place, without the
+//! messages are copied through the ring. [`Sender::loan`] and
+//! [`Receiver::recv_shared`] write and read such a block in place, without the
 //! copies (a loan from [`LOAN_IN_PLACE`] bytes, 16 KiB: below that a copy
-//! through the ring is cheaper than a block). [`Pipe::send_in_place`] and
-//! [`Pipe::recv_in_place`] lend a closure a message of any size where it
+//! through the ring is cheaper than a block). [`Sender::send_in_place`] and
+//! [`Receiver::recv_in_place`] lend a closure a message of any size where it
 //! lies: in the ring below the out-of-line threshold (no copy, no buffer),
 //! in a block above it. The threshold comes from round trips measured on the 2-vCPU
 //! machines ferry is built on (p50, µs, copy in and out on both sides):

@@ -26,7 +26,7 @@ pub struct Ferry {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Payload {
     /// Copied in by [`::ferry::Pipe::send`] and out by
-    /// [`::ferry::Pipe::recv_into`].
+    /// [`::ferry::Receiver::recv_into`].
     Copied,
     /// Written in place into a [`Loan`] and read in place from
     /// [`SharedBytes`].
@@ -192,7 +192,7 @@ impl Endpoint for LoanEndpoint {
     }
 
     /// A message written in place and sent in one scope
-    /// ([`::ferry::Pipe::send_in_place`]: straight into the ring, or into a
+    /// ([`::ferry::Sender::send_in_place`]: straight into the ring, or into a
     /// block), as an application writing a message where it goes does (the
     /// owned loan of [`prepare`](Endpoint::prepare) is for holding one
     /// across calls).
@@ -210,7 +210,7 @@ impl Endpoint for LoanEndpoint {
     }
 
     /// The next message read where it lies, in one scope
-    /// ([`::ferry::Pipe::recv_in_place`]: in the ring, or in its block).
+    /// ([`::ferry::Receiver::recv_in_place`]: in the ring, or in its block).
     fn recv_read(&mut self, read: &mut dyn FnMut(&[u8])) -> Result<bool, Error> {
         self.view = None;
         match self.pipe.receiver().recv_in_place(read) {

@@ -417,7 +417,7 @@ enum Shared {
     Part(Arc<SharedBytes>, std::ops::Range<usize>),
 }
 
-/// A received message read in place (from [`Pipe::recv_shared`]).
+/// A received message read in place (from [`Receiver::recv_shared`]).
 ///
 /// When the message came out of line from another process, these bytes
 /// are the sender's pool block, mapped read-only here, and go back to the

@@ -83,7 +83,7 @@ pub struct Pipe {
 /// Creates a pipe whose two ends are in this process, with default options.
 ///
 /// Either end (or either half of one) can later be sent to another process
-/// with [`Pipe::send_with`]; the two ends keep talking through shared
+/// with [`Sender::send_with`]; the two ends keep talking through shared
 /// memory.
 ///
 /// # Errors

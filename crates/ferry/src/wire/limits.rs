@@ -12,7 +12,7 @@ pub const MAX_HANDLES: usize = 253;
 /// record before the message naming it, and the socket is shared by every
 /// pipe of the link; this window keeps one pipe's ends from filling it
 /// (it holds a few hundred records), and it is the backpressure of
-/// `Pipe::send_with`: past it, the send waits for the receiver as it
+/// `Sender::send_with`: past it, the send waits for the receiver as it
 /// would for room in a full pipe.
 pub const HANDLE_WINDOW: usize = 64;
 

@@ -8,6 +8,48 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
+//! # Words
+//!
+//! Each word names one thing:
+//!
+//! | word | means |
+//! |---|---|
+//! | **channel** | one way: a [`Sender`] and a [`Receiver`], connected. [`channel`] for typed values, [`bytes::channel`] for byte messages |
+//! | **pipe** | two ways: each [`Pipe`] (an *end*) is a sender and a receiver; [`pipe()`] makes both ends, [`spawn()`] and [`connect`] put one in another process |
+//! | **sender**, **receiver** | the two halves; a pipe end has one of each ([`Pipe::sender`], [`Pipe::receiver`], [`Pipe::split`]). Senders clone |
+//! | **capacity** | how many messages a sender may have in flight (sent, not yet received) before it waits |
+//! | **ring size** | the bytes a direction's shared-memory ring holds ([`PipeOptions::ring_size`]), a second bound |
+//! | **handle** | what travels inside a message besides its bytes: a pipe end, a half, a descriptor ([`Handle`]) |
+//! | **link** | the one socket between two processes that all their pipes share |
+//! | **loan** | a message written in place, then sent ([`Sender::loan`]) |
+//! | **view** | a received message read where it lies ([`SharedBytes`], [`Receiver::recv_shared`]) |
+//! | **disconnected** | the peer is gone (or broke the rules); every error says so with `is_disconnected()` |
+//!
+//! Every call comes in three forms: the plain one waits as long as it
+//! takes, `try_` never waits, `_timeout` waits until a deadline. Setters
+//! are `set_*(&self, …)` on a handle, and builder methods of the same name
+//! without `set_` on [`PipeOptions`] and [`ServerOptions`].
+//!
+//! # Coming from crossbeam or ipc-channel
+//!
+//! | crossbeam-channel | ipc-channel | ferry |
+//! |---|---|---|
+//! | `bounded(n)` | `ipc::channel()` | [`channel::<T>(n)`](channel) (typed), [`bytes::channel(n)`](bytes::channel) |
+//! | `Sender: Clone` | `IpcSender: Clone` | [`Sender: Clone`](typed::Sender) (clones in one process; each keeps its order) |
+//! | `send`, `try_send`, `send_timeout` | `send` | the same three, and the value comes back in the error ([`typed::TrySendError::into_inner`]) |
+//! | `recv`, `try_recv`, `recv_timeout`, `iter` | `recv`, `try_recv`, `try_recv_timeout` | `recv`, `try_recv`, `recv_timeout`, [`iter`](typed::Receiver::iter) |
+//! | `Select` | `IpcReceiverSet` | [`Select`] (owns its members, by [`Key`]; `remove`) |
+//! | — | `IpcOneShotServer` | [`Server`] and [`connect`] (by name, many clients, with credentials) |
+//! | — | `IpcSharedMemory` | [`Sender::loan`] and [`SharedBytes`] (pool blocks, sealed) |
+//! | — | a sender inside a message | a typed half inside a value, or [`Sender::send_with`] |
+//! | `SendError(T)` | `IpcError::Disconnected` | [`typed::SendError::Disconnected`]`(T)`; `Protocol` when the peer broke the rules |
+//!
+//! Differences to know: a channel's halves may be in one process or two,
+//! and move between them inside messages; a sender that has clones does
+//! not travel yet (its clones would be left behind); a receive may say
+//! `Protocol` (the peer broke the rules: that link is shut down) or `Io`
+//! (this process is short of descriptors or memory: nothing was lost).
+//!
 //! # Concepts
 //!
 //! - A [`Pipe`] is one end of a bidirectional, bounded message pipe. Make

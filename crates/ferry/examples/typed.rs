@@ -6,7 +6,7 @@
 
 use std::process::Command;
 
-use ferry::typed::{Duplex, Sender};
+use ferry::typed::{Pipe as TypedPipe, Sender};
 use serde::{Deserialize, Serialize};
 
 #[derive(Serialize, Deserialize)]
@@ -20,7 +20,7 @@ struct Add {
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     if std::env::args().nth(1).as_deref() == Some("child") {
         // The child: answer every request until the parent hangs up.
-        let end = Duplex::<(), Add>::from_pipe(ferry::Pipe::from_parent()?);
+        let end = TypedPipe::<(), Add>::from_pipe(ferry::Pipe::from_parent()?);
         while let Ok(Add { a, b, reply }) = end.recv() {
             reply.send(a + b)?;
         }
@@ -29,7 +29,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut command = Command::new(std::env::current_exe()?);
     command.arg("child");
     let (mut child, pipe) = ferry::spawn(command)?;
-    let end = Duplex::<Add, ()>::from_pipe(pipe);
+    let end = TypedPipe::<Add, ()>::from_pipe(pipe);
     for i in 0..10 {
         let (reply, answer) = ferry::channel(1)?;
         end.send(Add {

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use common::secs;
 use ferry::PipeOptions;
-use ferry::typed::{ByteBuf, Duplex, Reason, Receiver, RecvError, Sender};
+use ferry::typed::{ByteBuf, Pipe as TypedPipe, Reason, Receiver, RecvError, Sender};
 use serde::{Deserialize, Serialize};
 
 /// Counts the largest single allocation while watching, to check that a
@@ -123,7 +123,7 @@ fn rich_values_round_trip_across_processes() {
     let _serial = common::serial();
     if common::role().is_some() {
         let (_dog, main) = common::child_pipe("echo", secs(60));
-        let end = Duplex::<Rich, Rich>::from_pipe(main);
+        let end = TypedPipe::<Rich, Rich>::from_pipe(main);
         while let Ok(value) = end.recv() {
             end.send(value).expect("echo");
         }
@@ -131,7 +131,7 @@ fn rich_values_round_trip_across_processes() {
     }
     let dog = common::Watchdog::start(this_test!(), secs(60));
     let (child, main) = common::spawn_child(&dog, this_test!(), "echo", &PipeOptions::new());
-    let end = Duplex::<Rich, Rich>::from_pipe(main);
+    let end = TypedPipe::<Rich, Rich>::from_pipe(main);
     // Empty, small, ring-sized, out of line, and 100 MiB byte fields.
     for (id, size) in [0, 1, 144, 70_000, 1 << 20, 100 << 20]
         .into_iter()

@@ -9,7 +9,7 @@
 
 use std::process::Command;
 
-use ::ferry::typed::{ByteBuf, Duplex, RecvError};
+use ::ferry::typed::{ByteBuf, Pipe as TypedPipe, RecvError};
 use ::ferry::{PipeOptions, Wait};
 use serde::{Deserialize, Serialize};
 
@@ -55,7 +55,7 @@ impl Transport for FerryTyped {
 
 /// A typed two-way end over one pipe end.
 struct TypedEndpoint {
-    end: Duplex<Msg, Msg>,
+    end: TypedPipe<Msg, Msg>,
     /// The next message.
     out: Msg,
     /// The last message received.
@@ -67,7 +67,7 @@ struct TypedEndpoint {
 impl TypedEndpoint {
     fn new(pipe: ::ferry::Pipe) -> Self {
         Self {
-            end: Duplex::from_pipe(pipe),
+            end: TypedPipe::from_pipe(pipe),
             out: Msg::default(),
             inbox: Msg::default(),
             sent: 0,
@@ -85,6 +85,7 @@ impl Endpoint for TypedEndpoint {
     fn send(&mut self) -> Result<(), Error> {
         self.out.topic = self.sent;
         self.end
+            .sender()
             .send_ref(&self.out)
             .context("sending on a ferry typed channel")?;
         self.sent = self.sent.wrapping_add(1);
@@ -92,7 +93,7 @@ impl Endpoint for TypedEndpoint {
     }
 
     fn recv(&mut self) -> Result<Option<&[u8]>, Error> {
-        match self.end.recv_into(&mut self.inbox) {
+        match self.end.receiver().recv_into(&mut self.inbox) {
             Ok(()) if self.inbox.topic == self.received => {
                 self.received = self.received.wrapping_add(1);
                 Ok(Some(&self.inbox.data))

@@ -387,7 +387,10 @@ impl<E: fmt::Debug> fmt::Debug for SendWithError<E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SendWithError")
             .field("error", &self.error)
-            .field("handles", &format_args!("{} handed back", self.handles.len()))
+            .field(
+                "handles",
+                &format_args!("{} handed back", self.handles.len()),
+            )
             .finish()
     }
 }

@@ -361,11 +361,11 @@ impl<'de> Deserialize<'de> for SharedBytes {
     }
 }
 
-/// One end of a typed two-way channel: a [`Sender<S>`] and a
-/// [`Receiver<R>`], for request and reply.
+/// One end of a typed pipe (two ways, as a byte [`crate::Pipe`]): a
+/// [`Sender<S>`] and a [`Receiver<R>`], for request and reply.
 ///
 /// ```
-/// let (client, server) = ferry::typed::duplex::<String, usize>();
+/// let (client, server) = ferry::typed::pipe::<String, usize>(16)?;
 /// client.send("four".to_string())?;
 /// let word = server.recv()?;
 /// server.send(word.len())?;
@@ -377,34 +377,38 @@ impl<'de> Deserialize<'de> for SharedBytes {
     serialize = "S: Serialize + DeserializeOwned + Send + 'static, R: Serialize + DeserializeOwned + Send + 'static",
     deserialize = "S: Serialize + DeserializeOwned + Send + 'static, R: Serialize + DeserializeOwned + Send + 'static"
 ))]
-pub struct Duplex<S, R> {
+pub struct Pipe<S, R> {
     tx: Sender<S>,
     rx: Receiver<R>,
 }
 
-/// Makes a typed two-way channel, both ends in this process.
-pub fn duplex<A, B>() -> (Duplex<A, B>, Duplex<B, A>)
+/// Makes a typed pipe, both ends in this process: each direction holds at
+/// most `capacity` values, as a [`channel`] does.
+///
+/// # Errors
+///
+/// `InvalidInput` for a `capacity` of 0, as for [`channel`].
+pub fn pipe<A, B>(capacity: usize) -> std::io::Result<(Pipe<A, B>, Pipe<B, A>)>
 where
     A: Serialize + DeserializeOwned + Send + 'static,
     B: Serialize + DeserializeOwned + Send + 'static,
 {
-    // Unbounded in this process, as two-way ends have been so far.
-    let (a_tx, a_rx) = queued(usize::MAX);
-    let (b_tx, b_rx) = queued(usize::MAX);
-    (Duplex { tx: a_tx, rx: b_rx }, Duplex { tx: b_tx, rx: a_rx })
+    let (a_tx, a_rx) = channel(capacity)?;
+    let (b_tx, b_rx) = channel(capacity)?;
+    Ok((Pipe { tx: a_tx, rx: b_rx }, Pipe { tx: b_tx, rx: a_rx }))
 }
 
-impl<S, R> Duplex<S, R>
+impl<S, R> Pipe<S, R>
 where
     S: Serialize + DeserializeOwned + Send + 'static,
     R: Serialize + DeserializeOwned + Send + 'static,
 {
     /// A typed end over a byte pipe end (for example the one
-    /// [`crate::spawn`] gives); the other end must be a `Duplex<R, S>`.
+    /// [`crate::spawn`] gives); the other end must be a `Pipe<R, S>`.
     /// Like the pipe end, it is meant for one thread at a time: its waits
     /// know that the thread that sends also receives (on one CPU with its
     /// peer, a round trip then costs two futex wakes, not a spinner's
-    /// time slice). [`split`](Duplex::split) it to use the halves on two
+    /// time slice). [`split`](Pipe::split) it to use the halves on two
     /// threads.
     pub fn from_pipe(pipe: crate::Pipe) -> Self {
         let (tx, rx) = pipe.split_joined();
@@ -423,27 +427,6 @@ where
         self.tx.send(value)
     }
 
-    /// Sends a copy of `*value` (see [`Sender::send_ref`]).
-    ///
-    /// # Errors
-    ///
-    /// As [`Sender::send`].
-    pub fn send_ref(&self, value: &S) -> Result<(), SendError<()>>
-    where
-        S: Clone,
-    {
-        self.tx.send_ref(value)
-    }
-
-    /// Receives a value over `place` (see [`Receiver::recv_into`]).
-    ///
-    /// # Errors
-    ///
-    /// As [`Receiver::recv_into`].
-    pub fn recv_into(&self, place: &mut R) -> Result<(), RecvError> {
-        self.rx.recv_into(place)
-    }
-
     /// Receives a value (see [`Receiver::recv`]).
     ///
     /// # Errors
@@ -453,13 +436,14 @@ where
         self.rx.recv()
     }
 
-    /// Receives a value within `timeout` (see [`Receiver::recv_timeout`]).
-    ///
-    /// # Errors
-    ///
-    /// As [`Receiver::recv_timeout`].
-    pub fn recv_timeout(&self, timeout: std::time::Duration) -> Result<R, RecvTimeoutError> {
-        self.rx.recv_timeout(timeout)
+    /// This end's sending half.
+    pub fn sender(&self) -> &Sender<S> {
+        &self.tx
+    }
+
+    /// This end's receiving half.
+    pub fn receiver(&self) -> &Receiver<R> {
+        &self.rx
     }
 
     /// The two halves, to own apart (and use on two threads).

@@ -364,7 +364,7 @@ impl<T: Serialize + DeserializeOwned + Send + 'static> Receiver<T> {
         }
     }
 
-    /// See [`Duplex::split`](super::Duplex::split).
+    /// See [`typed::Pipe::split`](super::Pipe::split).
     pub(super) fn unjoin(&self) {
         if let Mode::Remote { rx, .. } = &mut *self.mode.borrow_mut() {
             rx.unjoin();

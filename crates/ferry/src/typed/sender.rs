@@ -398,7 +398,7 @@ impl<T: Serialize + Send + 'static> Sender<T> {
         }
     }
 
-    /// See [`Duplex::split`](super::Duplex::split).
+    /// See [`typed::Pipe::split`](super::Pipe::split).
     pub(super) fn unjoin(&self) {
         if let Some(mut mode) = self.shared.lock()
             && let Mode::Remote { tx, .. } = &mut *mode

@@ -563,3 +563,49 @@ fn handles_the_type_does_not_hold_are_refused_and_closed() {
     drop(_keep);
     child.wait_ok();
 }
+
+/// A value that is not `Clone` (it holds a descriptor) sent by reference
+/// in one process: the receiver gets a duplicate of the descriptor, the
+/// sender keeps its own, and both name the same open file.
+#[test]
+fn send_ref_needs_no_clone_and_duplicates_a_descriptor() {
+    use std::io::{Read, Seek, SeekFrom, Write};
+    use std::os::fd::AsRawFd;
+
+    #[derive(Serialize, Deserialize)]
+    struct Opened {
+        name: String,
+        file: ferry::typed::Fd,
+    }
+
+    let _dog = common::Watchdog::start(this_test!(), secs(30));
+    let (tx, rx) = ferry::channel::<Opened>(4).unwrap();
+    let path = std::env::temp_dir().join(format!("ferry-send-ref-{}", std::process::id()));
+    let file = std::fs::File::options()
+        .create(true)
+        .truncate(true)
+        .read(true)
+        .write(true)
+        .open(&path)
+        .unwrap();
+    std::fs::remove_file(&path).unwrap();
+    let kept = Opened {
+        name: "log".into(),
+        file: file.into(),
+    };
+    tx.send_ref(&kept).unwrap();
+    let got = rx.recv().unwrap();
+    assert_eq!(got.name, "log");
+    assert_ne!(
+        got.file.as_raw_fd(),
+        kept.file.as_raw_fd(),
+        "the receiver's descriptor is a duplicate, not the sender's"
+    );
+    let mut theirs = std::fs::File::from(got.file.into_owned());
+    theirs.write_all(b"through the copy").unwrap();
+    let mut mine = std::fs::File::from(kept.file.into_owned());
+    mine.seek(SeekFrom::Start(0)).unwrap();
+    let mut text = String::new();
+    mine.read_to_string(&mut text).unwrap();
+    assert_eq!(text, "through the copy");
+}

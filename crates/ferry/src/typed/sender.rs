@@ -262,9 +262,13 @@ impl<T: Serialize + Send + 'static> Sender<T> {
     }
 
     /// Sends a copy of `*value`, which the caller keeps (and its buffers
-    /// with it): to another process the value is encoded from the
-    /// reference, with no clone; in one process it is cloned, since the
-    /// queue moves values.
+    /// with it). The copy is made through the format, in one process as
+    /// to another: to another process the value is encoded from the
+    /// reference; in one process it is encoded and decoded into the value
+    /// the queue moves. So `T` need not be `Clone`: a descriptor field
+    /// ([`Fd`](super::Fd)) is duplicated, and the caller keeps its own; a
+    /// typed half inside the value is handed over, as any send hands it
+    /// over (the caller's is left moved).
     ///
     /// ```
     /// let (tx, rx) = ferry::channel::<String>(16)?;
@@ -277,10 +281,12 @@ impl<T: Serialize + Send + 'static> Sender<T> {
     /// # Errors
     ///
     /// As [`Sender::send`]; the error holds `()`, since the caller still
-    /// has the value.
+    /// has the value. A value that does not decode as it encoded (its
+    /// `Serialize` and `Deserialize` disagree) is
+    /// [`SendFailure::Encode`] in one process.
     pub fn send_ref(&self, value: &T) -> Result<(), SendError<()>>
     where
-        T: Clone,
+        T: serde::de::DeserializeOwned,
     {
         let Some(mut mode) = self.shared.lock() else {
             return Err(SendError::Failed((), SendFailure::Reentrant));
@@ -290,7 +296,9 @@ impl<T: Serialize + Send + 'static> Sender<T> {
                 .map_err(|fail| fail.send_error(()));
         }
         drop(mode);
-        self.send(value.clone()).map_err(|e| match e {
+        let copy = copy_through_format(value)
+            .map_err(|e| SendError::Failed((), SendFailure::Encode(e)))?;
+        self.send(copy).map_err(|e| match e {
             SendError::Disconnected(_) => SendError::Disconnected(()),
             SendError::Failed(_, failure) => SendError::Failed((), failure),
         })
@@ -530,4 +538,28 @@ impl<'de, T: Serialize + Send + 'static> Deserialize<'de> for Sender<T> {
             ))),
         }
     }
+}
+
+/// A copy of `value` made by encoding it and decoding the bytes, with the
+/// handles the encode collected (duplicated descriptors, halves taken out
+/// of the value) claimed by the decode, all within this process.
+fn copy_through_format<T: Serialize + serde::de::DeserializeOwned>(
+    value: &T,
+) -> Result<T, EncodeError> {
+    let (bytes, mut out) = handles::encoding(|| crate::codec::encode(value));
+    let bytes = match bytes {
+        Ok(bytes) => bytes,
+        Err(e) => {
+            out.restore();
+            out.finish();
+            return Err(e);
+        }
+    };
+    let ends = std::mem::take(&mut out.ends)
+        .into_iter()
+        .map(crate::channel::Arrived::Handle)
+        .collect();
+    let (copy, _unclaimed) = handles::decoding(ends, None, || crate::codec::decode::<T>(&bytes));
+    out.finish();
+    copy.map_err(|e| EncodeError::Custom(format!("the value did not decode as it encoded: {e}")))
 }

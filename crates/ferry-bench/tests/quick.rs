@@ -13,7 +13,16 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 /// The transports that every build has; others are added as files.
-const CORE_TRANSPORTS: &[&str] = &["ferry", "ferry-spin", "ferry-sleep", "unix-stream", "pipe"];
+const CORE_TRANSPORTS: &[&str] = &[
+    "ferry",
+    "ferry-spin",
+    "ferry-sleep",
+    "ferry-loan",
+    "ferry-loan-borrowed",
+    "ferry-in-place",
+    "unix-stream",
+    "pipe",
+];
 /// A hang fails the test after this long instead of stalling CI.
 const WATCHDOG: Duration = Duration::from_secs(300);
 /// Each row's time cap in these tests, so two spinners sharing a CPU while

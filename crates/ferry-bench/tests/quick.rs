@@ -600,6 +600,17 @@ fn a_failing_transport_fails_the_run_after_reporting_the_others() {
     assert_eq!(rows[0]["transport"], "ferry");
 }
 
+/// `--help` names the transports `--transport` takes.
+#[test]
+fn help_lists_the_transports() {
+    let out = ferry_bench(&["pingpong", "--help"]);
+    succeeded(&out);
+    let help = String::from_utf8_lossy(&out.stdout);
+    for name in CORE_TRANSPORTS {
+        assert!(help.contains(&format!(" {name},")), "{name}: {help}");
+    }
+}
+
 #[test]
 fn an_unknown_transport_is_refused_by_name() {
     let out = ferry_bench(&["pingpong", "--transport", "ferry,carrier-pigeon"]);

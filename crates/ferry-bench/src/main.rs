@@ -35,6 +35,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
+use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{Args, Parser, Subcommand};
 
 use crate::child::ChildArgs;
@@ -154,8 +155,13 @@ struct RunArgs {
 struct TransportArgs {
     /// Transports, comma-separated [default: all of them]; an unknown name
     /// is refused with the list of known ones.
-    #[arg(long = "transport", value_delimiter = ',', value_parser = transport::by_name)]
+    #[arg(long = "transport", value_delimiter = ',', value_parser = transport_parser())]
     transports: Vec<&'static dyn Transport>,
+}
+
+/// Parses a transport's name, listing every name in `--help`.
+fn transport_parser() -> impl TypedValueParser<Value = &'static dyn Transport> {
+    PossibleValuesParser::new(transport::names()).try_map(|name: String| transport::by_name(&name))
 }
 
 #[derive(Debug, Default, Args)]

@@ -13,7 +13,16 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 /// The transports that every build has; others are added as files.
-const CORE_TRANSPORTS: &[&str] = &["ferry", "ferry-spin", "ferry-sleep", "unix-stream", "pipe"];
+const CORE_TRANSPORTS: &[&str] = &[
+    "ferry",
+    "ferry-spin",
+    "ferry-sleep",
+    "ferry-loan",
+    "ferry-loan-borrowed",
+    "ferry-in-place",
+    "unix-stream",
+    "pipe",
+];
 /// A hang fails the test after this long instead of stalling CI.
 const WATCHDOG: Duration = Duration::from_secs(300);
 /// Each row's time cap in these tests, so two spinners sharing a CPU while
@@ -589,6 +598,17 @@ fn a_failing_transport_fails_the_run_after_reporting_the_others() {
     let rows = rows(&json);
     assert_eq!(rows.len(), 1, "{rows:?}");
     assert_eq!(rows[0]["transport"], "ferry");
+}
+
+/// `--help` names the transports `--transport` takes.
+#[test]
+fn help_lists_the_transports() {
+    let out = ferry_bench(&["pingpong", "--help"]);
+    succeeded(&out);
+    let help = String::from_utf8_lossy(&out.stdout);
+    for name in CORE_TRANSPORTS {
+        assert!(help.contains(&format!(" {name},")), "{name}: {help}");
+    }
 }
 
 #[test]

@@ -196,7 +196,8 @@ fn look(name: &str, index: usize) -> Look {
     const OTHERS: [u32; 6] = [0xbcbd22, 0x17becf, 0x7f7f7f, 0x8c564b, 0xe7ba52, 0x637939];
     let (hex, width) = match name {
         "ferry" | "ferry-spin" => (0x1f4e9c, 3),
-        "ferry-loan" => (0x00a6d6, 3),
+        "ferry-loan" | "ferry-loan-borrowed" => (0x00a6d6, 3),
+        "ferry-in-place" => (0x6baed6, 3),
         "ferry-sleep" => (0x5b8fd6, 3),
         "unix-stream" => (0xd62728, 2),
         "pipe" => (0xff7f0e, 2),

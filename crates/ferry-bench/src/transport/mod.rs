@@ -12,6 +12,7 @@
 mod ferry;
 mod ferry_async;
 mod ferry_typed;
+mod ferry_zero_copy;
 mod framed;
 mod guard;
 mod iceoryx2;
@@ -115,6 +116,8 @@ pub const ALL: &[&dyn Transport] = &[
     &ferry::Ferry::SPIN,
     &ferry::Ferry::BLOCK,
     &ferry::Ferry::LOAN,
+    &ferry::Ferry::LOAN_BORROWED,
+    &ferry::Ferry::IN_PLACE,
     &ferry_typed::FerryTyped,
     &ferry_async::FerryAsync,
     &unix_stream::UnixStream,

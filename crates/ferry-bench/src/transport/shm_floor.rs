@@ -1,7 +1,8 @@
 //! The floor: a hand-written shared-memory slot per direction, and a futex
 //! (`shm-futex`) or a busy-poll (`shm-spin`) to wait on it, with no library
 //! around them. Whatever ferry spends above these round trips is its own.
-//! `shm-in-place` is the zero-copy floor for `ferry-loan`: the futex slot,
+//! `shm-in-place` is the zero-copy floor for ferry's zero-copy rows
+//! (`ferry-loan`, `ferry-loan-borrowed`, `ferry-in-place`): the futex slot,
 //! with each message written in place in the slot and read in place.
 //!
 //! The parent makes a memfd holding two slots, parent to child and child to

@@ -82,7 +82,7 @@ mod tests {
 
     #[test]
     fn reads_and_writes_stay_inside_the_region() {
-        let (a, b) = crate::PipeOptions::new().capacity(4096).pipe().unwrap();
+        let (a, b) = crate::PipeOptions::new().ring_size(4096).pipe().unwrap();
         let len = region_len(&a);
         assert_eq!(len, DATA_AT + 2 * 4096);
         let mut header = [0u8; HEADER_LEN];

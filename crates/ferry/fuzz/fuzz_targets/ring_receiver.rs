@@ -305,7 +305,7 @@ impl World {
 
     fn send(&mut self, from: Handle, len: usize, fill: u8) {
         let Some(pipe) = self.end(from) else { return };
-        let result = pipe.try_send(&vec![fill; len]);
+        let result = pipe.sender().try_send(&vec![fill; len]);
         if self.tainted {
             return;
         }
@@ -321,12 +321,12 @@ impl World {
     fn recv(&mut self, on: Handle, how: How) {
         let Some(pipe) = self.end(on) else { return };
         let result = match how {
-            How::Try => pipe.try_recv().map_err(|e| match e {
+            How::Try => pipe.receiver().try_recv().map_err(|e| match e {
                 TryRecvError::Empty => Missing::Nothing,
                 TryRecvError::Disconnected => Missing::Gone,
                 e => Missing::Failed(format!("{e:?}")),
             }),
-            How::TimeoutZero => pipe.recv_timeout(Duration::ZERO).map_err(|e| match e {
+            How::TimeoutZero => pipe.receiver().recv_timeout(Duration::ZERO).map_err(|e| match e {
                 RecvTimeoutError::Timeout => Missing::Nothing,
                 RecvTimeoutError::Disconnected => Missing::Gone,
                 e => Missing::Failed(format!("{e:?}")),
@@ -396,7 +396,7 @@ fn word_at(ring: usize, writer: Writer, field: Field) -> usize {
 
 fuzz_target!(|data: &[u8]| {
     let (a, b) = PipeOptions::new()
-        .capacity(CAPACITY)
+        .ring_size(CAPACITY)
         .pipe()
         .expect("an in-process pipe");
     let mut world = World {

@@ -5,6 +5,7 @@
 //! message, so nothing at all is copied or allocated for it.
 
 use std::ops::{Deref, DerefMut};
+#[cfg(feature = "serde")]
 use std::sync::Arc;
 
 use super::error::SendFault;

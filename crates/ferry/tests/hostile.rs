@@ -115,22 +115,34 @@ impl Victim {
         let Self {
             dog,
             fds_before,
-            mut attacker,
+            attacker,
             boot,
             ..
         } = self;
         drop(pipes);
         drop(boot);
-        attacker.kill();
-        attacker.wait();
-        let fds_after = settled_fd_count(fds_before);
-        report
-            .num("vm_growth", vm_growth)
-            .num("fds_before", fds_before as u64)
-            .num("fds_after", fds_after as u64)
-            .print();
-        drop(dog);
+        end_attack(dog, fds_before, vm_growth, attacker, report);
     }
+}
+
+/// The end of every attack: kills and reaps the attacker, and prints
+/// `report` with the address-space growth and the descriptor counts.
+fn end_attack(
+    dog: Watchdog,
+    fds_before: usize,
+    vm_growth: u64,
+    mut attacker: ChildGuard,
+    report: Report,
+) {
+    attacker.kill();
+    attacker.wait();
+    let fds_after = settled_fd_count(fds_before);
+    report
+        .num("vm_growth", vm_growth)
+        .num("fds_before", fds_before as u64)
+        .num("fds_after", fds_after as u64)
+        .print();
+    drop(dog);
 }
 
 /// The descriptor count once it is back to `before`, or after 4 s: the
@@ -397,6 +409,136 @@ fn frames_that_never_complete_a_message() {
         }
     }
     verdict.finish();
+}
+
+/// The same attacks on a receiver in a [`ferry::Select`]: a set never
+/// reports a message that is not whole, so it never says ready for these
+/// frames (only, at most, for the peer breaking the rules, after which a
+/// receive says `Protocol`), and it collects the pieces within a bound:
+/// each of 200 `try_ready` calls returns within 20 ms, each of 10
+/// `ready_timeout(200 ms)` within 250 ms, and a `try_recv` after a ready
+/// never says `Empty`.
+#[test]
+fn a_select_over_frames_that_never_complete_stays_bounded() {
+    let test = this_test!();
+    if let Some(role) = common::role() {
+        return play(test, &role, select_stuck_victim);
+    }
+    let _serial = common::serial();
+    let dog = Watchdog::start(test, secs(90));
+    let mut verdict = Verdict::new();
+    for attack in ["first-abort", "first-more", "records"] {
+        let run = run_victim(&dog, test, &format!("victim-{attack}"), RUN_LIMIT, |_| {});
+        if verdict.survived(&run) {
+            check_select_stuck(&mut verdict, attack, &run);
+        }
+    }
+    verdict.finish();
+}
+
+fn check_select_stuck(verdict: &mut Verdict, attack: &str, run: &VictimRun) {
+    verdict.no_fd_growth(run);
+    let r = final_report(run);
+    let go = r.str("go");
+    verdict.check(go == "Ok", || {
+        format!("{attack}: the attack never began ({go})")
+    });
+    let (try_max, try_kinds) = (r.u64("try_ready_max_us"), r.str("try_ready_outcomes"));
+    let (wait_max, wait_kinds) = (
+        r.u64("ready_timeout_max_us"),
+        r.str("ready_timeout_outcomes"),
+    );
+    let after_ready = r.str("after_ready");
+    verdict.note(format!(
+        "{attack}: try_ready max {} ms ({try_kinds}); ready_timeout(200 ms) max {} ms \
+         ({wait_kinds}); receives after a ready: {after_ready}",
+        try_max / 1000,
+        wait_max / 1000
+    ));
+    verdict.check(try_max <= 20_000, || {
+        format!(
+            "{attack}: a try_ready took {} ms (bound 20 ms)",
+            try_max / 1000
+        )
+    });
+    verdict.check(wait_max <= 250_000, || {
+        format!(
+            "{attack}: a ready_timeout(200 ms) took {} ms (bound 250 ms)",
+            wait_max / 1000
+        )
+    });
+    let only = |kinds: &str, allowed: &[&str]| kinds.split(' ').all(|k| allowed.contains(&k));
+    verdict.check(only(try_kinds, &["Empty", "Ok"]), || {
+        format!("{attack}: try_ready gave {try_kinds} (allowed: Empty, Ok)")
+    });
+    verdict.check(only(wait_kinds, &["Timeout", "Ok", "Io"]), || {
+        format!("{attack}: ready_timeout gave {wait_kinds} (allowed: Timeout, Ok, Io)")
+    });
+    verdict.check(
+        only(after_ready, &["-", "Protocol", "Disconnected"]),
+        || format!("{attack}: a receive after a ready gave {after_ready} (allowed: Protocol)"),
+    );
+}
+
+/// The victim of [`a_select_over_frames_that_never_complete_stays_bounded`]:
+/// the bootstrap pipe's receiving half in a `Select`.
+fn select_stuck_victim(test: &str, role: &str) {
+    let attack = role.trim_start_matches("victim-");
+    let options = PipeOptions::new().ring_size(64 << 20);
+    let v = Victim::start(test, role, attack, &options);
+    stage("go");
+    let go = match v.boot.receiver().recv_timeout(secs(10)) {
+        Ok(msg) if msg == b"go" => "Ok".to_string(),
+        other => outcome(&other),
+    };
+    let vm_before = v.vm_before;
+    let Victim {
+        dog,
+        fds_before,
+        attacker,
+        boot,
+        ..
+    } = v;
+    let (tx, rx) = boot.split();
+    let mut select = ferry::Select::new().expect("a select");
+    let key = select.add(rx).expect("the receiver joins the set");
+    thread::sleep(Duration::from_millis(10));
+    let mut after_ready = BTreeSet::new();
+    let mut after = |select: &ferry::Select, ready: bool| {
+        if ready {
+            let rx: &ferry::Receiver = select.get(key).expect("the member");
+            let got = rx.try_recv();
+            after_ready.insert(kind(&outcome(&got)).to_string());
+        }
+    };
+    stage("try_ready x200");
+    let tries = time_calls(200, || {
+        let ready = select.try_ready();
+        after(&select, ready.is_ok());
+        ready
+    });
+    stage("ready_timeout x10");
+    let wait = Duration::from_millis(200);
+    let waits = time_calls(10, || {
+        let ready = select.ready_timeout(wait);
+        after(&select, ready.is_ok());
+        ready
+    });
+    let after_ready = match after_ready.is_empty() {
+        true => "-".to_string(),
+        false => after_ready.into_iter().collect::<Vec<_>>().join(" "),
+    };
+    let report = Report::new()
+        .text("go", go)
+        .num("try_ready_max_us", tries.longest.as_micros() as u64)
+        .text("try_ready_outcomes", tries.kinds)
+        .num("ready_timeout_max_us", waits.longest.as_micros() as u64)
+        .text("ready_timeout_outcomes", waits.kinds)
+        .text("after_ready", after_ready);
+    let vm_growth = common::vm_peak().saturating_sub(vm_before);
+    drop(select);
+    drop(tx);
+    end_attack(dog, fds_before, vm_growth, attacker, report);
 }
 
 fn check_stuck(verdict: &mut Verdict, attack: &str, run: &VictimRun) {

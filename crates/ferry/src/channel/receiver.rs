@@ -388,9 +388,10 @@ impl Receiver {
                 Err(_) => false,
             };
             if !piece {
-                // A whole message, a last piece, or a frame the receive
-                // reports as a violation.
-                break true;
+                // A whole message (once the handles it names are in), a
+                // last piece, or a frame the receive reports as a
+                // violation.
+                break self.handles_arrived(&rx.ring, frame, &mut budget);
             }
             let out = &mut Delivery::bytes(&mut bytes);
             match self.take_frame(&rx.ring, frame, &mut asm, out, &mut budget) {
@@ -409,6 +410,42 @@ impl Receiver {
             });
         }
         ready
+    }
+
+    /// Whether a frame that makes a whole message (`Whole`, or `Block`)
+    /// names only handles, and a block, that have arrived on the link, so
+    /// a receive would take it now; reads the records waiting on the
+    /// socket within `budget`. True as well for what a receive would
+    /// report (a frame that breaks the rules, a failed link), and within
+    /// one process, where handles are queued before their frame.
+    fn handles_arrived(
+        &self,
+        ring: &Consumer<RingView>,
+        frame: Frame,
+        budget: &mut Deadline,
+    ) -> bool {
+        let Ok(tag) = Tag::decode(frame.tag()) else {
+            return true;
+        };
+        if frame.len() < tag.prefix_len() {
+            return true;
+        }
+        let (at, block) = match tag.kind {
+            Kind::Whole => (0, None),
+            Kind::Block => match self.block_ref(ring, frame) {
+                Ok(block) => (BLOCK_REF, Some(block)),
+                Err(_) => return true,
+            },
+            _ => return true,
+        };
+        if tag.handles == 0 && block.is_none() {
+            return true;
+        }
+        let Some(link) = self.half.link.get() else {
+            return true;
+        };
+        let ids = handle_ids(ring, frame, at, tag.handles);
+        link.has_arrived(&ids, block, budget).unwrap_or(true)
     }
 
     /// Consumes a frame taken into a message: its handles are counted as
@@ -857,13 +894,7 @@ impl Receiver {
         if count == 0 && block.is_none() {
             return Ok(());
         }
-        let ids: Vec<u64> = (0..usize::from(count))
-            .map(|i| {
-                let mut id = [0u8; HANDLE_ID];
-                ring.read(frame, at + i * HANDLE_ID, &mut id);
-                decode_handle_id(&id)
-            })
-            .collect();
+        let ids = handle_ids(ring, frame, at, count);
         let Some(link) = self.half.link.get() else {
             return self.take_local(&ids, block, asm);
         };
@@ -885,4 +916,15 @@ impl Receiver {
         }
         Ok(())
     }
+}
+
+/// The `count` handle ids a frame names from byte `at` of its body.
+fn handle_ids(ring: &Consumer<RingView>, frame: Frame, at: usize, count: u16) -> Vec<u64> {
+    (0..usize::from(count))
+        .map(|i| {
+            let mut id = [0u8; HANDLE_ID];
+            ring.read(frame, at + i * HANDLE_ID, &mut id);
+            decode_handle_id(&id)
+        })
+        .collect()
 }

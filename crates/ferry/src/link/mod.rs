@@ -401,14 +401,8 @@ impl Link {
         deadline: &mut Deadline,
     ) -> Result<(Vec<Claimed>, Option<Held>), Fault> {
         let mut inbox = self.lock_inbox();
-        let ready = |inbox: &Inbox| {
-            ids.iter().all(|&id| inbox.knows(id)) && block.is_none_or(|b| inbox.blocks.knows(b.id))
-        };
-        while !ready(&inbox) {
-            if !deadline.step() {
-                return Err(Fault::Late);
-            }
-            self.reader().read_record(&mut inbox)?;
+        if !self.read_until_named(&mut inbox, ids, block, deadline)? {
+            return Err(Fault::Late);
         }
         let held = match block {
             Some(b) => {
@@ -431,6 +425,41 @@ impl Link {
             inbox.fds.clear();
         }
         Ok((ends, held))
+    }
+
+    /// Whether the handles `ids` (and `block`) a message names have all
+    /// arrived, reading the records waiting on the socket within
+    /// `deadline`'s steps; takes nothing (a readiness check: a `Select`
+    /// must not call a message ready while its handles are still to come).
+    pub(crate) fn has_arrived(
+        &self,
+        ids: &[u64],
+        block: Option<BlockRef>,
+        deadline: &mut Deadline,
+    ) -> Result<bool, Fault> {
+        let mut inbox = self.lock_inbox();
+        self.read_until_named(&mut inbox, ids, block, deadline)
+    }
+
+    /// Reads records into `inbox` until it knows every one of `ids` (and
+    /// `block`): `Ok(false)` if `deadline` ran out of steps first.
+    fn read_until_named(
+        &self,
+        inbox: &mut Inbox,
+        ids: &[u64],
+        block: Option<BlockRef>,
+        deadline: &mut Deadline,
+    ) -> Result<bool, Fault> {
+        let named = |inbox: &Inbox| {
+            ids.iter().all(|&id| inbox.knows(id)) && block.is_none_or(|b| inbox.blocks.knows(b.id))
+        };
+        while !named(inbox) {
+            if !deadline.step() {
+                return Ok(false);
+            }
+            self.reader().read_record(inbox)?;
+        }
+        Ok(true)
     }
 
     /// Runs `f` on this side's send pool, making it (and announcing its

@@ -357,12 +357,12 @@ pub fn pool_stats() -> PoolStats {
 pub use bootstrap::AsyncServer;
 #[cfg(not(loom))]
 pub use channel::bytes;
-#[cfg(all(not(loom), feature = "tokio"))]
-pub use channel::{AsyncReceiver, AsyncSender};
 #[cfg(not(loom))]
 pub use channel::{
-    HANDLE_WINDOW, Handle, Key, LOAN_IN_PLACE, Loan, MAX_HANDLES, Message, OUT_OF_LINE, Pipe,
-    PipeOptions, ProtocolError, ReadyTimeoutError, Receiver, RecvError, RecvTimeoutError, Select,
-    Selectable, SendError, SendTimeoutError, SendWithError, Sender, SharedBytes, TryReadyError,
-    TryRecvError, TrySendError, Wait, pipe,
+    AddError, HANDLE_WINDOW, Handle, Key, LOAN_IN_PLACE, Loan, MAX_HANDLES, Message, OUT_OF_LINE,
+    Pipe, PipeOptions, ProtocolError, ReadyTimeoutError, Receiver, RecvError, RecvTimeoutError,
+    Select, Selectable, SendError, SendTimeoutError, SendWithError, Sender, SharedBytes,
+    TryReadyError, TryRecvError, TrySendError, Wait, pipe,
 };
+#[cfg(all(not(loom), feature = "tokio"))]
+pub use channel::{AsyncReceiver, AsyncSender};

@@ -678,3 +678,49 @@ fn a_flood_of_silent_connections_does_not_spin_a_select() {
     drop(silent);
     drop(dog);
 }
+
+/// A member the set cannot take (this process is out of descriptors for
+/// its doorbell) comes back in the error, whole: nothing is lost.
+#[test]
+fn a_member_the_set_cannot_take_is_handed_back() {
+    use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
+
+    if common::role().is_some() {
+        let _dog = Watchdog::start("out-of-descriptors child", secs(30));
+        let (a, b) = ferry::pipe().expect("a pipe");
+        let (_tx, rx) = b.split();
+        let mut select = Select::new().expect("a select");
+        // No new descriptor at all: the doorbell cannot be made.
+        let before = getrlimit(Resource::Nofile);
+        // The lowest free number is the next one the kernel would give.
+        let lowest_free = {
+            use std::os::fd::AsRawFd;
+            let probe = std::fs::File::open("/dev/null").expect("open /dev/null");
+            probe.as_raw_fd() as u64
+        };
+        setrlimit(
+            Resource::Nofile,
+            Rlimit {
+                current: Some(lowest_free),
+                maximum: before.maximum,
+            },
+        )
+        .expect("lower the descriptor limit");
+        let refused = select.add(rx).expect_err("no descriptor for the doorbell");
+        setrlimit(Resource::Nofile, before).expect("restore the descriptor limit");
+        assert!(refused.to_string().contains("handed back"), "{refused}");
+        let rx: Receiver = refused.into_inner();
+        a.send(b"still here").expect("send");
+        assert_eq!(rx.recv().expect("the member still receives"), b"still here");
+        let key = select.add(rx).expect("added once descriptors are back");
+        assert!(select.get::<Receiver>(key).is_some());
+        return;
+    }
+    let dog = Watchdog::start(this_test!(), secs(60));
+    let mut child = dog.watch(
+        common::child_command(this_test!(), "child")
+            .spawn()
+            .expect("start the child"),
+    );
+    assert!(child.wait().success(), "the child's checks failed");
+}

@@ -403,6 +403,66 @@ impl<E: fmt::Display> fmt::Display for SendWithError<E> {
 
 impl<E: fmt::Debug + fmt::Display> std::error::Error for SendWithError<E> {}
 
+/// Why [`Select::add`](crate::Select::add) failed, with the member it was
+/// given, handed back whole.
+///
+/// ```
+/// let (_tx, rx) = ferry::bytes::channel(4)?;
+/// let mut select = ferry::Select::new()?;
+/// match select.add(rx) {
+///     Ok(_key) => {}
+///     Err(e) => {
+///         eprintln!("cannot wait on it: {e}");
+///         let _rx: ferry::Receiver = e.into_inner(); // still usable
+///     }
+/// }
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct AddError<M> {
+    /// What the system refused (out of descriptors, most likely).
+    pub error: std::io::Error,
+    /// The member that was not added.
+    pub member: M,
+}
+
+impl<M> AddError<M> {
+    /// The member that was not added.
+    pub fn into_inner(self) -> M {
+        self.member
+    }
+}
+
+impl<M> fmt::Debug for AddError<M> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AddError")
+            .field("error", &self.error)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<M> fmt::Display for AddError<M> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "cannot add to the select (the member is handed back): {}",
+            self.error
+        )
+    }
+}
+
+impl<M> std::error::Error for AddError<M> {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.error)
+    }
+}
+
+impl<M> From<AddError<M>> for std::io::Error {
+    /// The system's error, dropping the member.
+    fn from(e: AddError<M>) -> Self {
+        e.error
+    }
+}
+
 /// Why [`Select::try_ready`](crate::Select::try_ready) returned no index.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]

@@ -28,8 +28,8 @@ pub use self::tokio::{AsyncReceiver, AsyncSender};
 pub(crate) use self::tokio::{Bell, register};
 pub use crate::wire::{HANDLE_WINDOW, MAX_HANDLES};
 pub use error::{
-    ProtocolError, ReadyTimeoutError, RecvError, RecvTimeoutError, SendError, SendTimeoutError,
-    SendWithError, TryReadyError, TryRecvError, TrySendError,
+    AddError, ProtocolError, ReadyTimeoutError, RecvError, RecvTimeoutError, SendError,
+    SendTimeoutError, SendWithError, TryReadyError, TryRecvError, TrySendError,
 };
 #[cfg(feature = "serde")]
 pub(crate) use error::{RecvFault, SendFault};

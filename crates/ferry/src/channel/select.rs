@@ -44,7 +44,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::Receiver;
-use super::error::{ReadyTimeoutError, TryReadyError};
+use super::error::{AddError, ReadyTimeoutError, TryReadyError};
 use crate::ring::wake;
 use crate::sys::{Interest, Poller};
 
@@ -208,12 +208,18 @@ impl Select {
     ///
     /// # Errors
     ///
-    /// As the member's `ready_fd` (out of descriptors), or the poller
-    /// refused it; the member is dropped then.
-    pub fn add<M: Selectable>(&mut self, member: M) -> io::Result<Key> {
-        let fd = member.source_fd()?;
+    /// [`AddError`], holding the member (nothing is lost): its readiness
+    /// descriptor could not be made (out of descriptors), or the poller
+    /// refused it.
+    pub fn add<M: Selectable>(&mut self, member: M) -> Result<Key, AddError<M>> {
+        let fd = match member.source_fd() {
+            Ok(fd) => fd,
+            Err(error) => return Err(AddError { error, member }),
+        };
         let key = Key(self.next_key);
-        self.poller.add(fd.as_fd(), key.0, Interest::Readable)?;
+        if let Err(error) = self.poller.add(fd.as_fd(), key.0, Interest::Readable) {
+            return Err(AddError { error, member });
+        }
         self.next_key += 1;
         self.members.push(Entry {
             key,

@@ -399,13 +399,61 @@ fn frames_that_never_complete_a_message() {
     if let Some(role) = common::role() {
         return play(test, &role, stuck_victim);
     }
+    stuck_attacks(test, &RECEIVES);
+}
+
+/// The receive calls a stuck victim times, and what each may take.
+const RECEIVES: [Timed; 2] = [
+    Timed {
+        key: "try_recv",
+        name: "try_recv",
+        bound_ms: 20,
+        allowed: &["Empty", "Protocol"],
+    },
+    Timed {
+        key: "recv_timeout",
+        name: "recv_timeout(200 ms)",
+        bound_ms: 250,
+        allowed: &["Timeout", "Protocol"],
+    },
+];
+
+/// The select calls a stuck victim times, and what each may take.
+const SELECTS: [Timed; 2] = [
+    Timed {
+        key: "try_ready",
+        name: "try_ready",
+        bound_ms: 20,
+        allowed: &["Empty", "Ok"],
+    },
+    Timed {
+        key: "ready_timeout",
+        name: "ready_timeout(200 ms)",
+        bound_ms: 250,
+        allowed: &["Timeout", "Ok", "Io"],
+    },
+];
+
+/// One kind of call a victim timed: its key in the report
+/// (`<key>_max_us`, `<key>_outcomes`), its name, how long one call may
+/// take, and the outcomes it may give.
+struct Timed {
+    key: &'static str,
+    name: &'static str,
+    bound_ms: u64,
+    allowed: &'static [&'static str],
+}
+
+/// Runs the three attacks whose frames never complete a message against
+/// victims of `test`, and checks each victim's `calls`.
+fn stuck_attacks(test: &str, calls: &[Timed]) {
     let _serial = common::serial();
     let dog = Watchdog::start(test, secs(90));
     let mut verdict = Verdict::new();
     for attack in ["first-abort", "first-more", "records"] {
         let run = run_victim(&dog, test, &format!("victim-{attack}"), RUN_LIMIT, |_| {});
         if verdict.survived(&run) {
-            check_stuck(&mut verdict, attack, &run);
+            check_stuck(&mut verdict, attack, &run, calls);
         }
     }
     verdict.finish();
@@ -424,73 +472,13 @@ fn a_select_over_frames_that_never_complete_stays_bounded() {
     if let Some(role) = common::role() {
         return play(test, &role, select_stuck_victim);
     }
-    let _serial = common::serial();
-    let dog = Watchdog::start(test, secs(90));
-    let mut verdict = Verdict::new();
-    for attack in ["first-abort", "first-more", "records"] {
-        let run = run_victim(&dog, test, &format!("victim-{attack}"), RUN_LIMIT, |_| {});
-        if verdict.survived(&run) {
-            check_select_stuck(&mut verdict, attack, &run);
-        }
-    }
-    verdict.finish();
-}
-
-fn check_select_stuck(verdict: &mut Verdict, attack: &str, run: &VictimRun) {
-    verdict.no_fd_growth(run);
-    let r = final_report(run);
-    let go = r.str("go");
-    verdict.check(go == "Ok", || {
-        format!("{attack}: the attack never began ({go})")
-    });
-    let (try_max, try_kinds) = (r.u64("try_ready_max_us"), r.str("try_ready_outcomes"));
-    let (wait_max, wait_kinds) = (
-        r.u64("ready_timeout_max_us"),
-        r.str("ready_timeout_outcomes"),
-    );
-    let after_ready = r.str("after_ready");
-    verdict.note(format!(
-        "{attack}: try_ready max {} ms ({try_kinds}); ready_timeout(200 ms) max {} ms \
-         ({wait_kinds}); receives after a ready: {after_ready}",
-        try_max / 1000,
-        wait_max / 1000
-    ));
-    verdict.check(try_max <= 20_000, || {
-        format!(
-            "{attack}: a try_ready took {} ms (bound 20 ms)",
-            try_max / 1000
-        )
-    });
-    verdict.check(wait_max <= 250_000, || {
-        format!(
-            "{attack}: a ready_timeout(200 ms) took {} ms (bound 250 ms)",
-            wait_max / 1000
-        )
-    });
-    let only = |kinds: &str, allowed: &[&str]| kinds.split(' ').all(|k| allowed.contains(&k));
-    verdict.check(only(try_kinds, &["Empty", "Ok"]), || {
-        format!("{attack}: try_ready gave {try_kinds} (allowed: Empty, Ok)")
-    });
-    verdict.check(only(wait_kinds, &["Timeout", "Ok", "Io"]), || {
-        format!("{attack}: ready_timeout gave {wait_kinds} (allowed: Timeout, Ok, Io)")
-    });
-    verdict.check(
-        only(after_ready, &["-", "Protocol", "Disconnected"]),
-        || format!("{attack}: a receive after a ready gave {after_ready} (allowed: Protocol)"),
-    );
+    stuck_attacks(test, &SELECTS);
 }
 
 /// The victim of [`a_select_over_frames_that_never_complete_stays_bounded`]:
 /// the bootstrap pipe's receiving half in a `Select`.
 fn select_stuck_victim(test: &str, role: &str) {
-    let attack = role.trim_start_matches("victim-");
-    let options = PipeOptions::new().ring_size(64 << 20);
-    let v = Victim::start(test, role, attack, &options);
-    stage("go");
-    let go = match v.boot.receiver().recv_timeout(secs(10)) {
-        Ok(msg) if msg == b"go" => "Ok".to_string(),
-        other => outcome(&other),
-    };
+    let (v, go) = stuck_start(test, role);
     let vm_before = v.vm_before;
     let Victim {
         dog,
@@ -502,7 +490,6 @@ fn select_stuck_victim(test: &str, role: &str) {
     let (tx, rx) = boot.split();
     let mut select = ferry::Select::new().expect("a select");
     let key = select.add(rx).expect("the receiver joins the set");
-    thread::sleep(Duration::from_millis(10));
     let mut after_ready = BTreeSet::new();
     let mut after = |select: &ferry::Select, ready: bool| {
         if ready {
@@ -528,12 +515,9 @@ fn select_stuck_victim(test: &str, role: &str) {
         true => "-".to_string(),
         false => after_ready.into_iter().collect::<Vec<_>>().join(" "),
     };
-    let report = Report::new()
-        .text("go", go)
-        .num("try_ready_max_us", tries.longest.as_micros() as u64)
-        .text("try_ready_outcomes", tries.kinds)
-        .num("ready_timeout_max_us", waits.longest.as_micros() as u64)
-        .text("ready_timeout_outcomes", waits.kinds)
+    let report = Report::new().text("go", go);
+    let report = waits
+        .into_report(tries.into_report(report, "try_ready"), "ready_timeout")
         .text("after_ready", after_ready);
     let vm_growth = common::vm_peak().saturating_sub(vm_before);
     drop(select);
@@ -541,43 +525,60 @@ fn select_stuck_victim(test: &str, role: &str) {
     end_attack(dog, fds_before, vm_growth, attacker, report);
 }
 
-fn check_stuck(verdict: &mut Verdict, attack: &str, run: &VictimRun) {
+fn check_stuck(verdict: &mut Verdict, attack: &str, run: &VictimRun, calls: &[Timed]) {
     verdict.no_fd_growth(run);
     let r = final_report(run);
     let go = r.str("go");
     verdict.check(go == "Ok", || {
         format!("{attack}: the attack never began ({go})")
     });
-    let (try_max, try_kinds) = (r.u64("try_recv_max_us"), r.str("try_recv_outcomes"));
-    let (wait_max, wait_kinds) = (r.u64("recv_timeout_max_us"), r.str("recv_timeout_outcomes"));
-    verdict.note(format!(
-        "{attack}: try_recv max {} ms ({try_kinds}: {}); recv_timeout(200 ms) max {} ms ({wait_kinds})",
-        try_max / 1000,
-        r.str("try_recv_error"),
-        wait_max / 1000
-    ));
-    verdict.check(try_max <= 20_000, || {
-        format!(
-            "{attack}: a try_recv took {} ms (bound 20 ms)",
-            try_max / 1000
-        )
-    });
     let only = |kinds: &str, allowed: &[&str]| kinds.split(' ').all(|k| allowed.contains(&k));
-    verdict.check(only(try_kinds, &["Empty", "Protocol"]), || {
-        format!("{attack}: try_recv gave {try_kinds} (allowed: Empty, Protocol)")
-    });
-    verdict.check(wait_max <= 250_000, || {
-        format!(
-            "{attack}: a recv_timeout(200 ms) took {} ms (bound 250 ms)",
-            wait_max / 1000
-        )
-    });
-    verdict.check(only(wait_kinds, &["Timeout", "Protocol"]), || {
-        format!("{attack}: recv_timeout gave {wait_kinds} (allowed: Timeout, Protocol)")
-    });
+    for call in calls {
+        let max_ms = r.u64(&format!("{}_max_us", call.key)) / 1000;
+        let kinds = r.str(&format!("{}_outcomes", call.key));
+        verdict.note(format!(
+            "{attack}: {} max {max_ms} ms ({kinds}: {})",
+            call.name,
+            r.str(&format!("{}_error", call.key))
+        ));
+        verdict.check(max_ms <= call.bound_ms, || {
+            format!(
+                "{attack}: a {} took {max_ms} ms (bound {} ms)",
+                call.name, call.bound_ms
+            )
+        });
+        verdict.check(only(kinds, call.allowed), || {
+            format!(
+                "{attack}: {} gave {kinds} (allowed: {})",
+                call.name,
+                call.allowed.join(", ")
+            )
+        });
+    }
+    // A select's receives after it said ready (none for a receiver alone).
+    if let Some(after) = r.get("after_ready") {
+        verdict.note(format!("{attack}: receives after a ready: {after}"));
+        verdict.check(only(after, &["-", "Protocol", "Disconnected"]), || {
+            format!("{attack}: a receive after a ready gave {after} (allowed: Protocol)")
+        });
+    }
 }
 
 fn stuck_victim(test: &str, role: &str) {
+    let (v, go) = stuck_start(test, role);
+    stage("try_recv x200");
+    let tries = time_calls(200, || v.boot.receiver().try_recv());
+    stage("recv_timeout x10");
+    let wait = Duration::from_millis(200);
+    let waits = time_calls(10, || v.boot.receiver().recv_timeout(wait));
+    let report = Report::new().text("go", go);
+    let report = waits.into_report(tries.into_report(report, "try_recv"), "recv_timeout");
+    v.finish(Vec::new(), report);
+}
+
+/// Starts a victim of the attacks whose frames never complete a message,
+/// and waits for the attacker's `go`; returns it and how the wait went.
+fn stuck_start(test: &str, role: &str) -> (Victim, String) {
     let attack = role.trim_start_matches("victim-");
     // A 64 MiB ring: the victim needs tens of milliseconds to drain it, so
     // the attacker (which only moves the tail) refills it in time even on
@@ -590,19 +591,7 @@ fn stuck_victim(test: &str, role: &str) {
         other => outcome(&other),
     };
     thread::sleep(Duration::from_millis(10));
-    stage("try_recv x200");
-    let tries = time_calls(200, || v.boot.receiver().try_recv());
-    stage("recv_timeout x10");
-    let wait = Duration::from_millis(200);
-    let waits = time_calls(10, || v.boot.receiver().recv_timeout(wait));
-    let report = Report::new()
-        .text("go", go)
-        .num("try_recv_max_us", tries.longest.as_micros() as u64)
-        .text("try_recv_outcomes", tries.kinds)
-        .text("try_recv_error", tries.first_error)
-        .num("recv_timeout_max_us", waits.longest.as_micros() as u64)
-        .text("recv_timeout_outcomes", waits.kinds);
-    v.finish(Vec::new(), report);
+    (v, go)
 }
 
 /// How `n` calls of one kind went.
@@ -613,6 +602,17 @@ struct Calls {
     kinds: String,
     /// The first error that was not `Empty` or `Timeout`, in full.
     first_error: String,
+}
+
+impl Calls {
+    /// Adds these calls to `report` under `key` (`<key>_max_us`,
+    /// `<key>_outcomes`, `<key>_error`), as [`check_stuck`] reads them.
+    fn into_report(self, report: Report, key: &str) -> Report {
+        report
+            .num(&format!("{key}_max_us"), self.longest.as_micros() as u64)
+            .text(&format!("{key}_outcomes"), self.kinds)
+            .text(&format!("{key}_error"), self.first_error)
+    }
 }
 
 /// Calls `call` `n` times, timing each.

@@ -236,10 +236,13 @@
 //! server and its clients add `socket`, `bind`, `listen`, `accept4`,
 //! `connect`, `statx`/`newfstatat`, `unlink`, `fchmodat`, `geteuid`;
 //! [`spawn()`] and an invited child add `pipe2`, `read`, `write`,
-//! `getppid` (and the process start itself: `clone`, `execve`). The
-//! default wait also reads `/proc/loadavg` (`openat`, `read`); where that
-//! is denied it assumes a busy machine. The list was taken with `strace
-//! -f` over the transfer, server, pool, select and descriptor tests.
+//! `getppid` (and the process start itself: `clone`, `execve`). The list
+//! was taken with `strace -f` over the transfer, server, pool, select and
+//! descriptor tests. A waiting thread itself makes only `futex`,
+//! `sched_yield` and (every 20 ms of spinning) a look at the peer
+//! (`tests/wait_syscalls.rs` holds the default wait to that); it reads this
+//! thread's CPU through the vDSO. `sched_getaffinity` is asked only by
+//! the opt-in `Wait::Tuned`.
 //!
 //! # Errors
 //!
@@ -313,6 +316,12 @@ mod sync;
 mod sys;
 #[cfg(all(feature = "serde", not(loom)))]
 pub mod typed;
+// The wait's mechanism and policies: public, hidden, only for loom.
+#[cfg(loom)]
+#[doc(hidden)]
+pub mod wait;
+#[cfg(not(loom))]
+mod wait;
 // Public but hidden: pure functions over bytes, for the fuzz targets.
 #[doc(hidden)]
 pub mod wire;

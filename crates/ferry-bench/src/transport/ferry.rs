@@ -42,10 +42,16 @@ enum Payload {
 }
 
 impl Ferry {
-    /// The default: spin only while the peer runs on another CPU.
+    /// The default: spin only while the peer works on another CPU.
     pub const ADAPTIVE: Self = Self {
         name: "ferry",
         wait: Wait::Adaptive,
+        payload: Payload::Copied,
+    };
+    /// The opt-in policy: the default's rules plus the older heuristics.
+    pub const TUNED: Self = Self {
+        name: "ferry-tuned",
+        wait: Wait::Tuned,
         payload: Payload::Copied,
     };
     /// Busy-poll, never sleep.
@@ -95,6 +101,7 @@ impl Transport for Ferry {
             Wait::Sleep => "sleep",
             Wait::Spin => "spin",
             Wait::Adaptive => "adaptive",
+            Wait::Tuned => "tuned",
         }
     }
 

@@ -113,6 +113,7 @@ pub trait Endpoint {
 /// Every transport, in the order rows are run and reported.
 pub const ALL: &[&dyn Transport] = &[
     &ferry::Ferry::ADAPTIVE,
+    &ferry::Ferry::TUNED,
     &ferry::Ferry::SPIN,
     &ferry::Ferry::BLOCK,
     &ferry::Ferry::LOAN,

@@ -306,13 +306,14 @@ mod tests {
             Wait::Sleep => 0,
             Wait::Spin => 1,
             Wait::Adaptive => 2,
+            Wait::Tuned => 3,
         };
-        for wait in [Wait::Sleep, Wait::Spin, Wait::Adaptive] {
+        for wait in [Wait::Sleep, Wait::Spin, Wait::Adaptive, Wait::Tuned] {
             assert_eq!(wait.to_u8(), on_the_wire(wait));
         }
         for raw in 0..WAIT_KINDS {
             assert_eq!(on_the_wire(Wait::from_u8(raw)), raw);
         }
-        assert_eq!(WAIT_KINDS, 3);
+        assert_eq!(WAIT_KINDS, 4);
     }
 }

@@ -2,8 +2,8 @@
 //! in one process or across two. Each end is a [`Sender`] (`sender.rs`,
 //! large messages out of line in `out_of_line.rs`) and a [`Receiver`]
 //! (`receiver.rs`), each owning one side of one ring (`half.rs`); loans and
-//! shared views are in `loan.rs`, waiting in `wait.rs`, the send and
-//! receive locks in `lock.rs`.
+//! shared views are in `loan.rs`, waiting in `wait/` (the mechanism and
+//! its policies are `crate::wait`), the send and receive locks in `lock.rs`.
 
 pub mod bytes;
 mod error;
@@ -12,11 +12,9 @@ mod loan;
 mod lock;
 mod options;
 mod out_of_line;
-mod part;
 mod receiver;
 mod select;
 mod sender;
-mod share;
 mod spare;
 #[cfg(feature = "tokio")]
 mod tokio;

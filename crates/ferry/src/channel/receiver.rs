@@ -642,7 +642,7 @@ impl Receiver {
         out.bytes.clear();
         rx.ring.read_append(frame, 0, frame.len(), out.bytes);
         rx.ring.consume(frame);
-        rx.waiter.share.last_len = frame.len();
+        rx.waiter.received(frame.len());
         self.half.ring_peer();
         if let Some(ends) = out.ends.as_deref_mut() {
             ends.clear();
@@ -673,7 +673,7 @@ impl Receiver {
         if frame.tag() != PLAIN_WHOLE || frame.len() > self.half.limit.get() {
             return Ok(Err(read));
         }
-        rx.waiter.share.last_len = frame.len();
+        rx.waiter.received(frame.len());
         let mut reading = Reading {
             rx,
             frame: Some(frame),
@@ -744,7 +744,7 @@ impl Receiver {
             };
             self.finish_frame(rx, frame);
             if done {
-                rx.waiter.share.last_len = out.bytes.len();
+                rx.waiter.received(out.bytes.len());
                 if let Some(ends) = out.ends.as_deref_mut() {
                     *ends = asm.ends;
                 }

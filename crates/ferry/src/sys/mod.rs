@@ -56,9 +56,10 @@
 //!   one a peer sent, refusing a descriptor that is not one. Neither ring
 //!   nor clear may ever wait, whatever the peer does with its own copy.
 //! - **CPUs** (`linux/cpu.rs`): `current_cpu`, `online_cpus`, `pin_to_cpu`,
-//!   `yield_cpu`, and what the scheduler may do with this thread:
-//!   `may_run_on` (a CPU), `may_move` (more than one), `runnable_threads`
-//!   (system-wide, from `/proc/loadavg`).
+//!   `yield_cpu` (the default wait needs only these, `current_cpu` from
+//!   the vDSO), and, for the opt-in `Wait::Tuned` alone, what the
+//!   scheduler may do with this thread: `may_run_on` (a CPU), `may_move`
+//!   (more than one).
 //! - **Processes** (`linux/process.rs`): `inherit_in_child` (make one socket
 //!   survive `exec` in a spawned child), `parent_pid` (`None` when the
 //!   parent is outside this process's pid namespace), `adopt_inherited`
@@ -122,7 +123,7 @@ mod backend;
 pub use backend::cpu::pin_to_cpu;
 #[cfg_attr(not(feature = "internals"), allow(unreachable_pub))]
 pub use backend::cpu::{current_cpu, online_cpus};
-pub(crate) use backend::cpu::{may_move, may_run_on, runnable_threads, yield_cpu};
+pub(crate) use backend::cpu::{may_move, may_run_on, yield_cpu};
 pub(crate) use backend::doorbell::{Doorbell, Ringer};
 pub(crate) use backend::futex::{futex_wait, futex_wake, private_wait, private_wake};
 pub(crate) use backend::listener::{

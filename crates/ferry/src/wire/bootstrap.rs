@@ -23,9 +23,10 @@ const SEPARATOR: char = ',';
 /// Between a field's name and its value.
 const EQUALS: char = '=';
 
-/// `Wait` as the wire carries it: 0 `Sleep`, 1 `Spin`, 2 `Adaptive`; values
+/// `Wait` as the wire carries it: 0 `Sleep`, 1 `Spin`, 2 `Adaptive`, 3
+/// `Tuned`; values
 /// from this one up are refused.
-pub const WAIT_KINDS: u8 = 3;
+pub const WAIT_KINDS: u8 = 4;
 
 /// Defines [`BootstrapEnv`], its `encode` and its `decode`, from one list
 /// of fields (documentation, name, type), in wire order.
@@ -249,7 +250,7 @@ mod tests {
             "field `wait` is too large",
         );
         refused(
-            &good.replace("wait=2", "wait=3"),
+            &good.replace("wait=2", "wait=4"),
             "field `wait` names no known wait strategy",
         );
     }

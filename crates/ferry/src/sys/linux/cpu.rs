@@ -41,7 +41,7 @@ pub(crate) fn yield_cpu() {
 }
 
 /// Whether the calling thread's affinity mask lets the scheduler run it on
-/// `cpu` (`false` if the mask cannot be read).
+/// `cpu` (asked only by the opt-in `Wait::Tuned`) (`false` if the mask cannot be read).
 ///
 /// See [`sched_getaffinity(2)`](https://man7.org/linux/man-pages/man2/sched_getaffinity.2.html).
 pub(crate) fn may_run_on(cpu: usize) -> bool {
@@ -49,20 +49,9 @@ pub(crate) fn may_run_on(cpu: usize) -> bool {
 }
 
 /// Whether the calling thread's affinity mask lets the scheduler run it on
-/// more than one CPU (`false` if the mask cannot be read).
+/// more than one CPU (asked only by the opt-in `Wait::Tuned`) (`false` if the mask cannot be read).
 pub(crate) fn may_move() -> bool {
     rustix::thread::sched_getaffinity(None).is_ok_and(|set| set.count() > 1)
-}
-
-/// Threads runnable in the whole system right now, the caller included:
-/// the fourth field's numerator of `/proc/loadavg` (`None` if it cannot
-/// be read).
-///
-/// See [`proc_loadavg(5)`](https://man7.org/linux/man-pages/man5/proc_loadavg.5.html).
-pub(crate) fn runnable_threads() -> Option<usize> {
-    let text = std::fs::read_to_string("/proc/loadavg").ok()?;
-    let entities = text.split_ascii_whitespace().nth(3)?;
-    entities.split_once('/')?.0.parse().ok()
 }
 
 /// CPUs a [`rustix::thread::CpuSet`] holds.
@@ -95,7 +84,5 @@ mod tests {
     fn a_thread_may_run_where_it_runs_and_nowhere_past_the_set() {
         assert!(super::may_run_on(super::current_cpu()));
         assert!(!super::may_run_on(usize::MAX));
-        // This thread runs while it reads.
-        assert!(super::runnable_threads().is_some_and(|n| n >= 1));
     }
 }

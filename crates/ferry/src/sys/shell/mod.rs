@@ -46,11 +46,6 @@ pub(crate) mod cpu {
         true
     }
 
-    /// Threads runnable in the whole system: not seen here.
-    pub(crate) fn runnable_threads() -> Option<usize> {
-        None
-    }
-
     /// Gives the CPU to another runnable thread, if any.
     pub(crate) fn yield_cpu() {
         std::thread::yield_now();

@@ -1,97 +1,48 @@
-//! How a pipe end waits: spin, sleep, or spin then sleep.
+//! The opt-in policy ([`Wait::Tuned`](super::Wait::Tuned)): the default's
+//! rules plus the heuristics measured on earlier machines, each kept out
+//! of the default because it reads what a sandbox may deny, holds a CPU to
+//! move another process, or wins on one machine only.
 //!
-//! Measured on the 2-vCPU machines ferry is built on (AMD Zen 5 and Intel
-//! Xeon guests): waking a sleeper on another CPU costs 25–50 µs, a futex
-//! round trip between two processes on one CPU 3–4.5 µs, and spinning while
-//! the peer shares your CPU about 44 µs per round trip (the spinner burns
-//! the slice the peer needs). So [`Wait::Adaptive`] spins only while the
-//! peer last ran on another CPU and more than one CPU is online; on the
-//! peer's own CPU it yields to the peer (no wake-up call is then needed,
-//! and a stream is read in batches) while the peer works, and a few times
-//! more, before it sleeps.
+//! - **Stream pauses** (`Pace`): a receiver that keeps catching up with a
+//!   one-way stream lets a batch build before it looks again
+//!   ([`STREAM_PAUSE`]): reading at the writer's heels, each look takes the
+//!   line the writer is about to write.
+//! - **Parting holds** (`part`): a small round trip's pair that finds
+//!   itself on one CPU holds the CPU now and then, so the scheduler moves
+//!   the peer to an idle one. Asks the thread's affinity.
+//! - **One-CPU trials** (`share`): a receiving end times large round trips
+//!   on one CPU and on two, per message size, and where one CPU wins it
+//!   sleeps a few waits so the scheduler may bring it next to its peer.
+//! - **Spin slots** (`SpinSlot`): at most one spinning thread per CPU
+//!   beyond the first, per process.
+//! - **First looks** ([`FIRST_LOOKS`]): a fresh pipe's first waits yield
+//!   as to a peer on this CPU.
+//! - **Warm naps**: a sleeper's first naps are 20 ms long (measured to be
+//!   woken a few percent sooner on some KVM guests).
 //!
-//! How long it spins follows what the peer does, not a clock tuned to one
-//! machine: each side says in the shared control block when it sleeps
-//! (its `waiting` word, which the wake protocol needs anyway). While the
-//! peer is awake it is working on what this side waits for (copying a
-//! large reply takes hundreds of microseconds), so the waiter spins on, up
-//! to [`MAX_SPIN`]; once the peer sleeps too, nothing will come until
-//! something else wakes it, and the waiter sleeps after [`WAKE_GRACE`] (a
-//! peer this side has just woken takes one wake-up to say it is awake).
-//! Where the peer's state cannot be seen (a lone receiving half), the
-//! spin is bounded by recent waits instead.
-//!
-//! A receiver that keeps catching up with a one-way stream lets a batch
-//! build before it looks again ([`STREAM_PAUSE`]; see `Pace`): reading at
-//! the writer's heels, each look takes the line the writer is about to
-//! write, and both sides pay a cross-core transfer per few messages.
-//!
-//! A small round trip's pair that finds itself on one CPU holds the CPU
-//! now and then, so the scheduler moves the peer to an idle one (see
-//! `part`): taking turns, neither would ever be moved.
-//!
-//! Large round trips run faster with the pair on one CPU on some machines
-//! (a copy within one core's cache against one across cores) and slower on
-//! others: a receiving end measures which, per message size, and where one
-//! CPU wins it sleeps a few waits instead of spinning, so the scheduler may
-//! bring it next to its peer, and stays there (see `share`).
+//! Its own loop (it predates the mechanism in `crate::wait`); it shares the
+//! pipe's scope, its sleep and its CPU bookkeeping with the default.
 
-use crate::sync::{AtomicBool, AtomicUsize};
-use std::cell::Cell;
+mod part;
+mod share;
+
+use crate::sync::AtomicUsize;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use super::part::{self, Parting, Room};
-use super::share::{Plan, Share};
-use crate::link::{Failure, Link};
+use self::part::{Parting, Room};
+use self::share::{Plan, Share};
+use super::{Scope, Stop, block, forget_my_cpu, my_cpu};
 use crate::ring::Corrupt;
-use crate::ring::control::Side;
-use crate::ring::region::SidesView;
-use crate::ring::wake;
 use crate::sync::{Ordering, spin_hint};
+use crate::wait::LIVENESS;
 
-/// How a pipe end waits for a message (or for room to send one).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Wait {
-    /// Sleep on the futex at once. Cheapest in CPU; a cross-CPU wake-up
-    /// costs tens of microseconds.
-    Sleep,
-    /// Busy-poll and never sleep. Lowest latency for pinned pairs on
-    /// different CPUs; burns a CPU while waiting. When the peer is seen on
-    /// the same CPU, the spinner yields between polls so the peer can run.
-    Spin,
-    /// Spin while the peer works on another CPU, and sleep once it sleeps
-    /// too (or has run a long while); on the peer's CPU, yield to it the
-    /// same way. A receiver that keeps catching up with a one-way
-    /// stream looks again only after a few microseconds, so it reads in
-    /// batches (a streamed message may wait that much longer; a round
-    /// trip never does). Where round trips of large messages (8 KiB and
-    /// up) measure faster with both ends on one CPU, as on some machines,
-    /// a receiver sleeps a few waits so the scheduler may put it there,
-    /// and stays.
-    #[default]
-    Adaptive,
-}
-
-impl Wait {
-    pub(crate) fn to_u8(self) -> u8 {
-        self as u8
-    }
-    pub(crate) fn from_u8(raw: u8) -> Self {
-        match raw {
-            0 => Self::Sleep,
-            1 => Self::Spin,
-            _ => Self::Adaptive,
-        }
-    }
-}
-
-/// Longest spin of [`Wait::Adaptive`] while the peer is awake (working on
+/// Longest spin of the tuned policy while the peer is awake (working on
 /// what this side waits for): a 1 MiB message copied in and out takes
 /// 100–500 µs on the machines measured, and a peer busy for longer than
 /// this is better slept through (the wake-up costs under 5 % of the wait).
 const MAX_SPIN: Duration = Duration::from_millis(1);
-/// Longest spin of [`Wait::Adaptive`] while the peer sleeps: twice the
+/// Longest spin of the tuned policy while the peer sleeps: twice the
 /// slowest cross-CPU wake-up measured (25 µs on Zen 5, 40–50 µs on Xeon
 /// guests), so a peer this side's message has just woken can say so
 /// before this side gives up; one that stays asleep is waiting itself.
@@ -107,7 +58,7 @@ const MIN_SPIN: Duration = Duration::from_micros(2);
 /// trips a second while the busiest pair made hundreds of thousands).
 const YIELD_EVERY_SPINS: u32 = 64;
 /// Times an adaptive wait yields to a peer on its own CPU before sleeping,
-/// unless the peer is seen awake (see `Waiter::yield_to_peer`).
+/// unless the peer is seen awake (see `Tuned::yield_to_peer`).
 const SAME_CPU_YIELDS: usize = 8;
 /// Waits of a pipe end that, while the peer has not yet said where it
 /// runs (a fresh pipe: it has neither waited nor woken this side), first
@@ -136,9 +87,6 @@ const STREAM_PAUSE: Duration = Duration::from_micros(4);
 const HEELS_POLLS: usize = 16;
 /// Waits in a row that must look like a stream before a reader pauses.
 const STREAM_WAITS: u8 = 2;
-/// A sleeper woken this many times without its condition asks the kernel
-/// whether the peer process lives, timeouts or not.
-const CHECK_EVERY_WAKES: u32 = 64;
 /// A sleeper that needs no timeout still takes this many naps of
 /// [`WARM_NAP`] first. Measured on the KVM guests ferry runs on, a futex
 /// sleeper is woken from another CPU sooner the nearer its own timeout is
@@ -148,28 +96,10 @@ const CHECK_EVERY_WAKES: u32 = 64;
 /// ends (any busy pipe) keeps that; an idle one wakes this many times,
 /// then sleeps until woken.
 const WARM_NAPS: u32 = 2;
-/// See [`WARM_NAPS`].
-const WARM_NAP: Duration = Duration::from_millis(20);
-/// How often a spinner (or a sleeper whose link has no hang-up watcher)
-/// asks the kernel whether the peer process is alive.
-pub(crate) const LIVENESS: Duration = Duration::from_millis(20);
-/// Why a wait ended without the condition becoming true.
-#[derive(Debug)]
-pub(crate) enum Stop {
-    Timeout,
-    Gone(Failure),
-    Corrupt(Corrupt),
-}
-
-impl From<Corrupt> for Stop {
-    fn from(c: Corrupt) -> Self {
-        Self::Corrupt(c)
-    }
-}
 
 /// One direction's waiting state: the adaptive spin budget.
 #[derive(Debug)]
-pub(crate) struct Waiter {
+pub(crate) struct Tuned {
     budget: Duration,
     /// Adaptive spins begun, to give the CPU away every
     /// [`YIELD_EVERY_SPINS`].
@@ -178,7 +108,7 @@ pub(crate) struct Waiter {
     pace: Pace,
     /// A receiver's record of whether large round trips run faster with
     /// the pair on one CPU.
-    pub(crate) share: Share,
+    share: Share,
     /// Waits left that yield first while the peer's CPU is not known (see
     /// [`FIRST_LOOKS`]).
     first_looks: u8,
@@ -186,7 +116,7 @@ pub(crate) struct Waiter {
     parting: Parting,
 }
 
-impl Default for Waiter {
+impl Default for Tuned {
     fn default() -> Self {
         Self {
             budget: BLIND_SPIN,
@@ -233,103 +163,7 @@ impl Pace {
     }
 }
 
-/// Waits in a row that may reuse the CPU the first of them read. A wait
-/// that ends within its first poll burst or its yields to the peer has
-/// hardly run: the thread is almost surely where it was. Any wait that
-/// spins on or sleeps asks again next time (a thread moves while it
-/// sleeps), and so does every wait after this many: a stale answer costs
-/// at most one wait's strategy, never correctness.
-const CPU_REUSES: u32 = 16;
-
-/// What a wait looks at: the sides of the ring it waits on, and the link
-/// whose failure ends it.
-pub(crate) struct Scope<'a> {
-    pub(crate) wait: Wait,
-    /// The control-block sides of the waiting half (see [`SidesView`]).
-    pub(crate) sides: &'a SidesView,
-    /// Whether this process holds both halves of the pipe end: then this
-    /// thread's CPU is published on the other ring too, and a consumer
-    /// sees whether the peer sleeps.
-    pub(crate) joined: bool,
-    /// Whether the waiting half writes the ring (else it reads it, and
-    /// frames the peer committed before going are still wanted).
-    pub(crate) producer: bool,
-    pub(crate) link: Option<&'a Link>,
-    /// The pipe end's record that a call already saw the peer gone.
-    pub(crate) hung_up: &'a AtomicBool,
-    /// A receiver's frames taken so far (`Consumer::taken`), for its
-    /// [`Pace`]; `None` for a sender.
-    pub(crate) taken: Option<u64>,
-}
-
-impl<'a> Scope<'a> {
-    /// The waiting side.
-    pub(crate) fn me(&self) -> &'a Side {
-        self.sides.me()
-    }
-
-    /// The side that will change the ring.
-    pub(crate) fn peer(&self) -> &'a Side {
-        self.sides.peer()
-    }
-
-    /// My side of the other ring, where my CPU is published too, while
-    /// this process holds both halves of the pipe end.
-    fn my_other(&self) -> Option<&'a Side> {
-        self.joined.then(|| self.sides.my_other())
-    }
-
-    /// The peer's side whose `waiting` word says whether the peer sleeps
-    /// (see the module comment), where this side can see it: a producer
-    /// waits on the consumer of its own ring; a consumer on the peer's
-    /// receive of the other ring, which the peer holds only while this end
-    /// is whole.
-    fn peer_sleeps(&self) -> Option<&'a Side> {
-        (self.producer || self.joined).then(|| self.sides.peer_rx())
-    }
-
-    /// Whether frames the peer committed before going are still wanted
-    /// (a receiver drains them; a sender stops at once).
-    fn drain(&self) -> bool {
-        !self.producer
-    }
-}
-
 impl Scope<'_> {
-    fn gone(&self) -> Option<Failure> {
-        // Acquire: pairs with the Release store of `closed` when the peer
-        // dropped its end, after its last frame.
-        if self.peer().closed.load(Ordering::Acquire) != 0 {
-            return Some(Failure::HungUp);
-        }
-        // Relaxed: a sticky flag set by this process (see `Pipe::gone`).
-        if self.hung_up.load(Ordering::Relaxed) {
-            return Some(Failure::HungUp);
-        }
-        self.link.and_then(Link::failure)
-    }
-
-    /// [`Scope::gone`], after asking the kernel; also reads what the peer
-    /// left on the link's socket (see [`Link::drain`]).
-    fn check_gone(&self) -> Option<Failure> {
-        if let Some(link) = self.link {
-            link.drain();
-        }
-        self.gone().or_else(|| self.link.and_then(Link::check_peer))
-    }
-
-    /// Ends a wait on a gone peer: a receiver takes one last look.
-    fn after_gone<R>(
-        &self,
-        failure: Failure,
-        poll: impl FnOnce() -> Result<Option<R>, Corrupt>,
-    ) -> Result<R, Stop> {
-        if !self.drain() {
-            return Err(Stop::Gone(failure));
-        }
-        poll()?.ok_or(Stop::Gone(failure))
-    }
-
     /// How long an adaptive spin may last so far: long while the peer is
     /// awake, short once it sleeps, `blind` where its state is not seen.
     fn spin_limit(&self, blind: Duration) -> Duration {
@@ -384,43 +218,11 @@ impl Scope<'_> {
     /// Publishes this thread's CPU (writing only on a change, so the
     /// peer's cached copy stays valid) and tells whether the peer last ran
     /// on another one.
-    fn publish_cpu(&self, mine: u32) -> bool {
-        publish(self.me(), mine);
-        if let Some(other) = self.my_other() {
-            publish(other, mine);
-        }
+    fn publish_apart(&self, mine: u32) -> bool {
+        self.publish_cpu(mine);
         // Relaxed: a scheduling hint; a stale value costs only speed.
         mine != self.peer().cpu.load(Ordering::Relaxed)
     }
-}
-
-/// Says in `side` where this thread runs now, ahead of any wait: for the
-/// end of a connection just made, whose peer would otherwise not know
-/// whether it shares this CPU until this end first waits, and would spin
-/// blind on the CPU this end needs.
-pub(super) fn say_cpu(side: &Side) {
-    publish(side, crate::sys::current_cpu() as u32 + 1);
-}
-
-/// Writes `mine` (1 + a CPU) into `side`'s CPU word, only on a change, so
-/// the peer's cached copy stays valid.
-fn publish(side: &Side, mine: u32) {
-    // Relaxed (both): a scheduling hint; a stale value costs only speed.
-    if side.cpu.load(Ordering::Relaxed) != mine {
-        side.cpu.store(mine, Ordering::Relaxed);
-    }
-}
-
-/// Says in `side` where this thread runs, as it wakes the other side. A
-/// side that never waits (a stream's writer whose reader keeps up with it)
-/// would otherwise never say, and a reader that cannot see where its writer
-/// runs takes it for one on another CPU: on a shared CPU it spun before
-/// every sleep, burning the slice the writer needed (a 64 KiB stream with
-/// both processes on one CPU moved 75 k msg/s in such runs against 97 k
-/// in the others). On a path that makes a wake-up call, this costs next
-/// to nothing.
-pub(crate) fn publish_waker_cpu(side: &Side) {
-    publish(side, my_cpu());
 }
 
 /// Threads of this process spinning adaptively right now.
@@ -463,10 +265,7 @@ fn room(share: &Share) -> Room {
         // pipe whose messages turn small tries later).
         return Room::Busy;
     }
-    match crate::sys::runnable_threads() {
-        Some(runnable) if runnable <= online_cpus() => Room::Free,
-        _ => Room::Busy,
-    }
+    Room::Free
 }
 
 fn online_cpus() -> usize {
@@ -486,48 +285,13 @@ fn pause(length: Duration, deadline: Option<Instant>) {
     }
 }
 
-thread_local! {
-    /// 1 + the CPU this thread ran on at its last wait that asked, and how
-    /// many more waits may reuse the answer (see [`CPU_REUSES`]).
-    static MY_CPU: Cell<(u32, u32)> = const { Cell::new((0, 0)) };
-}
-
-/// 1 + the CPU this thread runs on: asked of the system, or the last
-/// answer while it may be reused.
-fn my_cpu() -> u32 {
-    MY_CPU.with(|known| {
-        let (cpu, reuses) = match known.get() {
-            (cpu, reuses @ 1..) => (cpu, reuses),
-            _ => (crate::sys::current_cpu() as u32 + 1, CPU_REUSES),
-        };
-        known.set((cpu, reuses - 1));
-        cpu
-    })
-}
-
-/// Makes this thread's next wait ask for its CPU.
-fn forget_my_cpu() {
-    MY_CPU.with(|known| known.set((0, 0)));
-}
-
-impl Waiter {
-    /// Waits until `poll` yields a value, the deadline passes, or the peer is
-    /// gone. A gone peer's committed frames are still delivered: `poll` runs
-    /// once more after the peer is seen gone.
-    #[inline]
-    pub(crate) fn wait<R>(
-        &mut self,
-        scope: &Scope<'_>,
-        deadline: Option<Instant>,
-        mut poll: impl FnMut() -> Result<Option<R>, Corrupt>,
-    ) -> Result<R, Stop> {
-        if let Some(ready) = poll()? {
-            return Ok(ready);
-        }
-        self.wait_missed(scope, deadline, poll)
+impl Tuned {
+    /// Records the length of the message just received.
+    pub(crate) fn received(&mut self, len: usize) {
+        self.share.last_len = len;
     }
 
-    /// [`Waiter::wait`] for a caller whose own poll has just found nothing.
+    /// Waits as [`super::Waiter::wait_missed`] does, with this policy.
     #[inline(never)]
     pub(crate) fn wait_missed<R>(
         &mut self,
@@ -535,32 +299,18 @@ impl Waiter {
         deadline: Option<Instant>,
         mut poll: impl FnMut() -> Result<Option<R>, Corrupt>,
     ) -> Result<R, Stop> {
-        if deadline.is_some_and(|d| d <= Instant::now()) {
-            return match scope
-                .link
-                .and_then(|l| l.check_peer_every(LIVENESS))
-                .or_else(|| scope.gone())
-            {
-                Some(failure) => scope.after_gone(failure, poll),
-                None => Err(Stop::Timeout),
-            };
-        }
-        let apart = scope.publish_cpu(my_cpu());
-        let plan = match scope.wait == Wait::Adaptive && self.share.large() {
+        let apart = scope.publish_apart(my_cpu());
+        let plan = match self.share.large() {
             true => self.plan_share(scope, apart),
             false => {
                 self.share.forget();
                 Plan::Usual
             }
         };
-        let spin = match scope.wait {
-            Wait::Sleep => false,
-            Wait::Spin => true,
-            // A try at one CPU sleeps, so the peer's wake-up may bring this
-            // thread to it (see `share`).
-            Wait::Adaptive => apart && online_cpus() > 1 && plan != Plan::Try,
-        };
-        if spin && scope.wait == Wait::Adaptive {
+        // A try at one CPU sleeps, so the peer's wake-up may bring this
+        // thread to it (see `share`).
+        let spin = apart && online_cpus() > 1 && plan != Plan::Try;
+        if spin {
             self.spins = self.spins.wrapping_add(1);
             if self.spins.is_multiple_of(YIELD_EVERY_SPINS) {
                 // A pair of threads answering each other from spins never
@@ -571,8 +321,7 @@ impl Waiter {
             }
         }
         if spin && apart {
-            if scope.wait == Wait::Adaptive
-                && let Some(taken) = scope.taken
+            if let Some(taken) = scope.taken
                 && self.pace.streaming(taken, scope.sent())
             {
                 pause(STREAM_PAUSE, deadline);
@@ -588,7 +337,7 @@ impl Waiter {
                 }
             }
         }
-        if scope.wait == Wait::Adaptive && scope.taken.is_some() {
+        if scope.taken.is_some() {
             // A round trip on the peer's CPU: hold once in a while, so the
             // scheduler may part the pair (see `part`).
             if apart {
@@ -601,8 +350,7 @@ impl Waiter {
                 return Ok(ready);
             }
         }
-        if scope.wait == Wait::Adaptive
-            && (!apart || self.look_first(!scope.peer_said_cpu()))
+        if (!apart || self.look_first(!scope.peer_said_cpu()))
             && let Some(ready) =
                 self.yield_to_peer(scope, deadline, &mut poll, !apart && plan != Plan::Stay)?
         {
@@ -612,11 +360,11 @@ impl Waiter {
         forget_my_cpu();
         // Past the first burst, an adaptive wait spins on only with leave
         // (see `SpinSlot`), held while it spins.
-        let slot = match scope.wait {
-            Wait::Adaptive if spin => SpinSlot::take(),
-            _ => None,
+        let slot = match spin {
+            true => SpinSlot::take(),
+            false => None,
         };
-        if !spin || (scope.wait == Wait::Adaptive && slot.is_none()) {
+        if slot.is_none() {
             return self.block(scope, deadline, &mut poll);
         }
         let start = Instant::now();
@@ -769,11 +517,9 @@ impl Waiter {
         deadline: Option<Instant>,
         poll: &mut impl FnMut() -> Result<Option<R>, Corrupt>,
     ) -> Option<Result<R, Stop>> {
-        let adaptive = scope.wait == Wait::Adaptive;
         let mut last_check = start;
-        let mut polls = 32;
         loop {
-            for _ in 0..polls {
+            for _ in 0..32 {
                 spin_hint();
                 match poll() {
                     Ok(None) => {}
@@ -781,18 +527,10 @@ impl Waiter {
                     Err(e) => return Some(Err(e.into())),
                 }
             }
-            polls = 32;
-            if !adaptive && scope.sharing_cpu() {
-                // A pure spinner on the peer's CPU would hold it for a whole
-                // scheduler slice; let the peer run instead, and look once
-                // each time this thread gets the CPU back.
-                crate::sys::yield_cpu();
-                polls = 1;
-            }
             let now = Instant::now();
-            // An adaptive spinner stops once it finds the peer on its CPU
-            // (where the reply cannot come until it yields).
-            if adaptive && (now - start >= scope.spin_limit(self.budget) || scope.sharing_cpu()) {
+            // The spin stops once it finds the peer on its CPU (where the
+            // reply cannot come until it yields).
+            if now - start >= scope.spin_limit(self.budget) || scope.sharing_cpu() {
                 return None;
             }
             if deadline.is_some_and(|d| now >= d) {
@@ -812,109 +550,31 @@ impl Waiter {
         }
     }
 
-    /// Sleeps on the ring's bell until woken with the condition true
-    /// ([`wake::sleep_until`]). Reads no clock unless there is a deadline,
-    /// and sleeps without a timeout: the link's watcher wakes it when the
-    /// peer hangs up. (Unwatched, it naps [`LIVENESS`] at a time and asks
-    /// the kernel after each nap that ran out.) The peer is also checked
-    /// every few wakes.
+    /// The pipe's sleep, with this policy's warm naps first.
     fn block<R>(
         &mut self,
         scope: &Scope<'_>,
         deadline: Option<Instant>,
         poll: &mut impl FnMut() -> Result<Option<R>, Corrupt>,
     ) -> Result<R, Stop> {
-        let mut sleeper = Blocked {
-            scope,
-            deadline,
-            poll,
-            wakes: 0,
-            ran_out: 0,
-        };
-        match wake::sleep_until(&wake::BELL, scope.me(), scope.peer(), &mut sleeper) {
-            Err(Stop::Gone(failure)) => scope.after_gone(failure, poll),
-            result => result,
-        }
-    }
-}
-
-/// A pipe's blocking wait, as the sleep loop sees it.
-struct Blocked<'s, 'a, P> {
-    scope: &'s Scope<'a>,
-    deadline: Option<Instant>,
-    poll: &'s mut P,
-    /// Sleeps so far, to ask the kernel about the peer every few.
-    wakes: u32,
-    /// Naps of this wait that ran their whole length.
-    ran_out: u32,
-}
-
-impl<R, P: FnMut() -> Result<Option<R>, Corrupt>> wake::Sleeper for Blocked<'_, '_, P> {
-    type Ready = R;
-    type Stop = Stop;
-
-    fn poll(&mut self) -> Result<Option<R>, Corrupt> {
-        (self.poll)()
-    }
-
-    /// Checks for the peer's death and the deadline; asks the kernel after
-    /// a nap that ran out and every [`CHECK_EVERY_WAKES`] sleeps.
-    fn before_sleep(&mut self, ran_out: bool) -> Result<Duration, Stop> {
-        self.wakes = self.wakes.wrapping_add(1);
-        if let Some(failure) = self.scope.gone() {
-            return Err(Stop::Gone(failure));
-        }
-        if (ran_out || self.wakes.is_multiple_of(CHECK_EVERY_WAKES))
-            && let Some(failure) = self.scope.check_gone()
-        {
-            return Err(Stop::Gone(failure));
-        }
-        // The watcher pushes a hang-up to this sleeper, so it needs no nap
-        // to notice one: after the first few (see `WARM_NAPS`) it sleeps
-        // without a timeout, and an idle wait makes no wakeups.
-        self.ran_out += u32::from(ran_out);
-        let mut nap = match self.scope.link.is_none_or(Link::watched) {
-            true if self.ran_out < WARM_NAPS => WARM_NAP,
-            true => Duration::MAX,
-            false => LIVENESS,
-        };
-        if let Some(d) = self.deadline {
-            let now = Instant::now();
-            if now >= d {
-                return Err(Stop::Timeout);
-            }
-            nap = nap.min(d - now);
-        }
-        Ok(nap)
-    }
-
-    /// Woken for nothing in the ring: perhaps a nudge to read the link's
-    /// socket, which the peer found full.
-    fn woken_for_nothing(&mut self) {
-        if let Some(link) = self.scope.link {
-            link.drain();
-        }
-    }
-
-    fn deadline(&self) -> Option<Instant> {
-        self.deadline
+        block(scope, deadline, poll, WARM_NAPS)
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{FIRST_LOOKS, Pace, Waiter};
+    use super::{FIRST_LOOKS, Pace, Tuned};
 
     #[test]
     fn a_fresh_end_yields_first_while_its_peer_has_not_said_where_it_runs() {
-        let mut waiter = Waiter::default();
+        let mut waiter = Tuned::default();
         let looks: Vec<bool> = (0..FIRST_LOOKS + 3)
             .map(|_| waiter.look_first(true))
             .collect();
         let expected: Vec<bool> = (0..FIRST_LOOKS + 3).map(|i| i < FIRST_LOOKS).collect();
         assert_eq!(looks, expected);
         // Once the peer has said, never again (a hint a peer may clear).
-        let mut waiter = Waiter::default();
+        let mut waiter = Tuned::default();
         assert!(!waiter.look_first(false));
         assert!(!waiter.look_first(true));
     }

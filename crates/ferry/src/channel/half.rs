@@ -8,7 +8,6 @@ use std::ops::Deref;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use super::error::SendFault;
-use super::lock::Missed;
 use super::wait::{self, Wait};
 use super::{Handle, PipeOptions};
 use crate::link::{Failure, Link};
@@ -16,6 +15,7 @@ use crate::pool::budget::Charge;
 use crate::ring::control::Side;
 use crate::ring::region::{EndHold, Part, SidesView};
 use crate::ring::{Corrupt, Region, wake};
+use crate::sync::lock::Missed;
 use crate::sync::{AtomicBool, AtomicU8, Ordering};
 use crate::sys::{Doorbell, Ringer};
 use crate::wire::Violation;

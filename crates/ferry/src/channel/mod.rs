@@ -3,13 +3,12 @@
 //! large messages out of line in `out_of_line.rs`) and a [`Receiver`]
 //! (`receiver.rs`), each owning one side of one ring (`half.rs`); loans and
 //! shared views are in `loan.rs`, waiting in `wait/` (the mechanism and
-//! its policies are `crate::wait`), the send and receive locks in `lock.rs`.
+//! its policies are `crate::wait`), the send and receive locks are `crate::sync::lock`.
 
 pub mod bytes;
 mod error;
 mod half;
 mod loan;
-mod lock;
 mod options;
 mod out_of_line;
 mod receiver;

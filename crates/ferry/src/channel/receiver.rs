@@ -7,7 +7,6 @@ use std::time::{Duration, Instant};
 
 use super::error::RecvFault;
 use super::half::Half;
-use super::lock::{Guard, Lock};
 use super::wait::{Scope, Stop, Waiter};
 use super::{
     Arrived, Handle, Pipe, PipeOptions, RecvError, RecvTimeoutError, Sender, TryRecvError,
@@ -16,6 +15,7 @@ use crate::link::{Deadline, Failure, Fault};
 use crate::pool::per_link::Held;
 use crate::ring::RingView;
 use crate::ring::{Consumer, Corrupt, Frame};
+use crate::sync::lock::{Guard, Lock};
 use crate::sync::{AtomicBool, Ordering};
 use crate::wire::frame::{
     BLOCK_REF, BlockRef, HANDLE_ID, Kind, PLAIN_WHOLE, TOTAL, Tag, decode_handle_id, decode_total,

@@ -6,13 +6,13 @@ use std::time::{Duration, Instant};
 
 use super::error::SendFault;
 use super::half::{Half, Setting};
-use super::lock::{Guard, Lock};
 use super::wait::{Stop, Waiter};
 use super::{Handle, SendError, SendTimeoutError, SendWithError, TrySendError};
 use crate::link::{Failure, Link};
 use crate::ring::RingView;
 use crate::ring::region::MoveClaim;
 use crate::ring::{Corrupt, FRAME_HEADER, Producer, frame_size};
+use crate::sync::lock::{Guard, Lock};
 use crate::sync::{AtomicBool, Ordering};
 use crate::wire::frame::{
     BLOCK_REF, HANDLE_ID, Kind, PLAIN_WHOLE, TOTAL, Tag, encode_handle_id, encode_total,

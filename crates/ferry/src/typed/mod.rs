@@ -135,7 +135,6 @@
 mod error;
 pub mod fd;
 mod handles;
-mod lock;
 mod moving;
 mod queue;
 mod receiver;

@@ -1,15 +1,18 @@
 //! The in-process queue of a typed channel whose two halves are both in
 //! this process: values are moved, never encoded (Mojo's lazy
 //! serialization). When a half leaves, the queue turns into a byte pipe:
-//! `moving.rs` does that; this file is the queue and its waiting.
+//! `moving.rs` does that; this file is the queue and its waiting, which
+//! goes through the same mechanism and default policy as a pipe's
+//! (`crate::wait`).
 
 use std::collections::VecDeque;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use super::lock::{Guard, SpinLock};
+use crate::sync::lock::{Guard, Lock};
 use crate::sync::{AtomicU32, Ordering};
 use crate::sys::{Doorbell, Ringer, futex_wait, futex_wake};
+use crate::wait::{self, Memory, Peer, Place, Seen};
 
 /// Where a half of the channel is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,7 +74,10 @@ struct Bell {
 /// A typed channel's queue while its halves are in this process.
 #[derive(Debug)]
 pub(super) struct Queue<T> {
-    state: SpinLock<State<T>>,
+    state: Lock<State<T>>,
+    /// 1 + the CPU of the thread that last woke the receiver (0: none
+    /// yet), so the receiver's wait knows where its sender runs.
+    waker_cpu: AtomicU32,
     /// Most values `items` holds while the receiver is here (`usize::MAX`:
     /// unbounded).
     capacity: usize,
@@ -84,23 +90,14 @@ pub(super) struct Queue<T> {
     bell: OnceLock<Bell>,
 }
 
-/// How a receiver waits before it sleeps: `SPIN_POLLS` polls with a spin
-/// hint between them (a `pause` is ~140 cycles on recent Intel cores, so
-/// this is about a microsecond: longer spins only burn the slice a peer
-/// sharing the CPU needs), then yield its CPU between polls for up to
-/// `YIELD_FOR` (which lets such a peer run), then sleep on the futex. A
-/// reply from another thread comes within a few microseconds; a sleep and
-/// its wake cost several.
-const SPIN_POLLS: u32 = 15;
-const YIELD_FOR: Duration = Duration::from_micros(50);
-
 impl<T> Queue<T> {
     /// A queue holding at most `capacity` values (`usize::MAX`: unbounded).
     pub(super) fn new(capacity: usize) -> Self {
         Self {
             capacity,
             room: AtomicU32::new(0),
-            state: SpinLock::new(State {
+            waker_cpu: AtomicU32::new(0),
+            state: Lock::brief(State {
                 items: VecDeque::new(),
                 sender: Presence::Here,
                 receiver: Presence::Here,
@@ -179,6 +176,11 @@ impl<T> Queue<T> {
 
     pub(super) fn wake(&self, wake: Wake) {
         if wake.sleeping {
+            let mine = wait::my_cpu();
+            // Relaxed (both): a scheduling hint, written only on a change.
+            if self.waker_cpu.load(Ordering::Relaxed) != mine {
+                self.waker_cpu.store(mine, Ordering::Relaxed);
+            }
             futex_wake(&self.seq, 1);
         }
         if wake.ring
@@ -229,58 +231,29 @@ impl<T> Queue<T> {
     ///
     /// Between looks under the lock it watches `seq` alone, so a waiting
     /// receiver does not take the lock the sender needs until something
-    /// changed: first spinning, then yielding its CPU, then asleep.
+    /// changed; it spins, yields or sleeps as the default policy says (see
+    /// `crate::wait`).
     pub(super) fn wait_until(
         &self,
         deadline: Option<Instant>,
         mut ready: impl FnMut(&mut State<T>) -> bool,
     ) -> Guard<'_, State<T>> {
-        let mut spun = false;
-        let mut yielding_since = None;
-        loop {
-            let mut state = self.lock();
-            if ready(&mut state) {
-                return state;
-            }
-            let seen = self.seq.load(Ordering::Relaxed);
-            if !spun && deadline.is_none_or(|d| Instant::now() < d) {
-                spun = true;
-                drop(state);
-                self.spin(seen);
-                continue;
-            }
-            let now = Instant::now();
-            if deadline.is_some_and(|d| now >= d) {
-                return state;
-            }
-            let yield_until = *yielding_since.get_or_insert(now) + YIELD_FOR;
-            if now < yield_until {
-                drop(state);
-                self.yield_while(seen, deadline.map_or(yield_until, |d| d.min(yield_until)));
-                continue;
-            }
-            state.sleeping = true;
-            drop(state);
-            let timeout = deadline.map_or(Duration::MAX, |d| d - now);
-            futex_wait(&self.seq, seen, timeout);
+        let mut state = self.lock();
+        if ready(&mut state) {
+            return state;
         }
-    }
-
-    /// Polls `seq` while it holds `seen`, up to [`SPIN_POLLS`] times.
-    fn spin(&self, seen: u32) {
-        for _ in 0..SPIN_POLLS {
-            if self.seq.load(Ordering::Acquire) != seen {
-                return;
-            }
-            std::hint::spin_loop();
-        }
-    }
-
-    /// Yields the CPU while `seq` holds `seen`, until `until`.
-    fn yield_while(&self, seen: u32, until: Instant) {
-        while self.seq.load(Ordering::Acquire) == seen && Instant::now() < until {
-            crate::sys::yield_cpu();
-        }
+        // Under the lock: every change bumps `seq` under it.
+        let seen = self.seq.load(Ordering::Relaxed);
+        drop(state);
+        let mut target = Looking {
+            queue: self,
+            ready,
+            seen,
+            mine: wait::my_cpu(),
+        };
+        let mut memory = Memory::default();
+        wait::run(wait::policy::adaptive, &mut memory, &mut target, deadline)
+            .unwrap_or_else(|state| state)
     }
 
     /// Wakes threads waiting for a forward to finish (`moving.rs`).
@@ -307,5 +280,81 @@ impl<T> Queue<T> {
             state = self.lock();
         }
         state
+    }
+}
+
+/// A receiver's wait on the queue, as the mechanism sees it: it ends with
+/// the guard, the condition true (`Ok`) or the deadline past (`Err`).
+struct Looking<'q, T, F> {
+    queue: &'q Queue<T>,
+    ready: F,
+    /// `seq` at the last look under the lock.
+    seen: u32,
+    /// 1 + this thread's CPU.
+    mine: u32,
+}
+
+impl<'q, T, F: FnMut(&mut State<T>) -> bool> Looking<'q, T, F> {
+    /// Takes the lock and checks: the guard if ready, else `None` with
+    /// `seen` brought up to date.
+    fn check(&mut self) -> Result<Guard<'q, State<T>>, Guard<'q, State<T>>> {
+        let mut state = self.queue.lock();
+        if (self.ready)(&mut state) {
+            return Ok(state);
+        }
+        self.seen = self.queue.seq.load(Ordering::Relaxed);
+        Err(state)
+    }
+}
+
+impl<'q, T, F: FnMut(&mut State<T>) -> bool> wait::Target for Looking<'q, T, F> {
+    type Ready = Guard<'q, State<T>>;
+    type Stop = Guard<'q, State<T>>;
+
+    #[inline]
+    fn poll(&mut self) -> Result<Option<Self::Ready>, Self::Stop> {
+        // Acquire: pairs with the Release bump of a change.
+        if self.queue.seq.load(Ordering::Acquire) == self.seen {
+            return Ok(None);
+        }
+        Ok(self.check().ok())
+    }
+
+    fn look(&self, seen: &mut Seen) {
+        seen.peer = Peer::Unseen;
+        // Relaxed: a scheduling hint.
+        seen.place = match self.queue.waker_cpu.load(Ordering::Relaxed) {
+            0 => Place::Unknown,
+            cpu if cpu == self.mine => Place::Here,
+            _ => Place::Elsewhere,
+        };
+    }
+
+    fn ended(&mut self, _ask: bool) -> Option<Result<Self::Ready, Self::Stop>> {
+        None
+    }
+
+    fn timed_out(&mut self) -> Result<Self::Ready, Self::Stop> {
+        self.check()
+    }
+
+    fn sleep(&mut self, deadline: Option<Instant>) -> Result<Self::Ready, Self::Stop> {
+        loop {
+            let mut state = match self.check() {
+                Ok(ready) => return Ok(ready),
+                Err(state) => state,
+            };
+            let timeout = match deadline {
+                None => Duration::MAX,
+                Some(d) => match d.checked_duration_since(Instant::now()) {
+                    Some(left) if !left.is_zero() => left,
+                    _ => return Err(state),
+                },
+            };
+            state.sleeping = true;
+            let seen = self.seen;
+            drop(state);
+            futex_wait(&self.queue.seq, seen, timeout);
+        }
     }
 }

@@ -158,6 +158,42 @@ pub fn run<T: Target>(
     }
 }
 
+#[cfg(not(loom))]
+mod cpu {
+    use std::cell::Cell;
+
+    /// Waits in a row that may reuse the CPU the first of them read: a stale
+    /// answer costs at most one wait's choice, never correctness, and a thread
+    /// that slept asks again (it may have moved while asleep).
+    const CPU_REUSES: u32 = 16;
+
+    thread_local! {
+        /// 1 + the CPU this thread ran on at its last wait that asked, and how
+        /// many more waits may reuse the answer.
+        static MY_CPU: Cell<(u32, u32)> = const { Cell::new((0, 0)) };
+    }
+
+    /// 1 + the CPU this thread runs on: asked of the system (the vDSO), or the
+    /// last answer while it may be reused.
+    pub(crate) fn my_cpu() -> u32 {
+        MY_CPU.with(|known| {
+            let (cpu, reuses) = match known.get() {
+                (cpu, reuses @ 1..) => (cpu, reuses),
+                _ => (crate::sys::current_cpu() as u32 + 1, CPU_REUSES),
+            };
+            known.set((cpu, reuses - 1));
+            cpu
+        })
+    }
+
+    /// Makes this thread's next wait ask for its CPU.
+    pub(crate) fn forget_my_cpu() {
+        MY_CPU.with(|known| known.set((0, 0)));
+    }
+}
+#[cfg(not(loom))]
+pub(crate) use cpu::{forget_my_cpu, my_cpu};
+
 /// The clock the mechanism reads: the system's, or under loom a count of
 /// reads (loom explores interleavings, so every run must see the same
 /// times: each read is 10 µs after the last).

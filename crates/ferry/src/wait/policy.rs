@@ -117,19 +117,21 @@ pub fn adaptive(seen: &Seen) -> Step {
     if seen.steps == 0 && seen.waits.is_multiple_of(FAIR_EVERY) {
         return Step::Yield;
     }
-    // Rule 1: one CPU, or a peer that may share this one.
-    if seen.cpus < 2 || seen.place != Place::Elsewhere {
+    // Rule 1: one CPU, or a peer on this one.
+    if seen.cpus < 2 || seen.place == Place::Here {
         let at_work = seen.peer == Peer::Awake && seen.spun < AWAKE_SPIN;
         return match seen.steps < HERE_YIELDS || at_work {
             true => Step::Yield,
             false => Step::Sleep,
         };
     }
-    // Rule 2, and rule 3's grace.
-    let limit = match seen.peer {
-        Peer::Awake => AWAKE_SPIN,
-        Peer::Asleep => WAKE_GRACE,
-        Peer::Unseen => BLIND_SPIN,
+    // Rule 2, and rule 3's grace. A peer that has not said where it runs
+    // gets the blind spin at most: a short one, as crossbeam's backoff
+    // makes, which also keeps a fresh pair from sleeping into one CPU.
+    let limit = match (seen.peer, seen.place) {
+        (_, Place::Unknown) | (Peer::Unseen, _) => BLIND_SPIN,
+        (Peer::Awake, _) => AWAKE_SPIN,
+        (Peer::Asleep, _) => WAKE_GRACE,
     };
     if seen.spun >= limit {
         return Step::Sleep;
@@ -250,13 +252,13 @@ mod tests {
                 Step::Sleep,
             ),
             (
-                "peer's CPU unknown: as if here",
-                |s| (s.place, s.peer, s.steps) = (Place::Unknown, Peer::Unseen, 1),
-                Step::Yield,
+                "peer's CPU unknown: a blind spin",
+                |s| s.place = Place::Unknown,
+                Step::Poll(BURST),
             ),
             (
-                "  ...and never a spin",
-                |s| (s.place, s.peer, s.steps) = (Place::Unknown, Peer::Unseen, HERE_YIELDS),
+                "  ...no longer than BLIND_SPIN",
+                |s| (s.place, s.spun) = (Place::Unknown, BLIND_SPIN),
                 Step::Sleep,
             ),
             ("one CPU online: never spin", |s| s.cpus = 1, Step::Yield),

@@ -14,7 +14,6 @@
 mod tuned;
 
 use crate::sync::AtomicBool;
-use std::cell::Cell;
 use std::time::{Duration, Instant};
 
 use crate::link::{Failure, Link};
@@ -23,7 +22,7 @@ use crate::ring::control::Side;
 use crate::ring::region::SidesView;
 use crate::ring::wake;
 use crate::sync::Ordering;
-use crate::wait::{self, LIVENESS, Memory, Peer, Place, Seen, policy};
+use crate::wait::{self, LIVENESS, Memory, Peer, Place, Seen, forget_my_cpu, my_cpu, policy};
 
 /// How a pipe end waits for a message (or for room to send one).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -226,35 +225,6 @@ fn publish(side: &Side, mine: u32) {
 /// next to nothing.
 pub(crate) fn publish_waker_cpu(side: &Side) {
     publish(side, my_cpu());
-}
-
-/// Waits in a row that may reuse the CPU the first of them read: a stale
-/// answer costs at most one wait's choice, never correctness, and a thread
-/// that slept asks again (it may have moved while asleep).
-const CPU_REUSES: u32 = 16;
-
-thread_local! {
-    /// 1 + the CPU this thread ran on at its last wait that asked, and how
-    /// many more waits may reuse the answer.
-    static MY_CPU: Cell<(u32, u32)> = const { Cell::new((0, 0)) };
-}
-
-/// 1 + the CPU this thread runs on: asked of the system (the vDSO), or the
-/// last answer while it may be reused.
-fn my_cpu() -> u32 {
-    MY_CPU.with(|known| {
-        let (cpu, reuses) = match known.get() {
-            (cpu, reuses @ 1..) => (cpu, reuses),
-            _ => (crate::sys::current_cpu() as u32 + 1, CPU_REUSES),
-        };
-        known.set((cpu, reuses - 1));
-        cpu
-    })
-}
-
-/// Makes this thread's next wait ask for its CPU.
-fn forget_my_cpu() {
-    MY_CPU.with(|known| known.set((0, 0)));
 }
 
 impl Waiter {

@@ -1,4 +1,5 @@
-//! The send and receive locks of a pipe end: one futex word, no poisoning.
+//! The crate's one lock: a futex word, no poisoning. A pipe end's send
+//! and receive locks, and a typed channel's in-process queue, use it.
 //!
 //! Why not `std::sync::Mutex`: ferry never uses its poisoning (a send or
 //! receive interrupted by a panic leaves the ring consistent: a frame is
@@ -8,9 +9,10 @@
 //! round trip: a tenth of ferry's budget beyond the floor's). The lock
 //! itself is the same futex protocol: a compare-exchange to take it, a swap
 //! to give it back that tells whether anyone sleeps on it, a private futex
-//! wait and wake only then. Unlike `typed::lock::SpinLock`, a thread that
-//! finds it held sleeps: a holder may wait for a full ring or an empty one
-//! for as long as its deadline allows.
+//! wait and wake only then. A thread that finds it held spins briefly,
+//! then sleeps: a pipe's holder may wait for a full ring or an empty one
+//! for as long as its deadline allows. The lock knows nothing of how pipes
+//! wait; a `try_` call that gives up tells the holder's [`Missed`].
 #![allow(unsafe_code)]
 
 use std::cell::UnsafeCell;
@@ -19,7 +21,7 @@ use std::ops::{Deref, DerefMut};
 use std::panic::{RefUnwindSafe, UnwindSafe};
 use std::time::{Duration, Instant};
 
-use crate::sync::{AtomicU32, AtomicUsize, Ordering};
+use super::{AtomicU32, AtomicUsize, Ordering};
 use crate::sys;
 
 /// Nobody holds the lock.
@@ -47,18 +49,21 @@ const TRY_NAP: Duration = Duration::from_micros(100);
 /// told once the holder has given it back, so a caller that then waits on
 /// a doorbell looks again (what the holder did, or left undone, may be
 /// what it waits for).
-pub(super) trait Missed {
+pub(crate) trait Missed {
     /// A `try_` call gave up on the lock, which is free now.
     fn missed(&self);
 }
 
 /// A value behind the lock.
-pub(super) struct Lock<T> {
+pub(crate) struct Lock<T> {
     state: AtomicU32,
     /// The thread (its [`thread_token`]) running a caller's closure while
     /// it holds the lock (`send_in_place`, `recv_in_place`), else 0: that
     /// thread taking the lock again would wait for itself for good.
     lent_to: AtomicUsize,
+    /// Whether a thread that finds the lock held may sleep on it; a brief
+    /// lock ([`Lock::brief`]) is given back with a plain store instead.
+    sleeps: bool,
     value: UnsafeCell<T>,
 }
 
@@ -76,7 +81,7 @@ fn thread_token() -> usize {
 
 /// A lock's holder running a caller's closure (see [`Lock::lend`]); the
 /// mark goes when this drops, on a panic too.
-pub(super) struct Lent<'a> {
+pub(crate) struct Lent<'a> {
     lent_to: &'a AtomicUsize,
 }
 
@@ -102,17 +107,72 @@ impl<T> UnwindSafe for Lock<T> {}
 impl<T> RefUnwindSafe for Lock<T> {}
 
 impl<T> Lock<T> {
-    pub(super) const fn new(value: T) -> Self {
+    pub(crate) const fn new(value: T) -> Self {
         Self {
+            sleeps: true,
             state: AtomicU32::new(FREE),
             lent_to: AtomicUsize::new(0),
             value: UnsafeCell::new(value),
         }
     }
 
+    /// A lock for critical sections of a few instructions (a typed
+    /// queue's push or pop), never held across a wait: a thread that finds
+    /// it held spins, then yields its CPU (a preempted holder runs), and
+    /// never sleeps, so giving it back is a plain store, not a swap (a
+    /// one-thread typed call takes four locks: the swaps were most of its
+    /// cost). Only [`Lock::lock`] may take it.
+    pub(crate) fn brief(value: T) -> Self {
+        Self {
+            sleeps: false,
+            ..Self::new(value)
+        }
+    }
+
     /// Takes the lock, sleeping while another thread holds it.
-    #[cfg(test)]
-    fn lock(&self) -> Guard<'_, T> {
+    #[inline]
+    pub(crate) fn lock(&self) -> Guard<'_, T> {
+        // Acquire: what the last holder wrote before giving it back is seen.
+        if self
+            .state
+            .compare_exchange(FREE, LOCKED, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok()
+        {
+            return Guard {
+                lock: self,
+                missed: &(),
+                _value: PhantomData,
+            };
+        }
+        self.lock_slow()
+    }
+
+    /// [`Lock::lock`] once the lock was found held.
+    #[cold]
+    #[inline(never)]
+    fn lock_slow(&self) -> Guard<'_, T> {
+        if !self.sleeps {
+            let mut spins = 0;
+            loop {
+                if self.state.load(Ordering::Relaxed) == FREE
+                    && self
+                        .state
+                        .compare_exchange(FREE, LOCKED, Ordering::Acquire, Ordering::Relaxed)
+                        .is_ok()
+                {
+                    return Guard {
+                        lock: self,
+                        missed: &(),
+                        _value: PhantomData,
+                    };
+                }
+                match spins < SPINS {
+                    true => super::spin_hint(),
+                    false => sys::yield_cpu(),
+                }
+                spins += 1;
+            }
+        }
         loop {
             if let Some(guard) = self.lock_until(None, &()) {
                 return guard;
@@ -135,7 +195,7 @@ impl<T> Lock<T> {
     /// half, a select) looks again: a frame (or room) the holder left
     /// untaken would otherwise ring nothing.
     #[inline]
-    pub(super) fn lock_until<'a>(
+    pub(crate) fn lock_until<'a>(
         &'a self,
         deadline: Option<Instant>,
         missed: &'a dyn Missed,
@@ -161,7 +221,7 @@ impl<T> Lock<T> {
     /// half again, its lock call panics, naming the mistake, instead of
     /// waiting for this thread for good. Only the lock's holder calls it.
     #[inline]
-    pub(super) fn lend(&self) -> Lent<'_> {
+    pub(crate) fn lend(&self) -> Lent<'_> {
         // Relaxed: only this thread compares the word with its own token
         // (another thread never sees its own token there, stale or not).
         self.lent_to.store(thread_token(), Ordering::Relaxed);
@@ -186,7 +246,7 @@ impl<T> Lock<T> {
         let mut spins = 0;
         while self.state.load(Ordering::Relaxed) == LOCKED && spins < SPINS {
             spins += 1;
-            crate::sync::spin_hint();
+            super::spin_hint();
         }
         if self
             .state
@@ -263,7 +323,7 @@ impl<T> std::fmt::Debug for Lock<T> {
 }
 
 /// The lock, held; giving it back on drop.
-pub(super) struct Guard<'a, T> {
+pub(crate) struct Guard<'a, T> {
     lock: &'a Lock<T>,
     /// Told if a `try_` call gave up while this guard held the lock.
     missed: &'a dyn Missed,
@@ -294,6 +354,11 @@ impl<T> Drop for Guard<'_, T> {
     #[inline]
     fn drop(&mut self) {
         // Release: this holder's writes are seen by the next.
+        if !self.lock.sleeps {
+            // Nobody sleeps on a brief lock: nothing to learn by a swap.
+            self.lock.state.store(FREE, Ordering::Release);
+            return;
+        }
         let before = self.lock.state.swap(FREE, Ordering::Release);
         if before != LOCKED {
             released_contended(&self.lock.state, before, self.missed);
@@ -314,8 +379,7 @@ fn released_contended(state: &AtomicU32, before: u32, missed: &dyn Missed) {
     }
 }
 
-/// Nobody to tell (the tests' locks).
-#[cfg(test)]
+/// Nobody to tell (a lock whose `try_` calls need no doorbell).
 impl Missed for () {
     fn missed(&self) {}
 }

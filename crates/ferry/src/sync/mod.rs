@@ -5,6 +5,9 @@
 //! the futex is modelled with a loom mutex and condition variable (see
 //! `ring::wake`); otherwise they are `std`'s and the kernel's.
 
+#[cfg(not(loom))]
+pub(crate) mod lock;
+
 #[cfg(loom)]
 #[allow(unused_imports)] // what the loom build compiles uses a few
 pub(crate) use loom::sync::atomic::{

@@ -329,7 +329,7 @@ impl<R, P: FnMut() -> Result<Option<R>, Corrupt>> wait::Target for Ring<'_, '_, 
 
     fn sleep(&mut self, deadline: Option<Instant>) -> Result<R, Stop> {
         self.mine = 0;
-        block(self.scope, deadline, &mut self.poll, 0)
+        block(self.scope, deadline, &mut self.poll, LOOKS_ASLEEP)
     }
 }
 
@@ -338,7 +338,7 @@ impl<R, P: FnMut() -> Result<Option<R>, Corrupt>> wait::Target for Ring<'_, '_, 
 /// and sleeps without a timeout: the link's watcher wakes it when the
 /// peer hangs up. (Unwatched, it naps [`LIVENESS`] at a time and asks
 /// the kernel after each nap that ran out.) The first `warm_naps` sleeps
-/// of a wait with no deadline are 20 ms naps (the tuned policy's).
+/// of a wait with no deadline are naps of [`WARM_NAP`].
 fn block<R>(
     scope: &Scope<'_>,
     deadline: Option<Instant>,
@@ -368,8 +368,14 @@ struct Blocked<'s, 'a, P> {
     warm_naps: u32,
 }
 
-/// Length of one of the tuned policy's warm naps.
+/// Length of a sleeper's first naps (see [`LOOKS_ASLEEP`]).
 const WARM_NAP: Duration = Duration::from_millis(20);
+/// Naps of [`WARM_NAP`] a sleeper with no deadline takes before it sleeps
+/// without a timeout, each that runs out followed by a look at the link's
+/// socket and the peer: a backstop for records a peer left on the socket
+/// while no nudge reached this sleeper (a try call's stuck send relies on
+/// it), at two wakeups per idle wait.
+const LOOKS_ASLEEP: u32 = 2;
 
 impl<R, P: FnMut() -> Result<Option<R>, Corrupt>> wake::Sleeper for Blocked<'_, '_, P> {
     type Ready = R;

@@ -17,8 +17,6 @@
 //!   beyond the first, per process.
 //! - **First looks** ([`FIRST_LOOKS`]): a fresh pipe's first waits yield
 //!   as to a peer on this CPU.
-//! - **Warm naps**: a sleeper's first naps are 20 ms long (measured to be
-//!   woken a few percent sooner on some KVM guests).
 //!
 //! Its own loop (it predates the mechanism in `crate::wait`); it shares the
 //! pipe's scope, its sleep and its CPU bookkeeping with the default.
@@ -87,15 +85,6 @@ const STREAM_PAUSE: Duration = Duration::from_micros(4);
 const HEELS_POLLS: usize = 16;
 /// Waits in a row that must look like a stream before a reader pauses.
 const STREAM_WAITS: u8 = 2;
-/// A sleeper that needs no timeout still takes this many naps of
-/// [`WARM_NAP`] first. Measured on the KVM guests ferry runs on, a futex
-/// sleeper is woken from another CPU sooner the nearer its own timeout is
-/// (p50 of a blocking round trip across CPUs at 144 B, `ferry-sleep` over
-/// the same run's `shm-futex`: 0.96-0.98 with a 20 ms nap, 1.00-1.02 with
-/// 100 ms, 1.05-1.08 with 1 s or none). A waiter woken before its nap
-/// ends (any busy pipe) keeps that; an idle one wakes this many times,
-/// then sleeps until woken.
-const WARM_NAPS: u32 = 2;
 
 /// One direction's waiting state: the adaptive spin budget.
 #[derive(Debug)]
@@ -550,14 +539,14 @@ impl Tuned {
         }
     }
 
-    /// The pipe's sleep, with this policy's warm naps first.
+    /// The pipe's sleep, as the default's.
     fn block<R>(
         &mut self,
         scope: &Scope<'_>,
         deadline: Option<Instant>,
         poll: &mut impl FnMut() -> Result<Option<R>, Corrupt>,
     ) -> Result<R, Stop> {
-        block(scope, deadline, poll, WARM_NAPS)
+        block(scope, deadline, poll, super::LOOKS_ASLEEP)
     }
 }
 

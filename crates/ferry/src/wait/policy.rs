@@ -77,7 +77,14 @@ pub enum Step {
 /// costs little beside them, short enough (under a few microseconds on any
 /// core: a spin hint is 1 to 150 cycles) that a step losing the CPU to
 /// another thread stands out (see `super::STALL`).
+#[cfg(not(loom))]
 pub const BURST: u32 = 64;
+/// Under loom, every spin hint is a scheduling point (`loom::thread::
+/// yield_now`): two polls a burst keep a spin through [`AWAKE_SPIN`] (a
+/// hundred steps of the fake clock) within what `tests/loom_wait.rs` can
+/// explore, and change no decision (no policy reads the burst's length).
+#[cfg(loom)]
+pub const BURST: u32 = 2;
 /// Longest spin while the peer is awake on another CPU: long enough for
 /// the peer to copy a large message (1 MiB in and out: 100–500 µs), short
 /// enough that a peer busy longer is slept through (its wake-up then

@@ -122,6 +122,8 @@ impl<T> Lock<T> {
     /// never sleeps, so giving it back is a plain store, not a swap (a
     /// one-thread typed call takes four locks: the swaps were most of its
     /// cost). Only [`Lock::lock`] may take it.
+    // Used by the typed queue (and tests): none without serde.
+    #[cfg_attr(not(any(feature = "serde", test)), allow(dead_code))]
     pub(crate) fn brief(value: T) -> Self {
         Self {
             sleeps: false,
@@ -131,6 +133,8 @@ impl<T> Lock<T> {
 
     /// Takes the lock, sleeping while another thread holds it.
     #[inline]
+    // Used by the typed queue (and tests): none without serde.
+    #[cfg_attr(not(any(feature = "serde", test)), allow(dead_code))]
     pub(crate) fn lock(&self) -> Guard<'_, T> {
         // Acquire: what the last holder wrote before giving it back is seen.
         if self
@@ -150,6 +154,8 @@ impl<T> Lock<T> {
     /// [`Lock::lock`] once the lock was found held.
     #[cold]
     #[inline(never)]
+    // Used by the typed queue (and tests): none without serde.
+    #[cfg_attr(not(any(feature = "serde", test)), allow(dead_code))]
     fn lock_slow(&self) -> Guard<'_, T> {
         if !self.sleeps {
             let mut spins = 0;

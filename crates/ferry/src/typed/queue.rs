@@ -34,6 +34,9 @@ pub(super) struct State<T> {
     pub(super) receiver: Presence,
     /// Whether the receiver sleeps on `Queue::seq`.
     sleeping: bool,
+    /// Whether the receiver waits (spinning, yielding or asleep): the
+    /// next change says where its thread runs (`Queue::waker_cpu`).
+    looking: bool,
     /// Whether a sender sleeps on `Queue::room`, waiting for room.
     senders_waiting: bool,
     /// After the sender moved: the byte receiver its messages arrive on,
@@ -58,6 +61,8 @@ pub(super) struct State<T> {
 pub(super) struct Wake {
     /// The receiver sleeps on `Queue::seq`.
     sleeping: bool,
+    /// The receiver waits: say where this thread runs.
+    looking: bool,
     /// The receiver waits on the doorbell.
     ring: bool,
 }
@@ -75,8 +80,9 @@ struct Bell {
 #[derive(Debug)]
 pub(super) struct Queue<T> {
     state: Lock<State<T>>,
-    /// 1 + the CPU of the thread that last woke the receiver (0: none
-    /// yet), so the receiver's wait knows where its sender runs.
+    /// 1 + the CPU of the thread that last changed the queue while the
+    /// receiver waited (0: none yet), so its wait knows where the sender
+    /// runs.
     waker_cpu: AtomicU32,
     /// Most values `items` holds while the receiver is here (`usize::MAX`:
     /// unbounded).
@@ -102,6 +108,7 @@ impl<T> Queue<T> {
                 sender: Presence::Here,
                 receiver: Presence::Here,
                 sleeping: false,
+                looking: false,
                 senders_waiting: false,
                 incoming: None,
                 forward_pending: false,
@@ -170,17 +177,20 @@ impl<T> Queue<T> {
         );
         Wake {
             sleeping: std::mem::take(&mut state.sleeping),
+            looking: std::mem::take(&mut state.looking),
             ring: std::mem::take(&mut state.bell_armed),
         }
     }
 
     pub(super) fn wake(&self, wake: Wake) {
-        if wake.sleeping {
+        if wake.looking {
             let mine = wait::my_cpu();
             // Relaxed (both): a scheduling hint, written only on a change.
             if self.waker_cpu.load(Ordering::Relaxed) != mine {
                 self.waker_cpu.store(mine, Ordering::Relaxed);
             }
+        }
+        if wake.sleeping {
             futex_wake(&self.seq, 1);
         }
         if wake.ring
@@ -244,6 +254,7 @@ impl<T> Queue<T> {
         }
         // Under the lock: every change bumps `seq` under it.
         let seen = self.seq.load(Ordering::Relaxed);
+        state.looking = true;
         drop(state);
         let mut target = Looking {
             queue: self,
@@ -352,6 +363,7 @@ impl<'q, T, F: FnMut(&mut State<T>) -> bool> wait::Target for Looking<'q, T, F> 
                 },
             };
             state.sleeping = true;
+            state.looking = true;
             let seen = self.seen;
             drop(state);
             futex_wait(&self.queue.seq, seen, timeout);

@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use ferry::ring::Corrupt;
 use ferry::ring::control::{Control, Side};
 use ferry::ring::wake::{self, Bell, Sleeper};
-use ferry::wait::{self, Memory, Peer, Place, Seen, Target, policy};
+use ferry::wait::{self, Memory, Peer, Place, Target, policy};
 use loom::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use loom::sync::{Arc, Condvar, Mutex};
 
@@ -106,17 +106,20 @@ impl<F: Fn() -> bool> Target for Until<'_, F> {
         Ok((self.ready)().then_some(()))
     }
 
-    fn look(&self, seen: &mut Seen) {
+    fn place(&self) -> Place {
+        match self.view {
+            View::Here => Place::Here,
+            View::Elsewhere | View::Unseen => Place::Elsewhere,
+        }
+    }
+
+    fn peer(&self) -> Peer {
         // Relaxed: a scheduling hint, as in the pipe's own look.
-        let peer = match self.peer.waiting.load(Ordering::Relaxed) {
-            0 => Peer::Awake,
+        match (self.view, self.peer.waiting.load(Ordering::Relaxed)) {
+            (View::Unseen, _) => Peer::Unseen,
+            (_, 0) => Peer::Awake,
             _ => Peer::Asleep,
-        };
-        (seen.peer, seen.place) = match self.view {
-            View::Elsewhere => (peer, Place::Elsewhere),
-            View::Here => (peer, Place::Here),
-            View::Unseen => (Peer::Unseen, Place::Elsewhere),
-        };
+        }
     }
 
     fn ended(&mut self, _ask: bool) -> Option<Result<(), Corrupt>> {

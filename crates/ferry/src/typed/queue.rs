@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use crate::sync::lock::{Guard, Lock};
 use crate::sync::{AtomicU32, Ordering};
 use crate::sys::{Doorbell, Ringer, futex_wait, futex_wake};
-use crate::wait::{self, Memory, Peer, Place, Seen};
+use crate::wait::{self, Memory, Peer, Place};
 
 /// Where a half of the channel is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -331,14 +331,17 @@ impl<'q, T, F: FnMut(&mut State<T>) -> bool> wait::Target for Looking<'q, T, F> 
         Ok(self.check().ok())
     }
 
-    fn look(&self, seen: &mut Seen) {
-        seen.peer = Peer::Unseen;
+    fn place(&self) -> Place {
         // Relaxed: a scheduling hint.
-        seen.place = match self.queue.waker_cpu.load(Ordering::Relaxed) {
+        match self.queue.waker_cpu.load(Ordering::Relaxed) {
             0 => Place::Unknown,
             cpu if cpu == self.mine => Place::Here,
             _ => Place::Elsewhere,
-        };
+        }
+    }
+
+    fn peer(&self) -> Peer {
+        Peer::Unseen
     }
 
     fn ended(&mut self, _ask: bool) -> Option<Result<Self::Ready, Self::Stop>> {

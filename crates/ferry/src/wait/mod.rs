@@ -24,10 +24,12 @@
 // Public for loom's tests only (`lib.rs`), crate-wide otherwise.
 #![cfg_attr(not(loom), allow(unreachable_pub))]
 
+mod pace;
 pub mod policy;
 
 use std::time::{Duration, Instant};
 
+pub use pace::{HEELS_POLLS, Pace};
 pub use policy::{Peer, Place, Seen, Step};
 
 /// A step that lasts longer than this lost the CPU to another thread: a
@@ -39,9 +41,6 @@ pub const STALL: Duration = Duration::from_micros(100);
 /// step).
 pub const LIVENESS: Duration = Duration::from_millis(20);
 
-/// A policy: the next step, from what was seen.
-pub type Policy = fn(&Seen) -> Step;
-
 /// What a wait waits on.
 pub trait Target {
     /// What the wait returns when the condition holds.
@@ -50,8 +49,15 @@ pub trait Target {
     type Stop;
     /// Whether the condition holds now.
     fn poll(&mut self) -> Result<Option<Self::Ready>, Self::Stop>;
-    /// Fills in `seen.peer` and `seen.place`.
-    fn look(&self, seen: &mut Seen);
+    /// Where the peer last said it runs.
+    fn place(&self) -> Place;
+    /// What is seen of the peer's state.
+    fn peer(&self) -> Peer;
+    /// A receiver's frames taken so far and its end's send position, for
+    /// its [`Pace`]; `None` where there is no stream to tell.
+    fn progress(&self) -> Option<(u64, u64)> {
+        None
+    }
     /// Whether the wait must end for another reason than its condition
     /// (the peer is gone), asking the kernel if `ask`; the result then.
     fn ended(&mut self, ask: bool) -> Option<Result<Self::Ready, Self::Stop>>;
@@ -69,6 +75,8 @@ pub struct Memory {
     waits: u32,
     /// Waits since a step lost the CPU to another thread (saturates).
     calm: u32,
+    /// Whether this end reads a stream.
+    pace: Pace,
 }
 
 impl Default for Memory {
@@ -76,6 +84,7 @@ impl Default for Memory {
         Self {
             waits: 0,
             calm: u32::MAX,
+            pace: Pace::default(),
         }
     }
 }
@@ -85,7 +94,7 @@ impl Default for Memory {
 /// already and found nothing.
 #[inline(never)]
 pub fn run<T: Target>(
-    policy: Policy,
+    policy: impl Fn(&Seen) -> Step,
     memory: &mut Memory,
     target: &mut T,
     deadline: Option<Instant>,
@@ -100,10 +109,19 @@ pub fn run<T: Target>(
         cpus: os::online_cpus(),
         calm: memory.calm,
         waits: memory.waits,
+        streak: match target.progress() {
+            Some((taken, sent)) => memory.pace.next(taken, sent),
+            None => 0,
+        },
     };
-    target.look(&mut seen);
-    // The clock is first read after the first step: a reply that lands
-    // within it costs no clock read.
+    // Polls made so far in this wait (to tell a wait that ended at once).
+    let mut polls = 0;
+    // The peer's state is first read after the first step (which does not
+    // depend on it): read at once, it pulls the control block's lines the
+    // peer is writing at that moment (it has just taken this side's last
+    // message), and the answer comes later. The clock too: a reply that
+    // lands within the first step costs no clock read.
+    seen.place = target.place();
     let mut start = None;
     let mut last_check = None;
     // When the last step ended (this one began).
@@ -120,7 +138,18 @@ pub fn run<T: Target>(
                 for _ in 0..n {
                     crate::sync::spin_hint();
                     if let Some(ready) = target.poll()? {
+                        memory.pace.heels(polls < HEELS_POLLS);
                         return Ok(ready);
+                    }
+                    polls += 1;
+                }
+            }
+            Step::Pause(length) => {
+                let now = clock::now();
+                let end = deadline.map_or(now + length, |d| d.min(now + length));
+                while clock::now() < end {
+                    for _ in 0..8 {
+                        crate::sync::spin_hint();
                     }
                 }
             }
@@ -154,7 +183,8 @@ pub fn run<T: Target>(
         if let Some(end) = target.ended(ask) {
             return end;
         }
-        target.look(&mut seen);
+        seen.peer = target.peer();
+        seen.place = target.place();
     }
 }
 

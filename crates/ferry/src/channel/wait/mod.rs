@@ -22,7 +22,7 @@ use crate::ring::control::Side;
 use crate::ring::region::SidesView;
 use crate::ring::wake;
 use crate::sync::Ordering;
-use crate::wait::{self, LIVENESS, Memory, Peer, Place, Seen, forget_my_cpu, my_cpu, policy};
+use crate::wait::{self, LIVENESS, Memory, Peer, Place, forget_my_cpu, my_cpu, policy};
 
 /// How a pipe end waits for a message (or for room to send one).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -102,8 +102,8 @@ pub(crate) struct Scope<'a> {
     pub(crate) link: Option<&'a Link>,
     /// The pipe end's record that a call already saw the peer gone.
     pub(crate) hung_up: &'a AtomicBool,
-    /// A receiver's frames taken so far (`Consumer::taken`), for the tuned
-    /// policy's stream pacing; `None` for a sender.
+    /// A receiver's frames taken so far (`Consumer::taken`), for its
+    /// stream pacing (`crate::wait::Pace`); `None` for a sender.
     pub(crate) taken: Option<u64>,
 }
 
@@ -151,6 +151,14 @@ impl<'a> Scope<'a> {
             cpu if cpu == mine => Place::Here,
             _ => Place::Elsewhere,
         }
+    }
+
+    /// This end's send position on the other ring: a receiver tells from
+    /// it whether its end answered between two waits.
+    fn sent(&self) -> u64 {
+        // Relaxed: a scheduling hint (the peer can write the word too; a
+        // false value costs one pause or one look, never correctness).
+        self.sides.my_other().pos.load(Ordering::Relaxed)
     }
 
     /// Whether frames the peer committed before going are still wanted
@@ -272,19 +280,20 @@ impl Waiter {
                 None => Err(Stop::Timeout),
             };
         }
-        let policy: wait::Policy = match scope.wait {
-            Wait::Sleep => policy::sleep,
-            Wait::Spin => policy::spin,
-            Wait::Adaptive => policy::adaptive,
-            Wait::Tuned => {
-                let tuned = self.tuned.get_or_insert_default();
-                return tuned.wait_missed(scope, deadline, poll);
-            }
-        };
         let mine = my_cpu();
         scope.publish_cpu(mine);
         let mut target = Ring { scope, poll, mine };
-        let result = wait::run(policy, &mut self.memory, &mut target, deadline);
+        let memory = &mut self.memory;
+        // One copy of the mechanism per policy, each inlining its policy.
+        let result = match scope.wait {
+            Wait::Sleep => wait::run(policy::sleep, memory, &mut target, deadline),
+            Wait::Spin => wait::run(policy::spin, memory, &mut target, deadline),
+            Wait::Adaptive => wait::run(policy::adaptive, memory, &mut target, deadline),
+            Wait::Tuned => {
+                let tuned = self.tuned.get_or_insert_default();
+                return tuned.wait_missed(scope, deadline, target.poll);
+            }
+        };
         if target.mine == 0 {
             forget_my_cpu();
         }
@@ -310,9 +319,16 @@ impl<R, P: FnMut() -> Result<Option<R>, Corrupt>> wait::Target for Ring<'_, '_, 
         Ok((self.poll)()?)
     }
 
-    fn look(&self, seen: &mut Seen) {
-        seen.peer = self.scope.peer_state();
-        seen.place = self.scope.place(self.mine);
+    fn place(&self) -> Place {
+        self.scope.place(self.mine)
+    }
+
+    fn peer(&self) -> Peer {
+        self.scope.peer_state()
+    }
+
+    fn progress(&self) -> Option<(u64, u64)> {
+        self.scope.taken.map(|taken| (taken, self.scope.sent()))
     }
 
     fn ended(&mut self, ask: bool) -> Option<Result<R, Stop>> {

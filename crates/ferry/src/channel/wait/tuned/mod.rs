@@ -33,7 +33,8 @@ use self::share::{Plan, Share};
 use super::{Scope, Stop, block, forget_my_cpu, my_cpu};
 use crate::ring::Corrupt;
 use crate::sync::{Ordering, spin_hint};
-use crate::wait::LIVENESS;
+use crate::wait::policy::{STREAM_PAUSE, STREAM_WAITS};
+use crate::wait::{HEELS_POLLS, LIVENESS, Pace};
 
 /// Longest spin of the tuned policy while the peer is awake (working on
 /// what this side waits for): a 1 MiB message copied in and out takes
@@ -69,22 +70,6 @@ const SAME_CPU_YIELDS: usize = 8;
 const FIRST_LOOKS: u8 = 4;
 /// Polls made before the first clock read of a spinning wait.
 const BURST: usize = 256;
-/// How long an adaptive receiver that keeps catching up with a stream
-/// (see `Pace`) waits before it looks at the ring again. Measured on a
-/// 2-vCPU KVM guest (64 B messages between unpinned processes, 30 runs
-/// each, grouped by the cross-CPU line round trip `ferry-bench` probes):
-/// looking at once moved 9.6 M msg/s with the vCPUs far apart and 19.4 M
-/// near, a 3 µs pause 16.7-18.1 and 22-25, 8 µs 20.2 and 26, 20 µs 22.3
-/// and 25.7 (Sleep: 10 and 16-22). Past a few microseconds the gain
-/// flattens while the latency a streamed message may gain grows: this
-/// stays a tenth of one cross-CPU wake-up (25-50 µs), the price Sleep's
-/// batching charges every batch.
-const STREAM_PAUSE: Duration = Duration::from_micros(4);
-/// A wait that ends within this many polls found the writer at work
-/// right there: the reader was at its heels.
-const HEELS_POLLS: usize = 16;
-/// Waits in a row that must look like a stream before a reader pauses.
-const STREAM_WAITS: u8 = 2;
 
 /// One direction's waiting state: the adaptive spin budget.
 #[derive(Debug)]
@@ -115,40 +100,6 @@ impl Default for Tuned {
             first_looks: FIRST_LOOKS,
             parting: Parting::default(),
         }
-    }
-}
-
-/// Whether a receiver keeps catching up with a one-way stream: its last
-/// waits each ended at once (the writer was at work right there), each
-/// after more than one message, and this end sent nothing between them.
-/// Then it pauses [`STREAM_PAUSE`] before it looks again, so the writer
-/// runs ahead and the reader takes a batch. A round trip (this end
-/// answers between waits), a pipelined one (it answers too), and a trickle
-/// (one message per wait, or waits that last) never pause.
-#[derive(Debug, Default)]
-struct Pace {
-    /// Frames taken and this end's send position at the last wait.
-    taken: u64,
-    sent: u64,
-    /// Whether the last wait ended within [`HEELS_POLLS`].
-    heels: bool,
-    /// Waits in a row that looked like a stream.
-    streak: u8,
-}
-
-impl Pace {
-    /// Whether this wait, after `taken` frames in all and with this end's
-    /// send position at `sent`, should let a batch build first.
-    fn streaming(&mut self, taken: u64, sent: u64) -> bool {
-        let stream = self.heels && taken.wrapping_sub(self.taken) >= 2 && sent == self.sent;
-        self.taken = taken;
-        self.sent = sent;
-        self.heels = false;
-        self.streak = match stream {
-            true => self.streak.saturating_add(1),
-            false => 0,
-        };
-        self.streak >= STREAM_WAITS
     }
 }
 
@@ -188,14 +139,6 @@ impl Scope<'_> {
         // Relaxed: a scheduling hint.
         self.peer_sleeps()
             .is_some_and(|side| side.waiting.load(Ordering::Relaxed) != 0)
-    }
-
-    /// This end's send position on the other ring: a receiver tells from
-    /// it whether its end answered between two waits.
-    fn sent(&self) -> u64 {
-        // Relaxed: a scheduling hint (the peer can write the word too; a
-        // false value costs one pause or one look, never correctness).
-        self.sides.my_other().pos.load(Ordering::Relaxed)
     }
 
     /// Whether the peer last published the CPU this thread runs on now.
@@ -311,17 +254,17 @@ impl Tuned {
         }
         if spin && apart {
             if let Some(taken) = scope.taken
-                && self.pace.streaming(taken, scope.sent())
+                && self.pace.next(taken, scope.sent()) >= STREAM_WAITS
             {
                 pause(STREAM_PAUSE, deadline);
             }
             // A reply often lands within a few hundred nanoseconds: poll a
             // while before paying for clock reads. (Not on the peer's CPU:
             // there the reply cannot come until this thread yields.)
-            for polls in 0..BURST {
+            for polls in 0..BURST as u32 {
                 spin_hint();
                 if let Some(ready) = poll()? {
-                    self.pace.heels = polls < HEELS_POLLS;
+                    self.pace.heels(polls < HEELS_POLLS);
                     return Ok(ready);
                 }
             }
@@ -552,7 +495,7 @@ impl Tuned {
 
 #[cfg(test)]
 mod tests {
-    use super::{FIRST_LOOKS, Pace, Tuned};
+    use super::{FIRST_LOOKS, Tuned};
 
     #[test]
     fn a_fresh_end_yields_first_while_its_peer_has_not_said_where_it_runs() {
@@ -566,57 +509,5 @@ mod tests {
         let mut waiter = Tuned::default();
         assert!(!waiter.look_first(false));
         assert!(!waiter.look_first(true));
-    }
-
-    /// One wait that ends within its first polls (as the burst records
-    /// it): whether it pauses first.
-    fn wait(pace: &mut Pace, taken: u64, sent: u64) -> bool {
-        let pause = pace.streaming(taken, sent);
-        pace.heels = true;
-        pause
-    }
-
-    #[test]
-    fn a_reader_that_keeps_catching_up_with_a_stream_pauses_from_its_third_wait() {
-        let mut pace = Pace::default();
-        // The first wait has no history; the next two each follow a batch.
-        assert!(!wait(&mut pace, 0, 7));
-        assert!(!wait(&mut pace, 5, 7));
-        assert!(wait(&mut pace, 12, 7));
-        assert!(wait(&mut pace, 20, 7));
-    }
-
-    #[test]
-    fn a_round_trip_never_pauses() {
-        // One message per wait, and this end answers each.
-        let mut pace = Pace::default();
-        for i in 1..100u64 {
-            assert!(!wait(&mut pace, i, i * 80));
-        }
-        // Pipelined: several messages per wait, but answered.
-        let mut pace = Pace::default();
-        for i in 1..100u64 {
-            assert!(!wait(&mut pace, i * 4, i * 320));
-        }
-    }
-
-    #[test]
-    fn a_trickle_or_a_wait_that_lasted_ends_the_pausing() {
-        let mut pace = Pace::default();
-        for taken in [0, 5, 10, 15] {
-            wait(&mut pace, taken, 0);
-        }
-        assert!(wait(&mut pace, 20, 0));
-        // One message since the last wait: the reader keeps up.
-        assert!(!wait(&mut pace, 21, 0));
-        assert!(!wait(&mut pace, 30, 0));
-        assert!(wait(&mut pace, 40, 0));
-        // The last wait did not end at once (it spun on, or slept).
-        pace.heels = false;
-        assert!(!wait(&mut pace, 50, 0));
-        assert!(!wait(&mut pace, 60, 0));
-        assert!(wait(&mut pace, 70, 0));
-        // This end answered between two waits.
-        assert!(!wait(&mut pace, 80, 8));
     }
 }

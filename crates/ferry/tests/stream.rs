@@ -168,7 +168,7 @@ const SMALL_COUNT: u64 = 400_000;
 /// One way, 64-byte messages as fast as the child sends them, the parent
 /// answering nothing until the end: its receive keeps catching up with
 /// the stream, and the adaptive wait lets batches build before it looks
-/// again (`Pace` in `channel/wait.rs`). Every message still arrives, in
+/// again (`Pace` in `wait/pace.rs`). Every message still arrives, in
 /// order, those taken with a timeout shorter than that pause too.
 #[test]
 fn a_one_way_stream_of_small_messages_arrives_in_order() {

@@ -55,15 +55,12 @@ pub(crate) trait Missed {
 }
 
 /// A value behind the lock.
-pub(crate) struct Lock<T> {
+pub(crate) struct Lock<T, const BRIEF: bool = false> {
     state: AtomicU32,
     /// The thread (its [`thread_token`]) running a caller's closure while
     /// it holds the lock (`send_in_place`, `recv_in_place`), else 0: that
     /// thread taking the lock again would wait for itself for good.
     lent_to: AtomicUsize,
-    /// Whether a thread that finds the lock held may sleep on it; a brief
-    /// lock ([`Lock::brief`]) is given back with a plain store instead.
-    sleeps: bool,
     value: UnsafeCell<T>,
 }
 
@@ -98,24 +95,29 @@ impl Drop for Lent<'_> {
 // makes it FREE again). Sharing the lock between threads thus hands the
 // value from one thread to another, never to two at once: `T: Send` is
 // what that needs.
-unsafe impl<T: Send> Sync for Lock<T> {}
+unsafe impl<T: Send, const BRIEF: bool> Sync for Lock<T, BRIEF> {}
 
 // As `std::sync::Mutex`: a panic while the lock is held cannot leave the
 // value half-changed in a way a later holder misreads (see the module text),
 // so the lock may cross `catch_unwind`.
-impl<T> UnwindSafe for Lock<T> {}
-impl<T> RefUnwindSafe for Lock<T> {}
+impl<T, const BRIEF: bool> UnwindSafe for Lock<T, BRIEF> {}
+impl<T, const BRIEF: bool> RefUnwindSafe for Lock<T, BRIEF> {}
+
+/// A lock whose holder runs a few instructions and never waits: see
+/// [`Lock::brief`].
+pub(crate) type Brief<T> = Lock<T, true>;
 
 impl<T> Lock<T> {
     pub(crate) const fn new(value: T) -> Self {
         Self {
-            sleeps: true,
             state: AtomicU32::new(FREE),
             lent_to: AtomicUsize::new(0),
             value: UnsafeCell::new(value),
         }
     }
+}
 
+impl<T> Brief<T> {
     /// A lock for critical sections of a few instructions (a typed
     /// queue's push or pop), never held across a wait: a thread that finds
     /// it held spins, then yields its CPU (a preempted holder runs), and
@@ -126,16 +128,27 @@ impl<T> Lock<T> {
     #[cfg_attr(not(any(feature = "serde", test)), allow(dead_code))]
     pub(crate) fn brief(value: T) -> Self {
         Self {
-            sleeps: false,
-            ..Self::new(value)
+            state: AtomicU32::new(FREE),
+            lent_to: AtomicUsize::new(0),
+            value: UnsafeCell::new(value),
         }
     }
+}
 
+impl<T, const BRIEF: bool> Lock<T, BRIEF> {
     /// Takes the lock, sleeping while another thread holds it.
     #[inline]
     // Used by the typed queue (and tests): none without serde.
     #[cfg_attr(not(any(feature = "serde", test)), allow(dead_code))]
-    pub(crate) fn lock(&self) -> Guard<'_, T> {
+    pub(crate) fn lock(&self) -> Guard<'_, T, BRIEF> {
+        if BRIEF {
+            self.lock_brief();
+            return Guard {
+                lock: self,
+                missed: &(),
+                _value: PhantomData,
+            };
+        }
         // Acquire: what the last holder wrote before giving it back is seen.
         if self
             .state
@@ -151,27 +164,18 @@ impl<T> Lock<T> {
         self.lock_slow()
     }
 
-    /// [`Lock::lock`] once the lock was found held.
-    #[cold]
-    #[inline(never)]
-    // Used by the typed queue (and tests): none without serde.
-    #[cfg_attr(not(any(feature = "serde", test)), allow(dead_code))]
-    fn lock_slow(&self) -> Guard<'_, T> {
-        if !self.sleeps {
+    /// Takes a brief lock: spins while it is held, then yields its CPU (a
+    /// preempted holder runs); never sleeps.
+    #[inline]
+    fn lock_brief(&self) {
+        // Acquire: what the last holder wrote before giving it back is seen.
+        while self
+            .state
+            .compare_exchange(FREE, LOCKED, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
             let mut spins = 0;
-            loop {
-                if self.state.load(Ordering::Relaxed) == FREE
-                    && self
-                        .state
-                        .compare_exchange(FREE, LOCKED, Ordering::Acquire, Ordering::Relaxed)
-                        .is_ok()
-                {
-                    return Guard {
-                        lock: self,
-                        missed: &(),
-                        _value: PhantomData,
-                    };
-                }
+            while self.state.load(Ordering::Relaxed) != FREE {
                 match spins < SPINS {
                     true => super::spin_hint(),
                     false => sys::yield_cpu(),
@@ -179,6 +183,14 @@ impl<T> Lock<T> {
                 spins += 1;
             }
         }
+    }
+
+    /// [`Lock::lock`] once the lock was found held.
+    #[cold]
+    #[inline(never)]
+    // Used by the typed queue (and tests): none without serde.
+    #[cfg_attr(not(any(feature = "serde", test)), allow(dead_code))]
+    fn lock_slow(&self) -> Guard<'_, T, BRIEF> {
         loop {
             if let Some(guard) = self.lock_until(None, &()) {
                 return guard;
@@ -205,7 +217,9 @@ impl<T> Lock<T> {
         &'a self,
         deadline: Option<Instant>,
         missed: &'a dyn Missed,
-    ) -> Option<Guard<'a, T>> {
+    ) -> Option<Guard<'a, T, BRIEF>> {
+        // A brief lock's release wakes no one: only `lock` may take it.
+        debug_assert!(!BRIEF, "lock_until on a brief lock");
         // Acquire: what the last holder wrote before giving it back is seen.
         if self
             .state
@@ -320,7 +334,7 @@ impl<T> Lock<T> {
     }
 }
 
-impl<T> std::fmt::Debug for Lock<T> {
+impl<T, const BRIEF: bool> std::fmt::Debug for Lock<T, BRIEF> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // The value is not shown: reading it would mean taking the lock,
         // which a `Debug` call must never wait for.
@@ -329,8 +343,8 @@ impl<T> std::fmt::Debug for Lock<T> {
 }
 
 /// The lock, held; giving it back on drop.
-pub(crate) struct Guard<'a, T> {
-    lock: &'a Lock<T>,
+pub(crate) struct Guard<'a, T, const BRIEF: bool = false> {
+    lock: &'a Lock<T, BRIEF>,
     /// Told if a `try_` call gave up while this guard held the lock.
     missed: &'a dyn Missed,
     /// Sent or shared as a `&mut T` would be (a bare `&Lock<T>` would let
@@ -338,7 +352,7 @@ pub(crate) struct Guard<'a, T> {
     _value: PhantomData<&'a mut T>,
 }
 
-impl<T> Deref for Guard<'_, T> {
+impl<T, const BRIEF: bool> Deref for Guard<'_, T, BRIEF> {
     type Target = T;
     #[inline]
     fn deref(&self) -> &T {
@@ -348,7 +362,7 @@ impl<T> Deref for Guard<'_, T> {
     }
 }
 
-impl<T> DerefMut for Guard<'_, T> {
+impl<T, const BRIEF: bool> DerefMut for Guard<'_, T, BRIEF> {
     #[inline]
     fn deref_mut(&mut self) -> &mut T {
         // SAFETY: as `deref`; `&mut self` makes this borrow the only one.
@@ -356,11 +370,11 @@ impl<T> DerefMut for Guard<'_, T> {
     }
 }
 
-impl<T> Drop for Guard<'_, T> {
+impl<T, const BRIEF: bool> Drop for Guard<'_, T, BRIEF> {
     #[inline]
     fn drop(&mut self) {
         // Release: this holder's writes are seen by the next.
-        if !self.lock.sleeps {
+        if BRIEF {
             // Nobody sleeps on a brief lock: nothing to learn by a swap.
             self.lock.state.store(FREE, Ordering::Release);
             return;

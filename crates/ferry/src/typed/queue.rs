@@ -9,7 +9,10 @@ use std::collections::VecDeque;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use crate::sync::lock::{Guard, Lock};
+use crate::sync::lock::{Brief, Guard as LockGuard};
+
+/// The queue's state, held.
+pub(super) type Guard<'a, T> = LockGuard<'a, T, true>;
 use crate::sync::{AtomicU32, Ordering};
 use crate::sys::{Doorbell, Ringer, futex_wait, futex_wake};
 use crate::wait::{self, Memory, Peer, Place};
@@ -79,7 +82,7 @@ struct Bell {
 /// A typed channel's queue while its halves are in this process.
 #[derive(Debug)]
 pub(super) struct Queue<T> {
-    state: Lock<State<T>>,
+    state: Brief<State<T>>,
     /// 1 + the CPU of the thread that last changed the queue while the
     /// receiver waited (0: none yet), so its wait knows where the sender
     /// runs.
@@ -103,7 +106,7 @@ impl<T> Queue<T> {
             capacity,
             room: AtomicU32::new(0),
             waker_cpu: AtomicU32::new(0),
-            state: Lock::brief(State {
+            state: Brief::brief(State {
                 items: VecDeque::new(),
                 sender: Presence::Here,
                 receiver: Presence::Here,
@@ -243,6 +246,7 @@ impl<T> Queue<T> {
     /// receiver does not take the lock the sender needs until something
     /// changed; it spins, yields or sleeps as the default policy says (see
     /// `crate::wait`).
+    #[inline]
     pub(super) fn wait_until(
         &self,
         deadline: Option<Instant>,
@@ -252,6 +256,18 @@ impl<T> Queue<T> {
         if ready(&mut state) {
             return state;
         }
+        self.wait_missed(state, deadline, ready)
+    }
+
+    /// [`Queue::wait_until`] once its first look found nothing: kept out
+    /// of line, so the look that finds a value stays a few instructions.
+    #[inline(never)]
+    fn wait_missed<'q>(
+        &'q self,
+        mut state: Guard<'q, State<T>>,
+        deadline: Option<Instant>,
+        ready: impl FnMut(&mut State<T>) -> bool,
+    ) -> Guard<'q, State<T>> {
         // Under the lock: every change bumps `seq` under it.
         let seen = self.seq.load(Ordering::Relaxed);
         state.looking = true;

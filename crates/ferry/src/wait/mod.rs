@@ -53,10 +53,10 @@ pub trait Target {
     fn place(&self) -> Place;
     /// What is seen of the peer's state.
     fn peer(&self) -> Peer;
-    /// A receiver's frames taken so far and its end's send position, for
-    /// its [`Pace`]; `None` where there is no stream to tell.
-    fn progress(&self) -> Option<(u64, u64)> {
-        None
+    /// Records this wait in a receiver's [`Pace`]; the waits in a row that
+    /// looked like a stream's (0 where there is no stream to tell).
+    fn pace(&self, _pace: &mut Pace) -> u8 {
+        0
     }
     /// Whether the wait must end for another reason than its condition
     /// (the peer is gone), asking the kernel if `ask`; the result then.
@@ -92,7 +92,7 @@ impl Default for Memory {
 /// Waits on `target` as `policy` steers, until its condition holds, the
 /// deadline passes or the target ends the wait. The caller has polled once
 /// already and found nothing.
-#[inline(never)]
+#[inline(always)]
 pub fn run<T: Target>(
     policy: impl Fn(&Seen) -> Step,
     memory: &mut Memory,
@@ -109,10 +109,7 @@ pub fn run<T: Target>(
         cpus: os::online_cpus(),
         calm: memory.calm,
         waits: memory.waits,
-        streak: match target.progress() {
-            Some((taken, sent)) => memory.pace.next(taken, sent),
-            None => 0,
-        },
+        streak: target.pace(&mut memory.pace),
     };
     // Polls made so far in this wait (to tell a wait that ended at once).
     let mut polls = 0;

@@ -22,7 +22,7 @@ use crate::ring::control::Side;
 use crate::ring::region::SidesView;
 use crate::ring::wake;
 use crate::sync::Ordering;
-use crate::wait::{self, LIVENESS, Memory, Peer, Place, forget_my_cpu, my_cpu, policy};
+use crate::wait::{self, LIVENESS, Memory, Pace, Peer, Place, forget_my_cpu, my_cpu, policy};
 
 /// How a pipe end waits for a message (or for room to send one).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -327,8 +327,11 @@ impl<R, P: FnMut() -> Result<Option<R>, Corrupt>> wait::Target for Ring<'_, '_, 
         self.scope.peer_state()
     }
 
-    fn progress(&self) -> Option<(u64, u64)> {
-        self.scope.taken.map(|taken| (taken, self.scope.sent()))
+    fn pace(&self, pace: &mut Pace) -> u8 {
+        match self.scope.taken {
+            Some(taken) => pace.next(taken, || self.scope.sent()),
+            None => 0,
+        }
     }
 
     fn ended(&mut self, ask: bool) -> Option<Result<R, Stop>> {

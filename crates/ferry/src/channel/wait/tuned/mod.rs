@@ -254,7 +254,7 @@ impl Tuned {
         }
         if spin && apart {
             if let Some(taken) = scope.taken
-                && self.pace.next(taken, scope.sent()) >= STREAM_WAITS
+                && self.pace.next(taken, || scope.sent()) >= STREAM_WAITS
             {
                 pause(STREAM_PAUSE, deadline);
             }

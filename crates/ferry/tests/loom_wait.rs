@@ -20,38 +20,17 @@
 //! --release -p ferry --test loom_wait`.
 #![cfg(loom)]
 
+mod loom_model;
+
 use std::time::{Duration, Instant};
 
 use ferry::ring::Corrupt;
 use ferry::ring::control::{Control, Side};
-use ferry::ring::wake::{self, Bell, Sleeper};
+use ferry::ring::wake::{self, Sleeper};
 use ferry::wait::{self, Memory, Peer, Place, Target, policy};
-use loom::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use loom::sync::atomic::{AtomicU64, Ordering};
 use loom::sync::{Arc, Condvar, Mutex};
-
-/// A futex modelled with a mutex and condition variable (as in
-/// `loom_wake.rs`): `wait` sleeps only if the word still holds `expected`
-/// when checked under the lock, and every waker bumps the word before
-/// taking the lock to notify.
-#[derive(Default)]
-struct ModelFutex {
-    lock: Mutex<()>,
-    cv: Condvar,
-}
-
-impl Bell for ModelFutex {
-    fn wait(&self, word: &AtomicU32, expected: u32, _timeout: Duration) -> bool {
-        let guard = self.lock.lock().unwrap();
-        if word.load(Ordering::SeqCst) == expected {
-            drop(self.cv.wait(guard).unwrap());
-        }
-        false
-    }
-    fn wake(&self, _word: &AtomicU32) {
-        let _guard = self.lock.lock().unwrap();
-        self.cv.notify_all();
-    }
-}
+use loom_model::ModelFutex;
 
 /// How the waits see their peer.
 #[derive(Clone, Copy)]

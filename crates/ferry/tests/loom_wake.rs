@@ -7,36 +7,16 @@
 //! Run with `RUSTFLAGS="--cfg loom" cargo test --release -p ferry --test loom_wake`.
 #![cfg(loom)]
 
+mod loom_model;
+
 use std::time::Duration;
 
 use ferry::ring::Corrupt;
 use ferry::ring::control::{Control, Side};
-use ferry::ring::wake::{self, Bell, Sleeper};
-use loom::sync::atomic::{AtomicU32, Ordering};
+use ferry::ring::wake::{self, Sleeper};
+use loom::sync::atomic::Ordering;
 use loom::sync::{Arc, Condvar, Mutex};
-
-/// A futex modelled with a mutex and condition variable: `wait` sleeps only
-/// if the word still holds `expected` when checked under the lock, and every
-/// waker bumps the word before taking the lock to notify.
-#[derive(Default)]
-struct ModelFutex {
-    lock: Mutex<()>,
-    cv: Condvar,
-}
-
-impl Bell for ModelFutex {
-    fn wait(&self, word: &AtomicU32, expected: u32, _timeout: Duration) -> bool {
-        let guard = self.lock.lock().unwrap();
-        if word.load(Ordering::SeqCst) == expected {
-            drop(self.cv.wait(guard).unwrap());
-        }
-        false
-    }
-    fn wake(&self, _word: &AtomicU32) {
-        let _guard = self.lock.lock().unwrap();
-        self.cv.notify_all();
-    }
-}
+use loom_model::ModelFutex;
 
 /// A wait for `ready()` to hold, with nothing else to stop it.
 struct Until<F>(F);

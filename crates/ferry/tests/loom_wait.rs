@@ -22,15 +22,15 @@
 
 mod loom_model;
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use ferry::ring::Corrupt;
 use ferry::ring::control::{Control, Side};
-use ferry::ring::wake::{self, Sleeper};
+use ferry::ring::wake;
 use ferry::wait::{self, Memory, Peer, Place, Target, policy};
 use loom::sync::atomic::{AtomicU64, Ordering};
 use loom::sync::{Arc, Condvar, Mutex};
-use loom_model::ModelFutex;
+use loom_model::{ModelFutex, Until as Asleep};
 
 /// How the waits see their peer.
 #[derive(Clone, Copy)]
@@ -113,20 +113,6 @@ impl<F: Fn() -> bool> Target for Until<'_, F> {
         assert!(deadline.is_none());
         self.asleep.open();
         wake::sleep_until(self.futex, self.me, self.peer, &mut Asleep(&self.ready))
-    }
-}
-
-/// The sleep loop's view of the same condition.
-struct Asleep<'a, F>(&'a F);
-
-impl<F: Fn() -> bool> Sleeper for Asleep<'_, F> {
-    type Ready = ();
-    type Stop = Corrupt;
-    fn poll(&mut self) -> Result<Option<()>, Corrupt> {
-        Ok((self.0)().then_some(()))
-    }
-    fn before_sleep(&mut self, _ran_out: bool) -> Result<Duration, Corrupt> {
-        Ok(Duration::MAX)
     }
 }
 

@@ -9,28 +9,11 @@
 
 mod loom_model;
 
-use std::time::Duration;
-
-use ferry::ring::Corrupt;
 use ferry::ring::control::{Control, Side};
-use ferry::ring::wake::{self, Sleeper};
+use ferry::ring::wake;
 use loom::sync::atomic::Ordering;
 use loom::sync::{Arc, Condvar, Mutex};
-use loom_model::ModelFutex;
-
-/// A wait for `ready()` to hold, with nothing else to stop it.
-struct Until<F>(F);
-
-impl<F: Fn() -> bool> Sleeper for Until<F> {
-    type Ready = ();
-    type Stop = Corrupt;
-    fn poll(&mut self) -> Result<Option<()>, Corrupt> {
-        Ok((self.0)().then_some(()))
-    }
-    fn before_sleep(&mut self, _ran_out: bool) -> Result<Duration, Corrupt> {
-        Ok(Duration::MAX)
-    }
-}
+use loom_model::{ModelFutex, Until};
 
 /// Waits, as `me`, until `ready()` holds, sleeping on `peer`'s bell: the
 /// sleep loop every blocking wait of a pipe runs.

@@ -220,6 +220,8 @@ mod cpu {
 }
 #[cfg(not(loom))]
 pub(crate) use cpu::{forget_my_cpu, my_cpu};
+#[cfg(not(loom))]
+pub(crate) use os::online_cpus;
 
 /// The clock the mechanism reads: the system's, or under loom a count of
 /// reads (loom explores interleavings, so every run must see the same
@@ -257,7 +259,7 @@ mod os {
         crate::sys::yield_cpu();
     }
 
-    pub(super) fn online_cpus() -> usize {
+    pub(crate) fn online_cpus() -> usize {
         static CPUS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
         *CPUS.get_or_init(crate::sys::online_cpus)
     }
@@ -269,7 +271,7 @@ mod os {
         loom::thread::yield_now();
     }
 
-    pub(super) fn online_cpus() -> usize {
+    pub(crate) fn online_cpus() -> usize {
         2
     }
 }

@@ -2,7 +2,8 @@
 
 use std::time::Duration;
 
-use ferry::ring::wake::Bell;
+use ferry::ring::Corrupt;
+use ferry::ring::wake::{Bell, Sleeper};
 use loom::sync::atomic::{AtomicU32, Ordering};
 use loom::sync::{Condvar, Mutex};
 
@@ -26,5 +27,19 @@ impl Bell for ModelFutex {
     fn wake(&self, _word: &AtomicU32) {
         let _guard = self.lock.lock().unwrap();
         self.cv.notify_all();
+    }
+}
+
+/// A sleeping wait for `ready()` to hold, with nothing else to stop it.
+pub struct Until<F>(pub F);
+
+impl<F: Fn() -> bool> Sleeper for Until<F> {
+    type Ready = ();
+    type Stop = Corrupt;
+    fn poll(&mut self) -> Result<Option<()>, Corrupt> {
+        Ok((self.0)().then_some(()))
+    }
+    fn before_sleep(&mut self, _ran_out: bool) -> Result<Duration, Corrupt> {
+        Ok(Duration::MAX)
     }
 }

@@ -280,6 +280,10 @@ impl Waiter {
                 None => Err(Stop::Timeout),
             };
         }
+        if scope.wait == Wait::Tuned {
+            let tuned = self.tuned.get_or_insert_default();
+            return tuned.wait_missed(scope, deadline, poll);
+        }
         let mine = my_cpu();
         scope.publish_cpu(mine);
         let mut target = Ring { scope, poll, mine };
@@ -288,10 +292,8 @@ impl Waiter {
         let result = match scope.wait {
             Wait::Sleep => wait::run(policy::sleep, memory, &mut target, deadline),
             Wait::Spin => wait::run(policy::spin, memory, &mut target, deadline),
-            Wait::Adaptive => wait::run(policy::adaptive, memory, &mut target, deadline),
-            Wait::Tuned => {
-                let tuned = self.tuned.get_or_insert_default();
-                return tuned.wait_missed(scope, deadline, target.poll);
+            Wait::Adaptive | Wait::Tuned => {
+                wait::run(policy::adaptive, memory, &mut target, deadline)
             }
         };
         if target.mine == 0 {

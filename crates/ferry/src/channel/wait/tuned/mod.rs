@@ -25,7 +25,6 @@ mod part;
 mod share;
 
 use crate::sync::AtomicUsize;
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use self::part::{Parting, Room};
@@ -34,7 +33,7 @@ use super::{Scope, Stop, block, forget_my_cpu, my_cpu};
 use crate::ring::Corrupt;
 use crate::sync::{Ordering, spin_hint};
 use crate::wait::policy::{STREAM_PAUSE, STREAM_WAITS};
-use crate::wait::{HEELS_POLLS, LIVENESS, Pace};
+use crate::wait::{HEELS_POLLS, LIVENESS, Pace, online_cpus};
 
 /// Longest spin of the tuned policy while the peer is awake (working on
 /// what this side waits for): a 1 MiB message copied in and out takes
@@ -198,11 +197,6 @@ fn room(share: &Share) -> Room {
         return Room::Busy;
     }
     Room::Free
-}
-
-fn online_cpus() -> usize {
-    static CPUS: OnceLock<usize> = OnceLock::new();
-    *CPUS.get_or_init(crate::sys::online_cpus)
 }
 
 /// Spins for `length` (less if `deadline` comes first) without looking at

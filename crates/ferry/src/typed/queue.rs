@@ -56,6 +56,10 @@ pub(super) struct State<T> {
     /// it (once; the receiver arms it again when it looks and finds
     /// nothing).
     bell_armed: bool,
+    /// What the receiver's waits remember from one to the next (whether
+    /// its thread lost the CPU lately): kept here, under the lock it waits
+    /// around, since only the receiver waits.
+    memory: Memory,
 }
 
 /// What a change asks of [`Queue::wake`] once the lock is released.
@@ -117,6 +121,7 @@ impl<T> Queue<T> {
                 forward_pending: false,
                 forward: None,
                 bell_armed: false,
+                memory: Memory::default(),
             }),
             seq: AtomicU32::new(0),
             bell: OnceLock::new(),
@@ -271,6 +276,7 @@ impl<T> Queue<T> {
         // Under the lock: every change bumps `seq` under it.
         let seen = self.seq.load(Ordering::Relaxed);
         state.looking = true;
+        let mut memory = state.memory;
         drop(state);
         let mut target = Looking {
             queue: self,
@@ -278,9 +284,10 @@ impl<T> Queue<T> {
             seen,
             mine: wait::my_cpu(),
         };
-        let mut memory = Memory::default();
-        wait::run(wait::policy::adaptive, &mut memory, &mut target, deadline)
-            .unwrap_or_else(|state| state)
+        let mut state = wait::run(wait::policy::adaptive, &mut memory, &mut target, deadline)
+            .unwrap_or_else(|state| state);
+        state.memory = memory;
+        state
     }
 
     /// Wakes threads waiting for a forward to finish (`moving.rs`).

@@ -145,16 +145,9 @@
 //! through the ring is cheaper than a block). [`Sender::send_in_place`] and
 //! [`Receiver::recv_in_place`] lend a closure a message of any size where it
 //! lies: in the ring below the out-of-line threshold (no copy, no buffer),
-//! in a block above it. The threshold comes from round trips measured on the 2-vCPU
-//! machines ferry is built on (p50, µs, copy in and out on both sides):
-//!
-//! | size | through the ring | out of line |
-//! |---|---|---|
-//! | 32 KiB | 6.2 | 7.1 |
-//! | 64 KiB | 7.4 | 7.4 |
-//! | 128 KiB | 27 | 11 |
-//! | 243 KiB | 34 | 19 |
-//! | 1 MiB | 169 | 83 |
+//! in a block above it. The threshold is where round trips through a block
+//! stopped losing to round trips through the ring on the machines ferry is
+//! built on (`docs/notes/2026-11-27-measurements.md`, "Out of line").
 //!
 //! A link direction keeps at most 8 MiB of one block size in flight (4 to
 //! 64 blocks) and 64 MiB in all ([`PipeOptions::pool_cap`]): a sender that
@@ -278,57 +271,46 @@
 //!
 //! # Layers
 //!
-//! `wire` (the format) → `sys` (system calls) → `ring` (frames and the
-//! wait/wake protocol) and `pool` (blocks for large messages) → `link` (the
-//! control socket, and the hang-up watcher) → `channel` (the public
-//! [`Pipe`], [`Select`], the tokio types) → `typed` → `bootstrap`
-//! (spawning, the named server, connecting). `memcopy` copies bytes for
-//! all of them, fast whatever their alignment.
+//! The source is three tiers of folders, each a stack of layers:
+//! `src/base` (what everything stands on: the wire format, atomics,
+//! system calls, the lock), `src/transport` (how bytes cross: the wait,
+//! the ring, the pool, the link) and `src/api` (what users hold: pipes
+//! and channels, typed channels, spawning and the named server). The
+//! order is written once, in the code: this file declares the tiers and
+//! each tier's `mod.rs` its layers, bottom first; a layer uses only those
+//! declared before it, always by its full path (`crate::base::wire`),
+//! and `.ci/layers` checks it from those declarations.
 //!
 //! # Portability
 //!
 //! Linux only for now: memfd, futex, `SOCK_SEQPACKET` and `SCM_RIGHTS`.
-//! `src/sys` documents what another OS backend must provide.
+//! `src/base/sys` documents what another OS backend must provide.
 #![warn(missing_docs, unreachable_pub, missing_debug_implementations)]
 
-#[cfg(not(loom))]
-mod bootstrap;
-#[cfg(not(loom))]
-mod channel;
-#[cfg(all(feature = "serde", not(loom)))]
-mod codec;
-#[cfg(not(loom))]
-mod link;
-mod memcopy;
-#[cfg(loom)]
-pub mod pool;
-#[cfg(not(loom))]
-mod pool;
-// The ring is public, hidden, only for loom, the fuzz targets and the
-// ring's own benchmarks (feature `internals`).
-#[cfg(any(loom, feature = "internals"))]
-#[doc(hidden)]
-pub mod ring;
-#[cfg(not(any(loom, feature = "internals")))]
-mod ring;
-mod sync;
-#[cfg(not(loom))]
-mod sys;
-#[cfg(all(feature = "serde", not(loom)))]
-pub mod typed;
-// The wait's mechanism and policies: public, hidden, only for loom.
-#[cfg(loom)]
-#[doc(hidden)]
-pub mod wait;
-#[cfg(not(loom))]
-mod wait;
-// Public but hidden: pure functions over bytes, for the fuzz targets.
-#[doc(hidden)]
-pub mod wire;
+// The three tiers, in layer order (see "Layers" above): each module
+// uses only what is declared before it.
+// What the transport stands on: the wire format, atomics, system calls,
+// the lock, byte copies.
+mod base;
 
+// How bytes cross: the wait, the ring, the pool, the link.
+mod transport;
+
+// What users hold: pipes and channels, typed channels, spawning and the
+// named server.
+#[cfg(not(loom))]
+mod api;
+
+// Modules public for the fuzz targets, loom and the benchmark (hidden).
 #[cfg(all(feature = "fuzzing", not(loom)))]
-#[doc(hidden)]
-pub mod fuzzing;
+pub use api::channel::fuzzing;
+#[cfg(all(feature = "serde", not(loom)))]
+pub use api::typed;
+pub use base::wire;
+#[cfg(any(loom, feature = "internals"))]
+pub use transport::ring;
+#[cfg(loom)]
+pub use transport::{pool, wait};
 
 /// Hidden, behind the `internals` feature: what the benchmark needs of
 /// the layers below the public surface (which CPU a thread runs on, and
@@ -336,42 +318,42 @@ pub mod fuzzing;
 #[cfg(all(feature = "internals", not(loom)))]
 #[doc(hidden)]
 pub mod internals {
-    pub use crate::sys::{current_cpu, online_cpus, pin_to_cpu};
+    pub use crate::base::sys::{current_cpu, online_cpus, pin_to_cpu};
 }
 
+#[cfg(all(not(loom), feature = "tokio"))]
+pub use api::bootstrap::AsyncServer;
 #[cfg(not(loom))]
-pub use bootstrap::{
+pub use api::bootstrap::{
     AcceptError, Address, BootstrapError, CONNECT_TIMEOUT, ConnectError, ConnectOptions,
     Connection, EVICTION_GRACE, HANDSHAKE_TIMEOUT, MAX_PENDING_HANDSHAKES, Server, ServerOptions,
     Token, connect, connect_invited, connect_invited_with, spawn,
 };
 #[cfg(not(loom))]
-pub use pool::reserve::PoolStats;
+pub use api::channel::bytes;
 #[cfg(not(loom))]
-pub use sys::Credentials;
-#[cfg(all(feature = "serde", not(loom)))]
-pub use typed::channel;
-#[cfg(not(loom))]
-pub use wire::Violation;
-#[cfg(not(loom))]
-pub use wire::handshake::Refusal;
-
-/// Where this process's pool blocks came from: made by the background
-/// helper, made on a sender's path, or reused. See [`PoolStats`].
-#[cfg(not(loom))]
-pub fn pool_stats() -> PoolStats {
-    pool::reserve::blocks().stats()
-}
-#[cfg(all(not(loom), feature = "tokio"))]
-pub use bootstrap::AsyncServer;
-#[cfg(not(loom))]
-pub use channel::bytes;
-#[cfg(not(loom))]
-pub use channel::{
+pub use api::channel::{
     AddError, HANDLE_WINDOW, Handle, Key, LOAN_IN_PLACE, Loan, MAX_HANDLES, Message, OUT_OF_LINE,
     Pipe, PipeOptions, ProtocolError, ReadyTimeoutError, Receiver, RecvError, RecvTimeoutError,
     Select, Selectable, SendError, SendTimeoutError, SendWithError, Sender, SharedBytes,
     TryReadyError, TryRecvError, TrySendError, Wait, pipe,
 };
 #[cfg(all(not(loom), feature = "tokio"))]
-pub use channel::{AsyncReceiver, AsyncSender};
+pub use api::channel::{AsyncReceiver, AsyncSender};
+#[cfg(all(feature = "serde", not(loom)))]
+pub use api::typed::channel;
+#[cfg(not(loom))]
+pub use base::sys::Credentials;
+#[cfg(not(loom))]
+pub use base::wire::Violation;
+#[cfg(not(loom))]
+pub use base::wire::handshake::Refusal;
+#[cfg(not(loom))]
+pub use transport::pool::reserve::PoolStats;
+
+/// Where this process's pool blocks came from: made by the background
+/// helper, made on a sender's path, or reused. See [`PoolStats`].
+#[cfg(not(loom))]
+pub fn pool_stats() -> PoolStats {
+    transport::pool::reserve::blocks().stats()
+}

@@ -1,0 +1,467 @@
+//! What a [`Sender`](super::Sender) and a [`Receiver`](super::Receiver)
+//! have in common: one side of one ring of a pipe's region, the link to
+//! the process holding the other side, and the flags that remember how
+//! the pipe ended.
+
+use std::collections::VecDeque;
+use std::ops::Deref;
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+
+use super::error::SendFault;
+use super::wait::{self, Wait};
+use super::{Handle, PipeOptions};
+use crate::base::lock::Missed;
+use crate::base::sync::{AtomicBool, AtomicU8, Ordering};
+use crate::base::sys::{Doorbell, Ringer};
+use crate::base::wire::Violation;
+use crate::transport::link::{Failure, Link};
+use crate::transport::pool::budget::Charge;
+use crate::transport::ring::control::Side;
+use crate::transport::ring::region::{EndHold, Part, SidesView};
+use crate::transport::ring::{Corrupt, Region, wake};
+
+/// The link a ring's two sides talk over: unset while both are in this
+/// process, set (once) when one of them moves to another. Shared by the
+/// two sides while they are both here.
+pub(super) type LinkCell = Arc<RingLink>;
+
+/// What the two sides of one ring share in this process: the link to the
+/// process holding the other side once there is one (it derefs to it), and
+/// until then the ring's handle queue.
+#[derive(Debug, Default)]
+pub(super) struct RingLink {
+    link: OnceLock<Arc<Link>>,
+    /// Ends and descriptors sent over the ring while both its sides are in
+    /// this process, not yet claimed by the receiver: they never leave the
+    /// process, so no socket carries them. Each frame that names handles
+    /// names them by the id given here, in the order they were queued.
+    local: Mutex<LocalHandles>,
+}
+
+/// The handle queue of a ring whose two sides are in this process.
+#[derive(Debug, Default)]
+pub(super) struct LocalHandles {
+    /// The id the next queued handle gets (wrapping).
+    next: u64,
+    queued: VecDeque<(u64, Handle)>,
+}
+
+impl LocalHandles {
+    /// Queues `end`; returns the id a frame names it by.
+    pub(super) fn push(&mut self, end: Handle) -> u64 {
+        let id = self.next;
+        self.next = self.next.wrapping_add(1);
+        self.queued.push_back((id, end));
+        id
+    }
+
+    /// Takes the oldest queued handle, if it is the one `id` names.
+    pub(super) fn take(&mut self, id: u64) -> Option<Handle> {
+        match self.queued.front() {
+            Some((first, _)) if *first == id => self.queued.pop_front().map(|(_, end)| end),
+            _ => None,
+        }
+    }
+
+    /// Takes back the newest queued handle (one whose frame was not sent).
+    pub(super) fn take_back(&mut self) -> Option<Handle> {
+        self.queued.pop_back().map(|(_, end)| end)
+    }
+
+    /// Whether handles are queued and not yet claimed.
+    pub(super) fn is_empty(&self) -> bool {
+        self.queued.is_empty()
+    }
+}
+
+impl RingLink {
+    /// The cell of a ring whose other side is held over `link`.
+    pub(super) fn linked(link: &Arc<Link>) -> Arc<Self> {
+        Arc::new(Self {
+            link: OnceLock::from(Arc::clone(link)),
+            local: Mutex::default(),
+        })
+    }
+
+    /// The ring's handle queue, locked.
+    pub(super) fn local(&self) -> MutexGuard<'_, LocalHandles> {
+        self.local.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Drops every handle still queued (its receiver is gone): the twins
+    /// of the ends see them gone, as when a peer drops what it never
+    /// received. Dropped outside the lock: an end may hold rings of its own.
+    fn drop_queued(&self) {
+        let queued = std::mem::take(&mut self.local().queued);
+        drop(queued);
+    }
+}
+
+impl Deref for RingLink {
+    type Target = OnceLock<Arc<Link>>;
+
+    fn deref(&self) -> &Self::Target {
+        &self.link
+    }
+}
+
+/// One side of one ring, as a half of a pipe end holds it.
+#[derive(Debug)]
+pub(super) struct Half {
+    pub(super) region: Arc<Region>,
+    /// The control-block sides this half reads and writes on every call.
+    view: SidesView,
+    /// The side this half is: the producer or the consumer of its ring.
+    pub(super) part: Part,
+    /// The link to the process holding the ring's other side.
+    pub(super) link: LinkCell,
+    wait: AtomicU8,
+    pub(super) limit: Setting,
+    /// Whether this process holds the other half of the same pipe end too
+    /// (then this thread's CPU is published on both, as a hint to the
+    /// peer's waits). Atomic: a sender's clones share its half, and
+    /// [`Pipe::split`](super::Pipe::split) clears it through any of them.
+    pub(super) joined: AtomicBool,
+    /// Set once this half has been sent away; its drop then closes nothing.
+    moved: AtomicBool,
+    /// A protocol failure seen on a pipe with no link.
+    broken: OnceLock<Violation>,
+    /// Set once any call on this half has seen the peer gone: every later
+    /// call says so too (after the messages still queued are received).
+    hung_up: AtomicBool,
+    /// For a half the peer sent: its region's charge to the link's map
+    /// budget, given back when the last half of it (and its mapping) goes.
+    pub(super) charge: Option<Arc<Charge>>,
+    /// This half's doorbell, made on first use by a wait that needs a
+    /// descriptor (select, async, a user's poll loop); see [`Half::doorbell`].
+    bell: OnceLock<Arc<Doorbell>>,
+    /// What rings this half's own doorbell, kept once it is made: for the
+    /// holder of this half's lock to ring when a `try_` call gave up on
+    /// the lock meanwhile (see [`Missed`]).
+    own_ringer: OnceLock<Arc<Ringer>>,
+    /// Set once this half looked for the peer's doorbell on the link and
+    /// found none (the peer's side is held in a process this link does not
+    /// reach): it does not look again on every send.
+    bell_search_done: AtomicBool,
+    /// This process's claim on its side of the ring: held once at most.
+    _hold: EndHold,
+}
+
+impl Half {
+    pub(super) fn new(
+        region: Arc<Region>,
+        part: Part,
+        link: LinkCell,
+        options: &PipeOptions,
+    ) -> Result<Self, Corrupt> {
+        let hold = region.hold(part).ok_or(Corrupt(Violation::EndHeldTwice))?;
+        Ok(Self {
+            _hold: hold,
+            view: region.sides(part),
+            region,
+            part,
+            link,
+            wait: AtomicU8::new(options.wait.to_u8()),
+            limit: Setting::new(options.limit),
+            joined: AtomicBool::new(false),
+            moved: AtomicBool::new(false),
+            broken: OnceLock::new(),
+            hung_up: AtomicBool::new(false),
+            own_ringer: OnceLock::new(),
+            charge: None,
+            bell: OnceLock::new(),
+            bell_search_done: AtomicBool::new(false),
+        })
+    }
+
+    /// This side's words and the other side's, in the ring's control block.
+    #[inline]
+    pub(super) fn sides(&self) -> (&Side, &Side) {
+        (self.view.me(), self.view.peer())
+    }
+
+    /// Tells the other side that this side changed the ring: wakes it if it
+    /// sleeps, and rings its doorbell if it waits on one.
+    #[inline]
+    pub(super) fn ring_peer(&self) {
+        let (me, peer) = self.sides();
+        if wake::peer_listens(peer) {
+            self.wake_peer(me, peer);
+        }
+    }
+
+    /// [`Half::ring_peer`] once the peer sleeps or waits on its doorbell.
+    #[cold]
+    #[inline(never)]
+    fn wake_peer(&self, me: &Side, peer: &Side) {
+        wait::publish_waker_cpu(me);
+        wake::wake_listener(me, peer);
+        if wake::wants_doorbell(peer) {
+            self.ring_peer_bell();
+        }
+    }
+
+    fn ring_peer_bell(&self) {
+        let twin = self.part.twin();
+        if let Some(bell) = self.region.bell(twin) {
+            return bell.ring();
+        }
+        // The peer sends its doorbell before it waits on it: the record is
+        // on the link's socket. Read it in, once.
+        let Some(link) = self.link() else { return };
+        // Relaxed: a flag only this half's own calls read.
+        if self.bell_search_done.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        link.drain_all();
+        if let Some(bell) = self.region.bell(twin) {
+            bell.ring();
+        }
+    }
+
+    /// This half's doorbell: made on first use, and handed to whoever
+    /// holds the other side (over the link, or directly when that is this
+    /// process). It becomes readable once the other side changes the ring
+    /// while this half is armed ([`Half::arm_bell`]).
+    pub(super) fn doorbell(&self) -> std::io::Result<&Arc<Doorbell>> {
+        if let Some(bell) = self.bell.get() {
+            return Ok(bell);
+        }
+        let mut slot = self.region.bell_slot(self.part);
+        if let Some(bell) = self.bell.get() {
+            return Ok(bell);
+        }
+        let (bell, ringer) = Doorbell::new()?;
+        if let Some(link) = self.link() {
+            link.send_doorbell(&self.region, self.part, &ringer)
+                .map_err(|e| doorbell_error(self.io_error(e)))?;
+        }
+        // Kept here too: a peer in this process, and the hang-up watcher,
+        // ring it; and this half's lock holders (see `Missed`), before the
+        // doorbell can be armed.
+        let ringer = Arc::new(ringer);
+        let _ = self.own_ringer.set(Arc::clone(&ringer));
+        *slot = Some(ringer);
+        Ok(self.bell.get_or_init(|| Arc::new(bell)))
+    }
+
+    /// This half's doorbell, if it has made one.
+    pub(super) fn armable_bell(&self) -> Option<&Doorbell> {
+        self.bell.get().map(|b| &**b)
+    }
+
+    /// Clears this half's doorbell and says it waits on it; the caller
+    /// then re-checks its condition (a change made before the other side
+    /// saw the flag is seen by that check; one made after rings the bell).
+    pub(super) fn arm_bell(&self, bell: &Doorbell) {
+        bell.clear();
+        wake::arm_doorbell(self.sides().0);
+    }
+
+    /// Says this half no longer waits on its doorbell.
+    pub(super) fn disarm_bell(&self) {
+        if self.bell.get().is_some() {
+            wake::disarm_doorbell(self.sides().0);
+        }
+    }
+
+    /// The ring this half writes or reads.
+    #[inline]
+    pub(super) fn ring(&self) -> usize {
+        match self.part {
+            Part::Producer(ring) | Part::Consumer(ring) => ring,
+        }
+    }
+
+    #[inline]
+    fn is_producer(&self) -> bool {
+        matches!(self.part, Part::Producer(_))
+    }
+
+    pub(super) fn wait_strategy(&self) -> Wait {
+        // Relaxed: a setting, read on its own.
+        Wait::from_u8(self.wait.load(Ordering::Relaxed))
+    }
+
+    pub(super) fn set_wait(&self, wait: Wait) {
+        // Relaxed: a setting, read on its own.
+        self.wait.store(wait.to_u8(), Ordering::Relaxed);
+    }
+
+    #[inline]
+    pub(super) fn link(&self) -> Option<&Link> {
+        self.link.get().map(|l| &**l)
+    }
+
+    #[inline]
+    pub(super) fn failure(&self) -> Option<Failure> {
+        if let Some(why) = self.broken.get() {
+            return Some(Failure::Protocol(*why));
+        }
+        let link = self.link().and_then(Link::failure);
+        // Relaxed: a sticky flag; what it stands for was seen by this
+        // process already.
+        match (link, self.hung_up.load(Ordering::Relaxed)) {
+            (None, true) => Some(Failure::HungUp),
+            (link, _) => link,
+        }
+    }
+
+    /// Whether nothing stands in a call's way: no failure recorded on this
+    /// half or its link, and the peer's side not closed (the fast paths'
+    /// one check; the general paths tell which failure it is).
+    #[inline]
+    pub(super) fn in_good_order(&self) -> bool {
+        // Acquire: pairs with the Release store of `closed` in the peer's
+        // drop, after its last frame.
+        self.failure().is_none() && self.sides().1.closed.load(Ordering::Acquire) == 0
+    }
+
+    /// Records that a call saw the peer gone, so every later call says so.
+    pub(super) fn gone(&self, failure: Failure) -> Failure {
+        if failure == Failure::HungUp {
+            // Relaxed: see `failure`.
+            self.hung_up.store(true, Ordering::Relaxed);
+        }
+        failure
+    }
+
+    /// Turns a failed socket write into the error it stands for: the peer
+    /// gone (recorded on the link and this half), or a local failure.
+    pub(super) fn io_error(&self, e: std::io::Error) -> SendFault {
+        if let Some(link) = self.link() {
+            link.note_io(&e);
+        }
+        match e.kind() {
+            std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::ConnectionReset => {
+                self.gone(Failure::HungUp).into()
+            }
+            std::io::ErrorKind::TimedOut => SendFault::Timeout,
+            _ => SendFault::Io(e),
+        }
+    }
+
+    /// Records a violation by the peer and shuts the link.
+    pub(super) fn corrupt(&self, why: Violation) -> Failure {
+        let _ = self.broken.set(why);
+        if let Some(link) = self.link() {
+            link.fail(Failure::Protocol(why));
+        }
+        Failure::Protocol(why)
+    }
+
+    /// What a wait of this half looks at.
+    pub(super) fn scope(&self) -> wait::Scope<'_> {
+        wait::Scope {
+            wait: self.wait_strategy(),
+            sides: &self.view,
+            // Relaxed: a hint, set before the half is shared.
+            joined: self.joined.load(Ordering::Relaxed),
+            producer: self.is_producer(),
+            link: self.link(),
+            hung_up: &self.hung_up,
+            taken: None,
+        }
+    }
+
+    /// Completes a move: this half is forgotten without closing anything,
+    /// and the side left here answers to `link`.
+    pub(super) fn moved_over(&self, link: &Arc<Link>) {
+        let _ = self.link.set(Arc::clone(link));
+        let twin = match self.part {
+            Part::Producer(ring) => Part::Consumer(ring),
+            Part::Consumer(ring) => Part::Producer(ring),
+        };
+        link.watch(&self.region, twin);
+        // The new holder makes its own doorbell if it needs one.
+        if self.bell.get().is_some() {
+            wake::disarm_doorbell(self.sides().0);
+            self.region.set_bell(self.part, None);
+        }
+        // Relaxed: read only by this half's own drop.
+        self.moved.store(true, Ordering::Relaxed);
+    }
+}
+
+impl Missed for Half {
+    /// A `try_` call on this half gave up on its lock while another thread
+    /// held it: rings this half's own doorbell (if it has one), so a
+    /// caller waiting on it looks again now that the lock is free.
+    fn missed(&self) {
+        if let Some(ringer) = self.own_ringer.get() {
+            ringer.ring();
+        }
+    }
+}
+
+impl Drop for Half {
+    fn drop(&mut self) {
+        // Relaxed: `moved` is only written through `&self` by this half's owner.
+        if self.moved.load(Ordering::Relaxed) {
+            return;
+        }
+        // Release (both): pairs with the peer's Acquire load of `closed`,
+        // after our last frame was published (or our last frame was read).
+        self.sides().0.closed.store(1, Ordering::Release);
+        // Relaxed: as in `scope`.
+        if self.joined.load(Ordering::Relaxed) && self.is_producer() {
+            // The other half of this pipe end goes with this one: say so
+            // before waking the peer, so a peer woken now finds the whole
+            // end gone, whether it receives or sends first. (Said by the
+            // sending half, which a pipe drops first: a receiving half
+            // dropped while clones of its sender live closes only itself.)
+            self.view.my_other().closed.store(1, Ordering::Release);
+        }
+        self.ring_peer();
+        if self.bell.get().is_some() {
+            self.region.set_bell(self.part, None);
+        }
+        if !self.is_producer() {
+            self.link.drop_queued();
+        }
+    }
+}
+
+/// A failure to hand a doorbell to the peer, as the `io::Error` that
+/// [`super::Receiver::ready_fd`] reports.
+fn doorbell_error(fault: SendFault) -> std::io::Error {
+    use std::io::{Error, ErrorKind};
+    match fault {
+        SendFault::Io(e) => e,
+        SendFault::Timeout => Error::new(
+            ErrorKind::TimedOut,
+            "the peer has not read its socket for a second: no room for the doorbell",
+        ),
+        SendFault::Disconnected => Error::new(ErrorKind::BrokenPipe, "the peer is gone"),
+        other => Error::other(format!("handing the doorbell to the peer: {other:?}")),
+    }
+}
+
+/// A size setting of one handle (its message limit, its out-of-line
+/// size): read on every call, changed through `&self` by a setter, as
+/// every setting of a pipe's handles is (`set_wait` too).
+#[derive(Debug)]
+pub(super) struct Setting(crate::base::sync::AtomicUsize);
+
+impl Setting {
+    pub(super) fn new(value: usize) -> Self {
+        Self(crate::base::sync::AtomicUsize::new(value))
+    }
+
+    /// Relaxed: a setting orders nothing else; a call sees it or the one
+    /// before.
+    #[inline]
+    pub(super) fn get(&self) -> usize {
+        self.0.load(crate::base::sync::Ordering::Relaxed)
+    }
+
+    pub(super) fn set(&self, value: usize) {
+        self.0.store(value, crate::base::sync::Ordering::Relaxed);
+    }
+}
+
+impl Clone for Setting {
+    fn clone(&self) -> Self {
+        Self::new(self.get())
+    }
+}

@@ -11,7 +11,6 @@
 
 mod calls;
 mod child;
-mod codecs;
 mod control;
 mod cpu;
 mod distance;
@@ -55,7 +54,7 @@ const QUICK_ROW_SECONDS: f64 = 1.0;
 /// one-way stream, in-process calls, and a named server (connects,
 /// descriptors in messages, many clients), under one protocol.
 ///
-/// With no subcommand, every workload but liveness and codecs runs: a few
+/// With no subcommand, every workload but liveness runs: a few
 /// minutes on 2 cores (the server workload's share is about 15 s), or
 /// seconds with --quick.
 #[derive(Debug, Parser)]
@@ -94,17 +93,10 @@ enum Command {
     /// seen (beside a plain read of its output). Not part of the full run.
     Liveness(liveness::LivenessArgs),
     /// User-space instructions per 144 B round trip of ferry, the floor
-    /// (shm-futex) and unix-stream, counted rather than timed (perf's
-    /// instructions:u where the CPU has counters, else callgrind on a
-    /// build of its own), so a hot-path change shows as a number, not as
-    /// noise. Not part of the full run.
+    /// (shm-futex) and unix-stream, counted rather than timed (callgrind,
+    /// on a build of its own that valgrind can run), so a hot-path change
+    /// shows as a number, not as noise. Not part of the full run.
     Instructions(instructions::InstructionsArgs),
-    /// Typed-message encodings compared (markdown report on stdout).
-    Codecs {
-        /// Short batches, for a check in seconds.
-        #[arg(long)]
-        quick: bool,
-    },
     /// The child's side of a workload (started by the benchmark itself).
     #[command(hide = true)]
     Child(ChildArgs),
@@ -544,7 +536,6 @@ fn main() -> ExitCode {
         Some(Command::InstructionsRun(args)) => instructions::count_here(args),
         Some(Command::LivenessChild) => liveness::serve_child(),
         Some(Command::ServerChild(args)) => server::serve_child(args),
-        Some(Command::Codecs { quick }) => codecs::run(*quick).map(|report| print!("{report}")),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -20,7 +20,7 @@
 //! (calls per syscall; the sum of the `totals:` lines of every `cg.N.*`)
 //! subtracted and divided by the difference in N. valgrind needs the build
 //! `ferry-bench instructions` makes with rustix's libc backend (see
-//! `instructions/callgrind.rs`).
+//! `instructions.rs`).
 //!
 //! The server's address is asked once, where the engine serves every
 //! client at one address (ipc-channel's one-shot servers ask for each),

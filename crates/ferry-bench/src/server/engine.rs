@@ -1,8 +1,9 @@
-//! The servers and clients of the connect and clients rows, one engine
-//! per file: ferry's named server ([`super::ferry`]), a Unix
-//! `SOCK_SEQPACKET` listener ([`super::seqpacket`]), ipc-channel's
-//! one-shot servers ([`super::ipc`]), and (connect rows only) the
-//! hand-written shared-memory connect floor ([`super::shm`]).
+//! The servers and clients of the connect and clients rows: ferry's named
+//! server ([`super::ferry`]), a Unix `SOCK_SEQPACKET` listener and
+//! ipc-channel's one-shot servers (beside their pingpong transports, in
+//! [`crate::transport::unix_seqpacket`] and [`crate::transport::ipc_channel`]),
+//! and (connect rows only) the hand-written shared-memory connect floor
+//! ([`super::shm`]).
 //!
 //! Every server answers a client's first request on the thread that
 //! accepted it, so the first round trip waits for no thread to start. For
@@ -78,8 +79,8 @@ impl Listening for Fixed {
 /// The engines of the connect rows, in report order.
 pub const CONNECT: &[&dyn Engine] = &[
     &super::ferry::Ferry::THREADS,
-    &super::seqpacket::Seqpacket,
-    &super::ipc::IpcChannel,
+    &crate::transport::unix_seqpacket::Server,
+    &crate::transport::ipc_channel::Server,
     &super::shm::ShmConnect::FLOOR,
     &super::shm::ShmConnect::UNSEALED,
     &super::shm::ShmConnect::PAGE,
@@ -93,8 +94,8 @@ pub const CONNECT: &[&dyn Engine] = &[
 pub const CLIENTS: &[&dyn Engine] = &[
     &super::ferry::Ferry::THREADS,
     &super::ferry::Ferry::SELECT,
-    &super::seqpacket::Seqpacket,
-    &super::ipc::IpcChannel,
+    &crate::transport::unix_seqpacket::Server,
+    &crate::transport::ipc_channel::Server,
 ];
 
 /// The engine called `name`.

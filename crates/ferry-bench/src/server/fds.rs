@@ -10,15 +10,14 @@
 //! descriptor this process holds must still name the memfd.
 
 use std::fmt::Debug;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::time::Instant;
 
 use ::ferry::{Handle, Pipe, RecvError};
 use rustix::fs::{MemfdFlags, fstat, memfd_create};
-use rustix::net::{AddressFamily, SocketFlags, SocketType, socketpair};
 
 use super::child::{ChildArgs, Helper, Role, Seat};
-use super::{Case, SIZE, Sample, dial, scm, timed};
+use super::{Case, SIZE, Sample, dial, timed};
 use crate::error::{Context, Error};
 use crate::payload;
 use crate::progress::Bar;
@@ -50,7 +49,7 @@ pub trait Trip {
 }
 
 /// Every carrier, in report order.
-pub const ALL: &[&dyn Carrier] = &[&FerryCarrier, &SeqpacketCarrier];
+pub const ALL: &[&dyn Carrier] = &[&FerryCarrier, &crate::transport::unix_seqpacket::FdCarrier];
 
 /// The carrier called `name`.
 pub fn by_name(name: &str) -> Result<&'static dyn Carrier, Error> {
@@ -156,76 +155,5 @@ impl Trip for FerryTrip<'_> {
             true => Ok(back),
             false => Err(Error::new("more than one descriptor came back")),
         }
-    }
-}
-
-/// The floor: a `SOCK_SEQPACKET` socket pair, the child's end handed over
-/// the control pipe, each message one `sendmsg` and one `recvmsg`.
-#[derive(Debug)]
-pub struct SeqpacketCarrier;
-
-/// Receive buffer of the floor's echo: any record fits.
-const RECORD: usize = 64 * 1024;
-
-impl Carrier for SeqpacketCarrier {
-    fn name(&self) -> &'static str {
-        "unix-seqpacket"
-    }
-
-    fn open<'a>(&self, ctl: &'a Pipe) -> Result<Box<dyn Trip + 'a>, Error> {
-        let (mine, theirs) = socketpair(
-            AddressFamily::UNIX,
-            SocketType::SEQPACKET,
-            SocketFlags::CLOEXEC,
-            None,
-        )
-        .context("socketpair")?;
-        ctl.sender()
-            .send_with(b"socket", vec![theirs])
-            .context("handing the child its socket")?;
-        Ok(Box::new(SeqpacketTrip {
-            socket: mine,
-            inbox: vec![0; RECORD],
-        }))
-    }
-
-    fn echo(&self, ctl: &Pipe) -> Result<(), Error> {
-        let mut message = ctl
-            .receiver()
-            .recv_with()
-            .context("waiting for the socket")?;
-        let socket = message
-            .fds
-            .pop()
-            .ok_or_else(|| Error::new("the parent sent no socket"))?;
-        let mut buf = vec![0; RECORD];
-        loop {
-            match scm::recv(&socket, &mut buf)? {
-                (0, None) => return Ok(()),
-                (n, fd) => scm::send(&socket, &buf[..n], fd.as_ref().map(AsFd::as_fd))?,
-            }
-        }
-    }
-}
-
-struct SeqpacketTrip {
-    socket: OwnedFd,
-    inbox: Vec<u8>,
-}
-
-impl Trip for SeqpacketTrip {
-    fn round_trip(
-        &mut self,
-        request: &[u8],
-        fd: Option<OwnedFd>,
-        reply: &mut Vec<u8>,
-    ) -> Result<Option<OwnedFd>, Error> {
-        scm::send(&self.socket, request, fd.as_ref().map(AsFd::as_fd))?;
-        // Closed once sent, as ferry closes an `Handle::Fd` it has sent.
-        drop(fd);
-        let (n, back) = scm::recv(&self.socket, &mut self.inbox)?;
-        reply.clear();
-        reply.extend_from_slice(&self.inbox[..n]);
-        Ok(back)
     }
 }

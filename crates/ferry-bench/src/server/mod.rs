@@ -19,13 +19,11 @@
 
 mod child;
 mod dial;
-mod engine;
-mod fds;
+pub(crate) mod engine;
+pub(crate) mod fds;
 mod ferry;
 mod fleet;
-mod ipc;
-mod scm;
-mod seqpacket;
+pub(crate) mod scm;
 mod shm;
 mod tally;
 mod timed;

@@ -16,10 +16,10 @@ mod ferry_zero_copy;
 mod framed;
 mod guard;
 mod iceoryx2;
-mod ipc_channel;
+pub(crate) mod ipc_channel;
 mod pipe;
 pub(crate) mod shm_floor;
-mod unix_seqpacket;
+pub(crate) mod unix_seqpacket;
 mod unix_stream;
 mod unix_stream_tokio;
 
@@ -29,7 +29,6 @@ use std::process::{Child, Command};
 use crate::error::Error;
 
 pub use guard::{ChildGuard, Exit};
-pub(crate) use unix_seqpacket::recv_record;
 
 /// A way to carry messages between a parent and the child it starts.
 pub trait Transport: Debug + Sync {

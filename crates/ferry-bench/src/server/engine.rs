@@ -80,6 +80,7 @@ impl Listening for Fixed {
 pub const CONNECT: &[&dyn Engine] = &[
     &super::ferry::Ferry::THREADS,
     &crate::transport::unix_seqpacket::Server,
+    #[cfg(feature = "ipc-channel")]
     &crate::transport::ipc_channel::Server,
     &super::shm::ShmConnect::FLOOR,
     &super::shm::ShmConnect::UNSEALED,
@@ -95,6 +96,7 @@ pub const CLIENTS: &[&dyn Engine] = &[
     &super::ferry::Ferry::THREADS,
     &super::ferry::Ferry::SELECT,
     &crate::transport::unix_seqpacket::Server,
+    #[cfg(feature = "ipc-channel")]
     &crate::transport::ipc_channel::Server,
 ];
 

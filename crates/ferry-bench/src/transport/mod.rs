@@ -10,17 +10,21 @@
 //! same transport name, calls [`Transport::connect_to_parent`].
 
 mod ferry;
+#[cfg(feature = "tokio")]
 mod ferry_async;
 mod ferry_typed;
 mod ferry_zero_copy;
 mod framed;
 mod guard;
+#[cfg(feature = "iceoryx2")]
 mod iceoryx2;
+#[cfg(feature = "ipc-channel")]
 pub(crate) mod ipc_channel;
 mod pipe;
 pub(crate) mod shm_floor;
 pub(crate) mod unix_seqpacket;
 mod unix_stream;
+#[cfg(feature = "tokio")]
 mod unix_stream_tokio;
 
 use std::fmt::Debug;
@@ -109,7 +113,8 @@ pub trait Endpoint {
     }
 }
 
-/// Every transport, in the order rows are run and reported.
+/// Every transport, in the order rows are run and reported; a rival's
+/// only with its feature.
 pub const ALL: &[&dyn Transport] = &[
     &ferry::Ferry::ADAPTIVE,
     &ferry::Ferry::TUNED,
@@ -119,17 +124,23 @@ pub const ALL: &[&dyn Transport] = &[
     &ferry::Ferry::LOAN_BORROWED,
     &ferry::Ferry::IN_PLACE,
     &ferry_typed::FerryTyped,
+    #[cfg(feature = "tokio")]
     &ferry_async::FerryAsync,
     &unix_stream::UnixStream,
+    #[cfg(feature = "tokio")]
     &unix_stream_tokio::UnixStreamTokio,
     &pipe::Pipe,
     &unix_seqpacket::UnixSeqpacket,
     &shm_floor::ShmFloor::FUTEX,
     &shm_floor::ShmFloor::SPIN,
     &shm_floor::ShmFloor::IN_PLACE,
+    #[cfg(feature = "ipc-channel")]
     &ipc_channel::IpcChannel::BYTES,
+    #[cfg(feature = "ipc-channel")]
     &ipc_channel::IpcChannel::TYPED,
+    #[cfg(feature = "iceoryx2")]
     &iceoryx2::Iceoryx2::EVENT,
+    #[cfg(feature = "iceoryx2")]
     &iceoryx2::Iceoryx2::SPIN,
 ];
 

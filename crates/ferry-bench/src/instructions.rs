@@ -25,20 +25,13 @@ use std::time::Instant;
 use clap::Args;
 
 use crate::child::{self, Workload};
+use crate::definitions::DEFINITIONS;
 use crate::error::{Context, Error};
 use crate::placement::Placement;
 use crate::report::{self, InstructionsRow, Report, RunInfo};
 use crate::transport::{self, Connection, Endpoint, Transport};
 use crate::{payload, pingpong};
 
-/// The transports counted by default: ferry, the floor, and the socket.
-const DEFAULT_TRANSPORTS: &[&str] = &["ferry", "shm-futex", "unix-stream"];
-/// Round trips of the two runs.
-const ROUNDS: [usize; 2] = [2_000, 4_000];
-/// Round trips of the two runs with `--quick`: a few seconds per transport
-/// under callgrind. Fewer (200 and 400) left ferry's count to a handful of
-/// waits that found the peer slow under valgrind and slept.
-const QUICK_ROUNDS: [usize; 2] = [1_000, 2_000];
 /// The flags of the counting build, and its target directory.
 const RUSTFLAGS: &str = "--cfg rustix_use_libc";
 const TARGET: &str = "target/instructions";
@@ -50,7 +43,7 @@ pub struct InstructionsArgs {
     #[arg(long = "transport", value_delimiter = ',', value_parser = transport::by_name)]
     transports: Vec<&'static dyn Transport>,
     /// Payload bytes each way.
-    #[arg(long, default_value_t = 144, value_parser = crate::positive)]
+    #[arg(long, default_value_t = DEFINITIONS.instructions.size, value_parser = crate::positive)]
     size: usize,
     /// The round trips of the two runs, N1,N2 (N2 > N1) [default:
     /// 2000,4000, or 1000,2000 with --quick].
@@ -87,7 +80,8 @@ pub struct CountArgs {
 pub fn run(args: &InstructionsArgs) -> Result<(), Error> {
     let started = Instant::now();
     let rounds = match (args.rounds.as_slice(), args.quick) {
-        ([], quick) => [ROUNDS, QUICK_ROUNDS][usize::from(quick)],
+        ([], false) => DEFINITIONS.instructions.rounds,
+        ([], true) => DEFINITIONS.instructions.quick_rounds,
         (&[n1, n2], _) if n2 > n1 => [n1, n2],
         (given, _) => {
             let e = format!("--rounds takes two counts N1,N2 with N2 > N1, not {given:?}");
@@ -97,7 +91,11 @@ pub fn run(args: &InstructionsArgs) -> Result<(), Error> {
     let exe = prepare()?;
     let mut transports = args.transports.clone();
     if transports.is_empty() {
-        let named = DEFAULT_TRANSPORTS.iter().map(|n| transport::by_name(n));
+        let named = DEFINITIONS
+            .instructions
+            .transports
+            .iter()
+            .map(|n| transport::by_name(n));
         transports = named.collect::<Result<_, _>>().map_err(Error::new)?;
     }
     let (mut rows, mut failures) = (Vec::new(), Vec::new());
@@ -361,7 +359,7 @@ mod tests {
 
     #[test]
     fn the_default_transports_exist() {
-        for name in DEFAULT_TRANSPORTS {
+        for name in DEFINITIONS.instructions.transports {
             assert!(transport::by_name(name).is_ok(), "{name}");
         }
     }

@@ -13,6 +13,7 @@ mod calls;
 mod child;
 mod control;
 mod cpu;
+mod definitions;
 mod distance;
 mod error;
 mod instructions;
@@ -38,17 +39,12 @@ use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{Args, Parser, Subcommand};
 
 use crate::child::ChildArgs;
+use crate::definitions::DEFINITIONS;
 use crate::error::Error;
 use crate::matrix::Plan;
 use crate::placement::Placement;
 use crate::report::{Report, RunInfo};
 use crate::transport::Transport;
-
-/// Each row stops after this long by default (some transports, such as two
-/// spinners sharing one CPU, take milliseconds per round trip).
-const ROW_SECONDS: f64 = 10.0;
-/// Each row's time cap with `--quick`.
-const QUICK_ROW_SECONDS: f64 = 1.0;
 
 /// ferry against the OS's own IPC and the best libraries: round trips, a
 /// one-way stream, in-process calls, and a named server (connects,
@@ -257,7 +253,7 @@ fn seconds(arg: &str) -> Result<f64, String> {
 impl RunArgs {
     fn placements(&self) -> Vec<Placement> {
         match self.placements.is_empty() {
-            true => vec![Placement::Unpinned],
+            true => DEFINITIONS.placements.to_vec(),
             false => self.placements.clone(),
         }
     }
@@ -265,8 +261,8 @@ impl RunArgs {
     fn cap_seconds(&self) -> f64 {
         match (self.row_seconds, self.quick) {
             (Some(s), _) => s,
-            (None, true) => QUICK_ROW_SECONDS,
-            (None, false) => ROW_SECONDS,
+            (None, true) => DEFINITIONS.quick_row_seconds,
+            (None, false) => DEFINITIONS.row_seconds,
         }
     }
 
@@ -292,7 +288,7 @@ fn pingpong_cases(
     warmup: Option<usize>,
 ) -> Vec<pingpong::Case> {
     let sizes = match sizes.is_empty() {
-        true => pingpong::SIZES.iter().map(|s| s.size).collect(),
+        true => DEFINITIONS.pingpong.sizes.iter().map(|s| s.size).collect(),
         false => sizes.to_vec(),
     };
     let mut cases = Vec::new();
@@ -301,7 +297,7 @@ fn pingpong_cases(
             for transport in transports.transports() {
                 let count = match (run.count, run.quick) {
                     (Some(count), _) => count,
-                    (None, true) => pingpong::QUICK_COUNT,
+                    (None, true) => DEFINITIONS.pingpong.quick_count,
                     (None, false) => pingpong::default_count(size),
                 };
                 cases.push(pingpong::Case {
@@ -326,14 +322,14 @@ fn throughput_cases(
     seconds: Option<f64>,
 ) -> Vec<throughput::Case> {
     let sizes = match sizes.is_empty() {
-        true => throughput::SIZES.to_vec(),
+        true => DEFINITIONS.throughput.sizes.to_vec(),
         false => sizes.to_vec(),
     };
     let amount = match (run.count, seconds, run.quick) {
         (Some(count), _, _) => throughput::Amount::Count(count),
         (None, Some(s), _) => throughput::Amount::Time(Duration::from_secs_f64(s)),
-        (None, None, true) => throughput::Amount::Time(throughput::QUICK_DURATION),
-        (None, None, false) => throughput::Amount::Time(throughput::DURATION),
+        (None, None, true) => throughput::Amount::Time(DEFINITIONS.throughput.quick_duration),
+        (None, None, false) => throughput::Amount::Time(DEFINITIONS.throughput.duration),
     };
     let mut cases = Vec::new();
     for placement in run.placements() {
@@ -384,7 +380,7 @@ fn server_cases(
         engines: engines.to_vec(),
         count: run.count,
         quick: run.quick,
-        clients: clients.unwrap_or(server::CLIENTS),
+        clients: clients.unwrap_or(DEFINITIONS.server.clients),
         window: seconds.map(Duration::from_secs_f64),
         cap: run.cap(),
     };

@@ -33,6 +33,7 @@ use std::time::Duration;
 use clap::ValueEnum;
 use hdrhistogram::Histogram;
 
+use crate::definitions::DEFINITIONS;
 use crate::error::Error;
 use crate::matrix::Bench;
 use crate::pingpong;
@@ -45,19 +46,7 @@ pub use fds::Carrier;
 pub use tally::{LoopArgs, run as connect_loop};
 
 /// Payload bytes of every request and reply.
-pub const SIZE: usize = 144;
-/// Connects per connect row.
-const CONNECTS: usize = 2_000;
-/// Round trips per fd row.
-const FD_ROUND_TRIPS: usize = 20_000;
-/// Timed operations per connect or fd row with `--quick`.
-const QUICK_COUNT: usize = 100;
-/// Clients of the one server in a clients row.
-pub const CLIENTS: usize = 100;
-/// How long the clients make round trips, per row.
-pub const WINDOW: Duration = Duration::from_secs(2);
-/// The window with `--quick`.
-pub const QUICK_WINDOW: Duration = Duration::from_millis(200);
+pub const SIZE: usize = DEFINITIONS.server.size;
 
 /// The three tests, as `--test` names them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -236,9 +225,9 @@ impl Settings {
     fn count_of(&self, test: Test) -> usize {
         match (self.count, self.quick, test) {
             (Some(count), _, _) => count,
-            (None, true, _) => QUICK_COUNT,
-            (None, false, Test::Fd) => FD_ROUND_TRIPS,
-            (None, false, _) => CONNECTS,
+            (None, true, _) => DEFINITIONS.server.quick_count,
+            (None, false, Test::Fd) => DEFINITIONS.server.fd_round_trips,
+            (None, false, _) => DEFINITIONS.server.connects,
         }
     }
 
@@ -246,8 +235,8 @@ impl Settings {
     fn window(&self) -> Duration {
         match (self.window, self.quick) {
             (Some(window), _) => window,
-            (None, true) => QUICK_WINDOW,
-            (None, false) => WINDOW,
+            (None, true) => DEFINITIONS.server.quick_window,
+            (None, false) => DEFINITIONS.server.window,
         }
     }
 }
@@ -348,7 +337,7 @@ mod tests {
             engines: Vec::new(),
             count: None,
             quick,
-            clients: CLIENTS,
+            clients: DEFINITIONS.server.clients,
             window: None,
             cap: Duration::from_secs(1),
         }
@@ -386,9 +375,9 @@ mod tests {
         .collect();
         assert_eq!(names, expected);
         let first = |test| cases.iter().find(|c| c.row.test() == test).unwrap();
-        assert_eq!(first(Test::Connect).count, CONNECTS);
-        assert_eq!(first(Test::Fd).count, FD_ROUND_TRIPS);
-        assert_eq!(first(Test::Clients).window, WINDOW);
+        assert_eq!(first(Test::Connect).count, DEFINITIONS.server.connects);
+        assert_eq!(first(Test::Fd).count, DEFINITIONS.server.fd_round_trips);
+        assert_eq!(first(Test::Clients).window, DEFINITIONS.server.window);
     }
 
     #[test]
@@ -406,7 +395,11 @@ mod tests {
     fn quick_runs_are_short_and_tests_can_be_picked() {
         let cases = cases(Placement::Same, &settings(vec![Test::Clients], true));
         assert!(cases.iter().all(|c| c.row.test() == Test::Clients));
-        assert!(cases.iter().all(|c| c.window == QUICK_WINDOW));
-        assert_eq!(cases[0].row.clients(), CLIENTS);
+        assert!(
+            cases
+                .iter()
+                .all(|c| c.window == DEFINITIONS.server.quick_window)
+        );
+        assert_eq!(cases[0].row.clients(), DEFINITIONS.server.clients);
     }
 }

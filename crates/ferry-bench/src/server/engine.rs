@@ -1,7 +1,7 @@
 //! The servers and clients of the connect and clients rows: ferry's named
 //! server ([`super::ferry`]), a Unix `SOCK_SEQPACKET` listener and
 //! ipc-channel's one-shot servers (beside their pingpong transports, in
-//! [`crate::transport::unix_seqpacket`] and [`crate::transport::ipc_channel`]),
+//! `transport/unix_seqpacket.rs` and `transport/ipc_channel.rs`),
 //! and (connect rows only) the hand-written shared-memory connect floor
 //! ([`super::shm`]).
 //!

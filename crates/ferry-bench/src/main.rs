@@ -15,6 +15,7 @@ mod control;
 mod cpu;
 mod definitions;
 mod distance;
+mod engine;
 mod error;
 mod instructions;
 mod liveness;
@@ -274,7 +275,7 @@ impl RunArgs {
 impl TransportArgs {
     fn transports(&self) -> Vec<&'static dyn Transport> {
         match self.transports.is_empty() {
-            true => transport::ALL.to_vec(),
+            true => engine::pipes(),
             false => self.transports.clone(),
         }
     }

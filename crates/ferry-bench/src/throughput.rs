@@ -379,7 +379,7 @@ mod tests {
     #[test]
     fn a_row_warms_up_for_a_tenth_more() {
         let case = |amount| Case {
-            transport: crate::transport::ALL[0],
+            transport: crate::engine::pipes()[0],
             placement: Placement::Unpinned,
             size: 64,
             amount,

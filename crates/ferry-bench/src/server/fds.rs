@@ -22,7 +22,8 @@ use crate::error::{Context, Error};
 use crate::payload;
 use crate::progress::Bar;
 
-/// A way to carry a message and maybe a descriptor to the child and back.
+/// A way to carry a message and maybe a descriptor to the child and back:
+/// an engine's fds capability ([`crate::engine::Engine::fds`]).
 pub trait Carrier: Debug + Sync {
     /// The name on the command line and in reports.
     fn name(&self) -> &'static str;
@@ -48,15 +49,12 @@ pub trait Trip {
     ) -> Result<Option<OwnedFd>, Error>;
 }
 
-/// Every carrier, in report order.
-pub const ALL: &[&dyn Carrier] = &[&FerryCarrier, &crate::transport::unix_seqpacket::FdCarrier];
-
 /// The carrier called `name`.
 pub fn by_name(name: &str) -> Result<&'static dyn Carrier, Error> {
-    ALL.iter()
-        .copied()
-        .find(|c| c.name() == name)
-        .ok_or_else(|| Error::new(format!("no descriptor carrier is called `{name}`")))
+    let found = crate::engine::carriers()
+        .into_iter()
+        .find(|c| c.name() == name);
+    found.ok_or_else(|| Error::new(format!("no descriptor carrier is called `{name}`")))
 }
 
 /// Runs one fd row.

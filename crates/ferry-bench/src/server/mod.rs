@@ -13,18 +13,18 @@
 //!   each) in another, all making 144 B round trips for a fixed window:
 //!   round trips per second of all of them, and each one's latency.
 //!
-//! The servers and clients of the first and last are engines behind one
-//! trait ([`engine::Engine`]); the descriptor carriers are behind another
-//! ([`fds::Carrier`]).
+//! Each row's engine is one of [`crate::engine::ALL`]: the connect and
+//! clients rows drive its server capability ([`engine::Server`]), the fd
+//! rows its descriptor capability ([`fds::Carrier`]).
 
 mod child;
 mod dial;
 pub(crate) mod engine;
 pub(crate) mod fds;
-mod ferry;
+pub(crate) mod ferry;
 mod fleet;
 pub(crate) mod scm;
-mod shm;
+pub(crate) mod shm;
 mod tally;
 mod timed;
 
@@ -41,7 +41,7 @@ use crate::placement::Placement;
 use crate::progress::Bar;
 
 pub use child::{ChildArgs, serve_child};
-pub use engine::Engine;
+pub use engine::Server;
 pub use fds::Carrier;
 pub use tally::{LoopArgs, run as connect_loop};
 
@@ -77,7 +77,7 @@ impl Test {
 #[derive(Debug, Clone, Copy)]
 pub enum Row {
     /// Connect and one round trip, through this engine.
-    Connect(&'static dyn Engine),
+    Connect(&'static dyn Server),
     /// Round trips through this carrier, with one descriptor each way or
     /// none.
     Fd {
@@ -89,7 +89,7 @@ pub enum Row {
     /// This many clients of one server of this engine.
     Clients {
         /// The server and its clients.
-        engine: &'static dyn Engine,
+        engine: &'static dyn Server,
         /// How many clients.
         clients: usize,
     },
@@ -199,14 +199,14 @@ fn rows_of(test: Test, settings: &Settings) -> Vec<Row> {
 
 fn all_rows_of(test: Test, settings: &Settings) -> Vec<Row> {
     match test {
-        Test::Connect => engine::CONNECT.iter().map(|&e| Row::Connect(e)).collect(),
-        Test::Fd => fds::ALL
-            .iter()
-            .flat_map(|&carrier| [false, true].map(|fd| Row::Fd { carrier, fd }))
+        Test::Connect => engine::connecting().into_iter().map(Row::Connect).collect(),
+        Test::Fd => crate::engine::carriers()
+            .into_iter()
+            .flat_map(|carrier| [false, true].map(|fd| Row::Fd { carrier, fd }))
             .collect(),
-        Test::Clients => engine::CLIENTS
-            .iter()
-            .map(|&engine| Row::Clients {
+        Test::Clients => engine::serving_many()
+            .into_iter()
+            .map(|engine| Row::Clients {
                 engine,
                 clients: settings.clients,
             })

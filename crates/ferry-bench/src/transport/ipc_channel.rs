@@ -13,7 +13,7 @@
 //! `IpcOneShotServer` and names it to the child in the environment; the child
 //! makes both channels, connects, and sends the parent its two ends.
 //!
-//! The server workload's ipc-channel rows ([`Server`]) use its way to a
+//! The server workload's ipc-channel rows ([`OneShotServers`]) use its way to a
 //! server: an `IpcOneShotServer` takes exactly one client, so the serving
 //! child makes one per client, ahead of time (its name goes to the parent
 //! out of band, untimed, as the bootstrap above hands its server's name to
@@ -37,7 +37,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{ChildGuard, Connection, Endpoint, Transport};
 use crate::error::{Context, Error};
-use crate::server::engine::{self, Conn, Engine, Listening};
+use crate::server::engine::{self, Conn, Listening, Server};
 
 /// The environment variable naming the one-shot server to the child.
 const ENV: &str = "FERRY_BENCH_IPC_CHANNEL_SERVER";
@@ -336,9 +336,9 @@ struct Request {
 
 /// One-shot servers, one per client, and their clients.
 #[derive(Debug)]
-pub struct Server;
+pub struct OneShotServers;
 
-impl Engine for Server {
+impl Server for OneShotServers {
     fn name(&self) -> &'static str {
         "ipc-channel"
     }

@@ -18,7 +18,7 @@
 //! connected.
 //!
 //! The same sockets serve the server workload: a named server
-//! ([`Server`]: a listener at an abstract address, as ferry's named server
+//! ([`Listener`]: a listener at an abstract address, as ferry's named server
 //! uses, one thread per client, each message one record) and the floor of
 //! passing a descriptor ([`FdCarrier`]: a socket pair, each message one
 //! `sendmsg` and one `recvmsg` with `SCM_RIGHTS`).
@@ -39,7 +39,7 @@ use super::framed::{self, HEADER};
 use super::unix_stream::{SocketPath, accept_within};
 use super::{ChildGuard, Connection, Endpoint, Transport};
 use crate::error::{Context, Error};
-use crate::server::engine::{self, Conn, Engine, Fixed, Listening};
+use crate::server::engine::{self, Conn, Fixed, Listening, Server};
 use crate::server::fds::{Carrier, Trip};
 use crate::server::scm;
 
@@ -239,9 +239,9 @@ const RECORD: usize = 64 * 1024;
 
 /// A seqpacket listener and its clients, for the server workload.
 #[derive(Debug)]
-pub struct Server;
+pub struct Listener;
 
-impl Engine for Server {
+impl Server for Listener {
     fn name(&self) -> &'static str {
         "unix-seqpacket"
     }

@@ -17,6 +17,7 @@ use ::ferry::{Pipe, RecvError};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use crate::definitions::DEFINITIONS;
 use crate::error::{Context, Error};
 use crate::matrix::Bench;
 use crate::placement::Placement;
@@ -24,9 +25,7 @@ use crate::progress::Bar;
 use crate::stats::median;
 
 /// Timed batches per run (after one untimed batch).
-pub const BATCHES: usize = 20;
-/// With `--quick`, this share of the default count.
-const QUICK_SHARE: usize = 20;
+const BATCHES: usize = DEFINITIONS.calls.batches;
 /// What `echo` is called with: 12 bytes, the smallest pingpong message.
 const TEXT: &str = "hello, ferry";
 
@@ -136,17 +135,18 @@ impl Via {
         }
     }
 
-    /// Calls per run by default: enough for some tens of milliseconds.
+    /// Calls per run by default (see [`DEFINITIONS`]).
     pub fn default_count(self, quick: bool) -> usize {
+        let counts = DEFINITIONS.calls.counts;
         let count = match self {
-            Self::Direct | Self::Closure | Self::FerryTypedOneThread => 2_000_000,
-            Self::FerryOneThread | Self::FerrySelect(_) => 200_000,
+            Self::Direct | Self::Closure | Self::FerryTypedOneThread => counts.in_thread,
+            Self::FerryOneThread | Self::FerrySelect(_) => counts.pipe_in_thread,
             Self::StdMpsc | Self::Crossbeam | Self::FerryThreads | Self::FerryTypedThreads => {
-                20_000
+                counts.other_thread
             }
         };
         match quick {
-            true => (count / QUICK_SHARE).max(BATCHES),
+            true => (count / DEFINITIONS.calls.quick_share).max(BATCHES),
             false => count,
         }
     }

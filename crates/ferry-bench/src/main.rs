@@ -11,10 +11,11 @@
 
 mod calls;
 mod child;
-mod codecs;
 mod control;
 mod cpu;
+mod definitions;
 mod distance;
+mod engine;
 mod error;
 mod instructions;
 mod liveness;
@@ -39,23 +40,18 @@ use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{Args, Parser, Subcommand};
 
 use crate::child::ChildArgs;
+use crate::definitions::DEFINITIONS;
 use crate::error::Error;
 use crate::matrix::Plan;
 use crate::placement::Placement;
 use crate::report::{Report, RunInfo};
 use crate::transport::Transport;
 
-/// Each row stops after this long by default (some transports, such as two
-/// spinners sharing one CPU, take milliseconds per round trip).
-const ROW_SECONDS: f64 = 10.0;
-/// Each row's time cap with `--quick`.
-const QUICK_ROW_SECONDS: f64 = 1.0;
-
 /// ferry against the OS's own IPC and the best libraries: round trips, a
 /// one-way stream, in-process calls, and a named server (connects,
 /// descriptors in messages, many clients), under one protocol.
 ///
-/// With no subcommand, every workload but liveness and codecs runs: a few
+/// With no subcommand, every workload but liveness runs: a few
 /// minutes on 2 cores (the server workload's share is about 15 s), or
 /// seconds with --quick.
 #[derive(Debug, Parser)]
@@ -94,17 +90,10 @@ enum Command {
     /// seen (beside a plain read of its output). Not part of the full run.
     Liveness(liveness::LivenessArgs),
     /// User-space instructions per 144 B round trip of ferry, the floor
-    /// (shm-futex) and unix-stream, counted rather than timed (perf's
-    /// instructions:u where the CPU has counters, else callgrind on a
-    /// build of its own), so a hot-path change shows as a number, not as
-    /// noise. Not part of the full run.
+    /// (shm-futex) and unix-stream, counted rather than timed (callgrind,
+    /// on a build of its own that valgrind can run), so a hot-path change
+    /// shows as a number, not as noise. Not part of the full run.
     Instructions(instructions::InstructionsArgs),
-    /// Typed-message encodings compared (markdown report on stdout).
-    Codecs {
-        /// Short batches, for a check in seconds.
-        #[arg(long)]
-        quick: bool,
-    },
     /// The child's side of a workload (started by the benchmark itself).
     #[command(hide = true)]
     Child(ChildArgs),
@@ -265,7 +254,7 @@ fn seconds(arg: &str) -> Result<f64, String> {
 impl RunArgs {
     fn placements(&self) -> Vec<Placement> {
         match self.placements.is_empty() {
-            true => vec![Placement::Unpinned],
+            true => DEFINITIONS.placements.to_vec(),
             false => self.placements.clone(),
         }
     }
@@ -273,8 +262,8 @@ impl RunArgs {
     fn cap_seconds(&self) -> f64 {
         match (self.row_seconds, self.quick) {
             (Some(s), _) => s,
-            (None, true) => QUICK_ROW_SECONDS,
-            (None, false) => ROW_SECONDS,
+            (None, true) => DEFINITIONS.quick_row_seconds,
+            (None, false) => DEFINITIONS.row_seconds,
         }
     }
 
@@ -286,7 +275,7 @@ impl RunArgs {
 impl TransportArgs {
     fn transports(&self) -> Vec<&'static dyn Transport> {
         match self.transports.is_empty() {
-            true => transport::ALL.to_vec(),
+            true => engine::pipes(),
             false => self.transports.clone(),
         }
     }
@@ -300,7 +289,7 @@ fn pingpong_cases(
     warmup: Option<usize>,
 ) -> Vec<pingpong::Case> {
     let sizes = match sizes.is_empty() {
-        true => pingpong::SIZES.iter().map(|s| s.size).collect(),
+        true => DEFINITIONS.pingpong.sizes.iter().map(|s| s.size).collect(),
         false => sizes.to_vec(),
     };
     let mut cases = Vec::new();
@@ -309,7 +298,7 @@ fn pingpong_cases(
             for transport in transports.transports() {
                 let count = match (run.count, run.quick) {
                     (Some(count), _) => count,
-                    (None, true) => pingpong::QUICK_COUNT,
+                    (None, true) => DEFINITIONS.pingpong.quick_count,
                     (None, false) => pingpong::default_count(size),
                 };
                 cases.push(pingpong::Case {
@@ -334,14 +323,14 @@ fn throughput_cases(
     seconds: Option<f64>,
 ) -> Vec<throughput::Case> {
     let sizes = match sizes.is_empty() {
-        true => throughput::SIZES.to_vec(),
+        true => DEFINITIONS.throughput.sizes.to_vec(),
         false => sizes.to_vec(),
     };
     let amount = match (run.count, seconds, run.quick) {
         (Some(count), _, _) => throughput::Amount::Count(count),
         (None, Some(s), _) => throughput::Amount::Time(Duration::from_secs_f64(s)),
-        (None, None, true) => throughput::Amount::Time(throughput::QUICK_DURATION),
-        (None, None, false) => throughput::Amount::Time(throughput::DURATION),
+        (None, None, true) => throughput::Amount::Time(DEFINITIONS.throughput.quick_duration),
+        (None, None, false) => throughput::Amount::Time(DEFINITIONS.throughput.duration),
     };
     let mut cases = Vec::new();
     for placement in run.placements() {
@@ -392,7 +381,7 @@ fn server_cases(
         engines: engines.to_vec(),
         count: run.count,
         quick: run.quick,
-        clients: clients.unwrap_or(server::CLIENTS),
+        clients: clients.unwrap_or(DEFINITIONS.server.clients),
         window: seconds.map(Duration::from_secs_f64),
         cap: run.cap(),
     };
@@ -544,7 +533,6 @@ fn main() -> ExitCode {
         Some(Command::InstructionsRun(args)) => instructions::count_here(args),
         Some(Command::LivenessChild) => liveness::serve_child(),
         Some(Command::ServerChild(args)) => server::serve_child(args),
-        Some(Command::Codecs { quick }) => codecs::run(*quick).map(|report| print!("{report}")),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -18,6 +18,7 @@ use hdrhistogram::Histogram;
 use crate::child::{self, Workload};
 use crate::control;
 use crate::cpu;
+use crate::definitions::DEFINITIONS;
 use crate::error::Error;
 use crate::matrix::Bench;
 use crate::payload;
@@ -27,28 +28,6 @@ use crate::progress::Bar;
 use crate::stats::{Summary, histogram_of, micros};
 use crate::transport::{Endpoint, Transport};
 
-/// A message size and the round trips it runs by default.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SizeSpec {
-    /// Payload bytes each way.
-    pub size: usize,
-    /// Timed round trips.
-    pub count: usize,
-}
-
-/// Chromium's IPC ping-pong sizes (12 × 12ⁿ bytes) and 1 MiB.
-pub const SIZES: &[SizeSpec] = &[
-    SizeSpec::new(12, 50_000),
-    SizeSpec::new(144, 50_000),
-    SizeSpec::new(1_728, 50_000),
-    SizeSpec::new(20_736, 12_000),
-    SizeSpec::new(248_832, 1_000),
-    SizeSpec::new(1_048_576, 500),
-];
-
-/// Round trips per size with `--quick`.
-pub const QUICK_COUNT: usize = 300;
-
 /// How long the child may take to exit once the parent closes its end.
 pub const EXIT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Round trips between progress updates (outside the timed span).
@@ -56,21 +35,15 @@ const PROGRESS_EVERY: usize = 256;
 /// The share of a row's time cap its warm-up may use.
 const WARMUP_SHARE: u32 = 10;
 
-impl SizeSpec {
-    /// A size and its default count.
-    pub const fn new(size: usize, count: usize) -> Self {
-        Self { size, count }
-    }
-}
-
 /// The default round trips for `size`: those of the smallest listed size
 /// at least as large; past the largest, fewer in proportion, so each row
 /// moves about as many bytes.
 pub fn default_count(size: usize) -> usize {
-    if let Some(spec) = SIZES.iter().find(|s| s.size >= size) {
+    let sizes = DEFINITIONS.pingpong.sizes;
+    if let Some(spec) = sizes.iter().find(|s| s.size >= size) {
         return spec.count;
     }
-    let last = SIZES[SIZES.len() - 1];
+    let last = sizes[sizes.len() - 1];
     (last.count * last.size / size).max(50)
 }
 
@@ -361,7 +334,7 @@ mod tests {
 
     #[test]
     fn listed_sizes_keep_their_counts() {
-        for spec in SIZES {
+        for spec in DEFINITIONS.pingpong.sizes {
             assert_eq!(default_count(spec.size), spec.count);
         }
     }

@@ -23,15 +23,6 @@ use crate::progress::Bar;
 use crate::stats::micros;
 use crate::transport::{Endpoint, Transport};
 
-/// The stream's message sizes.
-pub const SIZES: &[usize] = &[64, 1_024, 65_536, 1_048_576];
-
-/// How long each row streams by default: every transport gets the same
-/// time, whatever its speed (ferry sends millions of small messages a
-/// second; a slot handed over with a futex wake, tens of thousands).
-pub const DURATION: Duration = Duration::from_secs(1);
-/// How long each row streams with `--quick`.
-pub const QUICK_DURATION: Duration = Duration::from_millis(100);
 /// The share of the timed span (or count) a row warms up for first.
 const WARMUP_SHARE: u32 = 10;
 /// Messages between looks at the clock, for small ones: about this many
@@ -362,6 +353,7 @@ pub fn receive(endpoint: &mut dyn Endpoint) -> Result<(), Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::definitions::DEFINITIONS;
 
     #[test]
     fn byte_sums_cover_every_byte() {
@@ -387,13 +379,16 @@ mod tests {
     #[test]
     fn a_row_warms_up_for_a_tenth_more() {
         let case = |amount| Case {
-            transport: crate::transport::ALL[0],
+            transport: crate::engine::pipes()[0],
             placement: Placement::Unpinned,
             size: 64,
             amount,
             cap: Duration::from_secs(1),
         };
         assert_eq!(Meter::total(&case(Amount::Count(1000))), 1100);
-        assert_eq!(Meter::total(&case(Amount::Time(DURATION))), 1100);
+        assert_eq!(
+            Meter::total(&case(Amount::Time(DEFINITIONS.throughput.duration))),
+            1100
+        );
     }
 }

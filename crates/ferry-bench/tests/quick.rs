@@ -426,8 +426,13 @@ fn quick_server_connects_passes_descriptors_and_serves_many_clients() {
     ];
     let (out, json) = run_to_json(&args, &json);
     let rows = rows(&json);
-    assert_eq!(rows.len(), SERVER_ROWS.len(), "{rows:?}");
-    for &(test, engine, fd) in SERVER_ROWS {
+    // ipc-channel's rows only where its feature is on.
+    let expected: Vec<_> = SERVER_ROWS
+        .iter()
+        .filter(|(_, engine, _)| cfg!(feature = "ipc-channel") || *engine != "ipc-channel")
+        .collect();
+    assert_eq!(rows.len(), expected.len(), "{rows:?}");
+    for &&(test, engine, fd) in &expected {
         let row = rows
             .iter()
             .find(|r| r["test"] == test && r["engine"] == engine && r["fd"] == fd)

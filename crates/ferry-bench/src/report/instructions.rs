@@ -19,8 +19,6 @@ const NOTE: &str = "User-space instructions per round trip of both processes (th
 
 const CALLGRIND_NOTE: &str = "callgrind: valgrind's count of every instruction executed in each process's round-trip span (the parent's loop; the child's echo loop, from its first receive to the hang-up), on a build with rustix's libc backend (target/instructions), which valgrind can run. Repeatable to about 1% (exactly, where no waiter sleeps on a futex): whether a waiter finds its message already there or sleeps for it depends on whether the wake-up preempted its peer.";
 
-const PERF_NOTE: &str = "perf: the CPU's instructions:u counter over both processes, whole (start-up included, which the difference cancels only as far as it repeats).";
-
 /// One transport's count, as written to JSON.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct InstructionsRow {
@@ -32,16 +30,16 @@ pub struct InstructionsRow {
     pub size: usize,
     /// Where the processes ran (always `same`).
     pub placement: &'static str,
-    /// What counted: `callgrind` or `perf`.
+    /// What counted: `callgrind`.
     pub counter: &'static str,
     /// The round trips of the two runs, N1 then N2.
     pub round_trips: [usize; 2],
-    /// Both processes' user-space instructions in each run (callgrind:
-    /// over each process's round-trip span; perf: whole processes).
+    /// Both processes' user-space instructions in each run, over each
+    /// process's round-trip span.
     pub instructions: [u64; 2],
     /// Both processes' instructions per round trip.
     pub per_round_trip: f64,
-    /// The parent's share, where the counter tells the processes apart.
+    /// The parent's share.
     pub parent_per_round_trip: Option<f64>,
     /// The child's share, likewise.
     pub child_per_round_trip: Option<f64>,
@@ -72,10 +70,6 @@ pub fn table(rows: &[InstructionsRow]) -> Option<Table> {
             ratio_cell(row, base, |r| r.per_round_trip)
         })
     }));
-    let counters = [("callgrind", CALLGRIND_NOTE), ("perf", PERF_NOTE)];
-    let used = counters
-        .iter()
-        .filter(|(name, _)| rows.iter().any(|r| r.counter == *name));
     let title = format!(
         "instructions per round trip at {} B (placement {})",
         first.size, first.placement
@@ -83,7 +77,7 @@ pub fn table(rows: &[InstructionsRow]) -> Option<Table> {
     Some(
         Table::new(&title, &columns, rows)
             .noted([NOTE.to_string()])
-            .noted(used.map(|(_, note)| note.to_string()))
+            .noted([CALLGRIND_NOTE.to_string()])
             .noted(target_note(rows)),
     )
 }

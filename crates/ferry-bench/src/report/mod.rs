@@ -24,11 +24,11 @@ use serde::Serialize;
 use crate::error::{Context, Error};
 use crate::matrix::Results;
 
-pub use instructions::{InstructionsRow, format_count};
+pub use instructions::InstructionsRow;
 pub use json::write_json;
 pub use rows::{CallsRow, PingpongRow, ThroughputRow};
 pub use server::ServerRow;
-pub use table::{Column, Table};
+pub use table::Table;
 
 /// The transports each row is compared with, at the same size and
 /// placement: the OS's everyday socket, and the floor of a hand-written

@@ -210,7 +210,7 @@ pub fn serve_child(args: &ChildArgs) -> Result<(), Error> {
 
 /// Serves `engine` and answers the parent's requests for addresses until
 /// it hangs up.
-fn serve(ctl: &::ferry::Pipe, engine: &dyn engine::Engine, clients: usize) -> Result<(), Error> {
+fn serve(ctl: &::ferry::Pipe, engine: &dyn engine::Server, clients: usize) -> Result<(), Error> {
     let mut listening = engine.serve(clients)?;
     loop {
         match ctl.recv() {

@@ -6,14 +6,14 @@
 use std::time::Instant;
 
 use super::child::{ChildArgs, Helper, Role, Seat, next_address};
-use super::engine::Engine;
+use super::engine::Server;
 use super::{Case, SIZE, Sample, timed};
 use crate::error::Error;
 use crate::payload;
 use crate::progress::Bar;
 
 /// Runs one connect row.
-pub fn run(case: &Case, engine: &dyn Engine, bar: &Bar) -> Result<Sample, Error> {
+pub fn run(case: &Case, engine: &dyn Server, bar: &Bar) -> Result<Sample, Error> {
     let args = ChildArgs::new(Role::Serve, engine.name(), case.placement, Seat::Child);
     let server = Helper::start(&args)?;
     let measured = measure(case, engine, &server.ctl, bar);
@@ -22,7 +22,7 @@ pub fn run(case: &Case, engine: &dyn Engine, bar: &Bar) -> Result<Sample, Error>
 
 fn measure(
     case: &Case,
-    engine: &dyn Engine,
+    engine: &dyn Server,
     ctl: &::ferry::Pipe,
     bar: &Bar,
 ) -> Result<Sample, Error> {

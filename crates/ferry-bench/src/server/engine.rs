@@ -1,8 +1,9 @@
-//! The servers and clients of the connect and clients rows, one engine
-//! per file: ferry's named server ([`super::ferry`]), a Unix
-//! `SOCK_SEQPACKET` listener ([`super::seqpacket`]), ipc-channel's
-//! one-shot servers ([`super::ipc`]), and (connect rows only) the
-//! hand-written shared-memory connect floor ([`super::shm`]).
+//! The servers and clients of the connect and clients rows: ferry's named
+//! server ([`super::ferry`]), a Unix `SOCK_SEQPACKET` listener and
+//! ipc-channel's one-shot servers (beside their pingpong transports, in
+//! `transport/unix_seqpacket.rs` and `transport/ipc_channel.rs`),
+//! and (connect rows only) the hand-written shared-memory connect floor
+//! ([`super::shm`]).
 //!
 //! Every server answers a client's first request on the thread that
 //! accepted it, so the first round trip waits for no thread to start. For
@@ -20,8 +21,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::error::Error;
 
-/// A kind of server, and its clients.
-pub trait Engine: Debug + Sync {
+/// A kind of server, and its clients: an engine's server capability
+/// ([`crate::engine::Engine::server`]).
+pub trait Server: Debug + Sync {
     /// The name on the command line and in reports.
     fn name(&self) -> &'static str;
 
@@ -42,6 +44,18 @@ pub trait Engine: Debug + Sync {
     /// Whether the server takes every client at one address (all but
     /// ipc-channel's one-shot servers, one per client).
     fn one_address(&self) -> bool {
+        true
+    }
+
+    /// Whether it has connect rows (all but ferry-select, the same server
+    /// as ferry's until a second client comes).
+    fn connects(&self) -> bool {
+        true
+    }
+
+    /// Whether it has clients rows (all but the shared-memory connect
+    /// floors, which time connects only).
+    fn serves_many(&self) -> bool {
         true
     }
 }
@@ -75,36 +89,24 @@ impl Listening for Fixed {
     }
 }
 
-/// The engines of the connect rows, in report order.
-pub const CONNECT: &[&dyn Engine] = &[
-    &super::ferry::Ferry::THREADS,
-    &super::seqpacket::Seqpacket,
-    &super::ipc::IpcChannel,
-    &super::shm::ShmConnect::FLOOR,
-    &super::shm::ShmConnect::UNSEALED,
-    &super::shm::ShmConnect::PAGE,
-    &super::shm::ShmConnect::EAGER,
-    &super::shm::ShmConnect::MIN,
-    &super::shm::ShmConnect::SPARE,
-    &super::shm::ShmConnect::MIN_SPARE,
-];
+/// The servers of the connect rows, in report order.
+pub fn connecting() -> Vec<&'static dyn Server> {
+    let servers = crate::engine::servers().into_iter();
+    servers.filter(|s| s.connects()).collect()
+}
 
-/// The engines of the clients rows, in report order.
-pub const CLIENTS: &[&dyn Engine] = &[
-    &super::ferry::Ferry::THREADS,
-    &super::ferry::Ferry::SELECT,
-    &super::seqpacket::Seqpacket,
-    &super::ipc::IpcChannel,
-];
+/// The servers of the clients rows, in report order.
+pub fn serving_many() -> Vec<&'static dyn Server> {
+    let servers = crate::engine::servers().into_iter();
+    servers.filter(|s| s.serves_many()).collect()
+}
 
-/// The engine called `name`.
-pub fn by_name(name: &str) -> Result<&'static dyn Engine, Error> {
-    CLIENTS
-        .iter()
-        .chain(CONNECT)
-        .copied()
-        .find(|e| e.name() == name)
-        .ok_or_else(|| Error::new(format!("no server engine is called `{name}`")))
+/// The server called `name`.
+pub fn by_name(name: &str) -> Result<&'static dyn Server, Error> {
+    let found = crate::engine::servers()
+        .into_iter()
+        .find(|e| e.name() == name);
+    found.ok_or_else(|| Error::new(format!("no server engine is called `{name}`")))
 }
 
 /// An abstract socket name no other server has: this process's id and a
@@ -129,7 +131,7 @@ mod tests {
 
     #[test]
     fn every_engine_is_found_by_its_name() {
-        for engine in CLIENTS.iter().chain(CONNECT) {
+        for engine in crate::engine::servers() {
             assert_eq!(by_name(engine.name()).unwrap().name(), engine.name());
         }
         assert!(by_name("carrier-pigeon").is_err());

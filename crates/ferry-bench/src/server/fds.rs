@@ -10,20 +10,20 @@
 //! descriptor this process holds must still name the memfd.
 
 use std::fmt::Debug;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::time::Instant;
 
 use ::ferry::{Handle, Pipe, RecvError};
 use rustix::fs::{MemfdFlags, fstat, memfd_create};
-use rustix::net::{AddressFamily, SocketFlags, SocketType, socketpair};
 
 use super::child::{ChildArgs, Helper, Role, Seat};
-use super::{Case, SIZE, Sample, dial, scm, timed};
+use super::{Case, SIZE, Sample, dial, timed};
 use crate::error::{Context, Error};
 use crate::payload;
 use crate::progress::Bar;
 
-/// A way to carry a message and maybe a descriptor to the child and back.
+/// A way to carry a message and maybe a descriptor to the child and back:
+/// an engine's fds capability ([`crate::engine::Engine::fds`]).
 pub trait Carrier: Debug + Sync {
     /// The name on the command line and in reports.
     fn name(&self) -> &'static str;
@@ -49,15 +49,12 @@ pub trait Trip {
     ) -> Result<Option<OwnedFd>, Error>;
 }
 
-/// Every carrier, in report order.
-pub const ALL: &[&dyn Carrier] = &[&FerryCarrier, &SeqpacketCarrier];
-
 /// The carrier called `name`.
 pub fn by_name(name: &str) -> Result<&'static dyn Carrier, Error> {
-    ALL.iter()
-        .copied()
-        .find(|c| c.name() == name)
-        .ok_or_else(|| Error::new(format!("no descriptor carrier is called `{name}`")))
+    let found = crate::engine::carriers()
+        .into_iter()
+        .find(|c| c.name() == name);
+    found.ok_or_else(|| Error::new(format!("no descriptor carrier is called `{name}`")))
 }
 
 /// Runs one fd row.
@@ -156,76 +153,5 @@ impl Trip for FerryTrip<'_> {
             true => Ok(back),
             false => Err(Error::new("more than one descriptor came back")),
         }
-    }
-}
-
-/// The floor: a `SOCK_SEQPACKET` socket pair, the child's end handed over
-/// the control pipe, each message one `sendmsg` and one `recvmsg`.
-#[derive(Debug)]
-pub struct SeqpacketCarrier;
-
-/// Receive buffer of the floor's echo: any record fits.
-const RECORD: usize = 64 * 1024;
-
-impl Carrier for SeqpacketCarrier {
-    fn name(&self) -> &'static str {
-        "unix-seqpacket"
-    }
-
-    fn open<'a>(&self, ctl: &'a Pipe) -> Result<Box<dyn Trip + 'a>, Error> {
-        let (mine, theirs) = socketpair(
-            AddressFamily::UNIX,
-            SocketType::SEQPACKET,
-            SocketFlags::CLOEXEC,
-            None,
-        )
-        .context("socketpair")?;
-        ctl.sender()
-            .send_with(b"socket", vec![theirs])
-            .context("handing the child its socket")?;
-        Ok(Box::new(SeqpacketTrip {
-            socket: mine,
-            inbox: vec![0; RECORD],
-        }))
-    }
-
-    fn echo(&self, ctl: &Pipe) -> Result<(), Error> {
-        let mut message = ctl
-            .receiver()
-            .recv_with()
-            .context("waiting for the socket")?;
-        let socket = message
-            .fds
-            .pop()
-            .ok_or_else(|| Error::new("the parent sent no socket"))?;
-        let mut buf = vec![0; RECORD];
-        loop {
-            match scm::recv(&socket, &mut buf)? {
-                (0, None) => return Ok(()),
-                (n, fd) => scm::send(&socket, &buf[..n], fd.as_ref().map(AsFd::as_fd))?,
-            }
-        }
-    }
-}
-
-struct SeqpacketTrip {
-    socket: OwnedFd,
-    inbox: Vec<u8>,
-}
-
-impl Trip for SeqpacketTrip {
-    fn round_trip(
-        &mut self,
-        request: &[u8],
-        fd: Option<OwnedFd>,
-        reply: &mut Vec<u8>,
-    ) -> Result<Option<OwnedFd>, Error> {
-        scm::send(&self.socket, request, fd.as_ref().map(AsFd::as_fd))?;
-        // Closed once sent, as ferry closes an `Handle::Fd` it has sent.
-        drop(fd);
-        let (n, back) = scm::recv(&self.socket, &mut self.inbox)?;
-        reply.clear();
-        reply.extend_from_slice(&self.inbox[..n]);
-        Ok(back)
     }
 }

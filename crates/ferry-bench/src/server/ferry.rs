@@ -6,9 +6,9 @@
 use std::collections::HashMap;
 use std::thread;
 
-use ::ferry::{AcceptError, Pipe, Receiver, RecvError, Select, Server, TryRecvError};
+use ::ferry::{AcceptError, Pipe, Receiver, RecvError, Select, TryRecvError};
 
-use super::engine::{self, Conn, Engine, Fixed, Listening};
+use super::engine::{self, Conn, Fixed, Listening, Server};
 use crate::error::{Context, Error};
 
 /// ferry's server, with one of two ways of serving.
@@ -24,7 +24,7 @@ impl Ferry {
     pub const SELECT: Self = Self { select: true };
 }
 
-impl Engine for Ferry {
+impl Server for Ferry {
     fn name(&self) -> &'static str {
         match self.select {
             false => "ferry",
@@ -32,10 +32,14 @@ impl Engine for Ferry {
         }
     }
 
+    fn connects(&self) -> bool {
+        !self.select
+    }
+
     fn serve(&self, clients: usize) -> Result<Box<dyn Listening>, Error> {
         let name = engine::fresh_name("ferry");
-        let server =
-            Server::bind(name.as_str()).context(format!("binding a ferry server at {name}"))?;
+        let server = ::ferry::Server::bind(name.as_str())
+            .context(format!("binding a ferry server at {name}"))?;
         match self.select {
             false => thread::spawn(move || accept_each(&server, clients)),
             true => thread::spawn(move || serve_selected(&server, clients)),
@@ -69,7 +73,7 @@ impl Conn for FerryConn {
 }
 
 /// The next client to pass the server's checks.
-fn accept(server: &Server) -> Result<Pipe, AcceptError> {
+fn accept(server: &::ferry::Server) -> Result<Pipe, AcceptError> {
     loop {
         match server.accept() {
             Ok(client) => return Ok(client.pipe),
@@ -83,7 +87,7 @@ fn accept(server: &Server) -> Result<Pipe, AcceptError> {
 /// Accepts clients forever: the first request of each here, the rest on
 /// a thread of its own, or here too when they come one at a time (see
 /// [`engine::one_at_a_time`]).
-fn accept_each(server: &Server, clients: usize) {
+fn accept_each(server: &::ferry::Server, clients: usize) {
     let mut buf = Vec::new();
     loop {
         match accept(server) {
@@ -114,7 +118,7 @@ fn echo_one(pipe: &Pipe, buf: &mut Vec<u8>) -> bool {
 
 /// Accepts `clients` clients (the first request of each here), then serves
 /// them all from this thread through a `Select`.
-fn serve_selected(server: &Server, clients: usize) {
+fn serve_selected(server: &::ferry::Server, clients: usize) {
     let mut pipes = Vec::with_capacity(clients);
     let mut buf = Vec::new();
     while pipes.len() < clients {

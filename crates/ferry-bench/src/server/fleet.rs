@@ -17,7 +17,7 @@ use ::ferry::{Pipe, RecvError, RecvTimeoutError};
 use hdrhistogram::Histogram;
 
 use super::child::{ChildArgs, Helper, Role, Seat, next_address};
-use super::engine::{Conn, Engine};
+use super::engine::{Conn, Server};
 use super::{Case, SIZE, Sample, dial};
 use crate::error::{Context, Error};
 use crate::payload;
@@ -31,7 +31,7 @@ const GRACE: Duration = Duration::from_secs(60);
 const TICK: Duration = Duration::from_millis(50);
 
 /// Runs one clients row.
-pub fn run(case: &Case, engine: &dyn Engine, clients: usize, bar: &Bar) -> Result<Sample, Error> {
+pub fn run(case: &Case, engine: &dyn Server, clients: usize, bar: &Bar) -> Result<Sample, Error> {
     let window_ms = case.window.as_millis() as u64;
     let args = ChildArgs::new(Role::Serve, engine.name(), case.placement, Seat::Parent);
     let server = Helper::start(&args.with_clients(clients, window_ms))?;
@@ -41,7 +41,7 @@ pub fn run(case: &Case, engine: &dyn Engine, clients: usize, bar: &Bar) -> Resul
 
 fn start_clients(
     case: &Case,
-    engine: &dyn Engine,
+    engine: &dyn Server,
     clients: usize,
     server: &Pipe,
     bar: &Bar,
@@ -89,7 +89,7 @@ fn collect(ctl: &Pipe, addresses: &[String], window: Duration, bar: &Bar) -> Res
 /// In the clients' child: connects a client to each address the parent
 /// sends, runs them all for `window`, reports, and waits for the parent
 /// to hang up.
-pub fn clients(ctl: &Pipe, engine: &dyn Engine, window: Duration) -> Result<(), Error> {
+pub fn clients(ctl: &Pipe, engine: &dyn Server, window: Duration) -> Result<(), Error> {
     let addresses = ctl.recv().context("waiting for the addresses")?;
     let addresses = String::from_utf8(addresses).context("the addresses")?;
     let mut conns = Vec::new();

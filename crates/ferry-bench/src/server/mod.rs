@@ -13,20 +13,18 @@
 //!   each) in another, all making 144 B round trips for a fixed window:
 //!   round trips per second of all of them, and each one's latency.
 //!
-//! The servers and clients of the first and last are engines behind one
-//! trait ([`engine::Engine`]); the descriptor carriers are behind another
-//! ([`fds::Carrier`]).
+//! Each row's engine is one of [`crate::engine::ALL`]: the connect and
+//! clients rows drive its server capability ([`engine::Server`]), the fd
+//! rows its descriptor capability ([`fds::Carrier`]).
 
 mod child;
 mod dial;
-mod engine;
-mod fds;
-mod ferry;
+pub(crate) mod engine;
+pub(crate) mod fds;
+pub(crate) mod ferry;
 mod fleet;
-mod ipc;
-mod scm;
-mod seqpacket;
-mod shm;
+pub(crate) mod scm;
+pub(crate) mod shm;
 mod tally;
 mod timed;
 
@@ -35,6 +33,7 @@ use std::time::Duration;
 use clap::ValueEnum;
 use hdrhistogram::Histogram;
 
+use crate::definitions::DEFINITIONS;
 use crate::error::Error;
 use crate::matrix::Bench;
 use crate::pingpong;
@@ -42,24 +41,12 @@ use crate::placement::Placement;
 use crate::progress::Bar;
 
 pub use child::{ChildArgs, serve_child};
-pub use engine::Engine;
+pub use engine::Server;
 pub use fds::Carrier;
 pub use tally::{LoopArgs, run as connect_loop};
 
 /// Payload bytes of every request and reply.
-pub const SIZE: usize = 144;
-/// Connects per connect row.
-const CONNECTS: usize = 2_000;
-/// Round trips per fd row.
-const FD_ROUND_TRIPS: usize = 20_000;
-/// Timed operations per connect or fd row with `--quick`.
-const QUICK_COUNT: usize = 100;
-/// Clients of the one server in a clients row.
-pub const CLIENTS: usize = 100;
-/// How long the clients make round trips, per row.
-pub const WINDOW: Duration = Duration::from_secs(2);
-/// The window with `--quick`.
-pub const QUICK_WINDOW: Duration = Duration::from_millis(200);
+pub const SIZE: usize = DEFINITIONS.server.size;
 
 /// The three tests, as `--test` names them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -90,7 +77,7 @@ impl Test {
 #[derive(Debug, Clone, Copy)]
 pub enum Row {
     /// Connect and one round trip, through this engine.
-    Connect(&'static dyn Engine),
+    Connect(&'static dyn Server),
     /// Round trips through this carrier, with one descriptor each way or
     /// none.
     Fd {
@@ -102,7 +89,7 @@ pub enum Row {
     /// This many clients of one server of this engine.
     Clients {
         /// The server and its clients.
-        engine: &'static dyn Engine,
+        engine: &'static dyn Server,
         /// How many clients.
         clients: usize,
     },
@@ -212,14 +199,14 @@ fn rows_of(test: Test, settings: &Settings) -> Vec<Row> {
 
 fn all_rows_of(test: Test, settings: &Settings) -> Vec<Row> {
     match test {
-        Test::Connect => engine::CONNECT.iter().map(|&e| Row::Connect(e)).collect(),
-        Test::Fd => fds::ALL
-            .iter()
-            .flat_map(|&carrier| [false, true].map(|fd| Row::Fd { carrier, fd }))
+        Test::Connect => engine::connecting().into_iter().map(Row::Connect).collect(),
+        Test::Fd => crate::engine::carriers()
+            .into_iter()
+            .flat_map(|carrier| [false, true].map(|fd| Row::Fd { carrier, fd }))
             .collect(),
-        Test::Clients => engine::CLIENTS
-            .iter()
-            .map(|&engine| Row::Clients {
+        Test::Clients => engine::serving_many()
+            .into_iter()
+            .map(|engine| Row::Clients {
                 engine,
                 clients: settings.clients,
             })
@@ -238,9 +225,9 @@ impl Settings {
     fn count_of(&self, test: Test) -> usize {
         match (self.count, self.quick, test) {
             (Some(count), _, _) => count,
-            (None, true, _) => QUICK_COUNT,
-            (None, false, Test::Fd) => FD_ROUND_TRIPS,
-            (None, false, _) => CONNECTS,
+            (None, true, _) => DEFINITIONS.server.quick_count,
+            (None, false, Test::Fd) => DEFINITIONS.server.fd_round_trips,
+            (None, false, _) => DEFINITIONS.server.connects,
         }
     }
 
@@ -248,8 +235,8 @@ impl Settings {
     fn window(&self) -> Duration {
         match (self.window, self.quick) {
             (Some(window), _) => window,
-            (None, true) => QUICK_WINDOW,
-            (None, false) => WINDOW,
+            (None, true) => DEFINITIONS.server.quick_window,
+            (None, false) => DEFINITIONS.server.window,
         }
     }
 }
@@ -350,7 +337,7 @@ mod tests {
             engines: Vec::new(),
             count: None,
             quick,
-            clients: CLIENTS,
+            clients: DEFINITIONS.server.clients,
             window: None,
             cap: Duration::from_secs(1),
         }
@@ -363,32 +350,34 @@ mod tests {
             .iter()
             .map(|c| format!("{} {}", c.row.test().name(), c.row.display_name()))
             .collect();
-        assert_eq!(
-            names,
-            [
-                "connect ferry",
-                "connect unix-seqpacket",
-                "connect ipc-channel",
-                "connect shm-floor",
-                "connect shm-floor-unsealed",
-                "connect shm-floor-4k",
-                "connect shm-floor-eager",
-                "connect shm-floor-min",
-                "connect shm-floor-spare",
-                "connect shm-floor-min-spare",
-                "fd ferry",
-                "fd ferry+fd",
-                "fd unix-seqpacket",
-                "fd unix-seqpacket+fd",
-                "clients ferry",
-                "clients ferry-select",
-                "clients unix-seqpacket",
-                "clients ipc-channel",
-            ]
-        );
-        assert_eq!(cases[0].count, CONNECTS);
-        assert_eq!(cases[10].count, FD_ROUND_TRIPS);
-        assert_eq!(cases[14].window, WINDOW);
+        let expected: Vec<&str> = [
+            "connect ferry",
+            "connect unix-seqpacket",
+            "connect ipc-channel",
+            "connect shm-floor",
+            "connect shm-floor-unsealed",
+            "connect shm-floor-4k",
+            "connect shm-floor-eager",
+            "connect shm-floor-min",
+            "connect shm-floor-spare",
+            "connect shm-floor-min-spare",
+            "fd ferry",
+            "fd ferry+fd",
+            "fd unix-seqpacket",
+            "fd unix-seqpacket+fd",
+            "clients ferry",
+            "clients ferry-select",
+            "clients unix-seqpacket",
+            "clients ipc-channel",
+        ]
+        .into_iter()
+        .filter(|name| cfg!(feature = "ipc-channel") || !name.ends_with("ipc-channel"))
+        .collect();
+        assert_eq!(names, expected);
+        let first = |test| cases.iter().find(|c| c.row.test() == test).unwrap();
+        assert_eq!(first(Test::Connect).count, DEFINITIONS.server.connects);
+        assert_eq!(first(Test::Fd).count, DEFINITIONS.server.fd_round_trips);
+        assert_eq!(first(Test::Clients).window, DEFINITIONS.server.window);
     }
 
     #[test]
@@ -406,7 +395,11 @@ mod tests {
     fn quick_runs_are_short_and_tests_can_be_picked() {
         let cases = cases(Placement::Same, &settings(vec![Test::Clients], true));
         assert!(cases.iter().all(|c| c.row.test() == Test::Clients));
-        assert!(cases.iter().all(|c| c.window == QUICK_WINDOW));
-        assert_eq!(cases[0].row.clients(), CLIENTS);
+        assert!(
+            cases
+                .iter()
+                .all(|c| c.window == DEFINITIONS.server.quick_window)
+        );
+        assert_eq!(cases[0].row.clients(), DEFINITIONS.server.clients);
     }
 }

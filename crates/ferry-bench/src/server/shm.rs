@@ -33,7 +33,7 @@ use rustix::fs::{MemfdFlags, SealFlags};
 use rustix::io::Errno;
 use rustix::net::{self, AddressFamily, SendFlags, SocketAddrUnix, SocketFlags};
 
-use super::engine::{self, Conn, Engine, Fixed, Listening};
+use super::engine::{self, Conn, Fixed, Listening, Server};
 use super::scm;
 use crate::error::{Context, Error};
 use crate::transport::Endpoint;
@@ -131,9 +131,13 @@ impl ShmConnect {
 /// name of the shape that made it (rows of two such shapes alternate).
 static SPARE: Mutex<Option<(&'static str, Slots)>> = Mutex::new(None);
 
-impl Engine for ShmConnect {
+impl Server for ShmConnect {
     fn name(&self) -> &'static str {
         self.name
+    }
+
+    fn serves_many(&self) -> bool {
+        false
     }
 
     fn serve(&self, clients: usize) -> Result<Box<dyn Listening>, Error> {

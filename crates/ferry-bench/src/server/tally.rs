@@ -20,7 +20,7 @@
 //! (calls per syscall; the sum of the `totals:` lines of every `cg.N.*`)
 //! subtracted and divided by the difference in N. valgrind needs the build
 //! `ferry-bench instructions` makes with rustix's libc backend (see
-//! `instructions/callgrind.rs`).
+//! `instructions.rs`).
 //!
 //! The server's address is asked once, where the engine serves every
 //! client at one address (ipc-channel's one-shot servers ask for each),
@@ -37,7 +37,7 @@ use clap::Args;
 use super::SIZE;
 use super::child::{ChildArgs, Helper, Role, Seat, next_address};
 use super::dial::check_echo;
-use super::engine::{self, Engine};
+use super::engine::{self, Server};
 use crate::error::{Context, Error};
 use crate::payload;
 use crate::placement::Placement;
@@ -47,7 +47,7 @@ use crate::placement::Placement;
 pub struct LoopArgs {
     /// Server engines, comma-separated [default: ferry,unix-seqpacket,shm-floor].
     #[arg(long = "engine", value_delimiter = ',', value_parser = engine_arg)]
-    engines: Vec<&'static dyn Engine>,
+    engines: Vec<&'static dyn Server>,
     /// Where the two processes run (see the other commands).
     #[arg(long, value_enum, default_value_t = Placement::Same)]
     placement: Placement,
@@ -59,7 +59,7 @@ pub struct LoopArgs {
     warmup: usize,
 }
 
-fn engine_arg(name: &str) -> Result<&'static dyn Engine, String> {
+fn engine_arg(name: &str) -> Result<&'static dyn Server, String> {
     engine::by_name(name).map_err(|e| e.to_string())
 }
 
@@ -151,7 +151,7 @@ pub fn run(args: &LoopArgs) -> Result<(), Error> {
 }
 
 /// One engine's loop, as a line of the table.
-fn count(args: &LoopArgs, engine: &dyn Engine) -> Result<String, Error> {
+fn count(args: &LoopArgs, engine: &dyn Server) -> Result<String, Error> {
     let child = ChildArgs::new(Role::Serve, engine.name(), args.placement, Seat::Child);
     let mut server = Helper::start(&child)?;
     let (me, them) = (std::process::id(), server.pid());

@@ -1,7 +1,9 @@
 //! The engines that move messages between the benchmark's two processes.
 //!
-//! Each transport is one file here and one entry in [`ALL`]; the workloads
-//! and the command line know transports only through the [`Transport`] and
+//! Each transport is one file here and one entry in [`ENGINES`], with the
+//! capabilities it has ([`crate::engine::Engine`]: a pipe to a child, and
+//! for some a named server and descriptor passing); the workloads and the
+//! command line know a pipe only through the [`Transport`] and
 //! [`Endpoint`] traits, so adding one touches nothing else.
 //!
 //! A transport starts the child process itself ([`Transport::spawn`]),
@@ -10,26 +12,31 @@
 //! same transport name, calls [`Transport::connect_to_parent`].
 
 mod ferry;
+#[cfg(feature = "tokio")]
 mod ferry_async;
 mod ferry_typed;
 mod ferry_zero_copy;
 mod framed;
 mod guard;
+#[cfg(feature = "iceoryx2")]
 mod iceoryx2;
-mod ipc_channel;
+#[cfg(feature = "ipc-channel")]
+pub(crate) mod ipc_channel;
 mod pipe;
 pub(crate) mod shm_floor;
-mod unix_seqpacket;
+pub(crate) mod unix_seqpacket;
 mod unix_stream;
+#[cfg(feature = "tokio")]
 mod unix_stream_tokio;
 
 use std::fmt::Debug;
 use std::process::{Child, Command};
 
+use crate::engine::{self, Engine};
 use crate::error::Error;
+use crate::server::{self, Carrier, Server};
 
 pub use guard::{ChildGuard, Exit};
-pub(crate) use unix_seqpacket::recv_record;
 
 /// A way to carry messages between a parent and the child it starts.
 pub trait Transport: Debug + Sync {
@@ -110,8 +117,9 @@ pub trait Endpoint {
     }
 }
 
-/// Every transport, in the order rows are run and reported.
-pub const ALL: &[&dyn Transport] = &[
+/// Every engine, in the order rows are run and reported; a rival's only
+/// with its feature (see [`crate::engine`]).
+pub const ENGINES: &[&dyn Engine] = &[
     &ferry::Ferry::ADAPTIVE,
     &ferry::Ferry::TUNED,
     &ferry::Ferry::SPIN,
@@ -119,32 +127,127 @@ pub const ALL: &[&dyn Transport] = &[
     &ferry::Ferry::LOAN,
     &ferry::Ferry::LOAN_BORROWED,
     &ferry::Ferry::IN_PLACE,
+    &server::ferry::Ferry::SELECT,
     &ferry_typed::FerryTyped,
+    #[cfg(feature = "tokio")]
     &ferry_async::FerryAsync,
     &unix_stream::UnixStream,
+    #[cfg(feature = "tokio")]
     &unix_stream_tokio::UnixStreamTokio,
     &pipe::Pipe,
     &unix_seqpacket::UnixSeqpacket,
     &shm_floor::ShmFloor::FUTEX,
     &shm_floor::ShmFloor::SPIN,
     &shm_floor::ShmFloor::IN_PLACE,
+    #[cfg(feature = "ipc-channel")]
     &ipc_channel::IpcChannel::BYTES,
+    #[cfg(feature = "ipc-channel")]
     &ipc_channel::IpcChannel::TYPED,
+    #[cfg(feature = "ipc-channel")]
+    &ipc_channel::OneShotServers,
+    #[cfg(feature = "iceoryx2")]
     &iceoryx2::Iceoryx2::EVENT,
+    #[cfg(feature = "iceoryx2")]
     &iceoryx2::Iceoryx2::SPIN,
+    &server::shm::ShmConnect::FLOOR,
+    &server::shm::ShmConnect::UNSEALED,
+    &server::shm::ShmConnect::PAGE,
+    &server::shm::ShmConnect::EAGER,
+    &server::shm::ShmConnect::MIN,
+    &server::shm::ShmConnect::SPARE,
+    &server::shm::ShmConnect::MIN_SPARE,
 ];
+
+/// Engines that are a pipe and nothing else.
+macro_rules! pipe_engines {
+    ($($(#[$cfg:meta])* $engine:ty),* $(,)?) => {$(
+        $(#[$cfg])*
+        impl Engine for $engine {
+            fn pipe(&self) -> Option<&dyn Transport> {
+                Some(self)
+            }
+        }
+    )*};
+}
+
+/// Engines that are a server and nothing else.
+macro_rules! server_engines {
+    ($($(#[$cfg:meta])* $engine:ty),* $(,)?) => {$(
+        $(#[$cfg])*
+        impl Engine for $engine {
+            fn server(&self) -> Option<&dyn Server> {
+                Some(self)
+            }
+        }
+    )*};
+}
+
+pipe_engines!(
+    ferry_typed::FerryTyped,
+    #[cfg(feature = "tokio")]
+    ferry_async::FerryAsync,
+    unix_stream::UnixStream,
+    #[cfg(feature = "tokio")]
+    unix_stream_tokio::UnixStreamTokio,
+    pipe::Pipe,
+    shm_floor::ShmFloor,
+    #[cfg(feature = "ipc-channel")]
+    ipc_channel::IpcChannel,
+    #[cfg(feature = "iceoryx2")]
+    iceoryx2::Iceoryx2,
+);
+
+server_engines!(
+    server::ferry::Ferry,
+    server::shm::ShmConnect,
+    #[cfg(feature = "ipc-channel")]
+    ipc_channel::OneShotServers,
+);
+
+/// ferry: every way of waiting and writing is a pipe; the plain one
+/// (`ferry`) is also the named server (a thread per client) and carries
+/// descriptors.
+impl Engine for ferry::Ferry {
+    fn pipe(&self) -> Option<&dyn Transport> {
+        Some(self)
+    }
+
+    fn server(&self) -> Option<&dyn Server> {
+        let plain = Transport::name(self) == "ferry";
+        plain.then_some(&server::ferry::Ferry::THREADS)
+    }
+
+    fn fds(&self) -> Option<&dyn Carrier> {
+        let plain = Transport::name(self) == "ferry";
+        plain.then_some(&server::fds::FerryCarrier)
+    }
+}
+
+/// A seqpacket socket: a pipe, a named server and the floor of carrying
+/// descriptors.
+impl Engine for unix_seqpacket::UnixSeqpacket {
+    fn pipe(&self) -> Option<&dyn Transport> {
+        Some(self)
+    }
+
+    fn server(&self) -> Option<&dyn Server> {
+        Some(&unix_seqpacket::Listener)
+    }
+
+    fn fds(&self) -> Option<&dyn Carrier> {
+        Some(&unix_seqpacket::FdCarrier)
+    }
+}
 
 /// The transport called `name`.
 pub fn by_name(name: &str) -> Result<&'static dyn Transport, String> {
-    ALL.iter()
-        .copied()
-        .find(|t| t.name() == name)
-        .ok_or_else(|| format!("unknown transport `{name}`; known: {}", names().join(", ")))
+    let found = engine::pipes().into_iter().find(|t| t.name() == name);
+    found.ok_or_else(|| format!("unknown transport `{name}`; known: {}", names().join(", ")))
 }
 
 /// The names of every transport.
 pub fn names() -> Vec<&'static str> {
-    ALL.iter().map(|t| t.name()).collect()
+    engine::pipes().iter().map(|t| t.name()).collect()
 }
 
 #[cfg(test)]

@@ -16,10 +16,19 @@
 //! the parent listens at a fresh path in the temporary directory, names it
 //! to the child in the environment, and removes it once the child has
 //! connected.
+//!
+//! The same sockets serve the server workload: a named server
+//! ([`Listener`]: a listener at an abstract address, as ferry's named server
+//! uses, one thread per client, each message one record) and the floor of
+//! passing a descriptor ([`FdCarrier`]: a socket pair, each message one
+//! `sendmsg` and one `recvmsg` with `SCM_RIGHTS`).
 
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::Path;
 use std::process::Command;
+use std::thread;
+
+use ::ferry::Pipe;
 
 use rustix::io::Errno;
 use rustix::net::{
@@ -30,6 +39,9 @@ use super::framed::{self, HEADER};
 use super::unix_stream::{SocketPath, accept_within};
 use super::{ChildGuard, Connection, Endpoint, Transport};
 use crate::error::{Context, Error};
+use crate::server::engine::{self, Conn, Fixed, Listening, Server};
+use crate::server::fds::{Carrier, Trip};
+use crate::server::scm;
 
 /// The environment variable naming the socket's path to the child.
 const ENV: &str = "FERRY_BENCH_SEQPACKET";
@@ -201,9 +213,8 @@ fn send_record(socket: &OwnedFd, record: &[u8]) -> Result<(), Error> {
 }
 
 /// Receives one record into `buf`, failing if it does not fit; 0 means the
-/// peer closed (or reset the connection). The server workload's sockets
-/// use it too.
-pub(crate) fn recv_record(socket: &OwnedFd, buf: &mut [u8]) -> Result<usize, Error> {
+/// peer closed (or reset the connection).
+fn recv_record(socket: &OwnedFd, buf: &mut [u8]) -> Result<usize, Error> {
     loop {
         // TRUNC: the record's whole length, even if `buf` took less.
         match net::recv(socket, &mut *buf, RecvFlags::TRUNC) {
@@ -218,6 +229,164 @@ pub(crate) fn recv_record(socket: &OwnedFd, buf: &mut [u8]) -> Result<usize, Err
             Err(Errno::CONNRESET) => return Ok(0),
             Err(e) => return Err(e).context("receiving a record"),
         }
+    }
+}
+
+/// Connections the kernel queues before `accept`.
+const BACKLOG: i32 = 128;
+/// The server's receive buffer: any record the clients send fits.
+const RECORD: usize = 64 * 1024;
+
+/// A seqpacket listener and its clients, for the server workload.
+#[derive(Debug)]
+pub struct Listener;
+
+impl Server for Listener {
+    fn name(&self) -> &'static str {
+        "unix-seqpacket"
+    }
+
+    fn serve(&self, clients: usize) -> Result<Box<dyn Listening>, Error> {
+        let name = engine::fresh_name("seqpacket");
+        let listener = seqpacket_socket(SocketFlags::CLOEXEC)?;
+        net::bind(&listener, &abstract_address(&name)?).context(format!("binding to @{name}"))?;
+        net::listen(&listener, BACKLOG).context(format!("listening at @{name}"))?;
+        thread::spawn(move || accept_each(&listener, clients));
+        Ok(Box::new(Fixed(name)))
+    }
+
+    fn connect(
+        &self,
+        name: &str,
+        request: &[u8],
+        reply: &mut Vec<u8>,
+    ) -> Result<Box<dyn Conn>, Error> {
+        let socket = seqpacket_socket(SocketFlags::CLOEXEC)?;
+        net::connect(&socket, &abstract_address(name)?)
+            .context(format!("connecting to @{name}"))?;
+        let mut conn = ServerConn(socket);
+        conn.round_trip(request, reply)?;
+        Ok(Box::new(conn))
+    }
+}
+
+fn abstract_address(name: &str) -> Result<SocketAddrUnix, Error> {
+    SocketAddrUnix::new_abstract_name(name.as_bytes()).context(format!("naming @{name}"))
+}
+
+struct ServerConn(OwnedFd);
+
+impl Conn for ServerConn {
+    fn round_trip(&mut self, request: &[u8], reply: &mut Vec<u8>) -> Result<(), Error> {
+        send_record(&self.0, request)?;
+        // The echo is as long as the request: a buffer of that length,
+        // and TRUNC to catch a longer record.
+        reply.resize(request.len(), 0);
+        match recv_record(&self.0, reply)? {
+            n if n == request.len() => Ok(()),
+            n => Err(Error::new(format!(
+                "a {n}-byte reply to a {}-byte request",
+                request.len()
+            ))),
+        }
+    }
+}
+
+/// Accepts clients forever: the first request of each here, the rest on
+/// a thread of its own, or here too when they come one at a time (see
+/// [`engine::one_at_a_time`]).
+fn accept_each(listener: &OwnedFd, clients: usize) {
+    let mut buf = vec![0; RECORD];
+    loop {
+        match net::accept_with(listener, SocketFlags::CLOEXEC) {
+            Ok(socket) if engine::one_at_a_time(clients) => while echo_one(&socket, &mut buf) {},
+            Ok(socket) if echo_one(&socket, &mut buf) => {
+                thread::spawn(move || {
+                    let mut buf = vec![0; RECORD];
+                    while echo_one(&socket, &mut buf) {}
+                });
+            }
+            Ok(_) | Err(Errno::INTR | Errno::CONNABORTED) => {}
+            Err(e) => return engine::report("accepting a seqpacket client", e),
+        }
+    }
+}
+
+/// Receives one record and sends it back; false once the client has gone.
+fn echo_one(socket: &OwnedFd, buf: &mut [u8]) -> bool {
+    let echoed = recv_record(socket, buf).and_then(|n| match n {
+        0 => Ok(false),
+        n => send_record(socket, &buf[..n]).map(|()| true),
+    });
+    echoed.unwrap_or_else(|e| {
+        engine::report("echoing to a seqpacket client", e);
+        false
+    })
+}
+
+/// The floor of the fd rows: a `SOCK_SEQPACKET` socket pair, the child's
+/// end handed over the control pipe, each message one `sendmsg` and one
+/// `recvmsg`.
+#[derive(Debug)]
+pub struct FdCarrier;
+
+impl Carrier for FdCarrier {
+    fn name(&self) -> &'static str {
+        "unix-seqpacket"
+    }
+
+    fn open<'a>(&self, ctl: &'a Pipe) -> Result<Box<dyn Trip + 'a>, Error> {
+        let flags = SocketFlags::CLOEXEC;
+        let (mine, theirs) =
+            net::socketpair(AddressFamily::UNIX, SocketType::SEQPACKET, flags, None)
+                .context("socketpair")?;
+        ctl.sender()
+            .send_with(b"socket", vec![theirs])
+            .context("handing the child its socket")?;
+        Ok(Box::new(FdTrip {
+            socket: mine,
+            inbox: vec![0; RECORD],
+        }))
+    }
+
+    fn echo(&self, ctl: &Pipe) -> Result<(), Error> {
+        let mut message = ctl
+            .receiver()
+            .recv_with()
+            .context("waiting for the socket")?;
+        let socket = message
+            .fds
+            .pop()
+            .ok_or_else(|| Error::new("the parent sent no socket"))?;
+        let mut buf = vec![0; RECORD];
+        loop {
+            match scm::recv(&socket, &mut buf)? {
+                (0, None) => return Ok(()),
+                (n, fd) => scm::send(&socket, &buf[..n], fd.as_ref().map(AsFd::as_fd))?,
+            }
+        }
+    }
+}
+
+struct FdTrip {
+    socket: OwnedFd,
+    inbox: Vec<u8>,
+}
+
+impl Trip for FdTrip {
+    fn round_trip(
+        &mut self,
+        request: &[u8],
+        fd: Option<OwnedFd>,
+        reply: &mut Vec<u8>,
+    ) -> Result<Option<OwnedFd>, Error> {
+        scm::send(&self.socket, request, fd.as_ref().map(AsFd::as_fd))?;
+        // Closed once sent, as ferry closes an `Handle::Fd` it has sent.
+        drop(fd);
+        let (n, back) = scm::recv(&self.socket, &mut self.inbox)?;
+        reply.clear();
+        reply.extend_from_slice(&self.inbox[..n]);
+        Ok(back)
     }
 }
 

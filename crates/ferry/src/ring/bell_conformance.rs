@@ -53,6 +53,14 @@ fn promptly(check: impl FnOnce()) {
     );
 }
 
+/// Outside loom, gives a sleeper just started time to fall asleep, so the
+/// change after this finds it asleep and only the wake can end its sleep
+/// (loom tries both orders anyway).
+fn let_it_fall_asleep() {
+    #[cfg(not(loom))]
+    std::thread::sleep(Duration::from_millis(3));
+}
+
 /// Sleeps on `word` until it holds at least `goal`.
 fn sleep_until_at_least<B: Bell>(bell: &B, word: &AtomicU32, goal: u32) {
     loop {
@@ -84,6 +92,7 @@ pub fn a_change_and_a_wake_end_a_sleep<B: Bell + Send + Sync + 'static>(bell: B)
     let sleeper = Arc::clone(&shared);
     promptly(|| {
         let sleeper = thread::spawn(move || sleep_until_at_least(&sleeper.bell, &sleeper.word, 1));
+        let_it_fall_asleep();
         // Release: pairs with the sleeper's Acquire load.
         shared.word.store(1, Ordering::Release);
         shared.bell.wake(&shared.word);
@@ -107,6 +116,7 @@ pub fn each_wake_in_a_row_ends_a_sleep<B: Bell + Send + Sync + 'static>(bell: B,
             }
         });
         for _ in 0..rounds {
+            let_it_fall_asleep();
             // Release: pairs with the sleeper's Acquire load.
             shared.word.fetch_add(1, Ordering::Release);
             shared.bell.wake(&shared.word);
@@ -128,6 +138,7 @@ pub fn wake_all_ends_every_sleep<B: Bell + Send + Sync + 'static>(bell: B, sleep
                 thread::spawn(move || sleep_until_at_least(&sleeper.bell, &sleeper.word, 1))
             })
             .collect();
+        let_it_fall_asleep();
         // Release: pairs with each sleeper's Acquire load.
         shared.word.store(1, Ordering::Release);
         shared.bell.wake_all(&shared.word);
@@ -213,17 +224,17 @@ mod sys_futex {
     }
     #[test]
     fn a_change_and_a_wake_end_a_sleep() {
-        for _ in 0..200 {
+        for _ in 0..50 {
             super::a_change_and_a_wake_end_a_sleep(SysFutex);
         }
     }
     #[test]
     fn each_wake_in_a_row_ends_a_sleep() {
-        super::each_wake_in_a_row_ends_a_sleep(SysFutex, 10_000);
+        super::each_wake_in_a_row_ends_a_sleep(SysFutex, 50);
     }
     #[test]
     fn wake_all_ends_every_sleep() {
-        for _ in 0..50 {
+        for _ in 0..20 {
             super::wake_all_ends_every_sleep(SysFutex, 4);
         }
     }

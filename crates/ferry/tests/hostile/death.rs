@@ -112,6 +112,7 @@ fn spawned_peer_cannot_hide_its_death() {
     if let Some(role) = ferry_testkit::role() {
         crate::attacker::hide_death::run(&role);
     }
+    let _serial = ferry_testkit::serial();
     let dog = Watchdog::start(test, secs(120));
     let mut failures = Vec::new();
     for attack in ATTACKS {
@@ -136,6 +137,7 @@ fn client_cannot_hide_its_death_from_a_server() {
         let name = std::env::var(SERVER_ENV).expect("the server's name");
         crate::attacker::hide_death::client(&name, &role);
     }
+    let _serial = ferry_testkit::serial();
     let dog = Watchdog::start(test, secs(120));
     let mut failures = Vec::new();
     let name = format!("hidden-death-{}", std::process::id());

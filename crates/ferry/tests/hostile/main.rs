@@ -13,6 +13,9 @@
 //! (`attacker::report`), and the orchestrator judges them, gathering every
 //! finding before it fails ([`victim`] holds what every attack shares).
 //!
+//! Every test takes [`ferry_testkit::serial`]: the attacks bound times and
+//! count descriptors, and no other attack may run beside one.
+//!
 //! What is attacked:
 //! - [`ring`]: a received pipe end's ring positions;
 //! - [`handles`]: the address space, through pipe ends and handle claims;

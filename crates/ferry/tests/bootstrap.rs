@@ -2,15 +2,13 @@
 //! `FERRY_BOOTSTRAP` is forged: a clear error, never a panic or a hang. And
 //! in a child that ferry did start: every option the parent set, in force.
 
-mod common;
-
 use std::io::Write;
 use std::os::fd::OwnedFd;
 use std::os::unix::net::UnixStream;
 use std::process::{Command, Stdio};
 
-use common::{BOOTSTRAP_ENV, ChildGuard, Watchdog, XorShift, checksum, secs};
 use ferry::{BootstrapError, Pipe, PipeOptions, RecvError, SendError, Wait};
+use ferry_testkit::{BOOTSTRAP_ENV, ChildGuard, Watchdog, XorShift, checksum, secs, this_test};
 
 /// The exit code of a plain child whose check ran and passed (a child that
 /// ran no test at all would exit with 0, a failed one with 101).
@@ -43,11 +41,11 @@ fn run_plain(dog: &Watchdog, cmd: &mut Command, what: &str) {
 /// A plain `Command`, with no `FERRY_BOOTSTRAP` at all.
 #[test]
 fn plain_child_is_not_spawned() {
-    if common::role().is_some() {
+    if ferry_testkit::role().is_some() {
         expect_not_spawned();
     }
     let dog = Watchdog::start(this_test!(), secs(30));
-    let mut cmd = common::child_command(this_test!(), "not-spawned");
+    let mut cmd = ferry_testkit::child_command(this_test!(), "not-spawned");
     run_plain(&dog, &mut cmd, "no variable");
 }
 
@@ -64,7 +62,7 @@ fn bootstrap_value(fd: &str, parent: u32) -> String {
 /// that is closed, negative, or not a socket.
 #[test]
 fn forged_bootstrap_variable_is_refused() {
-    if common::role().is_some() {
+    if ferry_testkit::role().is_some() {
         expect_not_spawned();
     }
     let dog = Watchdog::start(this_test!(), secs(60));
@@ -95,7 +93,7 @@ fn forged_bootstrap_variable_is_refused() {
         good.replace("pool_cap=67108864", "pool_cap=99999999999999999999999"),
     ];
     for value in &forged {
-        let mut cmd = common::child_command(this_test!(), "not-spawned");
+        let mut cmd = ferry_testkit::child_command(this_test!(), "not-spawned");
         cmd.env(BOOTSTRAP_ENV, value);
         run_plain(&dog, &mut cmd, &format!("{BOOTSTRAP_ENV}={value:?}"));
     }
@@ -120,7 +118,7 @@ fn expect_refused() -> ! {
 /// a record of the right length without a descriptor, or hangs up.
 #[test]
 fn foreign_socket_is_refused() {
-    if common::role().is_some() {
+    if ferry_testkit::role().is_some() {
         expect_refused();
     }
     let dog = Watchdog::start(this_test!(), secs(60));
@@ -136,7 +134,7 @@ fn foreign_socket_is_refused() {
         if let Some(bytes) = payload {
             ours.write_all(bytes).expect("write");
         }
-        let mut cmd = common::child_command(this_test!(), "refused");
+        let mut cmd = ferry_testkit::child_command(this_test!(), "refused");
         cmd.env(BOOTSTRAP_ENV, bootstrap_value("0", std::process::id()))
             .stdin(Stdio::from(OwnedFd::from(theirs)));
         if payload.is_none() {
@@ -154,13 +152,14 @@ fn foreign_socket_is_refused() {
 /// and a second `from_parent` there gives `AlreadyTaken`.
 #[test]
 fn grandchild_is_not_spawned() {
-    match common::role().as_deref() {
+    match ferry_testkit::role().as_deref() {
         Some("not-spawned") => expect_not_spawned(),
         Some("middle") => return middle(this_test!()),
         _ => {}
     }
     let dog = Watchdog::start(this_test!(), secs(30));
-    let (child, pipe) = common::spawn_child(&dog, this_test!(), "middle", &PipeOptions::new());
+    let (child, pipe) =
+        ferry_testkit::spawn_child(&dog, this_test!(), "middle", &PipeOptions::new());
     pipe.send(b"ping").expect("ping");
     assert_eq!(pipe.recv().expect("pong"), b"pong");
     drop(pipe);
@@ -169,7 +168,7 @@ fn grandchild_is_not_spawned() {
 
 fn middle(test: &str) {
     let dog = Watchdog::start("child `middle`", secs(30));
-    let mut cmd = common::child_command(test, "not-spawned");
+    let mut cmd = ferry_testkit::child_command(test, "not-spawned");
     // Keep the inherited FERRY_BOOTSTRAP, which `child_command` removes.
     let inherited = std::env::var(BOOTSTRAP_ENV).expect("spawned by ferry");
     cmd.env(BOOTSTRAP_ENV, inherited);
@@ -192,7 +191,7 @@ const MIB: usize = 1 << 20;
 /// talk to it, and checks that the child's checks passed.
 fn with_child(test: &str, role: &str, options: &PipeOptions, parent: impl FnOnce(&Pipe)) {
     let dog = Watchdog::start(format!("{test} ({role})"), secs(60));
-    let (child, pipe) = common::spawn_child(&dog, test, role, options);
+    let (child, pipe) = ferry_testkit::spawn_child(&dog, test, role, options);
     parent(&pipe);
     drop(pipe);
     child.wait_ok();
@@ -200,13 +199,13 @@ fn with_child(test: &str, role: &str, options: &PipeOptions, parent: impl FnOnce
 
 /// In a child: its pipe from the parent, under a watchdog.
 fn child_pipe() -> (Watchdog, Pipe) {
-    common::child_pipe(&common::role().expect("a child"), secs(60))
+    ferry_testkit::child_pipe(&ferry_testkit::role().expect("a child"), secs(60))
 }
 
 #[test]
 fn capacity_reaches_the_child() {
     const CAPACITY: usize = 16 * KIB;
-    if common::role().is_some() {
+    if ferry_testkit::role().is_some() {
         let (_dog, pipe) = child_pipe();
         assert_eq!(pipe.sender().ring_size(), CAPACITY);
         return;
@@ -218,7 +217,7 @@ fn capacity_reaches_the_child() {
 #[test]
 fn max_message_reaches_the_child() {
     const LIMIT: usize = 100_000;
-    if common::role().is_some() {
+    if ferry_testkit::role().is_some() {
         let (_dog, pipe) = child_pipe();
         assert_eq!(pipe.sender().max_message(), LIMIT);
         match pipe.send(&vec![1; LIMIT + 1]) {
@@ -236,7 +235,7 @@ fn max_message_reaches_the_child() {
 
 #[test]
 fn wait_reaches_the_child() {
-    match common::role().as_deref() {
+    match ferry_testkit::role().as_deref() {
         Some("block") => return assert_eq!(child_pipe().1.sender().wait(), Wait::Sleep),
         Some("spin") => return assert_eq!(child_pipe().1.sender().wait(), Wait::Spin),
         _ => {}
@@ -262,7 +261,7 @@ const OUT_OF_LINE_CASES: [(&str, usize, usize, bool); 2] = [
 
 #[test]
 fn out_of_line_reaches_the_child() {
-    if let Some(role) = common::role() {
+    if let Some(role) = ferry_testkit::role() {
         let (_dog, pipe) = child_pipe();
         let (_, _, len, _) = OUT_OF_LINE_CASES
             .into_iter()
@@ -288,7 +287,7 @@ fn pool_cap_reaches_the_child() {
     const CAP: usize = 2 * MIB;
     const COUNT: u64 = 50;
     let message = |i: u64| XorShift::new(i + 1).bytes(MIB);
-    if common::role().is_some() {
+    if ferry_testkit::role().is_some() {
         let (_dog, pipe) = child_pipe();
         for i in 0..COUNT {
             pipe.send(&message(i)).expect("send");
@@ -310,7 +309,7 @@ fn pool_cap_reaches_the_child() {
 /// the same message arrives.
 #[test]
 fn max_mapped_reaches_the_child() {
-    if let Some(role) = common::role() {
+    if let Some(role) = ferry_testkit::role() {
         let (_dog, pipe) = child_pipe();
         let outcome = match pipe.recv() {
             Ok(msg) => format!("ok {}", msg.len()),
@@ -328,8 +327,8 @@ fn max_mapped_reaches_the_child() {
         ("small-budget", PipeOptions::new().max_mapped(MIB)),
         ("default-budget", PipeOptions::new()),
     ] {
-        let dog = common::Watchdog::start(this_test!(), common::secs(30));
-        let (child, pipe) = common::spawn_child(&dog, this_test!(), role, &options);
+        let dog = ferry_testkit::Watchdog::start(this_test!(), ferry_testkit::secs(30));
+        let (child, pipe) = ferry_testkit::spawn_child(&dog, this_test!(), role, &options);
         match pipe.send(&vec![5; MIB]) {
             Ok(()) | Err(SendError::Disconnected) => {}
             Err(e) => panic!("{role}: {e:?}"),

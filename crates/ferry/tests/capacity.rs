@@ -3,12 +3,10 @@
 //! another: `try_send` says `Full` at exactly N, `send_timeout` times out,
 //! `send` waits, and one receive makes room for one more.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::secs;
 use ferry::{PipeOptions, SendTimeoutError, TrySendError};
+use ferry_testkit::{secs, this_test};
 
 const CAPACITY: usize = 4;
 
@@ -35,7 +33,7 @@ fn fill_bytes(tx: &ferry::Sender) {
 
 #[test]
 fn a_byte_channel_holds_capacity_messages_in_one_process() {
-    let _dog = common::Watchdog::start(this_test!(), secs(30));
+    let _dog = ferry_testkit::Watchdog::start(this_test!(), secs(30));
     let (tx, rx) = ferry::bytes::channel(CAPACITY).unwrap();
     fill_bytes(&tx);
     // A blocking send waits until one message is received.
@@ -86,8 +84,8 @@ fn a_pipe_with_a_capacity_holds_that_many_each_way() {
 /// the rest once the parent says so, and checks their order.
 #[test]
 fn a_byte_channel_holds_capacity_messages_with_the_receiver_in_a_child() {
-    if common::role().is_some() {
-        let (_dog, main) = common::child_pipe("child", secs(30));
+    if ferry_testkit::role().is_some() {
+        let (_dog, main) = ferry_testkit::child_pipe("child", secs(30));
         let mut msg = main.receiver().recv_with().expect("the receiver");
         let rx = msg.receivers.pop().expect("a receiver");
         assert_eq!(main.recv().unwrap(), b"take one");
@@ -100,8 +98,9 @@ fn a_byte_channel_holds_capacity_messages_with_the_receiver_in_a_child() {
         main.send(b"done").unwrap();
         return;
     }
-    let dog = common::Watchdog::start(this_test!(), secs(30));
-    let (child, main) = common::spawn_child(&dog, this_test!(), "child", &PipeOptions::new());
+    let dog = ferry_testkit::Watchdog::start(this_test!(), secs(30));
+    let (child, main) =
+        ferry_testkit::spawn_child(&dog, this_test!(), "child", &PipeOptions::new());
     let (tx, rx) = ferry::bytes::channel(CAPACITY).unwrap();
     main.sender().send_with(b"the receiver", vec![rx]).unwrap();
     fill_bytes(&tx);
@@ -144,7 +143,7 @@ mod typed {
 
     #[test]
     fn a_typed_channel_holds_capacity_values_in_one_process() {
-        let _dog = common::Watchdog::start(this_test!(), secs(30));
+        let _dog = ferry_testkit::Watchdog::start(this_test!(), secs(30));
         let (tx, rx) = ferry::channel::<u32>(CAPACITY).unwrap();
         fill(&tx);
         // The typed sender is not `Sync`: it goes to the thread and back.
@@ -172,7 +171,7 @@ mod typed {
     /// A sender waiting for room wakes when the receiver goes.
     #[test]
     fn a_typed_sender_waiting_for_room_sees_the_receiver_go() {
-        let _dog = common::Watchdog::start(this_test!(), secs(30));
+        let _dog = ferry_testkit::Watchdog::start(this_test!(), secs(30));
         let (tx, rx) = ferry::channel::<u32>(1).unwrap();
         tx.send(0).unwrap();
         let waiting = std::thread::spawn(move || tx.send(1).map_err(|e| e.to_string()));
@@ -193,8 +192,8 @@ mod typed {
     /// sender here is bounded by the same capacity.
     #[test]
     fn a_typed_channel_holds_capacity_values_with_the_receiver_in_a_child() {
-        if common::role().is_some() {
-            let (_dog, main) = common::child_pipe("child", secs(30));
+        if ferry_testkit::role().is_some() {
+            let (_dog, main) = ferry_testkit::child_pipe("child", secs(30));
             let mut msg = main.receiver().recv_with().expect("the receiver");
             let rx = ferry::typed::Receiver::<u32>::from_bytes(msg.receivers.pop().unwrap());
             assert_eq!(main.recv().unwrap(), b"take one");
@@ -207,8 +206,9 @@ mod typed {
             main.send(b"done").unwrap();
             return;
         }
-        let dog = common::Watchdog::start(this_test!(), secs(30));
-        let (child, main) = common::spawn_child(&dog, this_test!(), "child", &PipeOptions::new());
+        let dog = ferry_testkit::Watchdog::start(this_test!(), secs(30));
+        let (child, main) =
+            ferry_testkit::spawn_child(&dog, this_test!(), "child", &PipeOptions::new());
         let (tx, rx) = ferry::channel::<u32>(CAPACITY).unwrap();
         main.sender()
             .send_with(b"the receiver", vec![rx.into_bytes().unwrap()])

@@ -3,12 +3,10 @@
 //! starved; the receiver sees the end only when the last clone is gone;
 //! a sender with clones does not travel.
 
-mod common;
-
 use std::time::Duration;
 
-use common::secs;
 use ferry::{Handle, PipeOptions, RecvError, RecvTimeoutError, SendError};
+use ferry_testkit::{secs, this_test};
 
 const CLONES: usize = 8;
 const EACH: u32 = 100_000;
@@ -90,7 +88,7 @@ fn pace() {
 
 #[test]
 fn eight_clones_send_in_order_into_one_receiver_in_one_process() {
-    let _dog = common::Watchdog::start(this_test!(), secs(120));
+    let _dog = ferry_testkit::Watchdog::start(this_test!(), secs(120));
     let (tx, rx) = ferry::bytes::channel(64).unwrap();
     let tally = std::thread::scope(|s| {
         let receiver = s.spawn(|| {
@@ -119,8 +117,8 @@ fn eight_clones_send_in_order_into_one_receiver_in_one_process() {
 /// The receiver is in the child; it tallies and reports.
 #[test]
 fn eight_clones_send_in_order_into_one_receiver_in_a_child() {
-    if common::role().is_some() {
-        let (_dog, main) = common::child_pipe("child", secs(120));
+    if ferry_testkit::role().is_some() {
+        let (_dog, main) = ferry_testkit::child_pipe("child", secs(120));
         let mut msg = main.receiver().recv_with().expect("the receiver");
         let rx = msg.receivers.pop().expect("a receiver");
         let mut tally = Tally::default();
@@ -137,8 +135,9 @@ fn eight_clones_send_in_order_into_one_receiver_in_a_child() {
         main.send(tally.check().as_bytes()).unwrap();
         return;
     }
-    let dog = common::Watchdog::start(this_test!(), secs(120));
-    let (child, main) = common::spawn_child(&dog, this_test!(), "child", &PipeOptions::new());
+    let dog = ferry_testkit::Watchdog::start(this_test!(), secs(120));
+    let (child, main) =
+        ferry_testkit::spawn_child(&dog, this_test!(), "child", &PipeOptions::new());
     let (tx, rx) = ferry::bytes::channel(64).unwrap();
     main.sender().send_with(b"the receiver", vec![rx]).unwrap();
     send_from_clones(&tx);
@@ -174,15 +173,16 @@ fn a_clone_outlives_its_pipe_end() {
 /// back; once its clones are gone it travels.
 #[test]
 fn a_sender_with_clones_does_not_travel() {
-    if common::role().is_some() {
-        let (_dog, main) = common::child_pipe("child", secs(30));
+    if ferry_testkit::role().is_some() {
+        let (_dog, main) = ferry_testkit::child_pipe("child", secs(30));
         let mut msg = main.receiver().recv_with().expect("the sender");
         let tx = msg.senders.pop().expect("a sender");
         tx.send(b"from the child").unwrap();
         return;
     }
-    let dog = common::Watchdog::start(this_test!(), secs(30));
-    let (child, main) = common::spawn_child(&dog, this_test!(), "child", &PipeOptions::new());
+    let dog = ferry_testkit::Watchdog::start(this_test!(), secs(30));
+    let (child, main) =
+        ferry_testkit::spawn_child(&dog, this_test!(), "child", &PipeOptions::new());
     let (tx, rx) = ferry::bytes::channel(4).unwrap();
     let clone = tx.clone();
     let refused = main
@@ -215,7 +215,7 @@ fn a_sender_with_clones_does_not_travel() {
 #[cfg(feature = "tokio")]
 #[test]
 fn clones_send_from_async_tasks_in_one_runtime() {
-    let _dog = common::Watchdog::start(this_test!(), secs(30));
+    let _dog = ferry_testkit::Watchdog::start(this_test!(), secs(30));
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_io()
         .build()

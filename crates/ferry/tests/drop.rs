@@ -2,15 +2,13 @@
 //! receives every message sent before, then `Disconnected`, and its sends
 //! fail with `Disconnected`.
 
-mod common;
-
 use std::io::Read;
 use std::process::Stdio;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::secs;
 use ferry::{Pipe, PipeOptions, RecvError, SendError, Wait};
+use ferry_testkit::{secs, this_test};
 
 const COUNT: u64 = 1000;
 
@@ -65,18 +63,18 @@ fn recv_all_then_disconnected(pipe: &Pipe) {
 /// standard input closes): the parent sees the drop, not an exit.
 #[test]
 fn child_drops_its_end_after_sending() {
-    if common::role().is_some() {
-        let (_dog, pipe) = common::child_pipe("dropper", secs(30));
+    if ferry_testkit::role().is_some() {
+        let (_dog, pipe) = ferry_testkit::child_pipe("dropper", secs(30));
         send_all(&pipe);
         drop(pipe);
         let mut rest = Vec::new();
         std::io::stdin().read_to_end(&mut rest).expect("stdin");
         return;
     }
-    let dog = common::Watchdog::start(this_test!(), secs(30));
-    let mut cmd = common::child_command(this_test!(), "dropper");
+    let dog = ferry_testkit::Watchdog::start(this_test!(), secs(30));
+    let mut cmd = ferry_testkit::child_command(this_test!(), "dropper");
     cmd.stdin(Stdio::piped());
-    let (mut child, pipe) = common::spawn_command(&dog, cmd, &PipeOptions::new());
+    let (mut child, pipe) = ferry_testkit::spawn_command(&dog, cmd, &PipeOptions::new());
     let stdin = child.take_stdin();
     recv_all_then_disconnected(&pipe);
     drop(stdin);
@@ -86,13 +84,14 @@ fn child_drops_its_end_after_sending() {
 /// The child sends the stream and exits at once, without dropping its end.
 #[test]
 fn child_exits_after_sending() {
-    if common::role().is_some() {
-        let (_dog, pipe) = common::child_pipe("exiter", secs(30));
+    if ferry_testkit::role().is_some() {
+        let (_dog, pipe) = ferry_testkit::child_pipe("exiter", secs(30));
         send_all(&pipe);
         std::process::exit(0);
     }
-    let dog = common::Watchdog::start(this_test!(), secs(30));
-    let (child, pipe) = common::spawn_child(&dog, this_test!(), "exiter", &PipeOptions::new());
+    let dog = ferry_testkit::Watchdog::start(this_test!(), secs(30));
+    let (child, pipe) =
+        ferry_testkit::spawn_child(&dog, this_test!(), "exiter", &PipeOptions::new());
     recv_all_then_disconnected(&pipe);
     child.wait_ok();
 }
@@ -101,13 +100,14 @@ fn child_exits_after_sending() {
 /// child checks it got everything and then `Disconnected`.
 #[test]
 fn parent_drops_its_end_after_sending() {
-    if common::role().is_some() {
-        let (_dog, pipe) = common::child_pipe("receiver", secs(30));
+    if ferry_testkit::role().is_some() {
+        let (_dog, pipe) = ferry_testkit::child_pipe("receiver", secs(30));
         recv_all_then_disconnected(&pipe);
         return;
     }
-    let dog = common::Watchdog::start(this_test!(), secs(30));
-    let (child, pipe) = common::spawn_child(&dog, this_test!(), "receiver", &PipeOptions::new());
+    let dog = ferry_testkit::Watchdog::start(this_test!(), secs(30));
+    let (child, pipe) =
+        ferry_testkit::spawn_child(&dog, this_test!(), "receiver", &PipeOptions::new());
     send_all(&pipe);
     drop(pipe);
     child.wait_ok();
@@ -117,7 +117,7 @@ fn parent_drops_its_end_after_sending() {
 /// `Disconnected`.
 #[test]
 fn in_process_drop_after_sending() {
-    let dog = common::Watchdog::start(this_test!(), secs(30));
+    let dog = ferry_testkit::Watchdog::start(this_test!(), secs(30));
     let (a, b) = ferry::pipe().expect("pipe");
     thread::scope(|s| {
         s.spawn(move || {
@@ -133,7 +133,7 @@ fn in_process_drop_after_sending() {
 /// blocked `send` (full ring), for each wait strategy.
 #[test]
 fn in_process_drop_wakes_blocked_calls() {
-    let dog = common::Watchdog::start(this_test!(), secs(30));
+    let dog = ferry_testkit::Watchdog::start(this_test!(), secs(30));
     for wait in [Wait::Sleep, Wait::Adaptive, Wait::Spin] {
         let options = PipeOptions::new().ring_size(4096).wait(wait);
         let (a, b) = options.pipe().expect("pipe");

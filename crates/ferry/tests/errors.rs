@@ -5,16 +5,14 @@
 //! of one sender feed one receiver in order.
 #![cfg(feature = "serde")]
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::secs;
 use ferry::PipeOptions;
 use ferry::typed::{
     Receiver, RecvError, RecvTimeoutError, SendError, SendFailure, SendTimeoutError, Sender,
     TryRecvError, TrySendError,
 };
+use ferry_testkit::{secs, this_test};
 use serde::{Deserialize, Serialize};
 
 /// A typed sender and receiver over one byte pipe in this process: values
@@ -46,7 +44,7 @@ fn fill(tx: &Sender<(u32, String)>) -> TrySendError<(u32, String)> {
 
 #[test]
 fn try_send_full_hands_the_value_back_in_one_process() {
-    let _dog = common::Watchdog::start(this_test!(), secs(30));
+    let _dog = ferry_testkit::Watchdog::start(this_test!(), secs(30));
     let (tx, rx) = encoded_channel::<(u32, String)>();
     let e = fill(&tx);
     assert!(e.is_full(), "{e:?}");
@@ -67,14 +65,15 @@ fn try_send_full_hands_the_value_back_in_one_process() {
 
 #[test]
 fn try_send_full_hands_the_value_back_across_processes() {
-    if common::role().is_some() {
+    if ferry_testkit::role().is_some() {
         // Holds the pipe and never reads, until the parent kills it.
-        let (_dog, _main) = common::child_pipe("sleeper", secs(60));
+        let (_dog, _main) = ferry_testkit::child_pipe("sleeper", secs(60));
         std::thread::sleep(secs(60));
         return;
     }
-    let dog = common::Watchdog::start(this_test!(), secs(60));
-    let (mut child, main) = common::spawn_child(&dog, this_test!(), "sleeper", &PipeOptions::new());
+    let dog = ferry_testkit::Watchdog::start(this_test!(), secs(60));
+    let (mut child, main) =
+        ferry_testkit::spawn_child(&dog, this_test!(), "sleeper", &PipeOptions::new());
     let tx = Sender::<(u32, String)>::from_bytes(main.split().0);
     let e = fill(&tx);
     assert!(e.is_full() && !e.is_disconnected(), "{e:?}");
@@ -93,15 +92,15 @@ fn try_send_full_hands_the_value_back_across_processes() {
 
 #[test]
 fn sends_after_the_receiver_is_gone_hand_the_value_back_across_processes() {
-    if common::role().is_some() {
-        let (_dog, main) = common::child_pipe("one and done", secs(60));
+    if ferry_testkit::role().is_some() {
+        let (_dog, main) = ferry_testkit::child_pipe("one and done", secs(60));
         let rx = Receiver::<(u32, String)>::from_bytes(main.split().1);
         assert_eq!(rx.recv().expect("one value"), payload(0));
         return;
     }
-    let dog = common::Watchdog::start(this_test!(), secs(60));
+    let dog = ferry_testkit::Watchdog::start(this_test!(), secs(60));
     let (child, main) =
-        common::spawn_child(&dog, this_test!(), "one and done", &PipeOptions::new());
+        ferry_testkit::spawn_child(&dog, this_test!(), "one and done", &PipeOptions::new());
     let tx = Sender::<(u32, String)>::from_bytes(main.split().0);
     tx.send(payload(0)).expect("the one value");
     child.wait_ok();
@@ -131,7 +130,7 @@ impl Serialize for Unencodable {
 
 #[test]
 fn an_encode_failure_hands_the_value_back() {
-    let _dog = common::Watchdog::start(this_test!(), secs(30));
+    let _dog = ferry_testkit::Watchdog::start(this_test!(), secs(30));
     let (tx, rx) = encoded_channel::<Unencodable>();
     let value = Unencodable("precious".repeat(1000));
     let e = tx.send(value).unwrap_err();
@@ -171,7 +170,7 @@ impl Serialize for Reentrant {
 
 #[test]
 fn a_send_from_inside_serialize_on_the_same_sender_is_refused() {
-    let _dog = common::Watchdog::start(this_test!(), secs(30));
+    let _dog = ferry_testkit::Watchdog::start(this_test!(), secs(30));
     let (tx, rx) = encoded_channel::<Reentrant>();
     let tx = std::rc::Rc::new(tx);
     ON.with(|on| *on.borrow_mut() = Some(std::rc::Rc::clone(&tx)));
@@ -215,9 +214,9 @@ enum Carry {
 
 #[test]
 fn a_sender_named_twice_in_one_message_is_refused_at_the_sender() {
-    if common::role().is_some() {
+    if ferry_testkit::role().is_some() {
         // Answers 7 on every sender it gets, until the parent hangs up.
-        let (_dog, main) = common::child_pipe("answerer", secs(60));
+        let (_dog, main) = ferry_testkit::child_pipe("answerer", secs(60));
         let rx = Receiver::<Carry>::from_bytes(main.split().1);
         loop {
             match rx.recv() {
@@ -228,8 +227,9 @@ fn a_sender_named_twice_in_one_message_is_refused_at_the_sender() {
             }
         }
     }
-    let dog = common::Watchdog::start(this_test!(), secs(60));
-    let (child, main) = common::spawn_child(&dog, this_test!(), "answerer", &PipeOptions::new());
+    let dog = ferry_testkit::Watchdog::start(this_test!(), secs(60));
+    let (child, main) =
+        ferry_testkit::spawn_child(&dog, this_test!(), "answerer", &PipeOptions::new());
     let to_child = Sender::<Carry>::from_bytes(main.split().0);
     let (reply, answers) = ferry::channel::<u32>(16).unwrap();
     let e = to_child.send(Carry::Thrice(Thrice(reply))).unwrap_err();
@@ -261,13 +261,14 @@ fn a_sender_named_twice_in_one_message_is_refused_at_the_sender() {
 
 #[test]
 fn is_disconnected_on_every_form_across_processes() {
-    if common::role().is_some() {
-        let (_dog, _main) = common::child_pipe("quitter", secs(60));
+    if ferry_testkit::role().is_some() {
+        let (_dog, _main) = ferry_testkit::child_pipe("quitter", secs(60));
         return;
     }
-    let dog = common::Watchdog::start(this_test!(), secs(60));
+    let dog = ferry_testkit::Watchdog::start(this_test!(), secs(60));
     // Byte halves.
-    let (child, main) = common::spawn_child(&dog, this_test!(), "quitter", &PipeOptions::new());
+    let (child, main) =
+        ferry_testkit::spawn_child(&dog, this_test!(), "quitter", &PipeOptions::new());
     child.wait_ok();
     let (tx, rx) = main.split();
     let e = tx.send(b"x").unwrap_err();
@@ -288,7 +289,8 @@ fn is_disconnected_on_every_form_across_processes() {
     let e = rx.recv_timeout(secs(1)).unwrap_err();
     assert!(e.is_disconnected(), "{e:?}");
     // Typed halves.
-    let (child, main) = common::spawn_child(&dog, this_test!(), "quitter", &PipeOptions::new());
+    let (child, main) =
+        ferry_testkit::spawn_child(&dog, this_test!(), "quitter", &PipeOptions::new());
     child.wait_ok();
     let (tx, rx) = main.split();
     let (tx, rx) = (Sender::<u8>::from_bytes(tx), Receiver::<u8>::from_bytes(rx));
@@ -316,7 +318,7 @@ fn is_disconnected_on_every_form_across_processes() {
 
 #[test]
 fn send_with_error_debug_is_short() {
-    let _dog = common::Watchdog::start(this_test!(), secs(30));
+    let _dog = ferry_testkit::Watchdog::start(this_test!(), secs(30));
     let (a, _b) = ferry::pipe().expect("pipe");
     let (tx, _rx) = a.split();
     let ends: Vec<ferry::Handle> = (0..64)
@@ -380,7 +382,7 @@ fn sync_and_send<T: Sync + Send>(_: &T) {}
 #[test]
 fn clones_send_into_one_receiver_in_one_process() {
     const PER: u32 = 100_000;
-    let _dog = common::Watchdog::start(this_test!(), secs(120));
+    let _dog = ferry_testkit::Watchdog::start(this_test!(), secs(120));
     let (tx, rx) = ferry::channel::<(u32, u32)>(16).unwrap();
     sync_and_send(&tx);
     let last = tx.clone();
@@ -412,8 +414,8 @@ struct Setup {
 #[test]
 fn clones_send_into_one_receiver_in_a_child() {
     const PER: u32 = 20_000;
-    if common::role().is_some() {
-        let (_dog, main) = common::child_pipe("counter", secs(120));
+    if ferry_testkit::role().is_some() {
+        let (_dog, main) = ferry_testkit::child_pipe("counter", secs(120));
         let setup = Receiver::<Setup>::from_bytes(main.split().1)
             .recv()
             .expect("setup");
@@ -421,8 +423,9 @@ fn clones_send_into_one_receiver_in_a_child() {
         setup.report.send(got).expect("report");
         return;
     }
-    let dog = common::Watchdog::start(this_test!(), secs(120));
-    let (child, main) = common::spawn_child(&dog, this_test!(), "counter", &PipeOptions::new());
+    let dog = ferry_testkit::Watchdog::start(this_test!(), secs(120));
+    let (child, main) =
+        ferry_testkit::spawn_child(&dog, this_test!(), "counter", &PipeOptions::new());
     let to_child = Sender::<Setup>::from_bytes(main.split().0);
     let (tx, values) = ferry::channel::<(u32, u32)>(16).unwrap();
     let (report, reported) = ferry::channel::<u32>(16).unwrap();
@@ -457,7 +460,7 @@ impl<'de> Deserialize<'de> for Twice {
 
 #[test]
 fn a_receiver_named_twice_in_one_message_is_refused_at_the_sender() {
-    let _dog = common::Watchdog::start(this_test!(), secs(30));
+    let _dog = ferry_testkit::Watchdog::start(this_test!(), secs(30));
     let (tx, _rx) = encoded_channel::<Twice>();
     let (_values, twice) = ferry::channel::<u32>(16).unwrap();
     let e = tx.send(Twice(twice)).unwrap_err();

@@ -2,18 +2,16 @@
 //! arrives usable and in order with its message, and every path that
 //! refuses one leaves the descriptor counts of both processes unchanged.
 //!
-//! The tests take [`common::serial`]: they count this process's
+//! The tests take [`ferry_testkit::serial`]: they count this process's
 //! descriptors, which a test running beside them would disturb.
-
-mod common;
 
 use std::fs::File;
 use std::io::{Read, Seek, Write};
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 
-use common::{msg_u64, secs, u64_msg};
 use ferry::{Handle, Pipe, PipeOptions, SendError};
+use ferry_testkit::{msg_u64, secs, this_test, u64_msg};
 use serde::{Deserialize, Serialize};
 
 /// Messages, each with a descriptor of every kind.
@@ -67,18 +65,19 @@ fn read_from_start(fd: OwnedFd) -> String {
 /// descriptor counts of both processes are back where they began.
 #[test]
 fn descriptors_of_every_kind_arrive_usable_and_in_order() {
-    if common::role().is_some() {
+    if ferry_testkit::role().is_some() {
         return child();
     }
-    let _serial = common::serial();
-    let dog = common::Watchdog::start(this_test!(), secs(60));
-    let (child, main) = common::spawn_child(&dog, this_test!(), "child", &PipeOptions::new());
+    let _serial = ferry_testkit::serial();
+    let dog = ferry_testkit::Watchdog::start(this_test!(), secs(60));
+    let (child, main) =
+        ferry_testkit::spawn_child(&dog, this_test!(), "child", &PipeOptions::new());
     round(&main, 0); // what a first message opens lazily is not counted
-    let before = (common::fd_count(), child_fds(&main));
+    let before = (ferry_testkit::fd_count(), child_fds(&main));
     for i in 1..ROUNDS {
         round(&main, i);
     }
-    let after = (common::settled_fd_count(), child_fds(&main));
+    let after = (ferry_testkit::settled_fd_count(), child_fds(&main));
     assert!(
         after.0 <= before.0 + FD_SLACK && after.1 <= before.1 + FD_SLACK,
         "descriptors leaked over {ROUNDS} rounds: (parent, child) before {before:?}, after {after:?}"
@@ -129,7 +128,7 @@ fn child_fds(main: &Pipe) -> usize {
 }
 
 fn child() {
-    let (_dog, main) = common::child_pipe("child", secs(60));
+    let (_dog, main) = ferry_testkit::child_pipe("child", secs(60));
     loop {
         let message = main.receiver().recv_with().expect("a request");
         match message.bytes[0] {
@@ -145,7 +144,7 @@ fn child() {
                 main.send(&bytes).expect("reply");
             }
             COUNT => main
-                .send(&u64_msg(common::settled_fd_count() as u64))
+                .send(&u64_msg(ferry_testkit::settled_fd_count() as u64))
                 .expect("count"),
             TYPED => serve_typed(&main),
             BYE => return,
@@ -209,7 +208,7 @@ fn serve_typed(main: &Pipe) {
             .expect("write the log");
         replies.send(format!("{name}: {text}")).expect("reply");
     }
-    let before = common::fd_count();
+    let before = ferry_testkit::fd_count();
     // The next values carry descriptors this type does not hold.
     let (tx, rx) = (
         replies.into_bytes().expect("the byte half"),
@@ -223,7 +222,7 @@ fn serve_typed(main: &Pipe) {
         replies
             .send(format!(
                 "refused: {}",
-                common::fd_count_back_to(before) as i64 - before as i64
+                ferry_testkit::fd_count_back_to(before) as i64 - before as i64
             ))
             .expect("reply");
     }
@@ -234,12 +233,13 @@ fn serve_typed(main: &Pipe) {
 /// not hold them closes the descriptors that came.
 #[test]
 fn typed_descriptor_fields_travel_and_unclaimed_ones_are_closed() {
-    if common::role().is_some() {
+    if ferry_testkit::role().is_some() {
         return child();
     }
-    let _serial = common::serial();
-    let dog = common::Watchdog::start(this_test!(), secs(60));
-    let (child, main) = common::spawn_child(&dog, this_test!(), "child", &PipeOptions::new());
+    let _serial = ferry_testkit::serial();
+    let dog = ferry_testkit::Watchdog::start(this_test!(), secs(60));
+    let (child, main) =
+        ferry_testkit::spawn_child(&dog, this_test!(), "child", &PipeOptions::new());
     let (near, far) = ferry::pipe().expect("a pipe");
     main.send(&[TYPED]).expect("typed");
     main.sender()
@@ -288,14 +288,15 @@ fn typed_descriptor_fields_travel_and_unclaimed_ones_are_closed() {
 /// them (`recv`), and the counts of both processes stay put.
 #[test]
 fn refusals_leave_descriptor_counts_unchanged() {
-    if common::role().is_some() {
+    if ferry_testkit::role().is_some() {
         return child();
     }
-    let _serial = common::serial();
-    let dog = common::Watchdog::start(this_test!(), secs(60));
-    let (child, main) = common::spawn_child(&dog, this_test!(), "child", &PipeOptions::new());
+    let _serial = ferry_testkit::serial();
+    let dog = ferry_testkit::Watchdog::start(this_test!(), secs(60));
+    let (child, main) =
+        ferry_testkit::spawn_child(&dog, this_test!(), "child", &PipeOptions::new());
     round(&main, 0);
-    let before = (common::fd_count(), child_fds(&main));
+    let before = (ferry_testkit::fd_count(), child_fds(&main));
 
     // One past the kernel's limit: refused before anything is sent, every
     // descriptor handed back.
@@ -342,7 +343,7 @@ fn refusals_leave_descriptor_counts_unchanged() {
             .expect("253 descriptors");
         assert_eq!(main.recv().expect("dropped"), b"dropped");
     }
-    let after = (common::settled_fd_count(), child_fds(&main));
+    let after = (ferry_testkit::settled_fd_count(), child_fds(&main));
     assert!(
         after.0 <= before.0 + FD_SLACK && after.1 <= before.1 + FD_SLACK,
         "(parent, child) before {before:?}, after {after:?}"

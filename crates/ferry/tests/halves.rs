@@ -1,10 +1,8 @@
 //! One-way halves across processes: a `Sender` or a `Receiver` moved to a
 //! child on its own, while the other half of its pipe end stays here.
 
-mod common;
-
-use common::secs;
 use ferry::{Handle, PipeOptions, RecvError, SendError};
+use ferry_testkit::{secs, this_test};
 
 const ROUNDS: usize = 200;
 
@@ -14,8 +12,8 @@ const ROUNDS: usize = 200;
 /// exits, the parent's reader sees `Disconnected` after the last message.
 #[test]
 fn a_sender_half_travels_and_its_ring_keeps_working() {
-    if common::role().is_some() {
-        let (_dog, main) = common::child_pipe("child", secs(30));
+    if ferry_testkit::role().is_some() {
+        let (_dog, main) = ferry_testkit::child_pipe("child", secs(30));
         let mut msg = main.receiver().recv_with().expect("the half");
         assert_eq!(msg.bytes, b"take this sender");
         assert!(msg.pipes.is_empty() && msg.receivers.is_empty());
@@ -27,8 +25,9 @@ fn a_sender_half_travels_and_its_ring_keeps_working() {
         main.send(b"done").expect("done");
         return;
     }
-    let dog = common::Watchdog::start(this_test!(), secs(30));
-    let (mut child, main) = common::spawn_child(&dog, this_test!(), "child", &PipeOptions::new());
+    let dog = ferry_testkit::Watchdog::start(this_test!(), secs(30));
+    let (mut child, main) =
+        ferry_testkit::spawn_child(&dog, this_test!(), "child", &PipeOptions::new());
     let (a, b) = ferry::pipe().unwrap();
     let (a_tx, a_rx) = a.split();
     main.sender()
@@ -52,8 +51,8 @@ fn a_sender_half_travels_and_its_ring_keeps_working() {
 /// bootstrap pipe; the parent writes through the twin it kept.
 #[test]
 fn a_receiver_half_travels_and_reads_what_is_sent_here() {
-    if common::role().is_some() {
-        let (_dog, main) = common::child_pipe("child", secs(30));
+    if ferry_testkit::role().is_some() {
+        let (_dog, main) = ferry_testkit::child_pipe("child", secs(30));
         let mut msg = main.receiver().recv_with().expect("the half");
         let rx = msg.receivers.pop().expect("a receiver");
         loop {
@@ -66,8 +65,9 @@ fn a_receiver_half_travels_and_reads_what_is_sent_here() {
         main.send(b"hung up").expect("report");
         return;
     }
-    let dog = common::Watchdog::start(this_test!(), secs(30));
-    let (mut child, main) = common::spawn_child(&dog, this_test!(), "child", &PipeOptions::new());
+    let dog = ferry_testkit::Watchdog::start(this_test!(), secs(30));
+    let (mut child, main) =
+        ferry_testkit::spawn_child(&dog, this_test!(), "child", &PipeOptions::new());
     let (a, b) = ferry::pipe().unwrap();
     let (b_tx, b_rx) = b.split();
     main.sender()
@@ -91,16 +91,17 @@ fn a_receiver_half_travels_and_reads_what_is_sent_here() {
 /// already left cannot follow it: each refusal hands every end back.
 #[test]
 fn halves_that_cannot_travel_are_handed_back() {
-    if common::role().is_some() {
-        let (_dog, main) = common::child_pipe("child", secs(30));
+    if ferry_testkit::role().is_some() {
+        let (_dog, main) = ferry_testkit::child_pipe("child", secs(30));
         while let Ok(msg) = main.receiver().recv_with() {
             let ends = msg.pipes.len() + msg.senders.len() + msg.receivers.len();
             main.send(&[ends as u8]).expect("count");
         }
         return;
     }
-    let dog = common::Watchdog::start(this_test!(), secs(30));
-    let (mut child, main) = common::spawn_child(&dog, this_test!(), "child", &PipeOptions::new());
+    let dog = ferry_testkit::Watchdog::start(this_test!(), secs(30));
+    let (mut child, main) =
+        ferry_testkit::spawn_child(&dog, this_test!(), "child", &PipeOptions::new());
     let (a, b) = ferry::pipe().unwrap();
     let (a_tx, a_rx) = a.split();
     let (b_tx, b_rx) = b.split();

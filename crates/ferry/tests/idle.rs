@@ -7,13 +7,11 @@
 //! `FERRY_DEATH_TRIALS` sets how many `SIGKILL` trials the death test runs
 //! (default 20); it prints the distribution of detection times.
 
-mod common;
-
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{ChildGuard, Watchdog, secs};
 use ferry::{Pipe, PipeOptions, RecvError, SendError, TrySendError, Wait};
+use ferry_testkit::{ChildGuard, Watchdog, secs, this_test};
 
 /// How long the idle test counts wakeups.
 const IDLE_WINDOW: Duration = Duration::from_secs(2);
@@ -60,7 +58,7 @@ fn wakeups_then_kill(child: &mut ChildGuard) -> u64 {
 /// parent sends them), says ready, then holds them without a word until
 /// it is killed.
 fn holder() {
-    let (_dog, main) = common::child_pipe("holder", secs(60));
+    let (_dog, main) = ferry_testkit::child_pipe("holder", secs(60));
     let mut held = Vec::new();
     loop {
         let msg = main.receiver().recv_with().expect("a batch of pipe ends");
@@ -82,7 +80,7 @@ fn spawn_holder(
     count: usize,
     options: &PipeOptions,
 ) -> (ChildGuard, Pipe, Vec<Pipe>) {
-    let (child, main) = common::spawn_child(dog, test, "holder", &PipeOptions::new());
+    let (child, main) = ferry_testkit::spawn_child(dog, test, "holder", &PipeOptions::new());
     let mut near = Vec::new();
     for batch in (0..count).collect::<Vec<_>>().chunks(16) {
         let mut far = Vec::new();
@@ -181,10 +179,10 @@ fn idle_async_wakeups(test: &str, pipes: usize) -> u64 {
 /// nothing either.
 #[test]
 fn idle_select_and_async_make_no_wakeups() {
-    if common::role().is_some() {
+    if ferry_testkit::role().is_some() {
         return holder();
     }
-    let _serial = common::serial();
+    let _serial = ferry_testkit::serial();
     for pipes in [1, 100] {
         let woke = idle_select_wakeups(this_test!(), pipes);
         eprintln!(
@@ -214,10 +212,10 @@ fn idle_select_and_async_make_no_wakeups() {
 /// all, bar the measuring thread's own sleep.
 #[test]
 fn idle_waiters_make_no_wakeups() {
-    if common::role().is_some() {
+    if ferry_testkit::role().is_some() {
         return holder();
     }
-    let _serial = common::serial();
+    let _serial = ferry_testkit::serial();
     for wait in [Wait::Adaptive, Wait::Sleep] {
         for pipes in [1, 100] {
             let woke = idle_wakeups(this_test!(), pipes, wait);
@@ -298,10 +296,10 @@ fn death_trial(test: &str) -> Vec<(Blocked, Duration)> {
 /// a full pipe all return `Disconnected` within the bound.
 #[test]
 fn death_is_pushed_to_every_waiter() {
-    if common::role().is_some() {
+    if ferry_testkit::role().is_some() {
         return holder();
     }
-    let _serial = common::serial();
+    let _serial = ferry_testkit::serial();
     let trials: usize = std::env::var("FERRY_DEATH_TRIALS")
         .ok()
         .and_then(|v| v.parse().ok())

@@ -3,12 +3,10 @@
 //! end, in pieces, out of line), replies written from inside the read, and
 //! a call on the same half from inside the closure refused, not hung.
 
-mod common;
-
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
-use common::{XorShift, checksum, msg_u64, secs, u64_msg};
 use ferry::{PipeOptions, RecvError};
+use ferry_testkit::{XorShift, checksum, msg_u64, secs, this_test, u64_msg};
 
 /// A 16 KiB ring: small messages cross its end often, and a message above
 /// 8 KiB (half of it) travels in pieces.
@@ -30,8 +28,8 @@ fn message(i: usize) -> Vec<u8> {
 #[test]
 fn messages_written_and_read_in_place_echo_across_processes() {
     const COUNT: usize = 2_000;
-    if common::role().is_some() {
-        let (_dog, pipe) = common::child_pipe("in-place-echo", secs(90));
+    if ferry_testkit::role().is_some() {
+        let (_dog, pipe) = ferry_testkit::child_pipe("in-place-echo", secs(90));
         let mut echoed = 0u64;
         loop {
             // The reply is written in place from inside the read, while the
@@ -54,10 +52,10 @@ fn messages_written_and_read_in_place_echo_across_processes() {
         assert_eq!(echoed, COUNT as u64);
         return;
     }
-    let _serial = common::serial();
-    let dog = common::Watchdog::start(this_test!(), secs(90));
+    let _serial = ferry_testkit::serial();
+    let dog = ferry_testkit::Watchdog::start(this_test!(), secs(90));
     let options = PipeOptions::new().ring_size(CAPACITY);
-    let (child, pipe) = common::spawn_child(&dog, this_test!(), "in-place-echo", &options);
+    let (child, pipe) = ferry_testkit::spawn_child(&dog, this_test!(), "in-place-echo", &options);
     for i in 0..COUNT {
         let expected = message(i);
         // Alternate in-place and copying calls on this side; the child
@@ -92,8 +90,8 @@ fn messages_written_and_read_in_place_echo_across_processes() {
 /// (and nothing of that message is sent).
 #[test]
 fn a_call_on_the_same_half_inside_the_closure_panics_and_the_pipe_goes_on() {
-    if common::role().is_some() {
-        let (_dog, pipe) = common::child_pipe("reentry", secs(60));
+    if ferry_testkit::role().is_some() {
+        let (_dog, pipe) = ferry_testkit::child_pipe("reentry", secs(60));
         let nested = catch_unwind(AssertUnwindSafe(|| {
             pipe.receiver().recv_in_place(|first| {
                 assert_eq!(first, b"first");
@@ -119,9 +117,10 @@ fn a_call_on_the_same_half_inside_the_closure_panics_and_the_pipe_goes_on() {
             .expect("send after");
         return;
     }
-    let _serial = common::serial();
-    let dog = common::Watchdog::start(this_test!(), secs(60));
-    let (child, pipe) = common::spawn_child(&dog, this_test!(), "reentry", &PipeOptions::new());
+    let _serial = ferry_testkit::serial();
+    let dog = ferry_testkit::Watchdog::start(this_test!(), secs(60));
+    let (child, pipe) =
+        ferry_testkit::spawn_child(&dog, this_test!(), "reentry", &PipeOptions::new());
     pipe.send(b"first").expect("send");
     pipe.send(b"second").expect("send");
     // Neither the panicked message nor the inner send arrived: only "ok".
@@ -135,8 +134,8 @@ fn a_call_on_the_same_half_inside_the_closure_panics_and_the_pipe_goes_on() {
 /// comes, and the other process sees nothing amiss.
 #[test]
 fn a_closure_that_panics_sends_nothing_and_consumes_its_message() {
-    if common::role().is_some() {
-        let (_dog, pipe) = common::child_pipe("panics", secs(60));
+    if ferry_testkit::role().is_some() {
+        let (_dog, pipe) = ferry_testkit::child_pipe("panics", secs(60));
         let read = catch_unwind(AssertUnwindSafe(|| {
             pipe.receiver()
                 .recv_in_place(|_| panic!("the reader fails"))
@@ -152,9 +151,10 @@ fn a_closure_that_panics_sends_nothing_and_consumes_its_message() {
         pipe.send(&u64_msg(3)).expect("report");
         return;
     }
-    let _serial = common::serial();
-    let dog = common::Watchdog::start(this_test!(), secs(60));
-    let (child, pipe) = common::spawn_child(&dog, this_test!(), "panics", &PipeOptions::new());
+    let _serial = ferry_testkit::serial();
+    let dog = ferry_testkit::Watchdog::start(this_test!(), secs(60));
+    let (child, pipe) =
+        ferry_testkit::spawn_child(&dog, this_test!(), "panics", &PipeOptions::new());
     pipe.send(&u64_msg(1)).expect("send");
     pipe.send(&u64_msg(2)).expect("send");
     assert_eq!(msg_u64(&pipe.recv().expect("report")), 3);

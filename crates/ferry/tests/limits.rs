@@ -2,16 +2,14 @@
 //! `Timeout`, and nothing is lost or half-delivered) and an oversize message
 //! (`TooLarge`, with nothing sent).
 
-mod common;
-
 use std::io::{BufRead, BufReader, Write};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use common::{msg_u64, secs, u64_msg};
 use ferry::{
     Pipe, PipeOptions, RecvError, SendError, SendTimeoutError, TryRecvError, TrySendError, Wait,
 };
+use ferry_testkit::{msg_u64, secs, this_test, u64_msg};
 
 /// Message `seq` of a stream: 1 to 2,000 bytes, stamped with `seq`.
 fn small(seq: u64) -> Vec<u8> {
@@ -40,7 +38,7 @@ fn assert_timed_out(result: Result<(), SendTimeoutError>, started: Instant, what
 /// One process: fill the pipe, be refused, drain, and send again.
 #[test]
 fn full_pipe_in_process() {
-    let dog = common::Watchdog::start(this_test!(), secs(30));
+    let dog = ferry_testkit::Watchdog::start(this_test!(), secs(30));
     for wait in [Wait::Sleep, Wait::Adaptive, Wait::Spin] {
         let (a, b) = PipeOptions::new()
             .ring_size(4096)
@@ -101,14 +99,14 @@ fn full_pipe_in_process() {
 /// accepted messages, in order.
 #[test]
 fn full_pipe_across_processes() {
-    if common::role().is_some() {
+    if ferry_testkit::role().is_some() {
         return drainer();
     }
-    let dog = common::Watchdog::start(this_test!(), secs(30));
-    let mut cmd = common::child_command(this_test!(), "drainer");
+    let dog = ferry_testkit::Watchdog::start(this_test!(), secs(30));
+    let mut cmd = ferry_testkit::child_command(this_test!(), "drainer");
     cmd.stdin(Stdio::piped());
     let options = PipeOptions::new().ring_size(16 * 1024);
-    let (mut child, pipe) = common::spawn_command(&dog, cmd, &options);
+    let (mut child, pipe) = ferry_testkit::spawn_command(&dog, cmd, &options);
     let mut stdin = child.take_stdin();
     assert_eq!(pipe.recv().expect("ready"), b"ready");
 
@@ -158,7 +156,7 @@ fn full_pipe_across_processes() {
 }
 
 fn drainer() {
-    let (_dog, pipe) = common::child_pipe("drainer", secs(30));
+    let (_dog, pipe) = ferry_testkit::child_pipe("drainer", secs(30));
     pipe.send(b"ready").expect("ready");
     let mut line = String::new();
     BufReader::new(std::io::stdin())
@@ -223,8 +221,8 @@ fn oversize_message_default_limit() {
 /// the pipe ends handed back, and the child receives the next message.
 #[test]
 fn oversize_message_across_processes() {
-    if common::role().is_some() {
-        let (_dog, pipe) = common::child_pipe("receiver", secs(30));
+    if ferry_testkit::role().is_some() {
+        let (_dog, pipe) = ferry_testkit::child_pipe("receiver", secs(30));
         let msg = pipe.receiver().recv_with().expect("recv");
         assert_eq!(msg.bytes, b"next");
         assert_eq!(msg.pipes.len(), 1);
@@ -232,9 +230,9 @@ fn oversize_message_across_processes() {
         assert!(matches!(pipe.recv(), Err(RecvError::Disconnected)));
         return;
     }
-    let dog = common::Watchdog::start(this_test!(), secs(30));
+    let dog = ferry_testkit::Watchdog::start(this_test!(), secs(30));
     let options = PipeOptions::new().max_message(1000);
-    let (child, pipe) = common::spawn_child(&dog, this_test!(), "receiver", &options);
+    let (child, pipe) = ferry_testkit::spawn_child(&dog, this_test!(), "receiver", &options);
     assert_too_large(&pipe, 1000);
     let (a, b) = ferry::pipe().expect("pipe");
     let refused = pipe
@@ -264,8 +262,8 @@ fn oversize_message_across_processes() {
 /// the spawned child's end must refuse what the parent's would not accept.
 #[test]
 fn spawned_child_end_keeps_the_options() {
-    if common::role().is_some() {
-        let (_dog, pipe) = common::child_pipe("child", secs(30));
+    if ferry_testkit::role().is_some() {
+        let (_dog, pipe) = ferry_testkit::child_pipe("child", secs(30));
         let report = format!("{} {:?}", pipe.sender().max_message(), pipe.sender().wait());
         pipe.send(report.as_bytes()).expect("report");
         let over = pipe.send(&[0; 1001]);
@@ -276,9 +274,9 @@ fn spawned_child_end_keeps_the_options() {
         pipe.send(b"after").expect("send");
         return;
     }
-    let dog = common::Watchdog::start(this_test!(), secs(30));
+    let dog = ferry_testkit::Watchdog::start(this_test!(), secs(30));
     let options = PipeOptions::new().max_message(1000).wait(Wait::Sleep);
-    let (mut child, pipe) = common::spawn_child(&dog, this_test!(), "child", &options);
+    let (mut child, pipe) = ferry_testkit::spawn_child(&dog, this_test!(), "child", &options);
     let report = pipe.recv().expect("report");
     let after = pipe.recv();
     let status = child.wait();
@@ -300,8 +298,8 @@ const MIB: usize = 1 << 20;
 /// unmapping free blocks, or by the ring), not wait for ever.
 #[test]
 fn a_full_pool_of_one_block_size_does_not_starve_another() {
-    if common::role().is_some() {
-        let (_dog, pipe) = common::child_pipe("viewer", secs(30));
+    if ferry_testkit::role().is_some() {
+        let (_dog, pipe) = ferry_testkit::child_pipe("viewer", secs(30));
         // Holding each view makes the parent map a new block for the next.
         let views: Vec<_> = (0..4)
             .map(|_| pipe.receiver().recv_shared().expect("1 MiB"))
@@ -313,9 +311,9 @@ fn a_full_pool_of_one_block_size_does_not_starve_another() {
         pipe.send(&u64_msg(big.len() as u64)).expect("report");
         return;
     }
-    let dog = common::Watchdog::start(this_test!(), secs(30));
+    let dog = ferry_testkit::Watchdog::start(this_test!(), secs(30));
     let options = PipeOptions::new().pool_cap(4 * MIB);
-    let (child, pipe) = common::spawn_child(&dog, this_test!(), "viewer", &options);
+    let (child, pipe) = ferry_testkit::spawn_child(&dog, this_test!(), "viewer", &options);
     for _ in 0..4 {
         pipe.send(&vec![1; MIB]).expect("1 MiB");
     }
@@ -335,16 +333,16 @@ fn a_full_pool_of_one_block_size_does_not_starve_another() {
 #[test]
 fn a_raised_limit_holds_across_processes() {
     const LEN: usize = (256 << 20) + 1;
-    if common::role().is_some() {
-        let (_dog, pipe) = common::child_pipe("receiver", secs(60));
+    if ferry_testkit::role().is_some() {
+        let (_dog, pipe) = ferry_testkit::child_pipe("receiver", secs(60));
         assert_eq!(pipe.sender().max_message(), 512 << 20, "the parent's limit");
         let big = pipe.recv().expect("the big message");
         pipe.send(&u64_msg(big.len() as u64)).expect("report");
         return;
     }
-    let dog = common::Watchdog::start(this_test!(), secs(60));
+    let dog = ferry_testkit::Watchdog::start(this_test!(), secs(60));
     let options = PipeOptions::new().max_message(512 << 20);
-    let (child, pipe) = common::spawn_child(&dog, this_test!(), "receiver", &options);
+    let (child, pipe) = ferry_testkit::spawn_child(&dog, this_test!(), "receiver", &options);
     // Zeroed by the allocator and never written: it costs no memory here.
     let sent = pipe.sender().send_timeout(&vec![0; LEN], secs(30));
     assert!(sent.is_ok(), "{LEN} bytes under a 512 MiB limit: {sent:?}");

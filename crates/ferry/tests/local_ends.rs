@@ -4,14 +4,12 @@
 //! are unreceived, and large messages carrying handles out of line.
 #![cfg(feature = "serde")]
 
-mod common;
-
 use std::io::{Read, Seek, Write};
 use std::os::fd::OwnedFd;
 
-use common::secs;
 use ferry::typed::{ByteBuf, Fd, Receiver, Sender};
 use ferry::{Handle, PipeOptions, SendError};
+use ferry_testkit::{secs, this_test};
 use serde::{Deserialize, Serialize};
 
 /// A memory file holding `text`, its offset at the start.
@@ -38,7 +36,7 @@ fn read_all(fd: OwnedFd) -> String {
 /// ends, in order, and each end still talks to its twin here.
 #[test]
 fn ends_and_fds_over_a_pipe_within_one_process() {
-    let _dog = common::Watchdog::start(this_test!(), secs(30));
+    let _dog = ferry_testkit::Watchdog::start(this_test!(), secs(30));
     let (a, b) = ferry::pipe().unwrap();
     let mut twins = Vec::new();
     // Two ends a message, all unreceived until the loop below: within the
@@ -76,7 +74,7 @@ fn ends_and_fds_over_a_pipe_within_one_process() {
 /// twins see the pipe gone.
 #[test]
 fn halves_large_messages_and_a_dropped_receiver_within_one_process() {
-    let _dog = common::Watchdog::start(this_test!(), secs(30));
+    let _dog = ferry_testkit::Watchdog::start(this_test!(), secs(30));
     let (a, b) = ferry::pipe().unwrap();
     let (c, d) = ferry::pipe().unwrap();
     let (c_tx, c_rx) = c.split();
@@ -104,7 +102,7 @@ fn halves_large_messages_and_a_dropped_receiver_within_one_process() {
 /// its receiving half to `b`, which then talks to itself through it.
 #[test]
 fn an_end_sent_to_its_own_twin_arrives_as_a_local_pipe() {
-    let _dog = common::Watchdog::start(this_test!(), secs(30));
+    let _dog = ferry_testkit::Watchdog::start(this_test!(), secs(30));
     let (a, b) = ferry::pipe().unwrap();
     let (a_tx, a_rx) = a.split();
     a_tx.send_with(b"your own receiver", vec![a_rx]).unwrap();
@@ -131,7 +129,7 @@ fn an_end_sent_to_its_own_twin_arrives_as_a_local_pipe() {
 /// back, still working.
 #[test]
 fn an_end_over_the_ring_it_reads_is_refused() {
-    let _dog = common::Watchdog::start(this_test!(), secs(30));
+    let _dog = ferry_testkit::Watchdog::start(this_test!(), secs(30));
     let (a, b) = ferry::pipe().unwrap();
     let err = a.sender().send_with(b"", vec![b]).unwrap_err();
     assert!(
@@ -148,7 +146,7 @@ fn an_end_over_the_ring_it_reads_is_refused() {
 /// `HANDLE_WINDOW` unreceived ends a `try_` send says `Full`, ends back.
 #[test]
 fn the_handle_window_bounds_a_pipe_within_one_process() {
-    let _dog = common::Watchdog::start(this_test!(), secs(30));
+    let _dog = ferry_testkit::Watchdog::start(this_test!(), secs(30));
     let (a, b) = ferry::pipe().unwrap();
     let mut twins = Vec::new();
     for _ in 0..ferry::HANDLE_WINDOW {
@@ -206,7 +204,7 @@ fn ask(requests: &Sender<Request>, count: usize, size: impl Fn(usize) -> usize) 
 /// whose receiving half went to a byte pipe and came back.
 #[test]
 fn typed_values_with_handles_within_one_process() {
-    let _dog = common::Watchdog::start(this_test!(), secs(60));
+    let _dog = ferry_testkit::Watchdog::start(this_test!(), secs(60));
     let (a, b) = ferry::pipe().unwrap();
     let requests = Sender::<Request>::from_bytes(a.split().0);
     let served = Receiver::<Request>::from_bytes(b.split().1);
@@ -226,15 +224,16 @@ fn typed_values_with_handles_within_one_process() {
 /// once received, it goes, and talks to its twin here from the child.
 #[test]
 fn a_move_out_while_ends_are_queued_is_refused_until_they_are_received() {
-    if common::role().is_some() {
-        let (_dog, main) = common::child_pipe("mover", secs(30));
+    if ferry_testkit::role().is_some() {
+        let (_dog, main) = ferry_testkit::child_pipe("mover", secs(30));
         let b = main.receiver().recv_with().unwrap().pipes.pop().expect("b");
         let hello = b.recv().unwrap();
         b.send(&hello).unwrap();
         return;
     }
-    let dog = common::Watchdog::start(this_test!(), secs(30));
-    let (child, main) = common::spawn_child(&dog, this_test!(), "mover", &PipeOptions::new());
+    let dog = ferry_testkit::Watchdog::start(this_test!(), secs(30));
+    let (child, main) =
+        ferry_testkit::spawn_child(&dog, this_test!(), "mover", &PipeOptions::new());
     let (a, b) = ferry::pipe().unwrap();
     a.sender()
         .send_with(b"a file", vec![file_with("queued")])
@@ -275,14 +274,15 @@ fn a_move_out_while_ends_are_queued_is_refused_until_they_are_received() {
 /// without handles does.
 #[test]
 fn large_requests_carrying_handles_travel_out_of_line() {
-    if common::role().is_some() {
-        let (_dog, main) = common::child_pipe("server", secs(60));
+    if ferry_testkit::role().is_some() {
+        let (_dog, main) = ferry_testkit::child_pipe("server", secs(60));
         let requests = Receiver::<Request>::from_bytes(main.split().1);
         serve(&requests, 20);
         return;
     }
-    let dog = common::Watchdog::start(this_test!(), secs(60));
-    let (child, main) = common::spawn_child(&dog, this_test!(), "server", &PipeOptions::new());
+    let dog = ferry_testkit::Watchdog::start(this_test!(), secs(60));
+    let (child, main) =
+        ferry_testkit::spawn_child(&dog, this_test!(), "server", &PipeOptions::new());
     let before = ferry::pool_stats();
     let requests = Sender::<Request>::from_bytes(main.split().0);
     ask(&requests, 20, |i| (1 + i % 8) << 20);

@@ -3,16 +3,14 @@
 //! printed), after every message the child fully committed; a half-written
 //! message is never delivered.
 //!
-//! The tests take [`common::serial`] so each measures latency alone.
-
-mod common;
+//! The tests take [`ferry_testkit::serial`] so each measures latency alone.
 
 use std::io::{BufRead, BufReader};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{ChildGuard, XorShift, secs};
 use ferry::{Pipe, PipeOptions, RecvError, SendError, Wait};
+use ferry_testkit::{ChildGuard, XorShift, secs, this_test};
 
 /// What the tests assert of the time from `SIGKILL` to `Disconnected`.
 const BOUND: Duration = Duration::from_secs(1);
@@ -21,7 +19,7 @@ const SETTLE: Duration = Duration::from_millis(150);
 
 /// A child that announces itself and then sleeps until it is killed.
 fn sleeper() {
-    let (_dog, pipe) = common::child_pipe("sleeper", secs(30));
+    let (_dog, pipe) = ferry_testkit::child_pipe("sleeper", secs(30));
     pipe.send(b"ready").expect("ready");
     thread::sleep(secs(60));
 }
@@ -78,15 +76,16 @@ fn assert_all_calls_disconnected(pipe: &Pipe) {
 /// killed, for each wait strategy.
 #[test]
 fn sigkill_wakes_a_blocked_recv() {
-    if common::role().is_some() {
+    if ferry_testkit::role().is_some() {
         return sleeper();
     }
-    let _serial = common::serial();
-    let dog = common::Watchdog::start(this_test!(), secs(30));
+    let _serial = ferry_testkit::serial();
+    let dog = ferry_testkit::Watchdog::start(this_test!(), secs(30));
     for wait in [Wait::Sleep, Wait::Adaptive, Wait::Spin] {
         for timed in [false, true] {
             let options = PipeOptions::new().wait(wait);
-            let (mut child, pipe) = common::spawn_child(&dog, this_test!(), "sleeper", &options);
+            let (mut child, pipe) =
+                ferry_testkit::spawn_child(&dog, this_test!(), "sleeper", &options);
             assert_eq!(pipe.recv().expect("ready"), b"ready");
             let (result, latency) = kill_during(&mut child, || {
                 if timed {
@@ -115,16 +114,17 @@ fn sigkill_wakes_a_blocked_recv() {
 /// child was spawned with.
 #[test]
 fn sigkill_wakes_a_blocked_recv_on_a_moved_pipe() {
-    if common::role().is_some() {
-        let (_dog, main) = common::child_pipe("holder", secs(30));
+    if ferry_testkit::role().is_some() {
+        let (_dog, main) = ferry_testkit::child_pipe("holder", secs(30));
         let moved = main.receiver().recv_with().expect("a pipe").pipes;
         moved[0].send(b"ready").expect("ready");
         thread::sleep(secs(60));
         return;
     }
-    let _serial = common::serial();
-    let dog = common::Watchdog::start(this_test!(), secs(30));
-    let (mut child, main) = common::spawn_child(&dog, this_test!(), "holder", &PipeOptions::new());
+    let _serial = ferry_testkit::serial();
+    let dog = ferry_testkit::Watchdog::start(this_test!(), secs(30));
+    let (mut child, main) =
+        ferry_testkit::spawn_child(&dog, this_test!(), "holder", &PipeOptions::new());
     let (a, b) = PipeOptions::new().wait(Wait::Sleep).pipe().expect("pipe");
     main.sender()
         .send_with(b"pipe", vec![b])
@@ -142,14 +142,14 @@ fn sigkill_wakes_a_blocked_recv_on_a_moved_pipe() {
 /// The parent is blocked in `send` on a full pipe when the child is killed.
 #[test]
 fn sigkill_wakes_a_blocked_send() {
-    if common::role().is_some() {
+    if ferry_testkit::role().is_some() {
         return sleeper();
     }
-    let _serial = common::serial();
-    let dog = common::Watchdog::start(this_test!(), secs(30));
+    let _serial = ferry_testkit::serial();
+    let dog = ferry_testkit::Watchdog::start(this_test!(), secs(30));
     for wait in [Wait::Sleep, Wait::Adaptive, Wait::Spin] {
         let options = PipeOptions::new().ring_size(4096).wait(wait);
-        let (mut child, pipe) = common::spawn_child(&dog, this_test!(), "sleeper", &options);
+        let (mut child, pipe) = ferry_testkit::spawn_child(&dog, this_test!(), "sleeper", &options);
         assert_eq!(pipe.recv().expect("ready"), b"ready");
         while pipe.sender().try_send(&[1; 100]).is_ok() {}
         let (result, latency) = kill_during(&mut child, || pipe.send(&[2; 100]));
@@ -204,8 +204,8 @@ impl Path {
 
     /// In the child: the pipe from the parent, sending large messages this
     /// way.
-    fn child_pipe(self) -> (common::Watchdog, Pipe) {
-        let (dog, pipe) = common::child_pipe(self.role(), secs(30));
+    fn child_pipe(self) -> (ferry_testkit::Watchdog, Pipe) {
+        let (dog, pipe) = ferry_testkit::child_pipe(self.role(), secs(30));
         if let Self::Pieces = self {
             pipe.sender().set_out_of_line(usize::MAX);
         }
@@ -231,16 +231,16 @@ const MARK: &str = "ferry-test: sending the big message after";
 /// any of the big one.
 #[test]
 fn sigkill_mid_message_delivers_only_committed_messages() {
-    if let Some(role) = common::role() {
+    if let Some(role) = ferry_testkit::role() {
         return committer(Path::from_role(&role));
     }
-    let _serial = common::serial();
-    let dog = common::Watchdog::start(this_test!(), secs(30));
+    let _serial = ferry_testkit::serial();
+    let dog = ferry_testkit::Watchdog::start(this_test!(), secs(30));
     for path in [Path::Pieces, Path::OutOfLine] {
-        let mut cmd = common::child_command(this_test!(), path.role());
+        let mut cmd = ferry_testkit::child_command(this_test!(), path.role());
         cmd.stdout(std::process::Stdio::piped());
         let options = PipeOptions::new().ring_size(64 * 1024);
-        let (mut child, pipe) = common::spawn_command(&dog, cmd, &options);
+        let (mut child, pipe) = ferry_testkit::spawn_command(&dog, cmd, &options);
         let lines = BufReader::new(child.take_stdout()).lines();
         // libtest may print "test <name> ... " on the same line first.
         let mark = lines
@@ -316,7 +316,7 @@ fn committer(path: Path) {
 /// it gets `Disconnected`.
 #[test]
 fn sigkill_while_streaming_large_messages() {
-    if let Some(role) = common::role() {
+    if let Some(role) = ferry_testkit::role() {
         let (_dog, pipe) = Path::from_role(&role).child_pipe();
         let pool = pool();
         for seq in 0.. {
@@ -326,14 +326,15 @@ fn sigkill_while_streaming_large_messages() {
         }
         return;
     }
-    let _serial = common::serial();
-    let dog = common::Watchdog::start(this_test!(), secs(60));
+    let _serial = ferry_testkit::serial();
+    let dog = ferry_testkit::Watchdog::start(this_test!(), secs(60));
     let pool = pool();
     let mut rng = XorShift::new(42);
     for round in 0..8 {
         let path = [Path::Pieces, Path::OutOfLine][round % 2];
         let options = PipeOptions::new().ring_size(64 * 1024);
-        let (mut child, pipe) = common::spawn_child(&dog, this_test!(), path.role(), &options);
+        let (mut child, pipe) =
+            ferry_testkit::spawn_child(&dog, this_test!(), path.role(), &options);
         // Wait for a first message, so the stream is flowing.
         let mut buf = Vec::new();
         pipe.receiver().recv_into(&mut buf).expect("first message");

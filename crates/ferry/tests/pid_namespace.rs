@@ -8,15 +8,13 @@
 //! the privilege to make a pid namespace). Where that cannot be done, each
 //! test says why and passes without checking anything.
 
-mod common;
-
 use std::ffi::OsStr;
 use std::process::{Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{Watchdog, secs};
 use ferry::{ConnectError, Pipe, PipeOptions, RecvError, Server};
+use ferry_testkit::{Watchdog, secs, this_test};
 
 /// The environment variable naming the server to the other side.
 const ADDRESS_ENV: &str = "FERRY_TEST_PIDNS_ADDRESS";
@@ -119,7 +117,7 @@ fn play(role: &str) {
 #[test]
 fn a_client_in_another_pid_namespace_connects() {
     let test = this_test!();
-    if let Some(role) = common::role() {
+    if let Some(role) = ferry_testkit::role() {
         return play(&role);
     }
     if skipped() {
@@ -128,7 +126,7 @@ fn a_client_in_another_pid_namespace_connects() {
     let dog = Watchdog::start(test, secs(60));
     let address = unique("client");
     let server = Server::bind(address.as_str()).expect("bind");
-    let mut cmd = common::child_command(test, "client");
+    let mut cmd = ferry_testkit::child_command(test, "client");
     cmd.env(ADDRESS_ENV, &address);
     let mut child = dog.watch(inside(&cmd).spawn().expect("spawn unshare"));
     let client = server
@@ -150,7 +148,7 @@ fn a_client_in_another_pid_namespace_connects() {
 #[test]
 fn a_server_in_another_pid_namespace_takes_clients() {
     let test = this_test!();
-    if let Some(role) = common::role() {
+    if let Some(role) = ferry_testkit::role() {
         return play(&role);
     }
     if skipped() {
@@ -158,7 +156,7 @@ fn a_server_in_another_pid_namespace_takes_clients() {
     }
     let dog = Watchdog::start(test, secs(60));
     let address = unique("server");
-    let mut cmd = common::child_command(test, "server");
+    let mut cmd = ferry_testkit::child_command(test, "server");
     cmd.env(ADDRESS_ENV, &address);
     let mut child = dog.watch(inside(&cmd).spawn().expect("spawn unshare"));
     let pipe = connect_when_up(&address, secs(10));
@@ -178,16 +176,16 @@ fn a_server_in_another_pid_namespace_takes_clients() {
 #[test]
 fn a_child_spawned_into_a_pid_namespace_takes_its_pipe() {
     let test = this_test!();
-    if let Some(role) = common::role() {
+    if let Some(role) = ferry_testkit::role() {
         return play(&role);
     }
     if skipped() {
         return;
     }
     let dog = Watchdog::start(test, secs(60));
-    let cmd = inside(&common::child_command(test, "child"));
+    let cmd = inside(&ferry_testkit::child_command(test, "child"));
     assert_eq!(cmd.get_program(), OsStr::new("unshare"));
-    let (mut child, pipe) = common::spawn_command(&dog, cmd, &PipeOptions::new());
+    let (mut child, pipe) = ferry_testkit::spawn_command(&dog, cmd, &PipeOptions::new());
     pipe.send(b"ping").expect("ping");
     assert_eq!(pipe.recv().expect("the child's reply"), b"pong");
     assert!(child.wait().success(), "the child in the namespace failed");

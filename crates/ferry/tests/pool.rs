@@ -3,12 +3,10 @@
 //! blocks. (The long stream under the pool cap is `pool_stream.rs`, alone
 //! in its process so other tests' blocks do not count in its memory.)
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::{XorShift, checksum, msg_u64, secs, u64_msg};
 use ferry::{PipeOptions, RecvError, SendError, SendTimeoutError};
+use ferry_testkit::{XorShift, checksum, msg_u64, secs, this_test, u64_msg};
 
 const MIB: usize = 1 << 20;
 
@@ -24,8 +22,8 @@ fn interleaved(i: usize) -> Vec<u8> {
 #[test]
 fn large_and_small_messages_interleave_in_order() {
     const COUNT: usize = 90;
-    if common::role().is_some() {
-        let (_dog, pipe) = common::child_pipe("interleave", secs(60));
+    if ferry_testkit::role().is_some() {
+        let (_dog, pipe) = ferry_testkit::child_pipe("interleave", secs(60));
         for i in 0..COUNT {
             let expected = interleaved(i);
             // Alternate the copying and the in-place receive.
@@ -44,9 +42,10 @@ fn large_and_small_messages_interleave_in_order() {
         pipe.send(&u64_msg(COUNT as u64)).expect("report");
         return;
     }
-    let _serial = common::serial();
-    let dog = common::Watchdog::start(this_test!(), secs(60));
-    let (child, pipe) = common::spawn_child(&dog, this_test!(), "interleave", &PipeOptions::new());
+    let _serial = ferry_testkit::serial();
+    let dog = ferry_testkit::Watchdog::start(this_test!(), secs(60));
+    let (child, pipe) =
+        ferry_testkit::spawn_child(&dog, this_test!(), "interleave", &PipeOptions::new());
     for i in 0..COUNT {
         pipe.send(&interleaved(i)).expect("send");
     }
@@ -66,8 +65,8 @@ fn small_loan(i: usize) -> Vec<u8> {
 #[test]
 fn small_loans_and_views_echo_across_processes() {
     const COUNT: usize = 500;
-    if common::role().is_some() {
-        let (_dog, pipe) = common::child_pipe("loan-echo", secs(60));
+    if ferry_testkit::role().is_some() {
+        let (_dog, pipe) = ferry_testkit::child_pipe("loan-echo", secs(60));
         for i in 0..COUNT {
             let view = pipe.receiver().recv_shared().expect("message");
             assert!(!view.is_in_place(), "message {i} was copied");
@@ -83,9 +82,10 @@ fn small_loans_and_views_echo_across_processes() {
         }
         return;
     }
-    let _serial = common::serial();
-    let dog = common::Watchdog::start(this_test!(), secs(60));
-    let (child, pipe) = common::spawn_child(&dog, this_test!(), "loan-echo", &PipeOptions::new());
+    let _serial = ferry_testkit::serial();
+    let dog = ferry_testkit::Watchdog::start(this_test!(), secs(60));
+    let (child, pipe) =
+        ferry_testkit::spawn_child(&dog, this_test!(), "loan-echo", &PipeOptions::new());
     for i in 0..COUNT {
         let expected = small_loan(i);
         let mut slot = pipe.sender().loan(expected.len()).expect("loan");
@@ -102,8 +102,8 @@ fn small_loans_and_views_echo_across_processes() {
 #[test]
 fn a_peer_killed_while_holding_blocks_frees_them_and_nothing_hangs() {
     const HELD: usize = 4;
-    if common::role().is_some() {
-        let (_dog, pipe) = common::child_pipe("holder", secs(60));
+    if ferry_testkit::role().is_some() {
+        let (_dog, pipe) = ferry_testkit::child_pipe("holder", secs(60));
         let views: Vec<_> = (0..HELD)
             .map(|_| pipe.receiver().recv_shared().expect("block"))
             .collect();
@@ -116,10 +116,10 @@ fn a_peer_killed_while_holding_blocks_frees_them_and_nothing_hangs() {
         std::thread::sleep(secs(600)); // until killed
         return;
     }
-    let _serial = common::serial();
-    let dog = common::Watchdog::start(this_test!(), secs(60));
+    let _serial = ferry_testkit::serial();
+    let dog = ferry_testkit::Watchdog::start(this_test!(), secs(60));
     let options = PipeOptions::new().pool_cap(HELD * MIB);
-    let (mut child, pipe) = common::spawn_child(&dog, this_test!(), "holder", &options);
+    let (mut child, pipe) = ferry_testkit::spawn_child(&dog, this_test!(), "holder", &options);
     let in_links = ferry::pool_stats().in_links;
     for _ in 0..HELD {
         pipe.send(&vec![1; MIB]).expect("send");

@@ -3,10 +3,8 @@
 //! on the sender's path. Alone in its test binary, so no other test's
 //! blocks count in this process's memory or pool counters.
 
-mod common;
-
-use common::{msg_u64, secs, u64_msg};
 use ferry::PipeOptions;
+use ferry_testkit::{msg_u64, secs, this_test, u64_msg};
 
 const MIB: usize = 1 << 20;
 
@@ -29,8 +27,8 @@ fn rss() -> usize {
 fn a_long_megabyte_stream_stays_under_the_pool_cap() {
     const COUNT: u64 = 10_000;
     const CAP: usize = 16 * MIB;
-    if common::role().is_some() {
-        let (_dog, pipe) = common::child_pipe("stream", secs(240));
+    if ferry_testkit::role().is_some() {
+        let (_dog, pipe) = ferry_testkit::child_pipe("stream", secs(240));
         let base = rss();
         let mut peak = 0;
         let mut buf = Vec::new();
@@ -46,10 +44,10 @@ fn a_long_megabyte_stream_stays_under_the_pool_cap() {
         pipe.send(&u64_msg(peak as u64)).expect("report");
         return;
     }
-    let _serial = common::serial();
-    let dog = common::Watchdog::start(this_test!(), secs(240));
+    let _serial = ferry_testkit::serial();
+    let dog = ferry_testkit::Watchdog::start(this_test!(), secs(240));
     let options = PipeOptions::new().pool_cap(CAP);
-    let (child, pipe) = common::spawn_child(&dog, this_test!(), "stream", &options);
+    let (child, pipe) = ferry_testkit::spawn_child(&dog, this_test!(), "stream", &options);
     let before = ferry::pool_stats();
     let base = rss();
     let mut peak = 0;

@@ -5,15 +5,13 @@
 //! receive form; and a supervisor serving clients and workers, in other
 //! processes, from one thread.
 
-mod common;
-
 use std::collections::HashMap;
 use std::os::fd::AsFd;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{Watchdog, secs};
 use ferry::{Key, PipeOptions, ReadyTimeoutError, Receiver, Select, Server, TryRecvError, typed};
+use ferry_testkit::{Watchdog, secs, this_test};
 
 /// A ring this small makes a message of [`LARGE`] bytes travel in pieces.
 const RING: usize = 4096;
@@ -143,13 +141,13 @@ fn send_large(main: &ferry::Pipe) {
 /// its pieces is in: `ready()` then `try_recv()` never says `Empty`.
 #[test]
 fn a_large_message_is_ready_only_when_whole() {
-    if let Some(role) = common::role() {
-        let (_dog, main) = common::child_pipe(&role, secs(60));
+    if let Some(role) = ferry_testkit::role() {
+        let (_dog, main) = ferry_testkit::child_pipe(&role, secs(60));
         return send_large(&main);
     }
     let dog = Watchdog::start(this_test!(), secs(60));
     let options = PipeOptions::new().ring_size(RING).out_of_line(usize::MAX);
-    let (child, main) = common::spawn_child(&dog, this_test!(), "large", &options);
+    let (child, main) = ferry_testkit::spawn_child(&dog, this_test!(), "large", &options);
     let (tx, rx) = main.split();
     let mut select = Select::new().expect("a select");
     let key = select.add(rx).expect("add");
@@ -218,13 +216,13 @@ fn poll_loop(rx: &typed::Receiver<(u64, Vec<u8>)>, count: u64) {
 #[test]
 fn typed_try_recv_arms_the_descriptor_across_processes() {
     const COUNT: u64 = 60;
-    if let Some(role) = common::role() {
-        let (_dog, main) = common::child_pipe(&role, secs(60));
+    if let Some(role) = ferry_testkit::role() {
+        let (_dog, main) = ferry_testkit::child_pipe(&role, secs(60));
         return send_typed(main, COUNT);
     }
     let dog = Watchdog::start(this_test!(), secs(60));
     let options = PipeOptions::new().ring_size(RING);
-    let (child, main) = common::spawn_child(&dog, this_test!(), "typed", &options);
+    let (child, main) = ferry_testkit::spawn_child(&dog, this_test!(), "typed", &options);
     let (tx, rx) = main.split();
     let rx = typed::Receiver::<(u64, Vec<u8>)>::from_bytes(rx);
     poll_loop(&rx, COUNT);
@@ -275,7 +273,7 @@ fn work(n: u64) -> u64 {
 }
 
 fn worker(role: &str) {
-    let (_dog, main) = common::child_pipe(role, secs(60));
+    let (_dog, main) = ferry_testkit::child_pipe(role, secs(60));
     if role == "doomed" {
         std::process::exit(0);
     }
@@ -325,7 +323,7 @@ enum Role {
 /// worker that dies is seen, and each client that leaves is removed.
 #[test]
 fn a_supervisor_serves_clients_and_workers_from_one_select() {
-    match common::role().as_deref() {
+    match ferry_testkit::role().as_deref() {
         Some("client") => return client(),
         Some(role) => return worker(role),
         None => {}
@@ -339,7 +337,8 @@ fn a_supervisor_serves_clients_and_workers_from_one_select() {
     let mut workers = Vec::new();
     let mut children = Vec::new();
     for role in std::iter::repeat_n("worker", WORKERS).chain(["doomed"]) {
-        let (child, pipe) = common::spawn_child(&dog, this_test!(), role, &PipeOptions::new());
+        let (child, pipe) =
+            ferry_testkit::spawn_child(&dog, this_test!(), role, &PipeOptions::new());
         let (tx, rx) = pipe.split();
         let key = select
             .add(typed::Receiver::<Done>::from_bytes(rx))
@@ -356,7 +355,7 @@ fn a_supervisor_serves_clients_and_workers_from_one_select() {
     }
     let mut clients = Vec::new();
     for _ in 0..CLIENTS {
-        let mut cmd = common::child_command(this_test!(), "client");
+        let mut cmd = ferry_testkit::child_command(this_test!(), "client");
         cmd.env(SERVER_ENV, &name);
         clients.push(dog.watch(cmd.spawn().expect("spawn a client")));
     }
@@ -450,7 +449,7 @@ fn a_supervisor_serves_clients_and_workers_from_one_select() {
 #[cfg(feature = "tokio")]
 #[test]
 fn an_async_supervisor_serves_clients_and_a_worker() {
-    match common::role().as_deref() {
+    match ferry_testkit::role().as_deref() {
         Some("client") => return client(),
         Some(role) => return worker(role),
         None => {}
@@ -463,7 +462,8 @@ fn an_async_supervisor_serves_clients_and_a_worker() {
     let name = format!("ferry-readiness-async-{}", std::process::id());
     // Named here: inside the async block the macro would name the block.
     let test = this_test!();
-    let (worker_child, worker) = common::spawn_child(&dog, test, "worker", &PipeOptions::new());
+    let (worker_child, worker) =
+        ferry_testkit::spawn_child(&dog, test, "worker", &PipeOptions::new());
     let mut clients = Vec::new();
     runtime.block_on(async {
         let server = Server::bind(name.as_str())
@@ -471,7 +471,7 @@ fn an_async_supervisor_serves_clients_and_a_worker() {
             .into_async()
             .expect("an async server");
         for _ in 0..CLIENTS {
-            let mut cmd = common::child_command(test, "client");
+            let mut cmd = ferry_testkit::child_command(test, "client");
             cmd.env(SERVER_ENV, &name);
             clients.push(dog.watch(cmd.spawn().expect("spawn a client")));
         }
@@ -636,7 +636,7 @@ fn a_flood_of_silent_connections_does_not_spin_a_select() {
         ));
     }
     silent.extend((0..2).map(|_| silent_connection(&name)));
-    let cpu = common::thread_cpu_time();
+    let cpu = ferry_testkit::thread_cpu_time();
     let started = Instant::now();
     let mut woke = 0;
     while started.elapsed() < Duration::from_millis(150) {
@@ -651,7 +651,7 @@ fn a_flood_of_silent_connections_does_not_spin_a_select() {
             Err(e) => panic!("{e}"),
         }
     }
-    let used = common::thread_cpu_time() - cpu;
+    let used = ferry_testkit::thread_cpu_time() - cpu;
     eprintln!("150 ms of a full server: {woke} wakes, {used:?} of CPU");
     assert!(
         used < Duration::from_millis(30),
@@ -685,7 +685,7 @@ fn a_flood_of_silent_connections_does_not_spin_a_select() {
 fn a_member_the_set_cannot_take_is_handed_back() {
     use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
 
-    if common::role().is_some() {
+    if ferry_testkit::role().is_some() {
         let _dog = Watchdog::start("out-of-descriptors child", secs(30));
         let (a, b) = ferry::pipe().expect("a pipe");
         let (_tx, rx) = b.split();
@@ -718,7 +718,7 @@ fn a_member_the_set_cannot_take_is_handed_back() {
     }
     let dog = Watchdog::start(this_test!(), secs(60));
     let mut child = dog.watch(
-        common::child_command(this_test!(), "child")
+        ferry_testkit::child_command(this_test!(), "child")
             .spawn()
             .expect("start the child"),
     );

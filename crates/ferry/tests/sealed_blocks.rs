@@ -10,14 +10,12 @@
 //! that it still holds exactly what it wrote.
 #![allow(unsafe_code)]
 
-mod common;
-
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::unix::fs::FileExt;
 
-use common::{XorShift, secs};
 use ferry::PipeOptions;
+use ferry_testkit::{XorShift, secs, this_test};
 use rustix::fs::FallocateFlags;
 use rustix::mm::{MapFlags, MprotectFlags, ProtFlags};
 
@@ -42,11 +40,12 @@ fn message(n: u64) -> Vec<u8> {
 
 #[test]
 fn a_receiver_cannot_write_the_blocks_it_is_sent() {
-    if common::role().is_some() {
+    if ferry_testkit::role().is_some() {
         return attacker();
     }
-    let dog = common::Watchdog::start(this_test!(), secs(60));
-    let (child, pipe) = common::spawn_child(&dog, this_test!(), "attacker", &PipeOptions::new());
+    let dog = ferry_testkit::Watchdog::start(this_test!(), secs(60));
+    let (child, pipe) =
+        ferry_testkit::spawn_child(&dog, this_test!(), "attacker", &PipeOptions::new());
     let first = message(1);
     pipe.send(&first).expect("send the first message");
     let report = String::from_utf8(pipe.recv().expect("the attacker's report")).expect("text");
@@ -76,7 +75,7 @@ fn a_receiver_cannot_write_the_blocks_it_is_sent() {
 /// The child: receives the first message, attacks its block, reports, and
 /// checks the second message.
 fn attacker() {
-    let (_dog, pipe) = common::child_pipe("attacker", secs(60));
+    let (_dog, pipe) = ferry_testkit::child_pipe("attacker", secs(60));
     // A copying receive: the block is released (and stays mapped here).
     assert!(pipe.recv().expect("the first message") == message(1));
     let block = BlockMapping::find();

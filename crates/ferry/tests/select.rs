@@ -3,14 +3,12 @@
 //! descriptor in a plain `poll` loop, fairness, and the peer's death (a
 //! clean exit or `SIGKILL`) reported as an event of each receiver.
 
-mod common;
-
 use std::os::fd::AsFd;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{ChildGuard, Watchdog, XorShift, secs};
 use ferry::{Key, Pipe, PipeOptions, Receiver, Select, Sender, TryRecvError};
+use ferry_testkit::{ChildGuard, Watchdog, XorShift, secs, this_test};
 
 /// Pipes in the cross-process tests.
 const PIPES: usize = 10;
@@ -32,7 +30,7 @@ fn message(rng: &mut XorShift, pipe: usize, n: usize) -> Vec<u8> {
 
 /// The child: takes `PIPES` ends, says ready, then plays its role.
 fn child(role: &str) {
-    let (_dog, main) = common::child_pipe(role, secs(60));
+    let (_dog, main) = ferry_testkit::child_pipe(role, secs(60));
     let mut ends: Vec<Pipe> = Vec::new();
     while ends.len() < PIPES {
         let msg = main.receiver().recv_with().expect("a batch of ends");
@@ -76,7 +74,7 @@ fn child(role: &str) {
 
 /// Spawns the child playing `role`, with the far ends of `PIPES` pipes.
 fn spawn(dog: &Watchdog, test: &str, role: &str) -> (ChildGuard, Pipe, Vec<Pipe>) {
-    let (child, main) = common::spawn_child(dog, test, role, &PipeOptions::new());
+    let (child, main) = ferry_testkit::spawn_child(dog, test, role, &PipeOptions::new());
     let (mut near, mut far) = (Vec::new(), Vec::new());
     for _ in 0..PIPES {
         let (a, b) = ferry::pipe().expect("a pipe");
@@ -118,7 +116,7 @@ fn member<'a>(select: &'a Select, keys: &[Key], key: Key) -> (usize, &'a Receive
 /// the set has nothing to report.
 #[test]
 fn select_receives_every_message_of_every_pipe() {
-    if let Some(role) = common::role() {
+    if let Some(role) = ferry_testkit::role() {
         return child(&role);
     }
     let dog = Watchdog::start(this_test!(), secs(60));
@@ -205,7 +203,7 @@ fn select_is_fair() {
 /// `Disconnected`.
 #[test]
 fn select_sees_the_peer_killed() {
-    if let Some(role) = common::role() {
+    if let Some(role) = ferry_testkit::role() {
         return child(&role);
     }
     let dog = Watchdog::start(this_test!(), secs(60));
@@ -234,7 +232,7 @@ fn select_sees_the_peer_killed() {
 /// turns readable for a message from another process, and for its death.
 #[test]
 fn ready_fd_in_a_poll_loop() {
-    if let Some(role) = common::role() {
+    if let Some(role) = ferry_testkit::role() {
         return child(&role);
     }
     use rustix::event::{PollFd, PollFlags, poll};
@@ -265,7 +263,7 @@ fn ready_fd_in_a_poll_loop() {
 /// every message arrives once, in order per pipe.
 #[test]
 fn select_under_a_flood_loses_no_wakeup() {
-    if let Some(role) = common::role() {
+    if let Some(role) = ferry_testkit::role() {
         return child(&role);
     }
     let dog = Watchdog::start(this_test!(), secs(60));

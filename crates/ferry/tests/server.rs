@@ -7,17 +7,15 @@
 //! with plain `std::process::Command` (they inherit nothing of ferry's),
 //! except the invited child, which `Server::spawn` starts.
 
-mod common;
-
 use std::io::{BufRead, BufReader, Write};
 use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{ChildGuard, Watchdog, secs};
 use ferry::{
     AcceptError, Address, ConnectError, ConnectOptions, Refusal, Server, ServerOptions, Token,
 };
+use ferry_testkit::{ChildGuard, Watchdog, secs, this_test};
 
 /// Client processes, and connections each makes at once.
 const PROCESSES: usize = 4;
@@ -36,7 +34,7 @@ fn unique(what: &str) -> String {
 /// A child playing `role` in `test`, told `address`, its standard output
 /// piped (for "ready" lines).
 fn child(dog: &Watchdog, test: &str, role: &str, address: &str) -> ChildGuard {
-    let mut cmd = common::child_command(test, role);
+    let mut cmd = ferry_testkit::child_command(test, role);
     cmd.env(ADDRESS_ENV, address).stdout(Stdio::piped());
     dog.watch(cmd.spawn().expect("spawn a child"))
 }
@@ -87,11 +85,11 @@ fn echo(pipe: ferry::Pipe) -> std::thread::JoinHandle<usize> {
 /// its own pipe; each is accepted with its process's credentials.
 #[test]
 fn hundred_clients_at_once() {
-    if let Some(role) = common::role() {
+    if let Some(role) = ferry_testkit::role() {
         assert_eq!(role, "clients");
         return many_clients();
     }
-    let _serial = common::serial();
+    let _serial = ferry_testkit::serial();
     let dog = Watchdog::start(this_test!(), secs(60));
     let name = unique("hundred");
     let server = Server::bind(name.as_str()).expect("bind");
@@ -147,10 +145,10 @@ fn many_clients() {
 /// through a pipe, which nothing else can read.
 #[test]
 fn tokens_are_checked_and_handed_to_invited_children() {
-    if let Some(role) = common::role() {
+    if let Some(role) = ferry_testkit::role() {
         return token_client(&role);
     }
-    let _serial = common::serial();
+    let _serial = ferry_testkit::serial();
     let dog = Watchdog::start(this_test!(), secs(60));
     let name = unique("token");
     let server = ServerOptions::new()
@@ -171,7 +169,7 @@ fn tokens_are_checked_and_handed_to_invited_children() {
             "{role}: the client saw its refusal"
         );
     }
-    let mut cmd = common::child_command(this_test!(), "invited");
+    let mut cmd = ferry_testkit::child_command(this_test!(), "invited");
     cmd.stdout(Stdio::null());
     let invited = dog.watch(server.spawn(cmd).expect("spawn an invited child"));
     let client = server.accept_timeout(secs(10)).expect("the invited child");
@@ -213,10 +211,10 @@ fn token_client(role: &str) {
 /// user is refused by the default policy.
 #[test]
 fn users_are_checked_both_ways() {
-    if let Some(role) = common::role() {
+    if let Some(role) = ferry_testkit::role() {
         return user_client(&role);
     }
-    let _serial = common::serial();
+    let _serial = ferry_testkit::serial();
     let dog = Watchdog::start(this_test!(), secs(60));
     let name = unique("users");
     let server = ServerOptions::new()
@@ -249,7 +247,7 @@ fn users_are_checked_both_ways() {
         eprintln!("not root: the test of a client of another user is left out");
         return;
     }
-    let mut cmd = common::child_command(this_test!(), "nobody");
+    let mut cmd = ferry_testkit::child_command(this_test!(), "nobody");
     cmd.env(ADDRESS_ENV, &name);
     std::os::unix::process::CommandExt::uid(&mut cmd, 65534);
     let mut nobody = match cmd.spawn() {
@@ -310,7 +308,7 @@ fn user_client(role: &str) {
 /// next server reclaims it, while a live server's file is not taken.
 #[test]
 fn stale_socket_files_are_reclaimed() {
-    if common::role().is_some() {
+    if ferry_testkit::role().is_some() {
         let _dog = Watchdog::start("file server", secs(30));
         let server = Server::bind(Address::file(child_address())).expect("bind the file");
         say("ready");
@@ -319,7 +317,7 @@ fn stale_socket_files_are_reclaimed() {
         std::thread::sleep(secs(30));
         return;
     }
-    let _serial = common::serial();
+    let _serial = ferry_testkit::serial();
     let dog = Watchdog::start(this_test!(), secs(60));
     let path = std::env::temp_dir().join(format!("{}.sock", unique("stale")));
     let path_text = path.to_str().expect("a UTF-8 path").to_string();
@@ -386,10 +384,10 @@ fn stall(name: &str, count: usize) -> Vec<std::os::fd::OwnedFd> {
 /// number of descriptors, and nothing once they time out or die.
 #[test]
 fn stalled_handshakes_delay_no_one() {
-    if let Some(role) = common::role() {
+    if let Some(role) = ferry_testkit::role() {
         return stall_roles(&role);
     }
-    let _serial = common::serial();
+    let _serial = ferry_testkit::serial();
     let dog = Watchdog::start(this_test!(), secs(60));
     let name = unique("stall");
     let server = Arc::new(
@@ -399,7 +397,7 @@ fn stalled_handshakes_delay_no_one() {
             .bind(name.as_str())
             .expect("bind"),
     );
-    let baseline = common::fd_count();
+    let baseline = ferry_testkit::fd_count();
     let accepting = {
         let server = Arc::clone(&server);
         std::thread::spawn(move || server.accept_timeout(secs(20)))
@@ -420,7 +418,7 @@ fn stalled_handshakes_delay_no_one() {
         "the honest client was delayed or failed"
     );
     assert_eq!(served.join().expect("echo"), 1);
-    let during = common::fd_count();
+    let during = ferry_testkit::fd_count();
     assert!(
         during <= baseline + 8 + 4,
         "20 stalled connections hold {} descriptors, more than the 8 pending allowed",
@@ -432,7 +430,7 @@ fn stalled_handshakes_delay_no_one() {
         Err(AcceptError::Timeout)
     ));
     assert!(
-        common::fd_count() <= baseline + 1,
+        ferry_testkit::fd_count() <= baseline + 1,
         "timed-out handshakes were closed"
     );
     staller.kill();
@@ -452,7 +450,7 @@ fn stalled_handshakes_delay_no_one() {
     ));
     let _ = server.accept_timeout(Duration::from_millis(50));
     assert!(
-        common::fd_count() <= baseline + 1,
+        ferry_testkit::fd_count() <= baseline + 1,
         "connections of a dead client were closed"
     );
 }
@@ -481,7 +479,7 @@ fn stall_roles(role: &str) {
 /// promptly. A client process is killed: the server's pipes to it say so.
 #[test]
 fn either_side_dying_is_seen_by_the_other() {
-    if let Some(role) = common::role() {
+    if let Some(role) = ferry_testkit::role() {
         let _dog = Watchdog::start(role.clone(), secs(30));
         let address = child_address();
         if role == "server" {
@@ -502,7 +500,7 @@ fn either_side_dying_is_seen_by_the_other() {
         }
         return;
     }
-    let _serial = common::serial();
+    let _serial = ferry_testkit::serial();
     let dog = Watchdog::start(this_test!(), secs(60));
     let name = unique("death");
     let mut server = child(&dog, this_test!(), "server", &name);

@@ -3,15 +3,13 @@
 //! the send or receive side, waiting for room or for a message as long as
 //! it takes.
 
-mod common;
-
 use std::io::{Read, Write};
 use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{Watchdog, secs};
 use ferry::{PipeOptions, RecvTimeoutError, SendTimeoutError, TryRecvError, TrySendError};
+use ferry_testkit::{Watchdog, secs, this_test};
 
 /// How long the parent lets a blocking call settle into its wait before it
 /// tries the timed ones (they pass anyway if it has not, but then prove
@@ -26,14 +24,15 @@ const LATE: Duration = Duration::from_secs(5);
 
 #[test]
 fn timed_and_try_calls_answer_behind_a_waiting_thread() {
-    if let Some(role) = common::role() {
+    if let Some(role) = ferry_testkit::role() {
         assert_eq!(role, "peer");
         return peer();
     }
     let dog = Watchdog::start(this_test!(), secs(60));
-    let mut cmd = common::child_command(this_test!(), "peer");
+    let mut cmd = ferry_testkit::child_command(this_test!(), "peer");
     cmd.stdin(Stdio::piped());
-    let (mut child, main) = common::spawn_command(&dog, cmd, &PipeOptions::new().ring_size(4096));
+    let (mut child, main) =
+        ferry_testkit::spawn_command(&dog, cmd, &PipeOptions::new().ring_size(4096));
     let main = Arc::new(main);
 
     // Receive side: one thread waits in `recv` for a message the peer
@@ -116,7 +115,7 @@ fn timed_and_try_calls_answer_behind_a_waiting_thread() {
         .recv_timeout(secs(10))
         .expect("the peer's count");
     assert_eq!(
-        common::msg_u64(&count),
+        ferry_testkit::msg_u64(&count),
         filled + 2,
         "the peer got the filling messages, the blocked one and the last, and no other"
     );
@@ -124,7 +123,7 @@ fn timed_and_try_calls_answer_behind_a_waiting_thread() {
 }
 
 fn peer() {
-    let (_dog, main) = common::child_pipe("peer", secs(50));
+    let (_dog, main) = ferry_testkit::child_pipe("peer", secs(50));
     assert_eq!(main.recv().expect("the cue"), b"send two");
     main.send(b"one").expect("one");
     main.send(b"two").expect("two");
@@ -141,5 +140,6 @@ fn peer() {
         }
         assert_ne!(msg, b"late", "a timed-out send was delivered");
     }
-    main.send(&common::u64_msg(count)).expect("the count");
+    main.send(&ferry_testkit::u64_msg(count))
+        .expect("the count");
 }

@@ -20,12 +20,10 @@
 #![allow(clippy::disallowed_types)]
 #![allow(unsafe_code)]
 
-mod common;
-
 use std::mem::MaybeUninit;
 
-use common::{Watchdog, role, secs, spawn_child};
 use ferry::{Pipe, PipeOptions};
+use ferry_testkit::{Watchdog, role, secs, spawn_child};
 
 /// Blocks `SIGUSR1` in the calling thread only.
 fn block_usr1() -> libc::sigset_t {

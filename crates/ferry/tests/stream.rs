@@ -5,12 +5,10 @@
 //! blocks (the default from 64 KiB); up, the child turns that off, so
 //! messages over half the ring travel in pieces through it.
 
-mod common;
-
 use std::time::Instant;
 
-use common::{XorShift, checksum, mix, secs};
 use ferry::{Pipe, PipeOptions};
+use ferry_testkit::{XorShift, checksum, mix, secs, this_test};
 
 const COUNT: u64 = 100_000;
 const MAX_LEN: usize = 300 * 1024;
@@ -124,11 +122,12 @@ fn summary(received: (u64, u64), sent: (u64, u64)) -> Vec<u8> {
 /// child streams back, each side checking what it receives.
 #[test]
 fn hundred_thousand_random_sizes_each_way() {
-    if common::role().is_some() {
+    if ferry_testkit::role().is_some() {
         return child();
     }
-    let dog = common::Watchdog::start(this_test!(), secs(120));
-    let (child, pipe) = common::spawn_child(&dog, this_test!(), "child", &PipeOptions::new());
+    let dog = ferry_testkit::Watchdog::start(this_test!(), secs(120));
+    let (child, pipe) =
+        ferry_testkit::spawn_child(&dog, this_test!(), "child", &PipeOptions::new());
     let started = Instant::now();
     let (sent, received) = std::thread::scope(|s| {
         let sender = s.spawn(|| send_stream(&pipe, DOWN));
@@ -148,7 +147,7 @@ fn hundred_thousand_random_sizes_each_way() {
 }
 
 fn child() {
-    let (_dog, pipe) = common::child_pipe("child", secs(120));
+    let (_dog, pipe) = ferry_testkit::child_pipe("child", secs(120));
     pipe.sender().set_out_of_line(usize::MAX);
     let (received, sent) = std::thread::scope(|s| {
         let sender = s.spawn(|| send_stream(&pipe, UP));
@@ -172,11 +171,12 @@ const SMALL_COUNT: u64 = 400_000;
 /// order, those taken with a timeout shorter than that pause too.
 #[test]
 fn a_one_way_stream_of_small_messages_arrives_in_order() {
-    if common::role().is_some() {
+    if ferry_testkit::role().is_some() {
         return small_stream_child();
     }
-    let dog = common::Watchdog::start(this_test!(), secs(120));
-    let (child, pipe) = common::spawn_child(&dog, this_test!(), "child", &PipeOptions::new());
+    let dog = ferry_testkit::Watchdog::start(this_test!(), secs(120));
+    let (child, pipe) =
+        ferry_testkit::spawn_child(&dog, this_test!(), "child", &PipeOptions::new());
     let mut got = Vec::new();
     let mut timeouts = 0u64;
     let mut seq = 0u64;
@@ -216,7 +216,7 @@ fn a_one_way_stream_of_small_messages_arrives_in_order() {
 }
 
 fn small_stream_child() {
-    let (_dog, pipe) = common::child_pipe("child", secs(120));
+    let (_dog, pipe) = ferry_testkit::child_pipe("child", secs(120));
     let mut msg = [0u8; 64];
     for seq in 0..SMALL_COUNT {
         msg[..8].copy_from_slice(&seq.to_le_bytes());

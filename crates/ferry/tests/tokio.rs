@@ -5,13 +5,11 @@
 //! a task asleep in `recv`.
 #![cfg(feature = "tokio")]
 
-mod common;
-
 use std::pin::Pin;
 use std::time::{Duration, Instant};
 
-use common::{XorShift, secs};
 use ferry::{PipeOptions, RecvError};
+use ferry_testkit::{XorShift, secs, this_test};
 
 /// Sizes of the round trips: empty, small, in pieces, out of line, large.
 const SIZES: [usize; 7] = [0, 1, 144, 5000, 70_000, 300_000, 4 << 20];
@@ -26,7 +24,7 @@ fn runtime() -> tokio::runtime::Runtime {
 /// The child: echoes every message (blocking calls) until the parent goes,
 /// or holds the pipe until it is killed.
 fn child(role: &str) {
-    let (_dog, pipe) = common::child_pipe(role, secs(60));
+    let (_dog, pipe) = ferry_testkit::child_pipe(role, secs(60));
     if role == "hold" {
         pipe.send(b"ready").expect("ready");
         let _ = pipe.recv();
@@ -42,11 +40,11 @@ fn child(role: &str) {
 /// on the other.
 #[test]
 fn async_round_trips_of_every_size() {
-    if let Some(role) = common::role() {
+    if let Some(role) = ferry_testkit::role() {
         return child(&role);
     }
-    let dog = common::Watchdog::start(this_test!(), secs(60));
-    let (child, pipe) = common::spawn_child(&dog, this_test!(), "echo", &PipeOptions::new());
+    let dog = ferry_testkit::Watchdog::start(this_test!(), secs(60));
+    let (child, pipe) = ferry_testkit::spawn_child(&dog, this_test!(), "echo", &PipeOptions::new());
     let (tx, rx) = pipe.split();
     runtime().block_on(async move {
         let (tx, rx) = (
@@ -140,11 +138,12 @@ fn cancelled_receives_lose_nothing() {
 /// A task asleep in `recv` sees the peer's `SIGKILL`.
 #[test]
 fn a_killed_peer_ends_an_async_recv() {
-    if let Some(role) = common::role() {
+    if let Some(role) = ferry_testkit::role() {
         return child(&role);
     }
-    let dog = common::Watchdog::start(this_test!(), secs(60));
-    let (mut child, pipe) = common::spawn_child(&dog, this_test!(), "hold", &PipeOptions::new());
+    let dog = ferry_testkit::Watchdog::start(this_test!(), secs(60));
+    let (mut child, pipe) =
+        ferry_testkit::spawn_child(&dog, this_test!(), "hold", &PipeOptions::new());
     assert_eq!(pipe.recv().expect("ready"), b"ready");
     let (_tx, rx) = pipe.split();
     let killer = std::thread::spawn(move || {
@@ -171,9 +170,9 @@ fn a_killed_peer_ends_an_async_recv() {
 /// lost ring would hang it (the watchdog fails the test).
 #[test]
 fn async_round_trips_under_stress_lose_no_wakeup() {
-    if let Some(role) = common::role() {
+    if let Some(role) = ferry_testkit::role() {
         if role == "slow-echo" {
-            let (_dog, pipe) = common::child_pipe(&role, secs(60));
+            let (_dog, pipe) = ferry_testkit::child_pipe(&role, secs(60));
             let mut rng = XorShift::new(5);
             let mut buf = Vec::new();
             while pipe.receiver().recv_into(&mut buf).is_ok() {
@@ -186,8 +185,9 @@ fn async_round_trips_under_stress_lose_no_wakeup() {
         }
         return child(&role);
     }
-    let dog = common::Watchdog::start(this_test!(), secs(60));
-    let (child, pipe) = common::spawn_child(&dog, this_test!(), "slow-echo", &PipeOptions::new());
+    let dog = ferry_testkit::Watchdog::start(this_test!(), secs(60));
+    let (child, pipe) =
+        ferry_testkit::spawn_child(&dog, this_test!(), "slow-echo", &PipeOptions::new());
     let (tx, rx) = pipe.split();
     runtime().block_on(async move {
         let (tx, rx) = (
@@ -220,8 +220,8 @@ fn three_rings(seq: u64) -> Vec<u8> {
 #[test]
 fn async_sends_of_messages_larger_than_the_ring_complete() {
     const COUNT: u64 = 100;
-    if let Some(role) = common::role() {
-        let (_dog, pipe) = common::child_pipe(&role, secs(60));
+    if let Some(role) = ferry_testkit::role() {
+        let (_dog, pipe) = ferry_testkit::child_pipe(&role, secs(60));
         let mut seq = 0;
         while seq < COUNT {
             match pipe.receiver().try_recv() {
@@ -237,9 +237,9 @@ fn async_sends_of_messages_larger_than_the_ring_complete() {
         let _ = pipe.recv();
         return;
     }
-    let dog = common::Watchdog::start(this_test!(), secs(60));
+    let dog = ferry_testkit::Watchdog::start(this_test!(), secs(60));
     let options = PipeOptions::new().ring_size(RING);
-    let (child, pipe) = common::spawn_child(&dog, this_test!(), "poller", &options);
+    let (child, pipe) = ferry_testkit::spawn_child(&dog, this_test!(), "poller", &options);
     pipe.sender().set_out_of_line(usize::MAX);
     let (tx, rx) = pipe.split();
     let start = Instant::now();

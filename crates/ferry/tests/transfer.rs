@@ -1,12 +1,10 @@
 //! Pipe ends moved between processes over one link (`send_with`).
 //!
-//! The tests here take [`common::serial`]: one of them counts this
+//! The tests here take [`ferry_testkit::serial`]: one of them counts this
 //! process's descriptors, which a test running beside it would disturb.
 
-mod common;
-
-use common::{msg_u64, secs, u64_msg};
 use ferry::{Pipe, PipeOptions, RecvError, SendError, Wait};
+use ferry_testkit::{msg_u64, secs, this_test, u64_msg};
 
 const PIPES: usize = 1000;
 /// Pipe ends per message, in turn; one message carries the most allowed.
@@ -70,12 +68,13 @@ fn child_fds(main: &Pipe) -> usize {
 /// descriptors of neither process grow with the number of pipes.
 #[test]
 fn thousand_pipes_over_one_link_keep_fds_bounded() {
-    if common::role().is_some() {
+    if ferry_testkit::role().is_some() {
         return holder();
     }
-    let _serial = common::serial();
-    let dog = common::Watchdog::start(this_test!(), secs(60));
-    let (child, main) = common::spawn_child(&dog, this_test!(), "holder", &PipeOptions::new());
+    let _serial = ferry_testkit::serial();
+    let dog = ferry_testkit::Watchdog::start(this_test!(), secs(60));
+    let (child, main) =
+        ferry_testkit::spawn_child(&dog, this_test!(), "holder", &PipeOptions::new());
     // Every end that stays here, in the order the child holds their twins.
     let mut ends: Vec<Pipe> = Vec::new();
     let mut sent = 0;
@@ -87,7 +86,7 @@ fn thousand_pipes_over_one_link_keep_fds_bounded() {
         }
         if batch == 10 {
             // After some pipes have moved, so lazily opened things count.
-            baseline = Some((common::fd_count(), child_fds(&main)));
+            baseline = Some((ferry_testkit::fd_count(), child_fds(&main)));
         }
         let count = if batch < 10 {
             1
@@ -131,7 +130,7 @@ fn thousand_pipes_over_one_link_keep_fds_bounded() {
         }
         sent += count;
         if let Some(base) = baseline {
-            history.push((sent, common::fd_count(), child_fds(&main)));
+            history.push((sent, ferry_testkit::fd_count(), child_fds(&main)));
             let (_, parent, child) = *history.last().expect("just pushed");
             assert!(
                 parent <= base.0 + FD_SLACK && child <= base.1 + FD_SLACK,
@@ -170,7 +169,7 @@ fn thousand_pipes_over_one_link_keep_fds_bounded() {
 /// Takes pipe ends, answers round trips on them, sends some of its own
 /// back, and reports its descriptor count when asked.
 fn holder() {
-    let (_dog, main) = common::child_pipe("holder", secs(60));
+    let (_dog, main) = ferry_testkit::child_pipe("holder", secs(60));
     let mut held: Vec<Pipe> = Vec::new();
     loop {
         let msg = match main.receiver().recv_with() {
@@ -187,7 +186,7 @@ fn holder() {
                 }
             }
             Some(&FDS) => main
-                .send(&u64_msg(common::fd_count() as u64))
+                .send(&u64_msg(ferry_testkit::fd_count() as u64))
                 .expect("fd count"),
             Some(&AGAIN) => held.iter().for_each(answer),
             _ => panic!("holder: unknown request {:?}", msg.bytes),
@@ -220,7 +219,7 @@ fn take_pipe(pipe: Pipe, idx: usize, held: &mut Vec<Pipe>) {
 /// number of pipe ends it carried, then a round trip on each of them, and
 /// keeps them; `again` asks for one more round trip on every one it keeps.
 fn counter() {
-    let (_dog, main) = common::child_pipe("counter", secs(30));
+    let (_dog, main) = ferry_testkit::child_pipe("counter", secs(30));
     let mut held = Vec::new();
     while let Ok(msg) = main.receiver().recv_with() {
         if msg.bytes == b"again" {
@@ -254,11 +253,11 @@ fn pipes(n: usize) -> Vec<(Pipe, Pipe)> {
 /// unharmed, and the link keeps working.
 #[test]
 fn send_with_refusals_hand_the_pipes_back() {
-    if common::role().is_some() {
+    if ferry_testkit::role().is_some() {
         return counter();
     }
-    let _serial = common::serial();
-    let dog = common::Watchdog::start(this_test!(), secs(30));
+    let _serial = ferry_testkit::serial();
+    let dog = ferry_testkit::Watchdog::start(this_test!(), secs(30));
 
     // Over a pipe inside one process: delivered there.
     let (x, y) = ferry::pipe().expect("pipe");
@@ -276,7 +275,8 @@ fn send_with_refusals_hand_the_pipes_back() {
     p.send(b"still works").expect("send");
     assert_eq!(q.recv().expect("recv"), b"still works");
 
-    let (child, main) = common::spawn_child(&dog, this_test!(), "counter", &PipeOptions::new());
+    let (child, main) =
+        ferry_testkit::spawn_child(&dog, this_test!(), "counter", &PipeOptions::new());
     // An end whose twin already lives in the child.
     let (a, b) = ferry::pipe().expect("pipe");
     main.sender().send_with(b"b", vec![b]).expect("send b");
@@ -341,12 +341,13 @@ fn send_with_refusals_hand_the_pipes_back() {
 /// working either way.
 #[test]
 fn send_with_both_ends_of_one_pipe() {
-    if common::role().is_some() {
+    if ferry_testkit::role().is_some() {
         return counter();
     }
-    let _serial = common::serial();
-    let dog = common::Watchdog::start(this_test!(), secs(30));
-    let (child, main) = common::spawn_child(&dog, this_test!(), "counter", &PipeOptions::new());
+    let _serial = ferry_testkit::serial();
+    let dog = ferry_testkit::Watchdog::start(this_test!(), secs(30));
+    let (child, main) =
+        ferry_testkit::spawn_child(&dog, this_test!(), "counter", &PipeOptions::new());
     let (c, d) = ferry::pipe().expect("pipe");
     match main.sender().send_with(b"both", vec![c, d]) {
         Ok(()) => {
@@ -373,14 +374,14 @@ fn send_with_both_ends_of_one_pipe() {
 /// error and still talks to its twin, in the child that took it.
 #[test]
 fn two_threads_never_both_send_the_two_ends_of_one_pipe() {
-    if common::role().is_some() {
+    if ferry_testkit::role().is_some() {
         return counter();
     }
-    let _serial = common::serial();
-    let dog = common::Watchdog::start(this_test!(), secs(60));
+    let _serial = ferry_testkit::serial();
+    let dog = ferry_testkit::Watchdog::start(this_test!(), secs(60));
     let options = PipeOptions::new();
-    let (first, main_a) = common::spawn_child(&dog, this_test!(), "counter", &options);
-    let (second, main_b) = common::spawn_child(&dog, this_test!(), "counter", &options);
+    let (first, main_a) = ferry_testkit::spawn_child(&dog, this_test!(), "counter", &options);
+    let (second, main_b) = ferry_testkit::spawn_child(&dog, this_test!(), "counter", &options);
     let mains = [&main_a, &main_b];
     let mut accepted = [0; 2];
     for round in 0..300 {
@@ -441,17 +442,18 @@ fn two_threads_never_both_send_the_two_ends_of_one_pipe() {
 /// and its other pipes carry on.
 #[test]
 fn ends_discarded_by_recv_disconnect_their_twins() {
-    if common::role().is_some() {
-        let (_dog, main) = common::child_pipe("discarder", secs(30));
+    if ferry_testkit::role().is_some() {
+        let (_dog, main) = ferry_testkit::child_pipe("discarder", secs(30));
         assert_eq!(main.recv().expect("message with a pipe"), b"take this");
         let kept = main.receiver().recv_with().expect("message with a pipe");
         answer(&kept.pipes[0]);
         answer(&main);
         return;
     }
-    let _serial = common::serial();
-    let dog = common::Watchdog::start(this_test!(), secs(30));
-    let (child, main) = common::spawn_child(&dog, this_test!(), "discarder", &PipeOptions::new());
+    let _serial = ferry_testkit::serial();
+    let dog = ferry_testkit::Watchdog::start(this_test!(), secs(30));
+    let (child, main) =
+        ferry_testkit::spawn_child(&dog, this_test!(), "discarder", &PipeOptions::new());
     let (a, b) = ferry::pipe().expect("pipe");
     let (k, l) = ferry::pipe().expect("pipe");
     main.sender()
@@ -471,17 +473,18 @@ fn ends_discarded_by_recv_disconnect_their_twins() {
 /// carried them is dropped.
 #[test]
 fn moved_pipes_outlive_the_bootstrap_pipe() {
-    if common::role().is_some() {
-        let (_dog, main) = common::child_pipe("survivor", secs(30));
+    if ferry_testkit::role().is_some() {
+        let (_dog, main) = ferry_testkit::child_pipe("survivor", secs(30));
         let moved = main.receiver().recv_with().expect("a pipe").pipes;
         assert!(matches!(main.recv(), Err(RecvError::Disconnected)));
         drop(main);
         moved.iter().for_each(answer);
         return;
     }
-    let _serial = common::serial();
-    let dog = common::Watchdog::start(this_test!(), secs(30));
-    let (child, main) = common::spawn_child(&dog, this_test!(), "survivor", &PipeOptions::new());
+    let _serial = ferry_testkit::serial();
+    let dog = ferry_testkit::Watchdog::start(this_test!(), secs(30));
+    let (child, main) =
+        ferry_testkit::spawn_child(&dog, this_test!(), "survivor", &PipeOptions::new());
     let (here, there): (Vec<Pipe>, Vec<Pipe>) = pipes(3).into_iter().unzip();
     main.sender()
         .send_with(b"pipes", there)
@@ -510,12 +513,12 @@ const MANY_BATCH: usize = 100;
 /// child.
 #[test]
 fn ten_thousand_default_pipes_over_one_link() {
-    if common::role().is_some() {
+    if ferry_testkit::role().is_some() {
         return many_holder();
     }
-    let _serial = common::serial();
-    let dog = common::Watchdog::start(this_test!(), secs(120));
-    let (child, main) = common::spawn_child(&dog, this_test!(), "many", &PipeOptions::new());
+    let _serial = ferry_testkit::serial();
+    let dog = ferry_testkit::Watchdog::start(this_test!(), secs(120));
+    let (child, main) = ferry_testkit::spawn_child(&dog, this_test!(), "many", &PipeOptions::new());
     let mut here = Vec::with_capacity(MANY);
     for first in (0..MANY).step_by(MANY_BATCH) {
         let (near, far): (Vec<Pipe>, Vec<Pipe>) = (0..MANY_BATCH)
@@ -555,8 +558,8 @@ fn ten_thousand_default_pipes_over_one_link() {
 /// Takes [`MANY`] pipe ends, reports how many it holds and refused and the
 /// address space per end, answers a ping on each, then on the main pipe.
 fn many_holder() {
-    let (_dog, main) = common::child_pipe("many", secs(120));
-    let vm_before = common::vm_peak();
+    let (_dog, main) = ferry_testkit::child_pipe("many", secs(120));
+    let vm_before = ferry_testkit::vm_peak();
     let (mut held, mut refused) = (Vec::with_capacity(MANY), 0);
     loop {
         let msg = main.receiver().recv_with().expect("a batch");
@@ -567,7 +570,7 @@ fn many_holder() {
         refused += msg.refused;
         held.extend(msg.pipes);
     }
-    let per_pipe = (common::vm_peak() - vm_before) / held.len().max(1) as u64;
+    let per_pipe = (ferry_testkit::vm_peak() - vm_before) / held.len().max(1) as u64;
     let mut report = u64_msg(held.len() as u64).to_vec();
     report.extend_from_slice(&u64_msg(refused as u64));
     report.extend_from_slice(&u64_msg(per_pipe));
@@ -591,13 +594,13 @@ const OVER_BUDGET: usize = 100 * 12 * 1024;
 /// `Protocol(RegionsOverBudget)`.)
 #[test]
 fn an_end_over_the_map_budget_is_refused_alone() {
-    if common::role().is_some() {
+    if ferry_testkit::role().is_some() {
         return budget_holder();
     }
-    let _serial = common::serial();
-    let dog = common::Watchdog::start(this_test!(), secs(60));
+    let _serial = ferry_testkit::serial();
+    let dog = ferry_testkit::Watchdog::start(this_test!(), secs(60));
     let options = PipeOptions::new().max_mapped(OVER_BUDGET);
-    let (child, main) = common::spawn_child(&dog, this_test!(), "budget", &options);
+    let (child, main) = ferry_testkit::spawn_child(&dog, this_test!(), "budget", &options);
     let mut here = Vec::with_capacity(OVER);
     for idx in 0..OVER {
         let (near, far) = PipeOptions::new()
@@ -636,7 +639,7 @@ fn an_end_over_the_map_budget_is_refused_alone() {
 /// were refused (0), then answers round trips on those it took and on
 /// the main pipe.
 fn budget_holder() {
-    let (_dog, main) = common::child_pipe("budget", secs(60));
+    let (_dog, main) = ferry_testkit::child_pipe("budget", secs(60));
     let (mut held, mut verdicts) = (Vec::new(), Vec::new());
     loop {
         let msg = main.receiver().recv_with().expect("a pipe end's message");

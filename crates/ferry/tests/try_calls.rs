@@ -3,13 +3,11 @@
 //! `try_send` retried on `Full` gets a message larger than the ring
 //! through to a receiver that keeps reading.
 
-mod common;
-
 use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
-use common::{XorShift, secs};
 use ferry::{PipeOptions, SendTimeoutError, TryRecvError, TrySendError};
+use ferry_testkit::{XorShift, secs, this_test};
 
 /// Ring capacity of the pipe carrying large messages.
 const RING: usize = 16 * 1024;
@@ -28,7 +26,7 @@ fn large(seq: u64) -> Vec<u8> {
 /// polls with `try_recv` (pausing when it finds nothing) until it has
 /// every message, checking each.
 fn poller() {
-    let (_dog, pipe) = common::child_pipe("poller", secs(60));
+    let (_dog, pipe) = ferry_testkit::child_pipe("poller", secs(60));
     pipe.send(b"ready").expect("ready");
     let mut seq = 0;
     while seq < COUNT {
@@ -55,13 +53,13 @@ fn poller() {
 /// it had written, and the stream crawled or stalled.)
 #[test]
 fn try_send_gets_messages_larger_than_the_ring_through() {
-    if common::role().is_some() {
+    if ferry_testkit::role().is_some() {
         return poller();
     }
-    let dog = common::Watchdog::start(this_test!(), secs(60));
+    let dog = ferry_testkit::Watchdog::start(this_test!(), secs(60));
     a_refilled_buffer_is_another_message();
     let options = PipeOptions::new().ring_size(RING);
-    let (child, pipe) = common::spawn_child(&dog, this_test!(), "poller", &options);
+    let (child, pipe) = ferry_testkit::spawn_child(&dog, this_test!(), "poller", &options);
     pipe.sender().set_out_of_line(usize::MAX);
     assert_eq!(pipe.recv().expect("ready"), b"ready");
     let start = Instant::now();
@@ -130,7 +128,7 @@ const FILL: usize = 253;
 /// takes two more pipes, then reads nothing (its socket fills) for
 /// [`SLEEP`], then takes the filling messages and waits for the end.
 fn sleeper() {
-    let (_dog, pipe) = common::child_pipe("sleeper", secs(60));
+    let (_dog, pipe) = ferry_testkit::child_pipe("sleeper", secs(60));
     let mut extra = pipe.receiver().recv_with().expect("the extra pipes").pipes;
     assert_eq!(extra.len(), 2);
     pipe.send(b"asleep").expect("asleep");
@@ -183,11 +181,12 @@ fn fill(pipe: &ferry::Pipe) -> Result<(), ferry::SendError> {
 /// has read nothing from the ring.
 #[test]
 fn a_try_call_never_waits_behind_a_send_stuck_on_the_socket() {
-    if common::role().is_some() {
+    if ferry_testkit::role().is_some() {
         return sleeper();
     }
-    let dog = common::Watchdog::start(this_test!(), secs(60));
-    let (child, main) = common::spawn_child(&dog, this_test!(), "sleeper", &PipeOptions::new());
+    let dog = ferry_testkit::Watchdog::start(this_test!(), secs(60));
+    let (child, main) =
+        ferry_testkit::spawn_child(&dog, this_test!(), "sleeper", &PipeOptions::new());
     let (here_1, there_1) = ferry::pipe().expect("pipe");
     let (here_2, there_2) = ferry::pipe().expect("pipe");
     main.sender()

@@ -3,13 +3,11 @@
 //! a hostile peer's malformed encodings.
 #![cfg(feature = "serde")]
 
-mod common;
-
 use std::collections::BTreeMap;
 
-use common::secs;
 use ferry::PipeOptions;
 use ferry::typed::{ByteBuf, Pipe as TypedPipe, Reason, Receiver, RecvError, Sender};
+use ferry_testkit::{secs, this_test};
 use serde::{Deserialize, Serialize};
 
 /// Counts the largest single allocation while watching, to check that a
@@ -120,17 +118,17 @@ fn rich(id: u64, data: usize) -> Rich {
 #[test]
 fn rich_values_round_trip_across_processes() {
     // Descriptor counts are compared in this binary: one test at a time.
-    let _serial = common::serial();
-    if common::role().is_some() {
-        let (_dog, main) = common::child_pipe("echo", secs(60));
+    let _serial = ferry_testkit::serial();
+    if ferry_testkit::role().is_some() {
+        let (_dog, main) = ferry_testkit::child_pipe("echo", secs(60));
         let end = TypedPipe::<Rich, Rich>::from_pipe(main);
         while let Ok(value) = end.recv() {
             end.send(value).expect("echo");
         }
         return;
     }
-    let dog = common::Watchdog::start(this_test!(), secs(60));
-    let (child, main) = common::spawn_child(&dog, this_test!(), "echo", &PipeOptions::new());
+    let dog = ferry_testkit::Watchdog::start(this_test!(), secs(60));
+    let (child, main) = ferry_testkit::spawn_child(&dog, this_test!(), "echo", &PipeOptions::new());
     let end = TypedPipe::<Rich, Rich>::from_pipe(main);
     // Empty, small, ring-sized, out of line, and 100 MiB byte fields.
     for (id, size) in [0, 1, 144, 70_000, 1 << 20, 100 << 20]
@@ -166,9 +164,9 @@ struct Setup {
 #[test]
 fn typed_halves_travel_inside_messages() {
     // Descriptor counts are compared in this binary: one test at a time.
-    let _serial = common::serial();
-    if common::role().is_some() {
-        let (_dog, main) = common::child_pipe("adder", secs(60));
+    let _serial = ferry_testkit::serial();
+    if ferry_testkit::role().is_some() {
+        let (_dog, main) = ferry_testkit::child_pipe("adder", secs(60));
         let setup = Receiver::<Setup>::from_bytes(main.split().1)
             .recv()
             .expect("setup");
@@ -180,8 +178,9 @@ fn typed_halves_travel_inside_messages() {
         setup.done.send(format!("served {served}")).expect("done");
         return;
     }
-    let dog = common::Watchdog::start(this_test!(), secs(60));
-    let (child, main) = common::spawn_child(&dog, this_test!(), "adder", &PipeOptions::new());
+    let dog = ferry_testkit::Watchdog::start(this_test!(), secs(60));
+    let (child, main) =
+        ferry_testkit::spawn_child(&dog, this_test!(), "adder", &PipeOptions::new());
     let (to_child, _) = main.split();
     let to_child = Sender::<Setup>::from_bytes(to_child);
     let (requests, served) = ferry::channel::<Add>(16).unwrap();
@@ -220,11 +219,11 @@ fn typed_halves_travel_inside_messages() {
 #[test]
 fn a_receiver_moved_while_values_are_queued() {
     // Descriptor counts are compared in this binary: one test at a time.
-    let _serial = common::serial();
+    let _serial = ferry_testkit::serial();
     const QUEUED: u64 = 20_000;
     const AFTER: u64 = 20_000;
-    if common::role().is_some() {
-        let (_dog, main) = common::child_pipe("reader", secs(60));
+    if ferry_testkit::role().is_some() {
+        let (_dog, main) = ferry_testkit::child_pipe("reader", secs(60));
         let (back, inbox) = main.split();
         let rx = Receiver::<Receiver<(u64, String)>>::from_bytes(inbox)
             .recv()
@@ -237,8 +236,9 @@ fn a_receiver_moved_while_values_are_queued() {
         back.send(&next.to_le_bytes()).expect("count");
         return;
     }
-    let dog = common::Watchdog::start(this_test!(), secs(60));
-    let (child, main) = common::spawn_child(&dog, this_test!(), "reader", &PipeOptions::new());
+    let dog = ferry_testkit::Watchdog::start(this_test!(), secs(60));
+    let (child, main) =
+        ferry_testkit::spawn_child(&dog, this_test!(), "reader", &PipeOptions::new());
     // Room for every value queued before the move.
     let (tx, rx) = ferry::channel::<(u64, String)>(QUEUED as usize).unwrap();
     for i in 0..QUEUED {
@@ -270,7 +270,7 @@ fn a_receiver_moved_while_values_are_queued() {
 #[test]
 fn malformed_encodings_are_refused_and_the_stream_goes_on() {
     // Descriptor counts are compared in this binary: one test at a time.
-    let _serial = common::serial();
+    let _serial = ferry_testkit::serial();
     #[derive(Debug, PartialEq, Serialize, Deserialize)]
     struct Node(Option<Box<Node>>);
     #[derive(Debug, PartialEq, Serialize, Deserialize)]
@@ -300,8 +300,8 @@ fn malformed_encodings_are_refused_and_the_stream_goes_on() {
         // A valid message with a byte left over.
         (vec![5, 0, 0, 0, 9], "left after"),
     ];
-    if common::role().is_some() {
-        let (_dog, main) = common::child_pipe("hostile", secs(60));
+    if ferry_testkit::role().is_some() {
+        let (_dog, main) = ferry_testkit::child_pipe("hostile", secs(60));
         main.send(&[7, 2, 1, 2, 1, 1, b'x', 0]).expect("warm-up");
         for (bytes, _) in &bad {
             main.send(bytes).expect("bad");
@@ -310,8 +310,9 @@ fn malformed_encodings_are_refused_and_the_stream_goes_on() {
         let _ = main.recv();
         return;
     }
-    let dog = common::Watchdog::start(this_test!(), secs(60));
-    let (child, main) = common::spawn_child(&dog, this_test!(), "hostile", &PipeOptions::new());
+    let dog = ferry_testkit::Watchdog::start(this_test!(), secs(60));
+    let (child, main) =
+        ferry_testkit::spawn_child(&dog, this_test!(), "hostile", &PipeOptions::new());
     let (_keep, inbox) = main.split();
     let rx = Receiver::<Msg>::from_bytes(inbox);
     // The first receive sets up what every receive reuses.
@@ -365,9 +366,9 @@ impl Serialize for Unencodable {
 #[test]
 fn in_process_values_are_moved_not_encoded() {
     // Descriptor counts are compared in this binary: one test at a time.
-    let _serial = common::serial();
+    let _serial = ferry_testkit::serial();
     // A hang (a lost wake, a deadlock in a move) fails in seconds.
-    let _dog = common::Watchdog::start(this_test!(), secs(30));
+    let _dog = ferry_testkit::Watchdog::start(this_test!(), secs(30));
     let (tx, rx) = ferry::channel::<Unencodable>(16).unwrap();
     let text = "x".repeat(1000);
     let ptr = text.as_ptr();
@@ -385,9 +386,9 @@ fn in_process_values_are_moved_not_encoded() {
 #[test]
 fn in_process_disconnects_and_timeouts() {
     // Descriptor counts are compared in this binary: one test at a time.
-    let _serial = common::serial();
+    let _serial = ferry_testkit::serial();
     // A hang (a lost wake, a deadlock in a move) fails in seconds.
-    let _dog = common::Watchdog::start(this_test!(), secs(30));
+    let _dog = ferry_testkit::Watchdog::start(this_test!(), secs(30));
     let (tx, rx) = ferry::channel::<u32>(16).unwrap();
     assert!(matches!(
         rx.try_recv(),
@@ -429,9 +430,9 @@ fn in_process_disconnects_and_timeouts() {
 #[test]
 fn in_process_stream_between_threads() {
     // Descriptor counts are compared in this binary: one test at a time.
-    let _serial = common::serial();
+    let _serial = ferry_testkit::serial();
     // A hang (a lost wake, a deadlock in a move) fails in seconds.
-    let _dog = common::Watchdog::start(this_test!(), secs(30));
+    let _dog = ferry_testkit::Watchdog::start(this_test!(), secs(30));
     const N: u64 = 1_000_000;
     let (tx, rx) = ferry::channel::<u64>(16).unwrap();
     let producer = std::thread::spawn(move || {
@@ -451,9 +452,9 @@ fn in_process_stream_between_threads() {
 #[test]
 fn a_sender_turned_into_bytes_keeps_order() {
     // Descriptor counts are compared in this binary: one test at a time.
-    let _serial = common::serial();
+    let _serial = ferry_testkit::serial();
     // A hang (a lost wake, a deadlock in a move) fails in seconds.
-    let _dog = common::Watchdog::start(this_test!(), secs(30));
+    let _dog = ferry_testkit::Watchdog::start(this_test!(), secs(30));
     let (tx, rx) = ferry::channel::<String>(16).unwrap();
     tx.send("queued".into()).unwrap();
     let bytes = tx.into_bytes().unwrap();
@@ -470,9 +471,9 @@ fn a_sender_turned_into_bytes_keeps_order() {
 #[test]
 fn a_half_outside_a_ferry_send_refuses_to_serialize() {
     // Descriptor counts are compared in this binary: one test at a time.
-    let _serial = common::serial();
+    let _serial = ferry_testkit::serial();
     // A hang (a lost wake, a deadlock in a move) fails in seconds.
-    let _dog = common::Watchdog::start(this_test!(), secs(30));
+    let _dog = ferry_testkit::Watchdog::start(this_test!(), secs(30));
     let (tx, rx) = ferry::channel::<u8>(16).unwrap();
     let e = ferry::typed::encode(&tx).unwrap_err();
     assert!(
@@ -490,9 +491,9 @@ fn a_half_outside_a_ferry_send_refuses_to_serialize() {
 #[test]
 fn both_halves_of_one_channel_in_one_message_are_refused() {
     // Descriptor counts are compared in this binary: one test at a time.
-    let _serial = common::serial();
+    let _serial = ferry_testkit::serial();
     // A hang (a lost wake, a deadlock in a move) fails in seconds.
-    let _dog = common::Watchdog::start(this_test!(), secs(30));
+    let _dog = ferry_testkit::Watchdog::start(this_test!(), secs(30));
     let (a, _b) = ferry::pipe().unwrap();
     let out = Sender::<(Receiver<u32>, Sender<u32>)>::from_bytes(a.split().0);
     let (tx, rx) = ferry::channel::<u32>(16).unwrap();
@@ -508,13 +509,13 @@ fn both_halves_of_one_channel_in_one_message_are_refused() {
 #[test]
 fn handles_the_type_does_not_hold_are_refused_and_closed() {
     // Descriptor counts are compared in this binary: one test at a time.
-    let _serial = common::serial();
+    let _serial = ferry_testkit::serial();
     #[derive(Debug, PartialEq, Serialize, Deserialize)]
     struct Plain(u32);
     #[derive(Debug, Serialize, Deserialize)]
     struct WithReply(u32, Sender<u32>);
-    if common::role().is_some() {
-        let (_dog, main) = common::child_pipe("hostile", secs(60));
+    if ferry_testkit::role().is_some() {
+        let (_dog, main) = ferry_testkit::child_pipe("hostile", secs(60));
         for round in 0..50u8 {
             // One pipe end attached to a `Plain` that holds none.
             let (a, _b) = ferry::pipe().unwrap();
@@ -528,13 +529,14 @@ fn handles_the_type_does_not_hold_are_refused_and_closed() {
         let _ = main.recv();
         return;
     }
-    let dog = common::Watchdog::start(this_test!(), secs(60));
-    let (child, main) = common::spawn_child(&dog, this_test!(), "hostile", &PipeOptions::new());
+    let dog = ferry_testkit::Watchdog::start(this_test!(), secs(60));
+    let (child, main) =
+        ferry_testkit::spawn_child(&dog, this_test!(), "hostile", &PipeOptions::new());
     let (_keep, inbox) = main.split();
     // Each round's messages are read as `Plain`, then `WithReply`, then
     // `Plain`, through typed receivers of the same byte half in turn.
     let mut inbox = Some(inbox);
-    let before = common::fd_count();
+    let before = ferry_testkit::fd_count();
     for round in 0..50u32 {
         let plain = Receiver::<Plain>::from_bytes(inbox.take().unwrap());
         let Err(RecvError::Decode(e)) = plain.recv() else {
@@ -555,7 +557,7 @@ fn handles_the_type_does_not_hold_are_refused_and_closed() {
         inbox = Some(plain.into_bytes().unwrap());
     }
     assert_eq!(
-        common::fd_count_back_to(before),
+        ferry_testkit::fd_count_back_to(before),
         before,
         "descriptors of refused ends leaked"
     );
@@ -578,7 +580,7 @@ fn send_ref_needs_no_clone_and_duplicates_a_descriptor() {
         file: ferry::typed::Fd,
     }
 
-    let _dog = common::Watchdog::start(this_test!(), secs(30));
+    let _dog = ferry_testkit::Watchdog::start(this_test!(), secs(30));
     let (tx, rx) = ferry::channel::<Opened>(4).unwrap();
     let path = std::env::temp_dir().join(format!("ferry-send-ref-{}", std::process::id()));
     let file = std::fs::File::options()

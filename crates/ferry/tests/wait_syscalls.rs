@@ -15,16 +15,14 @@
     any(target_arch = "x86_64", target_arch = "aarch64")
 ))]
 
-mod common;
-
 use std::os::unix::process::ExitStatusExt;
 use std::process::ExitStatus;
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
 
-use common::{Watchdog, secs};
 use ferry::{Pipe, PipeOptions, Wait};
+use ferry_testkit::{Watchdog, secs};
 
 /// Round trips under the filter, per placement.
 const ROUND_TRIPS: u32 = 20_000;
@@ -43,11 +41,11 @@ const SIGSYS_MESSAGE: &str = "the default wait made a system call outside \
 
 #[test]
 fn the_default_wait_calls_only_futex_sched_yield_and_getcpu() {
-    if let Some(role) = common::role() {
+    if let Some(role) = ferry_testkit::role() {
         return child(&role);
     }
     let cpus = allowed_cpus();
-    let _serial = common::serial();
+    let _serial = ferry_testkit::serial();
     let dog = Watchdog::start("wait_syscalls", secs(120));
     let mut placements = vec![("one CPU", cpus[0], cpus[0])];
     match cpus.get(1) {
@@ -59,7 +57,7 @@ fn the_default_wait_calls_only_futex_sched_yield_and_getcpu() {
     }
     for (name, a, b) in placements {
         // The first child starts its peer itself: the pipe is theirs.
-        let mut cmd = common::child_command(TEST, &format!("a:{a}:{b}"));
+        let mut cmd = ferry_testkit::child_command(TEST, &format!("a:{a}:{b}"));
         let mut child = dog.watch(cmd.spawn().expect("spawn the first child"));
         let status = child.wait();
         if status.signal() == Some(libc::SIGSYS) {
@@ -92,7 +90,7 @@ fn child(role: &str) {
             let dog = Watchdog::start("child `a`", secs(90));
             let options = PipeOptions::new().wait(Wait::Adaptive);
             let (mut peer, pipe) =
-                common::spawn_child(&dog, TEST, &format!("b:{}", cpu(2)), &options);
+                ferry_testkit::spawn_child(&dog, TEST, &format!("b:{}", cpu(2)), &options);
             let outcome = filtered(pipe, cpu(1), true);
             if outcome.is_err() {
                 // The peer may be the one that died; else it waits for us.
@@ -110,7 +108,7 @@ fn child(role: &str) {
             assert!(status.success(), "child `b` failed: {status}");
         }
         "b" => {
-            let (_dog, pipe) = common::child_pipe("b", secs(90));
+            let (_dog, pipe) = ferry_testkit::child_pipe("b", secs(90));
             // The parent's options reach this end; the default anyway.
             assert_eq!(pipe.receiver().wait(), Wait::Adaptive);
             assert_eq!(pipe.sender().wait(), Wait::Adaptive);

@@ -6,14 +6,12 @@
 //! A lost wakeup cannot hang ferry for good (a sleeper wakes every 20 ms to
 //! look for a dead peer), so it shows up as a round trip of about 20 ms; the
 //! tests count those, and the watchdog turns a real hang into a failure.
-//! They take [`common::serial`] so their timings are their own.
-
-mod common;
+//! They take [`ferry_testkit::serial`] so their timings are their own.
 
 use std::time::{Duration, Instant};
 
-use common::{XorShift, checksum, mix, msg_u64, secs, u64_msg};
 use ferry::{Pipe, PipeOptions, RecvError, Wait};
+use ferry_testkit::{XorShift, checksum, mix, msg_u64, secs, this_test, u64_msg};
 
 const ROUND_TRIPS: u64 = 200_000;
 /// A round trip this slow means a sleeper waited out its 20 ms nap: a lost
@@ -35,7 +33,7 @@ fn wait_named(name: &str) -> Wait {
 
 /// Echoes 8-byte messages until the parent hangs up, waiting as `role` says.
 fn echo(role: &str) {
-    let (_dog, pipe) = common::child_pipe(role, secs(120));
+    let (_dog, pipe) = ferry_testkit::child_pipe(role, secs(120));
     // Set here: the child's end does not take the parent's options.
     let wait = wait_named(role);
     pipe.sender().set_wait(wait);
@@ -51,10 +49,10 @@ fn echo(role: &str) {
 }
 
 fn round_trips(test: &str, wait: Wait) {
-    let _serial = common::serial();
-    let dog = common::Watchdog::start(test, secs(120));
+    let _serial = ferry_testkit::serial();
+    let dog = ferry_testkit::Watchdog::start(test, secs(120));
     let options = PipeOptions::new().wait(wait);
-    let (child, pipe) = common::spawn_child(&dog, test, &format!("{wait:?}"), &options);
+    let (child, pipe) = ferry_testkit::spawn_child(&dog, test, &format!("{wait:?}"), &options);
     let mut buf = Vec::with_capacity(8);
     let (mut stalls, mut slowest) = (0, Duration::ZERO);
     let started = Instant::now();
@@ -80,7 +78,7 @@ fn round_trips(test: &str, wait: Wait) {
 /// Both sides sleep on the futex at once on every wait.
 #[test]
 fn round_trips_block() {
-    if let Some(role) = common::role() {
+    if let Some(role) = ferry_testkit::role() {
         return echo(&role);
     }
     round_trips(this_test!(), Wait::Sleep);
@@ -89,7 +87,7 @@ fn round_trips_block() {
 /// Both sides spin briefly (if on different CPUs), then sleep.
 #[test]
 fn round_trips_adaptive() {
-    if let Some(role) = common::role() {
+    if let Some(role) = ferry_testkit::role() {
         return echo(&role);
     }
     round_trips(this_test!(), Wait::Adaptive);
@@ -128,13 +126,13 @@ fn dawdle(seq: u64, side: u64) {
 /// that the sleeps on a full ring stay correct.
 #[test]
 fn stream_through_a_tiny_ring_sleeping() {
-    if common::role().is_some() {
+    if ferry_testkit::role().is_some() {
         return tiny_receiver();
     }
-    let _serial = common::serial();
-    let dog = common::Watchdog::start(this_test!(), secs(120));
+    let _serial = ferry_testkit::serial();
+    let dog = ferry_testkit::Watchdog::start(this_test!(), secs(120));
     let options = PipeOptions::new().ring_size(4096).wait(Wait::Sleep);
-    let (child, pipe) = common::spawn_child(&dog, this_test!(), "Sleep", &options);
+    let (child, pipe) = ferry_testkit::spawn_child(&dog, this_test!(), "Sleep", &options);
     let mut rng = XorShift::new(7);
     let mut msg = Vec::new();
     let (mut sum, mut stalls) = (0, 0);
@@ -158,7 +156,7 @@ fn stream_through_a_tiny_ring_sleeping() {
 }
 
 fn tiny_receiver() {
-    let (_dog, pipe): (_, Pipe) = common::child_pipe("tiny receiver", secs(120));
+    let (_dog, pipe): (_, Pipe) = ferry_testkit::child_pipe("tiny receiver", secs(120));
     pipe.sender().set_wait(Wait::Sleep);
     pipe.receiver().set_wait(Wait::Sleep);
     let mut rng = XorShift::new(7);

@@ -120,3 +120,9 @@ mod tests;
 
 #[cfg(all(test, not(loom)))]
 mod proptests;
+
+#[cfg(all(test, not(loom)))]
+mod conformance;
+
+#[cfg(any(loom, test))]
+pub mod bell_conformance;

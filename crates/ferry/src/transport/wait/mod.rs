@@ -27,6 +27,9 @@
 mod pace;
 pub mod policy;
 
+#[cfg(all(test, not(loom)))]
+mod conformance;
+
 use std::time::{Duration, Instant};
 
 pub use pace::{HEELS_POLLS, Pace};

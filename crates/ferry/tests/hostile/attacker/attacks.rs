@@ -9,7 +9,7 @@ use super::RawPeer;
 use super::region::{RawRegion, sealed_memfd};
 use super::ring::{RawRing, Side};
 use super::wire::{self, Kind, RecordKind, tag};
-use crate::common::{Watchdog, monotonic_ns, secs};
+use ferry_testkit::{Watchdog, monotonic_ns, secs};
 
 /// The id under which attacks send their own pipe end.
 pub const END_ID: u64 = 7;

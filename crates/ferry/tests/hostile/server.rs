@@ -10,16 +10,10 @@
 //!    clients connect and say nothing, as fast as they can, while honest
 //!    clients connect.
 //!
-//! The tests take [`common::serial`]: they count this process's
+//! The tests take [`ferry_testkit::serial`]: they count this process's
 //! descriptors, which a test running beside them would disturb. Server,
 //! client and attacker share this process, so once the attacker's side is
 //! dropped the count must be back where it began.
-
-// The attacker kit uses std's atomics, as any other program would.
-#![allow(clippy::disallowed_types)]
-
-mod attacker;
-mod common;
 
 use std::collections::VecDeque;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -29,13 +23,13 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use attacker::named::{self, RawListener};
-use attacker::region::{RawRegion, sealed_memfd};
-use attacker::report::{Verdict, outcome};
-use attacker::socket::RawSocket;
-use attacker::wire::{self, RecordKind};
-use common::{Watchdog, secs};
+use crate::attacker::named::{self, RawListener};
+use crate::attacker::region::{RawRegion, sealed_memfd};
+use crate::attacker::report::{Verdict, outcome};
+use crate::attacker::socket::RawSocket;
+use crate::attacker::wire::{self, RecordKind};
 use ferry::{AcceptError, ConnectError, ConnectOptions, Refusal, ServerOptions};
+use ferry_testkit::{Watchdog, secs, this_test};
 
 /// A name no other test (or run) uses.
 fn unique(what: &str) -> String {
@@ -132,18 +126,18 @@ fn bad_openings() -> Vec<Opening> {
 /// thread still gets in and round-trips.
 #[test]
 fn bad_openings_are_refused_and_cost_nothing() {
-    let _serial = common::serial();
+    let _serial = ferry_testkit::serial();
     let _dog = Watchdog::start(this_test!(), secs(60));
     let name = unique("openings");
     let server = ServerOptions::new()
         .handshake_timeout(secs(2))
         .bind(name.as_str())
         .expect("bind");
-    let baseline = common::fd_count();
+    let baseline = ferry_testkit::fd_count();
     let mut verdict = Verdict::new();
     for opening in bad_openings() {
         refused(&server, &name, &opening, &mut verdict);
-        let now = common::fd_count_back_to(baseline);
+        let now = ferry_testkit::fd_count_back_to(baseline);
         verdict.check(now <= baseline, || {
             format!(
                 "{}: descriptors grew from {baseline} to {now}",
@@ -153,13 +147,13 @@ fn bad_openings_are_refused_and_cost_nothing() {
     }
     for what in ["an empty datagram", "hello then hang up"] {
         not_accepted(&server, &name, what, &mut verdict);
-        let now = common::fd_count_back_to(baseline);
+        let now = ferry_testkit::fd_count_back_to(baseline);
         verdict.check(now <= baseline, || {
             format!("{what}: descriptors grew from {baseline} to {now}")
         });
     }
     honest_client(&server, &name, &mut verdict);
-    let now = common::fd_count_back_to(baseline);
+    let now = ferry_testkit::fd_count_back_to(baseline);
     verdict.check(now <= baseline, || {
         format!("the honest client: descriptors grew from {baseline} to {now}")
     });
@@ -356,11 +350,11 @@ impl Answer {
 /// process's descriptor count must be back at its baseline.
 #[test]
 fn a_raw_server_cannot_hurt_a_client() {
-    let _serial = common::serial();
+    let _serial = ferry_testkit::serial();
     let _dog = Watchdog::start(this_test!(), secs(60));
     let name = unique("raw-server");
     let listener = RawListener::bind(&name).expect("bind a raw listener");
-    let baseline = common::fd_count();
+    let baseline = ferry_testkit::fd_count();
     let mut verdict = Verdict::new();
     for answer in Answer::ALL {
         let (result, took) = connect_to_raw(&listener, &name, answer);
@@ -374,7 +368,7 @@ fn a_raw_server_cannot_hurt_a_client() {
         verdict.check(took <= CONNECT_TIMEOUT + LATE, || {
             format!("{answer:?}: connect took {took:?}")
         });
-        let now = common::fd_count_back_to(baseline);
+        let now = ferry_testkit::fd_count_back_to(baseline);
         verdict.check(now <= baseline, || {
             format!("{answer:?}: descriptors grew from {baseline} to {now}")
         });
@@ -485,7 +479,7 @@ const SLOW_SPEAKER: Duration = Duration::from_millis(20);
 /// little after its connection was taken was closed unread.)
 #[test]
 fn a_flood_of_silent_connections_evicts_no_honest_client() {
-    let _serial = common::serial();
+    let _serial = ferry_testkit::serial();
     let _dog = Watchdog::start(this_test!(), secs(150));
     let mut verdict = Verdict::new();
     for round in 0..3 {

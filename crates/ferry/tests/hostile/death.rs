@@ -10,21 +10,15 @@
 //! The victim is this test; the attacker is a child it spawned with
 //! `ferry::spawn`, or a raw client of its named server.
 
-// clippy.toml's rule on atomics is for the library; tests use std's.
-#![allow(clippy::disallowed_types)]
-
-mod attacker;
-mod common;
-
 use std::os::fd::OwnedFd;
 use std::process::Stdio;
 use std::sync::{Arc, mpsc};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use attacker::hide_death::{ATTACKS, LAST, NAMING};
-use common::{Watchdog, secs};
+use crate::attacker::hide_death::{ATTACKS, LAST, NAMING};
 use ferry::{Pipe, PipeOptions, Server};
+use ferry_testkit::{Watchdog, secs, this_test};
 
 /// How long a victim may take to see the attacker gone: it is pushed by
 /// the kernel within a millisecond or so; the margin is for a busy machine.
@@ -115,15 +109,16 @@ fn finish(failures: Vec<String>) {
 #[test]
 fn spawned_peer_cannot_hide_its_death() {
     let test = this_test!();
-    if let Some(role) = common::role() {
-        attacker::hide_death::run(&role);
+    if let Some(role) = ferry_testkit::role() {
+        crate::attacker::hide_death::run(&role);
     }
+    let _serial = ferry_testkit::serial();
     let dog = Watchdog::start(test, secs(120));
     let mut failures = Vec::new();
     for attack in ATTACKS {
         for call in [Call::Blocking, Call::Timeout] {
-            let cmd = common::child_command(test, attack);
-            let (mut child, pipe) = common::spawn_command(&dog, cmd, &PipeOptions::new());
+            let cmd = ferry_testkit::child_command(test, attack);
+            let (mut child, pipe) = ferry_testkit::spawn_command(&dog, cmd, &PipeOptions::new());
             let held = take_message(&pipe, attack);
             failures.extend(expect_gone(pipe, call, attack).err());
             drop(held);
@@ -138,17 +133,18 @@ fn spawned_peer_cannot_hide_its_death() {
 #[test]
 fn client_cannot_hide_its_death_from_a_server() {
     let test = this_test!();
-    if let Some(role) = common::role() {
+    if let Some(role) = ferry_testkit::role() {
         let name = std::env::var(SERVER_ENV).expect("the server's name");
-        attacker::hide_death::client(&name, &role);
+        crate::attacker::hide_death::client(&name, &role);
     }
+    let _serial = ferry_testkit::serial();
     let dog = Watchdog::start(test, secs(120));
     let mut failures = Vec::new();
     let name = format!("hidden-death-{}", std::process::id());
     let server = Server::bind(name.as_str()).expect("bind the server");
     for attack in ATTACKS {
         for call in [Call::Blocking, Call::Timeout] {
-            let mut cmd = common::child_command(test, attack);
+            let mut cmd = ferry_testkit::child_command(test, attack);
             cmd.env(SERVER_ENV, &name).stdout(Stdio::null());
             let mut child = dog.watch(cmd.spawn().expect("spawn the raw client"));
             let client = server.accept_timeout(secs(10)).expect("the raw client");

@@ -66,7 +66,7 @@ impl RawSocket {
     /// Adopts the inherited socket: its number is the `fd=` field that
     /// opens `FERRY_BOOTSTRAP` (`fd=<n>,parent=<pid>,...`).
     pub fn from_bootstrap() -> Self {
-        let value = std::env::var(crate::common::BOOTSTRAP_ENV)
+        let value = std::env::var(ferry_testkit::BOOTSTRAP_ENV)
             .expect("the attacker runs with FERRY_BOOTSTRAP set by ferry::spawn");
         let raw: i32 = value
             .split(',')

@@ -14,7 +14,7 @@ use std::time::Duration;
 use super::RawPeer;
 use super::region::sealed_memfd;
 use super::wire::{self, RecordKind};
-use crate::common::secs;
+use ferry_testkit::secs;
 
 /// How long a lingering socket's close waits.
 pub const LINGER: Duration = Duration::from_secs(2);

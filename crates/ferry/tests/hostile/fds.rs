@@ -1,6 +1,6 @@
 //! Descriptors a hostile peer sends, against a victim process that uses
 //! ferry normally (the attacker writes its socket and shared memory by
-//! hand: `attacker/`, no ferry code). As in `tests/hostile.rs`, this test
+//! hand: `attacker/`, no ferry code). As in the other attacks, this test
 //! re-runs its binary as the VICTIM, which spawns it as the ATTACKER(s),
 //! and judges the one-line reports the victim prints.
 //!
@@ -15,20 +15,14 @@
 //!    descriptors, and an honest child must still be spawned and get a
 //!    descriptor through.
 
-// The attacker kit uses std's atomics, as any other program would.
-#![allow(clippy::disallowed_types)]
-
-mod attacker;
-mod common;
-
 use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
-use attacker::linger::{FIRST, LINGER, SECOND, THIRD};
-use attacker::region::sealed_memfd;
-use attacker::report::{Report, Verdict, VictimRun, outcome, run_victim, stage};
-use common::{ChildGuard, Watchdog, secs};
+use crate::attacker::linger::{FIRST, LINGER, SECOND, THIRD};
+use crate::attacker::region::sealed_memfd;
+use crate::attacker::report::{Report, Verdict, VictimRun, outcome, run_victim, stage};
 use ferry::{Handle, Pipe, PipeOptions, TryRecvError};
+use ferry_testkit::{ChildGuard, Watchdog, secs, this_test};
 
 /// How long a victim may run before the orchestrator kills it as hung.
 const RUN_LIMIT: Duration = Duration::from_secs(50);
@@ -38,11 +32,11 @@ fn play(test: &str, role: &str) {
     match role {
         "attacker-linger" => {
             let _dog = Watchdog::start("attacker `linger`", secs(40));
-            attacker::linger::run();
+            crate::attacker::linger::run();
         }
         "attacker-fd-flood" => {
             raise_descriptor_limit();
-            attacker::attacks::run(role);
+            crate::attacker::attacks::run(role);
         }
         "honest" => honest_child(),
         "victim-linger" => linger_victim(test, role),
@@ -61,7 +55,7 @@ fn final_report(run: &VictimRun) -> &Report {
 fn settled_fd_count(before: usize, limit: Duration) -> usize {
     let start = Instant::now();
     loop {
-        let now = common::fd_count();
+        let now = ferry_testkit::fd_count();
         if now <= before || start.elapsed() > limit {
             return now;
         }
@@ -98,10 +92,10 @@ const TIMEOUT_LIMIT: Duration = Duration::from_millis(400);
 #[test]
 fn descriptors_whose_close_blocks() {
     let test = this_test!();
-    if let Some(role) = common::role() {
+    if let Some(role) = ferry_testkit::role() {
         return play(test, &role);
     }
-    let _serial = common::serial();
+    let _serial = ferry_testkit::serial();
     let dog = Watchdog::start(test, secs(70));
     let mut verdict = Verdict::new();
     let run = run_victim(&dog, test, "victim-linger", RUN_LIMIT, |_| {});
@@ -171,9 +165,9 @@ fn until_ready<T>(
 
 fn linger_victim(test: &str, role: &str) {
     let dog = Watchdog::start(format!("victim `{role}`"), secs(45));
-    let fds_before = common::fd_count();
-    let cmd = common::child_command(test, "attacker-linger");
-    let (attacker, boot) = common::spawn_command(&dog, cmd, &PipeOptions::new());
+    let fds_before = ferry_testkit::fd_count();
+    let cmd = ferry_testkit::child_command(test, "attacker-linger");
+    let (attacker, boot) = ferry_testkit::spawn_command(&dog, cmd, &PipeOptions::new());
     stage("try_recv of a message naming a lingering socket");
     let (first_took, first) = until_ready(|| boot.receiver().try_recv());
     let first = match first {
@@ -245,10 +239,10 @@ const HONEST_LEN: u64 = 4242;
 #[test]
 fn descriptors_sent_ahead_by_many_peers() {
     let test = this_test!();
-    if let Some(role) = common::role() {
+    if let Some(role) = ferry_testkit::role() {
         return play(test, &role);
     }
-    let _serial = common::serial();
+    let _serial = ferry_testkit::serial();
     let dog = Watchdog::start(test, secs(70));
     let mut verdict = Verdict::new();
     let run = run_victim(&dog, test, "victim-budget", RUN_LIMIT, |_| {});
@@ -313,7 +307,7 @@ type Flooder = (ChildGuard, Pipe, Option<Pipe>);
 /// One flooder: spawned, its side pipe taken, its flood received as far
 /// as the victim lets it. What the flood's receive (or the spawn) gave.
 fn take_flood(dog: &Watchdog, test: &str) -> (String, Option<Flooder>) {
-    let cmd = common::child_command(test, "attacker-fd-flood");
+    let cmd = ferry_testkit::child_command(test, "attacker-fd-flood");
     let (child, boot) = match PipeOptions::new().spawn(cmd) {
         Ok((child, boot)) => (dog.watch(child), boot),
         Err(e) => return (format!("spawn: {e:?}"), None),
@@ -330,7 +324,7 @@ fn take_flood(dog: &Watchdog, test: &str) -> (String, Option<Flooder>) {
 
 fn budget_victim(test: &str, role: &str) {
     let dog = Watchdog::start(format!("victim `{role}`"), secs(45));
-    let fds_before = common::fd_count();
+    let fds_before = ferry_testkit::fd_count();
     lower_descriptor_limit(LOWERED_LIMIT);
     let mut report = Report::new();
     let mut peers = Vec::new();
@@ -339,19 +333,19 @@ fn budget_victim(test: &str, role: &str) {
     for i in 0..FLOODERS {
         stage(&format!("flood {i}"));
         let (flood, flooder) = take_flood(&dog, test);
-        let now = common::fd_count();
+        let now = ferry_testkit::fd_count();
         most = most.max(now);
         held.push(now.to_string());
         report = report.text(&format!("flood{i}"), flood);
         peers.extend(flooder);
     }
     stage("the honest child");
-    let spawned = PipeOptions::new().spawn(common::child_command(test, "honest"));
+    let spawned = PipeOptions::new().spawn(ferry_testkit::child_command(test, "honest"));
     report = report.text("spawn", outcome(&spawned));
     if let Ok((child, pipe)) = spawned {
         let child = dog.watch(child);
         let message = pipe.receiver().recv_with();
-        most = most.max(common::fd_count());
+        most = most.max(ferry_testkit::fd_count());
         let intact = match &message {
             Ok(m) => m.fds.len() == 1 && memfd_len(&m.fds[0]) == Some(HONEST_LEN),
             Err(_) => false,
@@ -390,7 +384,7 @@ fn memfd_len(fd: &impl AsFd) -> Option<u64> {
 /// and waits for the answer.
 fn honest_child() {
     raise_descriptor_limit();
-    let (_dog, pipe) = common::child_pipe("honest", secs(40));
+    let (_dog, pipe) = ferry_testkit::child_pipe("honest", secs(40));
     let memfd = sealed_memfd("honest", HONEST_LEN).expect("make a memfd");
     pipe.sender()
         .send_with(b"honest", vec![Handle::Fd(memfd)])

@@ -14,7 +14,7 @@ use super::RawPeer;
 use super::attacks::{END_ID, FLOOD};
 use super::region::{RawRegion, sealed_memfd};
 use super::wire::{self, RecordKind};
-use crate::common::secs;
+use ferry_testkit::secs;
 
 /// The attacks this file plays.
 pub const ATTACKS: &[&str] = &[

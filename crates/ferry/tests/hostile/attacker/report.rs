@@ -10,7 +10,7 @@ use std::process::{ExitStatus, Stdio};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
-use crate::common::{ChildGuard, Watchdog};
+use ferry_testkit::{ChildGuard, Watchdog};
 
 /// What opens every report line.
 const PREFIX: &str = "VICTIM ";
@@ -272,7 +272,7 @@ pub fn run_victim(
     limit: Duration,
     on_event: impl FnMut(Option<&Report>),
 ) -> VictimRun {
-    let mut cmd = crate::common::child_command(test, role);
+    let mut cmd = ferry_testkit::child_command(test, role);
     cmd.stdout(Stdio::piped());
     let child = dog.watch(cmd.spawn().expect("spawn the victim"));
     Watch::new(child, role, limit).finish(on_event)

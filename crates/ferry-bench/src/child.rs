@@ -7,10 +7,10 @@ use clap::{Args, ValueEnum};
 
 use crate::error::{Context, Error};
 use crate::instructions;
-use crate::pingpong::{self, EXIT_TIMEOUT};
+use crate::pingpong;
 use crate::placement::Placement;
 use crate::throughput;
-use crate::transport::{self, Connection, Endpoint, Exit, Transport};
+use crate::transport::{self, Connection, Endpoint, Transport};
 
 /// Makes the child of the named transport fail at once, to check that a
 /// failing transport fails the whole run (the tests set it).
@@ -73,20 +73,7 @@ pub fn run<T>(
     } = transport.spawn(command)?;
     let measured = measure(&mut *endpoint);
     drop(endpoint);
-    let exit = child.wait_or_kill(EXIT_TIMEOUT)?;
-    let trouble = match exit {
-        Exit::Exited(status) if status.success() => None,
-        Exit::Exited(status) => Some(format!("the child exited with {status}")),
-        Exit::Killed => Some(format!(
-            "the child was still running {EXIT_TIMEOUT:?} after the parent closed, and was killed"
-        )),
-    };
-    match (measured, trouble) {
-        (Ok(measured), None) => Ok(measured),
-        (Ok(_), Some(why)) => Err(Error::new(why)),
-        (Err(e), None) => Err(e),
-        (Err(e), Some(why)) => Err(Error::new(format!("{e} ({why})"))),
-    }
+    child.finish("the child", measured)
 }
 
 fn value_name(workload: Workload) -> &'static str {

@@ -15,9 +15,8 @@ use clap::{Args, ValueEnum};
 
 use super::{engine, fds, fleet};
 use crate::error::{Context, Error};
-use crate::pingpong::EXIT_TIMEOUT;
 use crate::placement::Placement;
-use crate::transport::{ChildGuard, Exit};
+use crate::transport::ChildGuard;
 
 /// The parent asks the serving child where to connect next.
 const NEXT: &[u8] = b"next";
@@ -164,18 +163,7 @@ impl Helper {
     /// what was measured with how it ended.
     pub fn finish<T>(self, measured: Result<T, Error>) -> Result<T, Error> {
         drop(self.ctl);
-        let what = self.what;
-        let trouble = match self.child.wait_or_kill(EXIT_TIMEOUT)? {
-            Exit::Exited(status) if status.success() => None,
-            Exit::Exited(status) => Some(format!("{what} exited with {status}")),
-            Exit::Killed => Some(format!("{what} did not exit, and was killed")),
-        };
-        match (measured, trouble) {
-            (Ok(measured), None) => Ok(measured),
-            (Ok(_), Some(why)) => Err(Error::new(why)),
-            (Err(e), None) => Err(e),
-            (Err(e), Some(why)) => Err(Error::new(format!("{e} ({why})"))),
-        }
+        self.child.finish(&self.what, measured)
     }
 }
 

@@ -6,6 +6,7 @@ use std::thread::sleep;
 use std::time::{Duration, Instant};
 
 use crate::error::{Context, Error};
+use crate::pingpong::EXIT_TIMEOUT;
 
 /// How often a deadline wait looks at the child.
 const POLL: Duration = Duration::from_millis(1);
@@ -19,7 +20,7 @@ pub struct ChildGuard {
 
 /// How a child ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Exit {
+enum Exit {
     /// It exited on its own.
     Exited(ExitStatus),
     /// It was still running at the deadline, and was killed.
@@ -49,7 +50,7 @@ impl ChildGuard {
     }
 
     /// Waits up to `timeout` for the child to exit, then kills it.
-    pub fn wait_or_kill(mut self, timeout: Duration) -> Result<Exit, Error> {
+    fn wait_or_kill(mut self, timeout: Duration) -> Result<Exit, Error> {
         let deadline = Instant::now() + timeout;
         while Instant::now() < deadline {
             if let Some(status) = self.try_status()? {
@@ -59,6 +60,24 @@ impl ChildGuard {
         }
         self.kill();
         Ok(Exit::Killed)
+    }
+
+    /// Waits up to [`EXIT_TIMEOUT`] for `what` (the child) to exit, and
+    /// joins what was measured with how it ended.
+    pub fn finish<T>(self, what: &str, measured: Result<T, Error>) -> Result<T, Error> {
+        let trouble = match self.wait_or_kill(EXIT_TIMEOUT)? {
+            Exit::Exited(status) if status.success() => None,
+            Exit::Exited(status) => Some(format!("{what} exited with {status}")),
+            Exit::Killed => Some(format!(
+                "{what} was still running {EXIT_TIMEOUT:?} after the parent closed, and was killed"
+            )),
+        };
+        match (measured, trouble) {
+            (Ok(measured), None) => Ok(measured),
+            (Ok(_), Some(why)) => Err(Error::new(why)),
+            (Err(e), None) => Err(e),
+            (Err(e), Some(why)) => Err(Error::new(format!("{e} ({why})"))),
+        }
     }
 
     /// Waits for the child to exit, however long it takes, without

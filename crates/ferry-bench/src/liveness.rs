@@ -15,7 +15,7 @@
 
 use std::io::Read;
 use std::os::unix::net::UnixStream;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -174,12 +174,8 @@ pub fn serve_child() -> Result<(), Error> {
 /// A child holding the far ends of `pipes` fresh pipes; its standard
 /// output is piped to this process.
 fn spawn_holder(pipes: usize) -> Result<(Child, ferry::Pipe, Vec<ferry::Pipe>), Error> {
-    let exe = std::env::current_exe().context("finding this program to re-run as the child")?;
-    let mut command = Command::new(exe);
-    command
-        .arg("liveness-child")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped());
+    let mut command = crate::child::rerun("liveness-child", &[])?;
+    command.stdout(Stdio::piped());
     let (child, main) = ferry::spawn(command).context("starting the liveness child")?;
     let mut near = Vec::new();
     let mut far = Vec::new();

@@ -149,15 +149,8 @@ fn capped(row: &Value) -> bool {
 
 /// The transports the rows cover; every core transport must be there.
 fn transports_of(rows: &[Value]) -> BTreeSet<String> {
-    let names: BTreeSet<String> = rows
-        .iter()
-        .map(|r| {
-            r["transport"]
-                .as_str()
-                .expect("a transport name")
-                .to_string()
-        })
-        .collect();
+    let name = |r: &Value| r["transport"].as_str().expect("a transport").to_string();
+    let names: BTreeSet<String> = rows.iter().map(name).collect();
     for core in CORE_TRANSPORTS {
         assert!(names.contains(*core), "no rows for {core}: {names:?}");
     }
@@ -175,14 +168,8 @@ fn check_count(row: &Value, count: u64) {
 }
 
 fn check_pingpong_row(row: &Value, count: u64) {
-    let (p50, p99, p999, max, mean, cpu) = (
-        num(row, "p50_us"),
-        num(row, "p99_us"),
-        num(row, "p999_us"),
-        num(row, "max_us"),
-        num(row, "mean_us"),
-        num(row, "cpu_us"),
-    );
+    let figures = ["p50_us", "p99_us", "p999_us", "max_us", "mean_us", "cpu_us"];
+    let [p50, p99, p999, max, mean, cpu] = figures.map(|key| num(row, key));
     assert!(
         p50 > 0.0 && p50 <= p99 && p99 <= p999 && p999 <= max,
         "{row}"
@@ -275,11 +262,7 @@ fn quick_throughput_checks_every_stream() {
     assert_eq!(rows.len(), transports.len() * 2, "{rows:?}");
     for row in rows {
         let size = num(row, "size");
-        let (rate, gib, cpu) = (
-            num(row, "msgs_per_s"),
-            num(row, "gib_per_s"),
-            num(row, "cpu_us"),
-        );
+        let [rate, gib, cpu] = ["msgs_per_s", "gib_per_s", "cpu_us"].map(|key| num(row, key));
         assert!(rate > 0.0 && cpu > 0.0, "{row}");
         let expected = rate * size / (1u64 << 30) as f64;
         assert!((gib - expected).abs() <= expected * 0.01, "{row}");
@@ -385,7 +368,7 @@ fn quick_server_connects_passes_descriptors_and_serves_many_clients() {
             .iter()
             .find(|r| r["test"] == test && r["engine"] == engine && r["fd"] == fd)
             .unwrap_or_else(|| panic!("no {test} row for {engine} (fd: {fd})"));
-        let (p50, p99, max) = (num(row, "p50_us"), num(row, "p99_us"), num(row, "max_us"));
+        let [p50, p99, max] = ["p50_us", "p99_us", "max_us"].map(|key| num(row, key));
         assert!(p50 > 0.0 && p50 <= p99 && p99 <= max, "{row}");
         assert!(num(row, "per_s") > 0.0, "{row}");
         match test {
@@ -472,11 +455,7 @@ fn repeats_interleave_and_report_the_median_with_its_range() {
     assert_eq!(rows.len(), 4, "{rows:?}");
     for row in rows {
         assert_eq!(row["runs"], 3, "{row}");
-        let (lo, mid, hi) = (
-            num(row, "p50_min_us"),
-            num(row, "p50_us"),
-            num(row, "p50_max_us"),
-        );
+        let [lo, mid, hi] = ["p50_min_us", "p50_us", "p50_max_us"].map(|key| num(row, key));
         assert!(lo <= mid && mid <= hi, "{row}");
         // The histogram pools every timed round trip of the three runs.
         let buckets = row["histogram_ns"].as_array().expect("a histogram");

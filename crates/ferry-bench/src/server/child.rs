@@ -9,11 +9,12 @@
 //! `echo` (the far end of the fd rows, see [`super::fds`]). It runs until
 //! the parent closes the pipe; its threads end with it.
 
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use clap::{Args, ValueEnum};
 
 use super::{engine, fds, fleet};
+use crate::child::{rerun, value_name};
 use crate::error::{Context, Error};
 use crate::placement::Placement;
 use crate::transport::ChildGuard;
@@ -85,19 +86,17 @@ impl ChildArgs {
     }
 
     fn command(&self) -> Result<Command, Error> {
-        let exe = std::env::current_exe().context("finding this program to re-run as the child")?;
-        let mut command = Command::new(exe);
-        command
-            .arg("server-child")
-            .args(["--role", self.role.name()])
-            .args(["--engine", &self.engine])
-            .args(["--placement", self.placement.name()])
-            .args(["--seat", self.seat.name()])
-            .args(["--clients", &self.clients.to_string()])
-            .args(["--window-ms", &self.window_ms.to_string()])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null());
-        Ok(command)
+        let (role, seat) = (value_name(self.role), value_name(self.seat));
+        let (clients, window) = (self.clients.to_string(), self.window_ms.to_string());
+        let flags = [
+            ("--role", role.as_str()),
+            ("--engine", &self.engine),
+            ("--placement", self.placement.name()),
+            ("--seat", &seat),
+            ("--clients", &clients),
+            ("--window-ms", &window),
+        ];
+        rerun("server-child", &flags)
     }
 }
 
@@ -114,23 +113,6 @@ impl Role {
             ctl.receiver().set_wait(::ferry::Wait::Sleep);
         }
     }
-
-    fn name(self) -> &'static str {
-        match self {
-            Self::Serve => "serve",
-            Self::Clients => "clients",
-            Self::Echo => "echo",
-        }
-    }
-}
-
-impl Seat {
-    fn name(self) -> &'static str {
-        match self {
-            Self::Parent => "parent",
-            Self::Child => "child",
-        }
-    }
 }
 
 /// A started child and the parent's end of its control pipe.
@@ -144,7 +126,7 @@ pub struct Helper {
 impl Helper {
     /// Starts the child `args` describe.
     pub fn start(args: &ChildArgs) -> Result<Self, Error> {
-        let what = format!("the {} child ({})", args.role.name(), args.engine);
+        let what = format!("the {} child ({})", value_name(args.role), args.engine);
         let (child, ctl) = ::ferry::spawn(args.command()?).context(format!("starting {what}"))?;
         args.role.quiet(&ctl);
         Ok(Self {
@@ -193,7 +175,7 @@ pub fn serve_child(args: &ChildArgs) -> Result<(), Error> {
             Role::Echo => fds::by_name(&args.engine)?.echo(&ctl),
         }
     };
-    run().map_err(|e| e.within(format!("{} child ({})", args.role.name(), args.engine)))
+    run().map_err(|e| e.within(format!("{} child ({})", value_name(args.role), args.engine)))
 }
 
 /// Serves `engine` and answers the parent's requests for addresses until

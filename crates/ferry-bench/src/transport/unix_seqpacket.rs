@@ -60,10 +60,6 @@ impl Transport for UnixSeqpacket {
         "unix-seqpacket"
     }
 
-    fn wait(&self) -> &'static str {
-        "sleep"
-    }
-
     fn spawn(&self, mut command: Command) -> Result<Connection, Error> {
         let path = SocketPath::fresh("seqpacket");
         let listener = listen(&path.0)?;
@@ -77,8 +73,7 @@ impl Transport for UnixSeqpacket {
     }
 
     fn connect_to_parent(&self) -> Result<Box<dyn Endpoint>, Error> {
-        let path = std::env::var_os(ENV)
-            .ok_or_else(|| Error::new(format!("{ENV} is not set: not started by ferry-bench")))?;
+        let path = super::from_parent(ENV)?;
         let path = Path::new(&path);
         let socket = seqpacket_socket(SocketFlags::CLOEXEC)?;
         let address = SocketAddrUnix::new(path).context("naming the socket")?;

@@ -27,10 +27,6 @@ impl Transport for UnixStream {
         "unix-stream"
     }
 
-    fn wait(&self) -> &'static str {
-        "sleep"
-    }
-
     fn spawn(&self, mut command: Command) -> Result<Connection, Error> {
         let path = SocketPath::fresh("sock");
         let listener =
@@ -45,8 +41,7 @@ impl Transport for UnixStream {
     }
 
     fn connect_to_parent(&self) -> Result<Box<dyn Endpoint>, Error> {
-        let path = std::env::var_os(ENV)
-            .ok_or_else(|| Error::new(format!("{ENV} is not set: not started by ferry-bench")))?;
+        let path = super::from_parent(ENV)?;
         let stream = Stream::connect(Path::new(&path))
             .context(format!("connecting to {}", Path::new(&path).display()))?;
         endpoint(stream)

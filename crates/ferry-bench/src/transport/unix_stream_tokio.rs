@@ -57,8 +57,7 @@ impl Transport for UnixStreamTokio {
     }
 
     fn connect_to_parent(&self) -> Result<Box<dyn Endpoint>, Error> {
-        let path = std::env::var_os(ENV)
-            .ok_or_else(|| Error::new(format!("{ENV} is not set: not started by ferry-bench")))?;
+        let path = super::from_parent(ENV)?;
         let stream = StdStream::connect(Path::new(&path))
             .context(format!("connecting to {}", Path::new(&path).display()))?;
         Ok(Box::new(TokioEndpoint::new(stream)?))

@@ -181,11 +181,11 @@ pub fn serve_child(args: &ChildArgs) -> Result<(), Error> {
 /// Serves `engine` and answers the parent's requests for addresses until
 /// it hangs up.
 fn serve(ctl: &::ferry::Pipe, engine: &dyn engine::Server, clients: usize) -> Result<(), Error> {
-    let mut listening = engine.serve(clients)?;
+    let mut next = engine.serve(clients)?;
     loop {
         match ctl.recv() {
             Ok(request) if request == NEXT => {
-                let address = listening.next_address()?;
+                let address = next()?;
                 ctl.send(address.as_bytes())
                     .context("sending the parent an address")?;
             }

@@ -330,8 +330,14 @@ impl Server for OneShotServers {
         false
     }
 
-    fn serve(&self, _clients: usize) -> Result<Box<dyn Listening>, Error> {
-        Ok(Box::new(OneShots))
+    /// A one-shot server for each client.
+    fn serve(&self, _clients: usize) -> Result<Listening, Error> {
+        Ok(Box::new(|| {
+            let (server, name) =
+                IpcOneShotServer::<Request>::new().context("making a one-shot server")?;
+            thread::spawn(move || serve(server));
+            Ok(name)
+        }))
     }
 
     fn connect(
@@ -350,18 +356,6 @@ impl Server for OneShotServers {
         };
         conn.round_trip(request, reply)?;
         Ok(Box::new(conn))
-    }
-}
-
-/// Makes a one-shot server for each client.
-struct OneShots;
-
-impl Listening for OneShots {
-    fn next_address(&mut self) -> Result<String, Error> {
-        let (server, name) =
-            IpcOneShotServer::<Request>::new().context("making a one-shot server")?;
-        thread::spawn(move || serve(server));
-        Ok(name)
     }
 }
 

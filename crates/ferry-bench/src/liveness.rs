@@ -23,6 +23,7 @@ use clap::Args;
 use serde::Serialize;
 
 use crate::error::{Context, Error};
+use crate::server::Tally;
 
 /// Pipes each death trial's child holds.
 const DEATH_PIPES: usize = 8;
@@ -124,24 +125,10 @@ fn print(report: &LivenessReport) {
     }
 }
 
-/// Voluntary context switches of every thread of this process so far.
+/// Voluntary context switches of every live thread of this process so
+/// far.
 fn process_wakeups() -> Result<u64, Error> {
-    let mut total = 0;
-    for task in std::fs::read_dir("/proc/self/task").context("listing this process's threads")? {
-        let path = task
-            .context("listing this process's threads")?
-            .path()
-            .join("status");
-        let Ok(status) = std::fs::read_to_string(path) else {
-            continue; // a thread that ended since the listing
-        };
-        total += status
-            .lines()
-            .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
-            .and_then(|v| v.trim().parse::<u64>().ok())
-            .unwrap_or(0);
-    }
-    Ok(total)
+    Ok(Tally::of(std::process::id())?.voluntary)
 }
 
 /// Wakeups per second of this process over `window`, minus the measuring

@@ -18,15 +18,6 @@ pub struct ChildGuard {
     reaped: bool,
 }
 
-/// How a child ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Exit {
-    /// It exited on its own.
-    Exited(ExitStatus),
-    /// It was still running at the deadline, and was killed.
-    Killed,
-}
-
 impl ChildGuard {
     /// Guards `child`.
     pub fn new(child: Child) -> Self {
@@ -49,26 +40,27 @@ impl ChildGuard {
         Ok(status)
     }
 
-    /// Waits up to `timeout` for the child to exit, then kills it.
-    fn wait_or_kill(mut self, timeout: Duration) -> Result<Exit, Error> {
+    /// Waits up to `timeout` for the child to exit, then kills it: its
+    /// status, or `None` if it was killed.
+    fn wait_or_kill(mut self, timeout: Duration) -> Result<Option<ExitStatus>, Error> {
         let deadline = Instant::now() + timeout;
         while Instant::now() < deadline {
             if let Some(status) = self.try_status()? {
-                return Ok(Exit::Exited(status));
+                return Ok(Some(status));
             }
             sleep(POLL);
         }
         self.kill();
-        Ok(Exit::Killed)
+        Ok(None)
     }
 
     /// Waits up to [`EXIT_TIMEOUT`] for `what` (the child) to exit, and
     /// joins what was measured with how it ended.
     pub fn finish<T>(self, what: &str, measured: Result<T, Error>) -> Result<T, Error> {
         let trouble = match self.wait_or_kill(EXIT_TIMEOUT)? {
-            Exit::Exited(status) if status.success() => None,
-            Exit::Exited(status) => Some(format!("{what} exited with {status}")),
-            Exit::Killed => Some(format!(
+            Some(status) if status.success() => None,
+            Some(status) => Some(format!("{what} exited with {status}")),
+            None => Some(format!(
                 "{what} was still running {EXIT_TIMEOUT:?} after the parent closed, and was killed"
             )),
         };

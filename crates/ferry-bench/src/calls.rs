@@ -9,11 +9,13 @@
 //! calls and reports the median batch's nanoseconds per call.
 
 use std::hint::black_box;
-use std::sync::mpsc;
+use std::sync::mpsc::{self, Receiver as StdReceiver, Sender as StdSender};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
+use ::ferry::typed::{Receiver as FerryReceiver, Sender as FerrySender};
 use ::ferry::{Pipe, RecvError};
+use crossbeam_channel::{Receiver as CrossbeamReceiver, Sender as CrossbeamSender};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
@@ -307,7 +309,12 @@ fn direct<F: Func>(arg: F::Arg) -> F::Ret {
 trait Caller<F: Func> {
     fn call(&mut self, arg: F::Arg) -> Result<F::Ret, Error>;
     /// Stops the callee's thread, if any, and returns what it failed with.
-    fn close(self) -> Result<(), Error>;
+    fn close(self) -> Result<(), Error>
+    where
+        Self: Sized,
+    {
+        Ok(())
+    }
 }
 
 fn run<F: Func>(case: &Case, bar: &Bar) -> Result<Sample, Error> {
@@ -387,9 +394,6 @@ impl<F: Func> Caller<F> for Direct {
     fn call(&mut self, arg: F::Arg) -> Result<F::Ret, Error> {
         Ok(direct::<F>(arg))
     }
-    fn close(self) -> Result<(), Error> {
-        Ok(())
-    }
 }
 
 type BoxedFn<F> = Box<dyn Fn(<F as Func>::Arg) -> <F as Func>::Ret>;
@@ -402,9 +406,6 @@ impl<F: Func> Caller<F> for Closure<F> {
         // Hidden from the optimizer, so the call stays indirect.
         let f = black_box(&self.0);
         Ok(f(arg))
-    }
-    fn close(self) -> Result<(), Error> {
-        Ok(())
     }
 }
 
@@ -456,26 +457,6 @@ trait Channel: 'static {
     fn recv<T: Value>(receiver: &Self::Receiver<T>) -> Option<T>;
 }
 
-/// ferry's typed channels, both halves in this process.
-struct FerryTypedChannels;
-
-impl Channel for FerryTypedChannels {
-    type Sender<T: Value> = ::ferry::typed::Sender<T>;
-    type Receiver<T: Value> = ::ferry::typed::Receiver<T>;
-    fn channel<T: Value>() -> (Self::Sender<T>, Self::Receiver<T>) {
-        // One request or reply is in flight at a time.
-        ::ferry::channel(16).expect("16 is a valid capacity")
-    }
-    #[inline]
-    fn send<T: Value>(sender: &Self::Sender<T>, value: T) -> bool {
-        sender.send(value).is_ok()
-    }
-    #[inline]
-    fn recv<T: Value>(receiver: &Self::Receiver<T>) -> Option<T> {
-        receiver.recv().ok()
-    }
-}
-
 /// A call through two of `C`'s channels on one thread: the request sent,
 /// received, answered, and the answer received.
 struct OneThread<F: Func, C: Channel> {
@@ -510,47 +491,41 @@ impl<F: Func, C: Channel> Caller<F> for OneThread<F, C> {
         }
         C::recv(&self.replies).ok_or_else(|| Error::new("no reply"))
     }
-    fn close(self) -> Result<(), Error> {
-        Ok(())
-    }
 }
 
-/// std's mpsc channels.
-struct StdChannels;
+/// Channels whose `send` and `recv` take `&self` and fail only once the
+/// other half has gone, made by `$make`.
+macro_rules! channels {
+    ($($(#[$doc:meta])* $name:ident: $sender:ident, $receiver:ident, $make:expr;)*) => {$(
+        $(#[$doc])*
+        struct $name;
 
-impl Channel for StdChannels {
-    type Sender<T: Value> = mpsc::Sender<T>;
-    type Receiver<T: Value> = mpsc::Receiver<T>;
-    fn channel<T: Value>() -> (Self::Sender<T>, Self::Receiver<T>) {
-        mpsc::channel()
-    }
-    #[inline]
-    fn send<T: Value>(sender: &Self::Sender<T>, value: T) -> bool {
-        sender.send(value).is_ok()
-    }
-    #[inline]
-    fn recv<T: Value>(receiver: &Self::Receiver<T>) -> Option<T> {
-        receiver.recv().ok()
-    }
+        impl Channel for $name {
+            type Sender<T: Value> = $sender<T>;
+            type Receiver<T: Value> = $receiver<T>;
+            fn channel<T: Value>() -> (Self::Sender<T>, Self::Receiver<T>) {
+                $make
+            }
+            #[inline]
+            fn send<T: Value>(sender: &Self::Sender<T>, value: T) -> bool {
+                sender.send(value).is_ok()
+            }
+            #[inline]
+            fn recv<T: Value>(receiver: &Self::Receiver<T>) -> Option<T> {
+                receiver.recv().ok()
+            }
+        }
+    )*};
 }
 
-/// crossbeam's unbounded channels.
-struct CrossbeamChannels;
-
-impl Channel for CrossbeamChannels {
-    type Sender<T: Value> = crossbeam_channel::Sender<T>;
-    type Receiver<T: Value> = crossbeam_channel::Receiver<T>;
-    fn channel<T: Value>() -> (Self::Sender<T>, Self::Receiver<T>) {
-        crossbeam_channel::unbounded()
-    }
-    #[inline]
-    fn send<T: Value>(sender: &Self::Sender<T>, value: T) -> bool {
-        sender.send(value).is_ok()
-    }
-    #[inline]
-    fn recv<T: Value>(receiver: &Self::Receiver<T>) -> Option<T> {
-        receiver.recv().ok()
-    }
+channels! {
+    /// std's mpsc channels.
+    StdChannels: StdSender, StdReceiver, mpsc::channel();
+    /// crossbeam's unbounded channels.
+    CrossbeamChannels: CrossbeamSender, CrossbeamReceiver, crossbeam_channel::unbounded();
+    /// ferry's typed channels, both halves in this process; one request or
+    /// reply is in flight at a time.
+    FerryTypedChannels: FerrySender, FerryReceiver, ::ferry::channel(16).expect("16 is a valid capacity");
 }
 
 /// A call on another thread: the argument there and the result back,
@@ -700,9 +675,6 @@ impl<F: Func> Caller<F> for FerryOneThread<F> {
         }
         F::take_ret(&self.inbox)
     }
-    fn close(self) -> Result<(), Error> {
-        Ok(())
-    }
 }
 
 /// One thread: each request goes out on one of many pipes (a different one
@@ -772,9 +744,6 @@ impl<F: Func> Caller<F> for FerrySelect<F> {
             return Err(Error::new("the pipe closed"));
         }
         F::take_ret(&self.inbox)
-    }
-    fn close(self) -> Result<(), Error> {
-        Ok(())
     }
 }
 

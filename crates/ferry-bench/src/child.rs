@@ -7,10 +7,10 @@ use clap::{Args, ValueEnum};
 
 use crate::error::{Context, Error};
 use crate::instructions;
-use crate::pingpong::{self, EXIT_TIMEOUT};
+use crate::pingpong;
 use crate::placement::Placement;
 use crate::throughput;
-use crate::transport::{self, Connection, Endpoint, Exit, Transport};
+use crate::transport::{self, Connection, Endpoint, Transport};
 
 /// Makes the child of the named transport fail at once, to check that a
 /// failing transport fails the whole run (the tests set it).
@@ -46,16 +46,33 @@ pub fn command(
     transport: &dyn Transport,
     placement: Placement,
 ) -> Result<Command, Error> {
+    let workload = value_name(workload);
+    let flags = [
+        ("--workload", workload.as_str()),
+        ("--transport", transport.name()),
+        ("--placement", placement.name()),
+    ];
+    rerun("child", &flags)
+}
+
+/// This binary, to re-run as a child with `subcommand` and its `flags`
+/// (each a flag and its value), its stdin and stdout closed (a transport
+/// may claim them), its stderr shared for errors.
+pub fn rerun(subcommand: &str, flags: &[(&str, &str)]) -> Result<Command, Error> {
     let exe = std::env::current_exe().context("finding this program to re-run as the child")?;
     let mut command = Command::new(exe);
-    command
-        .arg("child")
-        .args(["--workload", value_name(workload)])
-        .args(["--transport", transport.name()])
-        .args(["--placement", placement.name()])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null());
+    command.arg(subcommand);
+    for (flag, value) in flags {
+        command.args([flag, value]);
+    }
+    command.stdin(Stdio::null()).stdout(Stdio::null());
     Ok(command)
+}
+
+/// The name of `value` on the command line.
+pub fn value_name(value: impl ValueEnum) -> String {
+    let value = value.to_possible_value().expect("no value is skipped");
+    value.get_name().to_string()
 }
 
 /// Starts the child of `workload`, lets `measure` work with the parent's
@@ -73,27 +90,7 @@ pub fn run<T>(
     } = transport.spawn(command)?;
     let measured = measure(&mut *endpoint);
     drop(endpoint);
-    let exit = child.wait_or_kill(EXIT_TIMEOUT)?;
-    let trouble = match exit {
-        Exit::Exited(status) if status.success() => None,
-        Exit::Exited(status) => Some(format!("the child exited with {status}")),
-        Exit::Killed => Some(format!(
-            "the child was still running {EXIT_TIMEOUT:?} after the parent closed, and was killed"
-        )),
-    };
-    match (measured, trouble) {
-        (Ok(measured), None) => Ok(measured),
-        (Ok(_), Some(why)) => Err(Error::new(why)),
-        (Err(e), None) => Err(e),
-        (Err(e), Some(why)) => Err(Error::new(format!("{e} ({why})"))),
-    }
-}
-
-fn value_name(workload: Workload) -> &'static str {
-    match workload {
-        Workload::Pingpong => "pingpong",
-        Workload::Throughput => "throughput",
-    }
+    child.finish("the child", measured)
 }
 
 /// Runs the child: places itself, connects, and serves the workload.

@@ -15,7 +15,7 @@
 
 use std::io::Read;
 use std::os::unix::net::UnixStream;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -23,6 +23,7 @@ use clap::Args;
 use serde::Serialize;
 
 use crate::error::{Context, Error};
+use crate::server::Tally;
 
 /// Pipes each death trial's child holds.
 const DEATH_PIPES: usize = 8;
@@ -124,24 +125,10 @@ fn print(report: &LivenessReport) {
     }
 }
 
-/// Voluntary context switches of every thread of this process so far.
+/// Voluntary context switches of every live thread of this process so
+/// far.
 fn process_wakeups() -> Result<u64, Error> {
-    let mut total = 0;
-    for task in std::fs::read_dir("/proc/self/task").context("listing this process's threads")? {
-        let path = task
-            .context("listing this process's threads")?
-            .path()
-            .join("status");
-        let Ok(status) = std::fs::read_to_string(path) else {
-            continue; // a thread that ended since the listing
-        };
-        total += status
-            .lines()
-            .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
-            .and_then(|v| v.trim().parse::<u64>().ok())
-            .unwrap_or(0);
-    }
-    Ok(total)
+    Ok(Tally::of(std::process::id())?.voluntary)
 }
 
 /// Wakeups per second of this process over `window`, minus the measuring
@@ -174,12 +161,8 @@ pub fn serve_child() -> Result<(), Error> {
 /// A child holding the far ends of `pipes` fresh pipes; its standard
 /// output is piped to this process.
 fn spawn_holder(pipes: usize) -> Result<(Child, ferry::Pipe, Vec<ferry::Pipe>), Error> {
-    let exe = std::env::current_exe().context("finding this program to re-run as the child")?;
-    let mut command = Command::new(exe);
-    command
-        .arg("liveness-child")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped());
+    let mut command = crate::child::rerun("liveness-child", &[])?;
+    command.stdout(Stdio::piped());
     let (child, main) = ferry::spawn(command).context("starting the liveness child")?;
     let mut near = Vec::new();
     let mut far = Vec::new();

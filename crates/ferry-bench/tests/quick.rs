@@ -27,7 +27,7 @@ const CORE_TRANSPORTS: &[&str] = &[
 const WATCHDOG: Duration = Duration::from_secs(300);
 /// Each row's time cap in these tests, so two spinners sharing a CPU while
 /// other tests run cannot stall them.
-const ROW_SECONDS: &str = "3";
+const ROW_SECONDS: &str = "--row-seconds 3";
 
 /// Runs ferry-bench with `args` (and `env`), killing it if it outlives the
 /// watchdog.
@@ -107,13 +107,22 @@ impl Drop for Temp {
     }
 }
 
-/// Runs the benchmark with `args` (which name `json` as the output), checks
-/// it succeeded, and returns its output and the JSON it wrote.
-fn run_to_json(args: &[&str], json: &Temp) -> (Output, Value) {
-    let out = ferry_bench(args);
+/// Runs the benchmark with the words of `line` and `--json` into a file of
+/// its own named after `name`, checks it succeeded, and returns its output
+/// and the JSON it wrote.
+fn run_to_json(line: &str, name: &str) -> (Output, Value) {
+    let json = Temp::new(name);
+    let out = ferry_bench(&words(line, &["--json", json.arg()]));
     succeeded(&out);
     let value = read_json(&json.0);
     (out, value)
+}
+
+/// The words of `line`, then `more`.
+fn words<'a>(line: &'a str, more: &[&'a str]) -> Vec<&'a str> {
+    line.split_whitespace()
+        .chain(more.iter().copied())
+        .collect()
 }
 
 fn read_json(path: &Path) -> Value {
@@ -140,15 +149,8 @@ fn capped(row: &Value) -> bool {
 
 /// The transports the rows cover; every core transport must be there.
 fn transports_of(rows: &[Value]) -> BTreeSet<String> {
-    let names: BTreeSet<String> = rows
-        .iter()
-        .map(|r| {
-            r["transport"]
-                .as_str()
-                .expect("a transport name")
-                .to_string()
-        })
-        .collect();
+    let name = |r: &Value| r["transport"].as_str().expect("a transport").to_string();
+    let names: BTreeSet<String> = rows.iter().map(name).collect();
     for core in CORE_TRANSPORTS {
         assert!(names.contains(*core), "no rows for {core}: {names:?}");
     }
@@ -166,14 +168,8 @@ fn check_count(row: &Value, count: u64) {
 }
 
 fn check_pingpong_row(row: &Value, count: u64) {
-    let (p50, p99, p999, max, mean, cpu) = (
-        num(row, "p50_us"),
-        num(row, "p99_us"),
-        num(row, "p999_us"),
-        num(row, "max_us"),
-        num(row, "mean_us"),
-        num(row, "cpu_us"),
-    );
+    let figures = ["p50_us", "p99_us", "p999_us", "max_us", "mean_us", "cpu_us"];
+    let [p50, p99, p999, max, mean, cpu] = figures.map(|key| num(row, key));
     assert!(
         p50 > 0.0 && p50 <= p99 && p99 <= p999 && p999 <= max,
         "{row}"
@@ -190,20 +186,8 @@ fn check_pingpong_row(row: &Value, count: u64) {
 
 #[test]
 fn quick_pingpong_has_a_sane_row_per_transport_and_size() {
-    let json = Temp::new("pingpong.json");
-    let args = [
-        "pingpong",
-        "--quick",
-        "--count",
-        "50",
-        "--size",
-        "12,20736",
-        "--row-seconds",
-        ROW_SECONDS,
-        "--json",
-        json.arg(),
-    ];
-    let (out, json) = run_to_json(&args, &json);
+    let line = format!("pingpong --quick --count 50 --size 12,20736 {ROW_SECONDS}");
+    let (out, json) = run_to_json(&line, "pingpong.json");
     let rows = rows(&json);
     let transports = transports_of(rows);
     assert_eq!(rows.len(), transports.len() * 2, "{rows:?}");
@@ -237,25 +221,11 @@ fn runs_record_whether_both_processes_shared_a_cpu() {
         "same,unpinned"
     };
     let check = |workload: &str, size: &str| {
-        let json = Temp::new(&format!("cpus-{workload}.json"));
-        let args = [
-            workload,
-            "--count",
-            "200",
-            "--size",
-            size,
-            "--transport",
-            "ferry,unix-stream",
-            "--placement",
-            placements,
-            "--repeat",
-            "2",
-            "--row-seconds",
-            ROW_SECONDS,
-            "--json",
-            json.arg(),
-        ];
-        let (out, json) = run_to_json(&args, &json);
+        let line = format!(
+            "{workload} --count 200 --size {size} --transport ferry,unix-stream \
+             --placement {placements} --repeat 2 {ROW_SECONDS}"
+        );
+        let (out, json) = run_to_json(&line, &format!("cpus-{workload}.json"));
         let rows = rows(&json);
         assert_eq!(rows.len(), 2 * placements.split(',').count(), "{rows:?}");
         for row in rows {
@@ -285,29 +255,14 @@ fn runs_record_whether_both_processes_shared_a_cpu() {
 
 #[test]
 fn quick_throughput_checks_every_stream() {
-    let json = Temp::new("throughput.json");
-    let args = [
-        "throughput",
-        "--count",
-        "50",
-        "--size",
-        "64,65536",
-        "--row-seconds",
-        ROW_SECONDS,
-        "--json",
-        json.arg(),
-    ];
-    let (out, json) = run_to_json(&args, &json);
+    let line = format!("throughput --count 50 --size 64,65536 {ROW_SECONDS}");
+    let (out, json) = run_to_json(&line, "throughput.json");
     let rows = rows(&json);
     let transports = transports_of(rows);
     assert_eq!(rows.len(), transports.len() * 2, "{rows:?}");
     for row in rows {
         let size = num(row, "size");
-        let (rate, gib, cpu) = (
-            num(row, "msgs_per_s"),
-            num(row, "gib_per_s"),
-            num(row, "cpu_us"),
-        );
+        let [rate, gib, cpu] = ["msgs_per_s", "gib_per_s", "cpu_us"].map(|key| num(row, key));
         assert!(rate > 0.0 && cpu > 0.0, "{row}");
         let expected = rate * size / (1u64 << 30) as f64;
         assert!((gib - expected).abs() <= expected * 0.01, "{row}");
@@ -333,19 +288,8 @@ fn quick_throughput_checks_every_stream() {
 
 #[test]
 fn a_timed_stream_sends_for_its_time_and_is_not_capped() {
-    let json = Temp::new("timed.json");
-    let args = [
-        "throughput",
-        "--transport",
-        "ferry,unix-stream",
-        "--size",
-        "1024",
-        "--seconds",
-        "0.2",
-        "--json",
-        json.arg(),
-    ];
-    let (_, json) = run_to_json(&args, &json);
+    let line = "throughput --transport ferry,unix-stream --size 1024 --seconds 0.2";
+    let (_, json) = run_to_json(line, "timed.json");
     let rows = rows(&json);
     assert_eq!(rows.len(), 2, "{rows:?}");
     for row in rows {
@@ -358,10 +302,7 @@ fn a_timed_stream_sends_for_its_time_and_is_not_capped() {
 
 #[test]
 fn quick_calls_time_every_way_of_calling() {
-    let json = Temp::new("calls.json");
-    let out = ferry_bench(&["calls", "--quick", "--json", json.arg()]);
-    succeeded(&out);
-    let json = read_json(&json.0);
+    let (_, json) = run_to_json("calls --quick", "calls.json");
     let rows = rows(&json);
     let ways = [
         "direct",
@@ -413,18 +354,8 @@ const SERVER_ROWS: &[(&str, &str, bool)] = &[
 
 #[test]
 fn quick_server_connects_passes_descriptors_and_serves_many_clients() {
-    let json = Temp::new("server.json");
-    let args = [
-        "server",
-        "--quick",
-        "--count",
-        "50",
-        "--row-seconds",
-        ROW_SECONDS,
-        "--json",
-        json.arg(),
-    ];
-    let (out, json) = run_to_json(&args, &json);
+    let line = format!("server --quick --count 50 {ROW_SECONDS}");
+    let (out, json) = run_to_json(&line, "server.json");
     let rows = rows(&json);
     // ipc-channel's rows only where its feature is on.
     let expected: Vec<_> = SERVER_ROWS
@@ -437,7 +368,7 @@ fn quick_server_connects_passes_descriptors_and_serves_many_clients() {
             .iter()
             .find(|r| r["test"] == test && r["engine"] == engine && r["fd"] == fd)
             .unwrap_or_else(|| panic!("no {test} row for {engine} (fd: {fd})"));
-        let (p50, p99, max) = (num(row, "p50_us"), num(row, "p99_us"), num(row, "max_us"));
+        let [p50, p99, max] = ["p50_us", "p99_us", "max_us"].map(|key| num(row, key));
         assert!(p50 > 0.0 && p50 <= p99 && p99 <= max, "{row}");
         assert!(num(row, "per_s") > 0.0, "{row}");
         match test {
@@ -464,16 +395,8 @@ fn quick_server_connects_passes_descriptors_and_serves_many_clients() {
 #[test]
 fn the_full_run_writes_every_workload_and_the_three_files() {
     let dir = Temp::new("report");
-    let args = [
-        "--quick",
-        "--count",
-        "20",
-        "--row-seconds",
-        ROW_SECONDS,
-        "--out",
-        dir.arg(),
-    ];
-    let out = ferry_bench(&args);
+    let line = format!("--quick --count 20 {ROW_SECONDS}");
+    let out = ferry_bench(&words(&line, &["--out", dir.arg()]));
     succeeded(&out);
     let report = read_json(&dir.0.join("report.json"));
     for workload in ["pingpong", "throughput", "calls", "server"] {
@@ -523,34 +446,16 @@ fn the_full_run_writes_every_workload_and_the_three_files() {
 
 #[test]
 fn repeats_interleave_and_report_the_median_with_its_range() {
-    let json = Temp::new("repeat.json");
-    let args = [
-        "pingpong",
-        "--transport",
-        "ferry,unix-stream",
-        "--size",
-        "12",
-        "--count",
-        "50",
-        "--repeat",
-        "3",
-        "--placement",
-        "split,same",
-        "--row-seconds",
-        ROW_SECONDS,
-        "--json",
-        json.arg(),
-    ];
-    let (out, json) = run_to_json(&args, &json);
+    let line = format!(
+        "pingpong --transport ferry,unix-stream --size 12 --count 50 --repeat 3 \
+         --placement split,same {ROW_SECONDS}"
+    );
+    let (out, json) = run_to_json(&line, "repeat.json");
     let rows = rows(&json);
     assert_eq!(rows.len(), 4, "{rows:?}");
     for row in rows {
         assert_eq!(row["runs"], 3, "{row}");
-        let (lo, mid, hi) = (
-            num(row, "p50_min_us"),
-            num(row, "p50_us"),
-            num(row, "p50_max_us"),
-        );
+        let [lo, mid, hi] = ["p50_min_us", "p50_us", "p50_max_us"].map(|key| num(row, key));
         assert!(lo <= mid && mid <= hi, "{row}");
         // The histogram pools every timed round trip of the three runs.
         let buckets = row["histogram_ns"].as_array().expect("a histogram");
@@ -581,17 +486,8 @@ fn repeats_interleave_and_report_the_median_with_its_range() {
 #[test]
 fn a_failing_transport_fails_the_run_after_reporting_the_others() {
     let json = Temp::new("failing.json");
-    let args = [
-        "pingpong",
-        "--transport",
-        "ferry,unix-stream",
-        "--size",
-        "12",
-        "--count",
-        "20",
-        "--json",
-        json.arg(),
-    ];
+    let line = "pingpong --transport ferry,unix-stream --size 12 --count 20";
+    let args = words(line, &["--json", json.arg()]);
     let out = ferry_bench_with(&args, &[("FERRY_BENCH_FAIL_CHILD", "unix-stream")]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "a failed row must fail the run");
@@ -629,15 +525,8 @@ fn an_unknown_transport_is_refused_by_name() {
 
 #[test]
 fn a_child_not_started_by_the_benchmark_fails_clearly() {
-    let out = ferry_bench(&[
-        "child",
-        "--workload",
-        "pingpong",
-        "--transport",
-        "unix-stream",
-        "--placement",
-        "unpinned",
-    ]);
+    let line = "child --workload pingpong --transport unix-stream --placement unpinned";
+    let out = ferry_bench(&words(line, &[]));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
     assert!(
@@ -652,15 +541,8 @@ fn a_child_not_started_by_the_benchmark_fails_clearly() {
 #[test]
 fn the_counted_run_makes_its_round_trips_for_each_default_transport() {
     for transport in ["ferry", "shm-futex", "unix-stream"] {
-        let out = ferry_bench(&[
-            "instructions-run",
-            "--transport",
-            transport,
-            "--rounds",
-            "50",
-            "--size",
-            "144",
-        ]);
+        let line = format!("instructions-run --transport {transport} --rounds 50 --size 144");
+        let out = ferry_bench(&words(&line, &[]));
         succeeded(&out);
     }
 }

@@ -9,15 +9,15 @@
 //! `echo` (the far end of the fd rows, see [`super::fds`]). It runs until
 //! the parent closes the pipe; its threads end with it.
 
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use clap::{Args, ValueEnum};
 
 use super::{engine, fds, fleet};
+use crate::child::{rerun, value_name};
 use crate::error::{Context, Error};
-use crate::pingpong::EXIT_TIMEOUT;
 use crate::placement::Placement;
-use crate::transport::{ChildGuard, Exit};
+use crate::transport::ChildGuard;
 
 /// The parent asks the serving child where to connect next.
 const NEXT: &[u8] = b"next";
@@ -86,19 +86,17 @@ impl ChildArgs {
     }
 
     fn command(&self) -> Result<Command, Error> {
-        let exe = std::env::current_exe().context("finding this program to re-run as the child")?;
-        let mut command = Command::new(exe);
-        command
-            .arg("server-child")
-            .args(["--role", self.role.name()])
-            .args(["--engine", &self.engine])
-            .args(["--placement", self.placement.name()])
-            .args(["--seat", self.seat.name()])
-            .args(["--clients", &self.clients.to_string()])
-            .args(["--window-ms", &self.window_ms.to_string()])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null());
-        Ok(command)
+        let (role, seat) = (value_name(self.role), value_name(self.seat));
+        let (clients, window) = (self.clients.to_string(), self.window_ms.to_string());
+        let flags = [
+            ("--role", role.as_str()),
+            ("--engine", &self.engine),
+            ("--placement", self.placement.name()),
+            ("--seat", &seat),
+            ("--clients", &clients),
+            ("--window-ms", &window),
+        ];
+        rerun("server-child", &flags)
     }
 }
 
@@ -115,23 +113,6 @@ impl Role {
             ctl.receiver().set_wait(::ferry::Wait::Sleep);
         }
     }
-
-    fn name(self) -> &'static str {
-        match self {
-            Self::Serve => "serve",
-            Self::Clients => "clients",
-            Self::Echo => "echo",
-        }
-    }
-}
-
-impl Seat {
-    fn name(self) -> &'static str {
-        match self {
-            Self::Parent => "parent",
-            Self::Child => "child",
-        }
-    }
 }
 
 /// A started child and the parent's end of its control pipe.
@@ -145,7 +126,7 @@ pub struct Helper {
 impl Helper {
     /// Starts the child `args` describe.
     pub fn start(args: &ChildArgs) -> Result<Self, Error> {
-        let what = format!("the {} child ({})", args.role.name(), args.engine);
+        let what = format!("the {} child ({})", value_name(args.role), args.engine);
         let (child, ctl) = ::ferry::spawn(args.command()?).context(format!("starting {what}"))?;
         args.role.quiet(&ctl);
         Ok(Self {
@@ -164,18 +145,7 @@ impl Helper {
     /// what was measured with how it ended.
     pub fn finish<T>(self, measured: Result<T, Error>) -> Result<T, Error> {
         drop(self.ctl);
-        let what = self.what;
-        let trouble = match self.child.wait_or_kill(EXIT_TIMEOUT)? {
-            Exit::Exited(status) if status.success() => None,
-            Exit::Exited(status) => Some(format!("{what} exited with {status}")),
-            Exit::Killed => Some(format!("{what} did not exit, and was killed")),
-        };
-        match (measured, trouble) {
-            (Ok(measured), None) => Ok(measured),
-            (Ok(_), Some(why)) => Err(Error::new(why)),
-            (Err(e), None) => Err(e),
-            (Err(e), Some(why)) => Err(Error::new(format!("{e} ({why})"))),
-        }
+        self.child.finish(&self.what, measured)
     }
 }
 
@@ -205,17 +175,17 @@ pub fn serve_child(args: &ChildArgs) -> Result<(), Error> {
             Role::Echo => fds::by_name(&args.engine)?.echo(&ctl),
         }
     };
-    run().map_err(|e| e.within(format!("{} child ({})", args.role.name(), args.engine)))
+    run().map_err(|e| e.within(format!("{} child ({})", value_name(args.role), args.engine)))
 }
 
 /// Serves `engine` and answers the parent's requests for addresses until
 /// it hangs up.
 fn serve(ctl: &::ferry::Pipe, engine: &dyn engine::Server, clients: usize) -> Result<(), Error> {
-    let mut listening = engine.serve(clients)?;
+    let mut next = engine.serve(clients)?;
     loop {
         match ctl.recv() {
             Ok(request) if request == NEXT => {
-                let address = listening.next_address()?;
+                let address = next()?;
                 ctl.send(address.as_bytes())
                     .context("sending the parent an address")?;
             }

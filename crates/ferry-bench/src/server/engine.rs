@@ -30,7 +30,7 @@ pub trait Server: Debug + Sync {
     /// In the server's process: starts listening, and serving clients on
     /// threads of its own until the process ends. `clients` is how many
     /// will come (only a server that waits for all of them uses it).
-    fn serve(&self, clients: usize) -> Result<Box<dyn Listening>, Error>;
+    fn serve(&self, clients: usize) -> Result<Listening, Error>;
 
     /// Connects to the server at `address` and makes the first round trip:
     /// `request` out, its echo into `reply`.
@@ -66,12 +66,10 @@ pub fn one_at_a_time(clients: usize) -> bool {
     clients <= 1
 }
 
-/// A server, as the process running it holds it.
-pub trait Listening {
-    /// Where the next client should connect: the same address every time,
-    /// or (ipc-channel) a server made for that one client.
-    fn next_address(&mut self) -> Result<String, Error>;
-}
+/// A server, as the process running it holds it: where the next client
+/// should connect, the same address every time ([`fixed`]), or
+/// (ipc-channel) a server made for that one client.
+pub type Listening = Box<dyn FnMut() -> Result<String, Error>>;
 
 /// A client's connection.
 pub trait Conn: Send {
@@ -79,14 +77,9 @@ pub trait Conn: Send {
     fn round_trip(&mut self, request: &[u8], reply: &mut Vec<u8>) -> Result<(), Error>;
 }
 
-/// A server that takes every client at one address.
-#[derive(Debug)]
-pub struct Fixed(pub String);
-
-impl Listening for Fixed {
-    fn next_address(&mut self) -> Result<String, Error> {
-        Ok(self.0.clone())
-    }
+/// A server that takes every client at `address`.
+pub fn fixed(address: String) -> Listening {
+    Box::new(move || Ok(address.clone()))
 }
 
 /// The servers of the connect rows, in report order.

@@ -8,7 +8,7 @@ use std::thread;
 
 use ::ferry::{AcceptError, Pipe, Receiver, RecvError, Select, TryRecvError};
 
-use super::engine::{self, Conn, Fixed, Listening, Server};
+use super::engine::{self, Conn, Listening, Server};
 use crate::error::{Context, Error};
 
 /// ferry's server, with one of two ways of serving.
@@ -36,7 +36,7 @@ impl Server for Ferry {
         !self.select
     }
 
-    fn serve(&self, clients: usize) -> Result<Box<dyn Listening>, Error> {
+    fn serve(&self, clients: usize) -> Result<Listening, Error> {
         let name = engine::fresh_name("ferry");
         let server = ::ferry::Server::bind(name.as_str())
             .context(format!("binding a ferry server at {name}"))?;
@@ -44,7 +44,7 @@ impl Server for Ferry {
             false => thread::spawn(move || accept_each(&server, clients)),
             true => thread::spawn(move || serve_selected(&server, clients)),
         };
-        Ok(Box::new(Fixed(name)))
+        Ok(engine::fixed(name))
     }
 
     fn connect(

@@ -43,7 +43,7 @@ use crate::progress::Bar;
 pub use child::{ChildArgs, serve_child};
 pub use engine::Server;
 pub use fds::Carrier;
-pub use tally::{LoopArgs, run as connect_loop};
+pub use tally::{LoopArgs, Tally, run as connect_loop};
 
 /// Payload bytes of every request and reply.
 pub const SIZE: usize = DEFINITIONS.server.size;

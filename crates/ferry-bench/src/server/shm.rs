@@ -33,7 +33,7 @@ use rustix::fs::{MemfdFlags, SealFlags};
 use rustix::io::Errno;
 use rustix::net::{self, AddressFamily, SendFlags, SocketAddrUnix, SocketFlags};
 
-use super::engine::{self, Conn, Fixed, Listening, Server};
+use super::engine::{self, Conn, Listening, Server};
 use super::scm;
 use crate::error::{Context, Error};
 use crate::transport::Endpoint;
@@ -140,14 +140,14 @@ impl Server for ShmConnect {
         false
     }
 
-    fn serve(&self, clients: usize) -> Result<Box<dyn Listening>, Error> {
+    fn serve(&self, clients: usize) -> Result<Listening, Error> {
         let name = engine::fresh_name("shm-floor");
         let listener = socket()?;
         net::bind(&listener, &address(&name)?).context(format!("binding to @{name}"))?;
         net::listen(&listener, BACKLOG).context(format!("listening at @{name}"))?;
         let shape = *self;
         thread::spawn(move || shape.accept_each(&listener, clients));
-        Ok(Box::new(Fixed(name)))
+        Ok(engine::fixed(name))
     }
 
     fn connect(
@@ -373,7 +373,7 @@ mod tests {
             ShmConnect::MIN_SPARE,
             ShmConnect::SPARE,
         ] {
-            let address = shape.serve(1).unwrap().next_address().unwrap();
+            let address = shape.serve(1).unwrap()().unwrap();
             for round in 0..3u8 {
                 let request = [round; 144];
                 let mut reply = Vec::new();

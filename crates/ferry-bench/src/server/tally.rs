@@ -65,15 +65,16 @@ fn engine_arg(name: &str) -> Result<&'static dyn Server, String> {
 
 /// What a process has done so far.
 #[derive(Debug, Clone, Copy, Default)]
-struct Tally {
+pub struct Tally {
     minor_faults: u64,
-    voluntary: u64,
+    /// Voluntary context switches of its live threads.
+    pub voluntary: u64,
     involuntary: u64,
 }
 
 impl Tally {
     /// The process `pid`'s tally now.
-    fn of(pid: u32) -> Result<Self, Error> {
+    pub fn of(pid: u32) -> Result<Self, Error> {
         let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
             .context(format!("reading /proc/{pid}/stat"))?;
         // Fields after the command name, which is in parentheses and may

@@ -6,6 +6,7 @@ use std::thread::sleep;
 use std::time::{Duration, Instant};
 
 use crate::error::{Context, Error};
+use crate::pingpong::EXIT_TIMEOUT;
 
 /// How often a deadline wait looks at the child.
 const POLL: Duration = Duration::from_millis(1);
@@ -15,15 +16,6 @@ const POLL: Duration = Duration::from_millis(1);
 pub struct ChildGuard {
     child: Child,
     reaped: bool,
-}
-
-/// How a child ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Exit {
-    /// It exited on its own.
-    Exited(ExitStatus),
-    /// It was still running at the deadline, and was killed.
-    Killed,
 }
 
 impl ChildGuard {
@@ -48,17 +40,36 @@ impl ChildGuard {
         Ok(status)
     }
 
-    /// Waits up to `timeout` for the child to exit, then kills it.
-    pub fn wait_or_kill(mut self, timeout: Duration) -> Result<Exit, Error> {
+    /// Waits up to `timeout` for the child to exit, then kills it: its
+    /// status, or `None` if it was killed.
+    fn wait_or_kill(mut self, timeout: Duration) -> Result<Option<ExitStatus>, Error> {
         let deadline = Instant::now() + timeout;
         while Instant::now() < deadline {
             if let Some(status) = self.try_status()? {
-                return Ok(Exit::Exited(status));
+                return Ok(Some(status));
             }
             sleep(POLL);
         }
         self.kill();
-        Ok(Exit::Killed)
+        Ok(None)
+    }
+
+    /// Waits up to [`EXIT_TIMEOUT`] for `what` (the child) to exit, and
+    /// joins what was measured with how it ended.
+    pub fn finish<T>(self, what: &str, measured: Result<T, Error>) -> Result<T, Error> {
+        let trouble = match self.wait_or_kill(EXIT_TIMEOUT)? {
+            Some(status) if status.success() => None,
+            Some(status) => Some(format!("{what} exited with {status}")),
+            None => Some(format!(
+                "{what} was still running {EXIT_TIMEOUT:?} after the parent closed, and was killed"
+            )),
+        };
+        match (measured, trouble) {
+            (Ok(measured), None) => Ok(measured),
+            (Ok(_), Some(why)) => Err(Error::new(why)),
+            (Err(e), None) => Err(e),
+            (Err(e), Some(why)) => Err(Error::new(format!("{e} ({why})"))),
+        }
     }
 
     /// Waits for the child to exit, however long it takes, without

@@ -137,9 +137,8 @@ impl Transport for Iceoryx2 {
     }
 
     fn connect_to_parent(&self) -> Result<Box<dyn Endpoint>, Error> {
-        let not_set = |var| Error::new(format!("{var} is not set: not started by ferry-bench"));
-        let tag = std::env::var(ENV_DOMAIN).map_err(|_| not_set(ENV_DOMAIN))?;
-        let parent = std::env::var(ENV_PARENT).map_err(|_| not_set(ENV_PARENT))?;
+        let tag = super::from_parent(ENV_DOMAIN)?;
+        let parent = super::from_parent(ENV_PARENT)?;
         let (pid, parent_cpus) = parent
             .split_once(' ')
             .and_then(|(pid, cpus)| Some((pid.parse().ok()?, cpus)))

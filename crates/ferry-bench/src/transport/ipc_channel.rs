@@ -25,9 +25,8 @@
 
 use std::mem;
 use std::process::Command;
-use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::mpsc::{self, TryRecvError};
 use std::thread;
-use std::time::{Duration, Instant};
 
 use ::ipc_channel::IpcError;
 use ::ipc_channel::ipc::{
@@ -35,16 +34,13 @@ use ::ipc_channel::ipc::{
 };
 use serde::{Deserialize, Serialize};
 
+use super::unix_stream::accept_within;
 use super::{ChildGuard, Connection, Endpoint, Transport};
 use crate::error::{Context, Error};
 use crate::server::engine::{self, Conn, Listening, Server};
 
 /// The environment variable naming the one-shot server to the child.
 const ENV: &str = "FERRY_BENCH_IPC_CHANNEL_SERVER";
-/// How long the child has to connect.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-/// How often the parent looks at the child while waiting for it.
-const POLL: Duration = Duration::from_millis(1);
 
 /// ipc-channel, with raw bytes or with a typed message.
 #[derive(Debug)]
@@ -68,10 +64,6 @@ impl Transport for IpcChannel {
         }
     }
 
-    fn wait(&self) -> &'static str {
-        "sleep"
-    }
-
     fn spawn(&self, command: Command) -> Result<Connection, Error> {
         if self.typed {
             spawn::<TypedEnds>(command)
@@ -81,8 +73,7 @@ impl Transport for IpcChannel {
     }
 
     fn connect_to_parent(&self) -> Result<Box<dyn Endpoint>, Error> {
-        let name = std::env::var(ENV)
-            .map_err(|_| Error::new(format!("{ENV} is not set: not started by ferry-bench")))?;
+        let name = super::from_parent(ENV)?;
         if self.typed {
             connect::<TypedEnds>(name)
         } else {
@@ -128,29 +119,21 @@ fn accept<E: Ends>(
         // The receiver is gone only if the parent gave up already.
         let _ = done.send(server.accept());
     });
-    let deadline = Instant::now() + CONNECT_TIMEOUT;
-    let failure = loop {
-        match outcome.recv_timeout(POLL) {
-            Ok(Ok((_, ends))) => return Ok(ends),
-            Ok(Err(e)) => return Err(e).context("accepting the child's channels"),
-            Err(RecvTimeoutError::Timeout) => {}
-            Err(RecvTimeoutError::Disconnected) => {
-                return Err(Error::new(
-                    "the thread accepting the child's channels panicked",
-                ));
-            }
-        }
-        if let Some(status) = child.try_status()? {
-            break format!("the child exited ({status}) before sending its channels");
-        }
-        if Instant::now() > deadline {
-            break format!("the child did not send its channels within {CONNECT_TIMEOUT:?}");
-        }
-    };
-    // Dropped at once: the accepting thread gets a hang-up and ends. If even
-    // connecting fails, that thread stays blocked until the process exits.
-    let _ = IpcSender::<E>::connect(name.to_owned());
-    Err(Error::new(failure))
+    let accepted = accept_within(child, || match outcome.try_recv() {
+        Ok(Ok((_, ends))) => Ok(Some(ends)),
+        Ok(Err(e)) => Err(e).context("accepting the child's channels"),
+        Err(TryRecvError::Empty) => Ok(None),
+        Err(TryRecvError::Disconnected) => Err(Error::new(
+            "the thread accepting the child's channels panicked",
+        )),
+    });
+    if accepted.is_err() {
+        // Dropped at once: the accepting thread gets a hang-up and ends. If
+        // even connecting fails, that thread stays blocked until the
+        // process exits.
+        let _ = IpcSender::<E>::connect(name.to_owned());
+    }
+    accepted
 }
 
 fn connect<E: Ends>(name: String) -> Result<Box<dyn Endpoint>, Error> {
@@ -347,8 +330,14 @@ impl Server for OneShotServers {
         false
     }
 
-    fn serve(&self, _clients: usize) -> Result<Box<dyn Listening>, Error> {
-        Ok(Box::new(OneShots))
+    /// A one-shot server for each client.
+    fn serve(&self, _clients: usize) -> Result<Listening, Error> {
+        Ok(Box::new(|| {
+            let (server, name) =
+                IpcOneShotServer::<Request>::new().context("making a one-shot server")?;
+            thread::spawn(move || serve(server));
+            Ok(name)
+        }))
     }
 
     fn connect(
@@ -367,18 +356,6 @@ impl Server for OneShotServers {
         };
         conn.round_trip(request, reply)?;
         Ok(Box::new(conn))
-    }
-}
-
-/// Makes a one-shot server for each client.
-struct OneShots;
-
-impl Listening for OneShots {
-    fn next_address(&mut self) -> Result<String, Error> {
-        let (server, name) =
-            IpcOneShotServer::<Request>::new().context("making a one-shot server")?;
-        thread::spawn(move || serve(server));
-        Ok(name)
     }
 }
 

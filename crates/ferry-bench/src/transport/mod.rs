@@ -36,7 +36,7 @@ use crate::engine::{self, Engine};
 use crate::error::Error;
 use crate::server::{self, Carrier, Server};
 
-pub use guard::{ChildGuard, Exit};
+pub use guard::ChildGuard;
 
 /// A way to carry messages between a parent and the child it starts.
 pub trait Transport: Debug + Sync {
@@ -44,8 +44,11 @@ pub trait Transport: Debug + Sync {
     fn name(&self) -> &'static str;
 
     /// How a waiting side waits: `adaptive`, `spin`, or `sleep` (which is
-    /// also what the OS's own transports do, sleeping in the kernel).
-    fn wait(&self) -> &'static str;
+    /// also what the OS's own transports do, sleeping in the kernel, and
+    /// so the default).
+    fn wait(&self) -> &'static str {
+        "sleep"
+    }
 
     /// Starts `command` (this binary, re-run as the child) connected to the
     /// returned endpoint.
@@ -237,6 +240,12 @@ impl Engine for unix_seqpacket::UnixSeqpacket {
     fn fds(&self) -> Option<&dyn Carrier> {
         Some(&unix_seqpacket::FdCarrier)
     }
+}
+
+/// In the child: the environment variable `var`, which the parent set.
+pub(crate) fn from_parent(var: &str) -> Result<String, Error> {
+    std::env::var(var)
+        .map_err(|_| Error::new(format!("{var} is not set: not started by ferry-bench")))
 }
 
 /// The transport called `name`.

@@ -18,10 +18,6 @@ impl Transport for Pipe {
         "pipe"
     }
 
-    fn wait(&self) -> &'static str {
-        "sleep"
-    }
-
     fn spawn(&self, mut command: Command) -> Result<Connection, Error> {
         command.stdin(Stdio::piped()).stdout(Stdio::piped());
         let child = command.spawn().context("spawning the child")?;

@@ -467,8 +467,7 @@ impl Transport for ShmFloor {
     fn connect_to_parent(&self) -> Result<Box<dyn Endpoint>, Error> {
         // Before opening: if the parent is gone by then, so is its memfd.
         let parent = rustix::process::getppid();
-        let path = std::env::var_os(ENV)
-            .ok_or_else(|| Error::new(format!("{ENV} is not set: not started by ferry-bench")))?;
+        let path = super::from_parent(ENV)?;
         let path = Path::new(&path);
         let file = OpenOptions::new().read(true).write(true).open(path);
         let file = file.context(format!("opening {}", path.display()))?;

@@ -39,7 +39,7 @@ use super::framed::{self, HEADER};
 use super::unix_stream::{SocketPath, accept_within};
 use super::{ChildGuard, Connection, Endpoint, Transport};
 use crate::error::{Context, Error};
-use crate::server::engine::{self, Conn, Fixed, Listening, Server};
+use crate::server::engine::{self, Conn, Listening, Server};
 use crate::server::fds::{Carrier, Trip};
 use crate::server::scm;
 
@@ -60,10 +60,6 @@ impl Transport for UnixSeqpacket {
         "unix-seqpacket"
     }
 
-    fn wait(&self) -> &'static str {
-        "sleep"
-    }
-
     fn spawn(&self, mut command: Command) -> Result<Connection, Error> {
         let path = SocketPath::fresh("seqpacket");
         let listener = listen(&path.0)?;
@@ -77,8 +73,7 @@ impl Transport for UnixSeqpacket {
     }
 
     fn connect_to_parent(&self) -> Result<Box<dyn Endpoint>, Error> {
-        let path = std::env::var_os(ENV)
-            .ok_or_else(|| Error::new(format!("{ENV} is not set: not started by ferry-bench")))?;
+        let path = super::from_parent(ENV)?;
         let path = Path::new(&path);
         let socket = seqpacket_socket(SocketFlags::CLOEXEC)?;
         let address = SocketAddrUnix::new(path).context("naming the socket")?;
@@ -246,13 +241,13 @@ impl Server for Listener {
         "unix-seqpacket"
     }
 
-    fn serve(&self, clients: usize) -> Result<Box<dyn Listening>, Error> {
+    fn serve(&self, clients: usize) -> Result<Listening, Error> {
         let name = engine::fresh_name("seqpacket");
         let listener = seqpacket_socket(SocketFlags::CLOEXEC)?;
         net::bind(&listener, &abstract_address(&name)?).context(format!("binding to @{name}"))?;
         net::listen(&listener, BACKLOG).context(format!("listening at @{name}"))?;
         thread::spawn(move || accept_each(&listener, clients));
-        Ok(Box::new(Fixed(name)))
+        Ok(engine::fixed(name))
     }
 
     fn connect(

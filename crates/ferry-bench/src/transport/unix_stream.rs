@@ -27,26 +27,14 @@ impl Transport for UnixStream {
         "unix-stream"
     }
 
-    fn wait(&self) -> &'static str {
-        "sleep"
-    }
-
-    fn spawn(&self, mut command: Command) -> Result<Connection, Error> {
-        let path = SocketPath::fresh("sock");
-        let listener =
-            UnixListener::bind(&path.0).context(format!("listening at {}", path.0.display()))?;
-        command.env(ENV, &path.0);
-        let child = command.spawn().context("spawning the child")?;
-        let mut child = ChildGuard::new(child);
-        let stream = accept(&listener, &mut child)?;
-        drop(path);
-        let endpoint = endpoint(stream)?;
+    fn spawn(&self, command: Command) -> Result<Connection, Error> {
+        let (child, stream) = spawn_connected(command, ENV, "sock")?;
+        let endpoint = endpoint(blocking(stream)?)?;
         Ok(Connection { child, endpoint })
     }
 
     fn connect_to_parent(&self) -> Result<Box<dyn Endpoint>, Error> {
-        let path = std::env::var_os(ENV)
-            .ok_or_else(|| Error::new(format!("{ENV} is not set: not started by ferry-bench")))?;
+        let path = super::from_parent(ENV)?;
         let stream = Stream::connect(Path::new(&path))
             .context(format!("connecting to {}", Path::new(&path).display()))?;
         endpoint(stream)
@@ -58,16 +46,29 @@ fn endpoint(stream: Stream) -> Result<Box<dyn Endpoint>, Error> {
     Ok(Box::new(Framed::new(reader, stream)))
 }
 
-/// Waits for the child to connect, giving up if it exits or takes too long.
-fn accept(listener: &UnixListener, child: &mut ChildGuard) -> Result<Stream, Error> {
+/// Starts `command` and waits for it to connect to a socket at a fresh
+/// path ending `.{extension}`, named to it in the environment variable
+/// `env`; gives up if it exits or takes too long.
+pub(super) fn spawn_connected(
+    mut command: Command,
+    env: &str,
+    extension: &str,
+) -> Result<(ChildGuard, Stream), Error> {
+    let path = SocketPath::fresh(extension);
+    let listener =
+        UnixListener::bind(&path.0).context(format!("listening at {}", path.0.display()))?;
     listener
         .set_nonblocking(true)
         .context("making the listener non-blocking")?;
-    accept_within(child, || match listener.accept() {
-        Ok((stream, _)) => blocking(stream).map(Some),
+    command.env(env, &path.0);
+    let child = command.spawn().context("spawning the child")?;
+    let mut child = ChildGuard::new(child);
+    let stream = accept_within(&mut child, || match listener.accept() {
+        Ok((stream, _)) => Ok(Some(stream)),
         Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Ok(None),
         Err(e) => Err(e).context("accepting the child's connection"),
-    })
+    })?;
+    Ok((child, stream))
 }
 
 /// Waits for the child to connect: `try_accept` is the connection, or

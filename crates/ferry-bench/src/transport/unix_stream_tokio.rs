@@ -3,7 +3,7 @@
 //! writes, as an async service would. The baseline for `ferry-async`: the
 //! same runtime and reactor, the OS's socket instead of ferry's ring.
 
-use std::os::unix::net::{UnixListener, UnixStream as StdStream};
+use std::os::unix::net::UnixStream as StdStream;
 use std::path::Path;
 use std::process::Command;
 
@@ -13,8 +13,8 @@ use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::runtime::Runtime;
 
 use super::framed::HEADER;
-use super::unix_stream::{SocketPath, accept_within};
-use super::{ChildGuard, Connection, Endpoint, Transport};
+use super::unix_stream::spawn_connected;
+use super::{Connection, Endpoint, Transport};
 use crate::error::{Context, Error};
 
 /// The environment variable naming the socket's path to the child.
@@ -36,29 +36,14 @@ impl Transport for UnixStreamTokio {
         "tokio"
     }
 
-    fn spawn(&self, mut command: Command) -> Result<Connection, Error> {
-        let path = SocketPath::fresh("tsock");
-        let listener =
-            UnixListener::bind(&path.0).context(format!("listening at {}", path.0.display()))?;
-        listener
-            .set_nonblocking(true)
-            .context("making the listener non-blocking")?;
-        command.env(ENV, &path.0);
-        let child = command.spawn().context("spawning the child")?;
-        let mut child = ChildGuard::new(child);
-        let stream = accept_within(&mut child, || match listener.accept() {
-            Ok((stream, _)) => Ok(Some(stream)),
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Ok(None),
-            Err(e) => Err(e).context("accepting the child's connection"),
-        })?;
-        drop(path);
+    fn spawn(&self, command: Command) -> Result<Connection, Error> {
+        let (child, stream) = spawn_connected(command, ENV, "tsock")?;
         let endpoint = Box::new(TokioEndpoint::new(stream)?);
         Ok(Connection { child, endpoint })
     }
 
     fn connect_to_parent(&self) -> Result<Box<dyn Endpoint>, Error> {
-        let path = std::env::var_os(ENV)
-            .ok_or_else(|| Error::new(format!("{ENV} is not set: not started by ferry-bench")))?;
+        let path = super::from_parent(ENV)?;
         let stream = StdStream::connect(Path::new(&path))
             .context(format!("connecting to {}", Path::new(&path).display()))?;
         Ok(Box::new(TokioEndpoint::new(stream)?))

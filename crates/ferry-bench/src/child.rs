@@ -90,7 +90,7 @@ pub fn run<T>(
     } = transport.spawn(command)?;
     let measured = measure(&mut *endpoint);
     drop(endpoint);
-    child.finish("the child", measured)
+    crate::transport::finish(child, "the child", measured)
 }
 
 /// Runs the child: places itself, connects, and serves the workload.

@@ -305,12 +305,12 @@ pub fn count_here(args: &CountArgs) -> Result<(), Error> {
     placement.pin_parent()?;
     let command = child::command(Workload::Pingpong, args.transport, placement)?;
     let Connection {
-        child,
+        mut child,
         mut endpoint,
     } = args.transport.spawn(command)?;
     counted(&mut || round_trips(&mut *endpoint, args.rounds, args.size))?;
     drop(endpoint);
-    let status = child.wait()?;
+    let status = child.reap().context("waiting for the child")?;
     match status.success() {
         true => Ok(()),
         false => Err(Error::new(format!("the child exited with {status}"))),

@@ -145,7 +145,7 @@ impl Helper {
     /// what was measured with how it ended.
     pub fn finish<T>(self, measured: Result<T, Error>) -> Result<T, Error> {
         drop(self.ctl);
-        self.child.finish(&self.what, measured)
+        crate::transport::finish(self.child, &self.what, measured)
     }
 }
 

@@ -36,7 +36,7 @@ use crate::engine::{self, Engine};
 use crate::error::Error;
 use crate::server::{self, Carrier, Server};
 
-pub use guard::ChildGuard;
+pub use guard::{ChildGuard, finish};
 
 /// A way to carry messages between a parent and the child it starts.
 pub trait Transport: Debug + Sync {

@@ -677,18 +677,11 @@ impl Drop for Slots {
 mod tests {
     use super::*;
 
-    /// Aborts the test process if the returned guard is not dropped within
+    /// Ends the test process if the returned guard is not dropped within
     /// `limit`: a broken slot protocol hangs on a futex (the peer, this
     /// process, never exits), and a hang must fail the run, not stall it.
-    fn watchdog(limit: std::time::Duration) -> std::sync::mpsc::Sender<()> {
-        let (done, wait) = std::sync::mpsc::channel::<()>();
-        std::thread::spawn(move || {
-            if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = wait.recv_timeout(limit) {
-                eprintln!("shm_floor test hung for {limit:?}: aborting");
-                std::process::abort();
-            }
-        });
-        done
+    fn watchdog(limit: std::time::Duration) -> ferry_testkit::Watchdog {
+        ferry_testkit::Watchdog::start("shm_floor test", limit)
     }
 
     /// Both ends in this process, on one memfd mapped twice.

@@ -83,7 +83,10 @@ pub(super) fn accept_within<T>(
         if let Some(connection) = try_accept()? {
             return Ok(connection);
         }
-        if let Some(status) = child.try_status()? {
+        if let Some(status) = child
+            .try_status()
+            .context("asking whether the child exited")?
+        {
             return Err(Error::new(format!(
                 "the child exited ({status}) before connecting"
             )));

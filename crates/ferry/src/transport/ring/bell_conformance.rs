@@ -22,7 +22,7 @@
 use std::time::Duration;
 
 use super::wake::Bell;
-use crate::sync::{AtomicU32, Ordering};
+use crate::base::sync::{AtomicU32, Ordering};
 
 #[cfg(loom)]
 use loom::{sync::Arc, thread};
@@ -185,14 +185,14 @@ pub fn a_wake_is_not_kept_for_a_later_sleep<B: Bell>(bell: B) {
 #[cfg(not(loom))]
 pub fn a_sleeper_is_woken_through_another_mapping<B: Bell + Sync>(bell: B) {
     use super::region::Region;
-    let made = Region::create(crate::wire::region::MIN_CAPACITY).expect("make a region");
+    let made = Region::create(crate::base::wire::region::MIN_CAPACITY).expect("make a region");
     let mut copy = None;
     made.send_object(false, |fd| {
         copy = Some(fd.try_clone_to_owned()?);
         Ok(())
     })
     .expect("the region's object is held");
-    let again = Region::from_peer(crate::sys::PeerFd::new(copy.expect("a copy")))
+    let again = Region::from_peer(crate::base::sys::PeerFd::new(copy.expect("a copy")))
         .expect("map the region a second time");
     let (mine, theirs) = (made.control(0), again.control(0));
     assert_ne!(

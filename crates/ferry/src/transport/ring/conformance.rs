@@ -20,9 +20,9 @@ use std::sync::Arc;
 
 use super::region::{Region, RingView};
 use super::{Consumer, Corrupt, HeapStorage, Producer, Storage};
-use crate::sync::Ordering;
-use crate::sys::PeerFd;
-use crate::wire::Violation;
+use crate::base::sync::Ordering;
+use crate::base::sys::PeerFd;
+use crate::base::wire::Violation;
 
 /// A storage implementation under test.
 trait Kind {
@@ -53,7 +53,7 @@ struct Mapped;
 
 impl Kind for Mapped {
     type S = RingView;
-    const MIN: usize = crate::wire::region::MIN_CAPACITY;
+    const MIN: usize = crate::base::wire::region::MIN_CAPACITY;
     fn make(capacity: usize) -> (Self::S, Self::S) {
         let region = Region::create(capacity).expect("make a region");
         fill_neighbour(&region.ring(0));
@@ -68,7 +68,7 @@ struct Remapped;
 
 impl Kind for Remapped {
     type S = RingView;
-    const MIN: usize = crate::wire::region::MIN_CAPACITY;
+    const MIN: usize = crate::base::wire::region::MIN_CAPACITY;
     fn make(capacity: usize) -> (Self::S, Self::S) {
         let made = Region::create(capacity).expect("make a region");
         let mut copy = None;

@@ -26,7 +26,7 @@ use super::policy::{
     YIELD_AFTER, YIELD_EVERY, adaptive, sleep, spin,
 };
 use super::{Memory, Peer, Place, Seen, Step, Target, run};
-use crate::sync::{AtomicBool, Ordering};
+use crate::base::sync::{AtomicBool, Ordering};
 
 /// Whether, and when, a policy puts a wait to sleep.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

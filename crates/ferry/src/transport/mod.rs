@@ -5,8 +5,9 @@
 //! control socket two processes share, and the watcher of its peer).
 //!
 //! Declared in layer order: each module uses only those declared before
-//! it and the base (`.ci/layers` checks it); the ring and the pool stand
-//! side by side and use neither the other.
+//! it and the base (`.ci/layers` checks it). The ring and the pool use
+//! neither the other today, but the check allows the pool, declared
+//! after it, to use the ring.
 
 // The wait's mechanism and policies: public, hidden, only for loom.
 #[cfg(loom)]

@@ -9,6 +9,8 @@ mod bars;
 mod chart;
 mod columns;
 mod format;
+#[cfg(test)]
+mod golden;
 mod instructions;
 mod json;
 mod markdown;

@@ -1,5 +1,5 @@
-//! The tables of each workload: which columns they show, and what each
-//! column's cell says for a row.
+//! The pingpong, throughput and calls tables: which columns they show,
+//! and what each column's cell says for a row.
 
 use crate::calls;
 use crate::pool::PoolUse;
@@ -20,13 +20,38 @@ const ONE_CPU_NOTE: &str = "one CPU: of an unpinned row's runs, how many had bot
 
 const CALLS_NOTE: &str = "In-process calls, ns per call (the median batch); ×direct is over the direct call of the same function.";
 
+/// The placement name of rows whose processes the scheduler places.
+const UNPINNED: &str = "unpinned";
+
+/// Bytes in a GiB.
+const GIB: f64 = (1u64 << 30) as f64;
+
 /// A column's header and the figure of a row it shows.
 type Figure<R, T> = (&'static str, fn(&R) -> T);
 
-/// The pingpong table.
-pub fn pingpong(rows: &[PingpongRow], repeat: usize) -> Table {
-    let mut columns = key_columns(PingpongRow::key);
-    columns.push(count_column(|r: &PingpongRow| (r.count, r.capped)));
+/// What a pingpong or throughput table shows of its rows, around the
+/// columns both have.
+struct Measured<'a, R> {
+    title: &'static str,
+    note: &'static str,
+    /// The headline figure's name, heading its range, states and ratios.
+    figure: &'static str,
+    /// The columns after the count.
+    figures: Vec<Column<'a, R>>,
+    /// The headline figure, compared with the baselines'.
+    value: fn(&R) -> f64,
+    /// The runs' min–max of the headline figure (with `--repeat`).
+    range: fn(&R) -> String,
+    /// A run's value, as the headline figure.
+    run: fn(&R, f64) -> String,
+    key: fn(&R) -> RowKey,
+    count: fn(&R) -> (usize, bool),
+    runs: fn(&R) -> &[RunPoint],
+    pool: fn(&R) -> Option<PoolUse>,
+}
+
+/// The pingpong table, and its pool table if a row used ferry's pool.
+pub fn pingpong(rows: &[PingpongRow], repeat: usize) -> Vec<Table> {
     let times: [Figure<PingpongRow, f64>; 6] = [
         ("p50 µs", |r| r.p50_us),
         ("p99 µs", |r| r.p99_us),
@@ -35,68 +60,85 @@ pub fn pingpong(rows: &[PingpongRow], repeat: usize) -> Table {
         ("mean µs", |r| r.mean_us),
         ("cpu µs", |r| r.cpu_us),
     ];
-    columns.extend(times.map(|(header, us)| Column::number(header, move |r| format_us(us(r)))));
-    if repeat > 1 {
-        let range = |r: &PingpongRow| spread_cell(r.p50_min_us, r.p50_max_us, format_us);
-        columns.push(Column::number("p50 min–max", range));
-    }
-    let unpinned = rows.iter().any(|r| r.placement == UNPINNED);
-    if unpinned {
-        let cell = |r: &PingpongRow| one_cpu_cell(r.placement, &r.per_run);
-        columns.push(Column::number("one CPU", cell));
-        let on =
-            |one: bool| move |r: &PingpongRow| state_cell(r.placement, &r.per_run, one, format_us);
-        columns.push(Column::number("p50 on one", on(true)));
-        columns.push(Column::number("p50 on two", on(false)));
-    }
-    columns.extend(baseline_columns(rows, "p50", PingpongRow::key, |r| {
-        r.p50_us
-    }));
-    Table::new("pingpong", &columns, rows)
-        .grouped(rows, |r| (r.placement, r.size))
-        .noted([PINGPONG_NOTE.to_string()])
-        .noted(unpinned.then(|| ONE_CPU_NOTE.to_string()))
-        .noted(capped_note(rows.iter().any(|r| r.capped)))
+    let figures = times.map(|(header, us)| Column::number(header, move |r| format_us(us(r))));
+    let shape = Measured {
+        title: "pingpong",
+        note: PINGPONG_NOTE,
+        figure: "p50",
+        figures: figures.into(),
+        value: |r| r.p50_us,
+        range: |r| spread_cell(r.p50_min_us, r.p50_max_us, format_us),
+        run: |_, us| format_us(us),
+        key: PingpongRow::key,
+        count: |r| (r.count, r.capped),
+        runs: |r| &r.per_run,
+        pool: |r| r.pool,
+    };
+    measured(rows, repeat, shape)
 }
 
-/// The throughput table.
-pub fn throughput(rows: &[ThroughputRow], repeat: usize) -> Table {
-    let mut columns = key_columns(ThroughputRow::key);
-    columns.extend([
-        count_column(|r: &ThroughputRow| (r.count, r.capped)),
+/// The throughput table, and its pool table if a row used ferry's pool.
+pub fn throughput(rows: &[ThroughputRow], repeat: usize) -> Vec<Table> {
+    let figures = vec![
         Column::number("msg/s", |r: &ThroughputRow| format_rate(r.msgs_per_s)),
         Column::number("GiB/s", |r: &ThroughputRow| format_gib(r.gib_per_s)),
         Column::number("cpu µs/msg", |r: &ThroughputRow| format_us(r.cpu_us)),
-    ]);
-    if repeat > 1 {
-        let range = |r: &ThroughputRow| spread_cell(r.gib_per_s_min, r.gib_per_s_max, format_gib);
-        columns.push(Column::number("GiB/s min–max", range));
-    }
-    let unpinned = rows.iter().any(|r| r.placement == UNPINNED);
-    if unpinned {
-        let cell = |r: &ThroughputRow| one_cpu_cell(r.placement, &r.per_run);
-        columns.push(Column::number("one CPU", cell));
-        let on = |one: bool| {
-            move |r: &ThroughputRow| {
-                let gib = |rate: f64| format_gib(rate * r.size as f64 / GIB);
-                state_cell(r.placement, &r.per_run, one, gib)
-            }
-        };
-        columns.push(Column::number("GiB/s on one", on(true)));
-        columns.push(Column::number("GiB/s on two", on(false)));
-    }
-    columns.extend(baseline_columns(rows, "GiB/s", ThroughputRow::key, |r| {
-        r.gib_per_s
-    }));
-    Table::new("throughput", &columns, rows)
-        .grouped(rows, |r| (r.placement, r.size))
-        .noted([THROUGHPUT_NOTE.to_string()])
-        .noted(unpinned.then(|| ONE_CPU_NOTE.to_string()))
-        .noted(capped_note(rows.iter().any(|r| r.capped)))
+    ];
+    let shape = Measured {
+        title: "throughput",
+        note: THROUGHPUT_NOTE,
+        figure: "GiB/s",
+        figures,
+        value: |r| r.gib_per_s,
+        range: |r| spread_cell(r.gib_per_s_min, r.gib_per_s_max, format_gib),
+        run: |r, rate| format_gib(rate * r.size as f64 / GIB),
+        key: ThroughputRow::key,
+        count: |r| (r.count, r.capped),
+        runs: |r| &r.per_run,
+        pool: |r| r.pool,
+    };
+    measured(rows, repeat, shape)
 }
 
-/// The calls table.
-pub fn calls(rows: &[CallsRow], repeat: usize) -> Table {
+/// The table of `rows` in `shape`, then its pool table; none without rows.
+fn measured<'a, R>(rows: &'a [R], repeat: usize, shape: Measured<'a, R>) -> Vec<Table> {
+    if rows.is_empty() {
+        return Vec::new();
+    }
+    let Measured { key, runs, run, .. } = shape;
+    let mut columns = key_columns(key);
+    columns.push(count_column(shape.count));
+    columns.extend(shape.figures);
+    if repeat > 1 {
+        let header = format!("{} min–max", shape.figure);
+        columns.push(Column::number(header, shape.range));
+    }
+    let unpinned = rows.iter().any(|r| key(r).2 == UNPINNED);
+    if unpinned {
+        columns.push(Column::number("one CPU", move |r| {
+            one_cpu_cell(key(r).2, runs(r))
+        }));
+        for (one, cpus) in [(true, "one"), (false, "two")] {
+            let header = format!("{} on {cpus}", shape.figure);
+            columns.push(Column::number(header, move |r| {
+                state_cell(key(r).2, runs(r), one, |v| run(r, v))
+            }));
+        }
+    }
+    columns.extend(baseline_columns(rows, shape.figure, key, shape.value));
+    let capped = rows.iter().any(|r| (shape.count)(r).1);
+    let table = Table::new(shape.title, &columns, rows)
+        .grouped(rows, |r| (key(r).2, key(r).3))
+        .noted([shape.note.to_string()])
+        .noted(unpinned.then(|| ONE_CPU_NOTE.to_string()))
+        .noted(capped_note(capped));
+    let pool = pool(shape.title, rows, shape.pool, key);
+    std::iter::once(table).chain(pool).collect()
+}
+
+/// The calls table; none without rows.
+pub fn calls(rows: &[CallsRow], repeat: usize) -> Option<Table> {
+    rows.first()?;
     let mut columns = vec![
         Column::name("call", |r: &CallsRow| r.call.to_string()),
         Column::name("via", |r: &CallsRow| r.via.to_string()),
@@ -115,20 +157,21 @@ pub fn calls(rows: &[CallsRow], repeat: usize) -> Table {
         ratio_cell(row, rows.iter().find(direct), |r| r.ns_per_call)
     }));
     let ways = calls::Via::ALL.map(|v| format!("{}: {}", v.name(), v.meaning()));
-    Table::new("calls", &columns, rows)
+    let table = Table::new("calls", &columns, rows)
         .grouped(rows, |r| (r.placement, r.call))
         .noted([CALLS_NOTE.to_string()])
         .noted(ways)
-        .noted(capped_note(rows.iter().any(|r| r.capped)))
+        .noted(capped_note(rows.iter().any(|r| r.capped)));
+    Some(table)
 }
 
 /// Where the blocks of `workload`'s rows that used ferry's pool came from;
 /// `None` if no row did.
-pub fn pool<R>(
+fn pool<R>(
     workload: &str,
     rows: &[R],
-    pool: impl Fn(&R) -> Option<PoolUse>,
-    key: impl Fn(&R) -> RowKey,
+    pool: fn(&R) -> Option<PoolUse>,
+    key: fn(&R) -> RowKey,
 ) -> Option<Table> {
     let used: Vec<(RowKey, PoolUse)> = rows
         .iter()
@@ -158,21 +201,17 @@ pub fn pool<R>(
             share.map_or_else(|| "-".to_string(), |s| format!("{:.1}%", s * 100.0))
         },
     ));
-    Some(
-        Table::new(&format!("ferry pool ({workload})"), &columns, &used)
-            .grouped(&used, |((_, _, placement, size), _)| (*placement, *size))
-            .noted([pool_note(workload)]),
-    )
-}
-
-fn pool_note(workload: &str) -> String {
     let sender = match workload {
         "pingpong" => "every request",
         _ => "every message",
     };
-    format!(
+    let note = format!(
         "ferry's block pool in this process (the sender of {sender}) over the timed spans of all runs, from ferry::pool_stats(): messages sent out of line, and whether each block was reused, taken from the background reserve, or mapped on the sender's own path."
-    )
+    );
+    let table = Table::new(&format!("ferry pool ({workload})"), &columns, &used)
+        .grouped(&used, |((_, _, placement, size), _)| (*placement, *size))
+        .noted([note]);
+    Some(table)
 }
 
 /// Transport, wait and placement (names), then size.
@@ -227,25 +266,16 @@ pub(super) fn spread_cell(min: f64, max: f64, format: fn(f64) -> String) -> Stri
     format!("{}–{}", format(min), format(max))
 }
 
-/// The placement name of rows whose processes the scheduler places.
-const UNPINNED: &str = "unpinned";
-
 /// How many of an unpinned row's runs had both processes on one CPU, as
 /// `k/n`; `-` for a pinned row (or runs that did not say).
 fn one_cpu_cell(placement: &str, runs: &[RunPoint]) -> String {
-    if placement != UNPINNED {
-        return "-".to_string();
-    }
     let said: Vec<&str> = runs.iter().filter_map(|r| r.one_cpu).collect();
-    if said.is_empty() {
+    if placement != UNPINNED || said.is_empty() {
         return "-".to_string();
     }
     let yes = said.iter().filter(|&&s| s == "yes").count();
     format!("{yes}/{}", said.len())
 }
-
-/// Bytes in a GiB.
-const GIB: f64 = (1u64 << 30) as f64;
 
 /// The median figure of an unpinned row's runs that had both processes on
 /// one CPU (`one`) or on two, with how many runs that is; `-` for a pinned
@@ -257,14 +287,14 @@ fn state_cell(
     format: impl Fn(f64) -> String,
 ) -> String {
     let want = if one { "yes" } else { "no" };
-    let values = runs
+    let values: Vec<f64> = runs
         .iter()
         .filter(|r| r.one_cpu == Some(want))
-        .map(|r| r.value);
-    match Spread::of(values) {
+        .map(|r| r.value)
+        .collect();
+    match Spread::of(values.iter().copied()) {
         Some(spread) if placement == UNPINNED => {
-            let n = runs.iter().filter(|r| r.one_cpu == Some(want)).count();
-            format!("{} ({n})", format(spread.median))
+            format!("{} ({})", format(spread.median), values.len())
         }
         _ => "-".to_string(),
     }
@@ -272,111 +302,4 @@ fn state_cell(
 
 pub(super) fn capped_note(any_capped: bool) -> Option<String> {
     any_capped.then(|| CAPPED_NOTE.to_string())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::report::rows::tests::row;
-
-    #[test]
-    fn ratios_compare_within_a_size_and_show_a_dash_without_a_baseline() {
-        let rows = [
-            row("ferry", 12, 1.0),
-            row("unix-stream", 12, 20.0),
-            row("shm-futex", 12, 2.0),
-            row("ferry", 144, 3.0),
-        ];
-        let table = pingpong(&rows, 1);
-        let last = |r: usize, back: usize| {
-            let cells = &table.rows[r];
-            cells[cells.len() - back].clone()
-        };
-        assert_eq!((last(0, 2), last(0, 1)), ("0.050".into(), "0.50".into()));
-        assert_eq!((last(3, 2), last(3, 1)), ("-".into(), "-".into()));
-    }
-
-    #[test]
-    fn text_has_a_title_a_line_per_row_and_gaps_between_sizes() {
-        let rows = [
-            row("ferry", 12, 1.0),
-            row("unix-stream", 12, 20.0),
-            row("ferry", 144, 3.0),
-        ];
-        let text = pingpong(&rows, 1).text();
-        let lines: Vec<&str> = text.lines().collect();
-        assert_eq!(lines[0], "pingpong");
-        assert!(lines[1].starts_with("transport") && lines[1].ends_with("p50 ×shm-futex"));
-        assert!(lines[2].contains("0.050"), "{text}");
-        assert_eq!(lines[4], "", "{text}");
-        assert!(lines[5].ends_with('-'), "{text}");
-    }
-
-    #[test]
-    fn pingpong_columns_are_the_figures_then_the_range_then_the_ratios() {
-        let table = pingpong(&[row("ferry", 12, 1.0)], 3);
-        let headers = table.headers.join(",");
-        assert_eq!(
-            headers,
-            "transport,wait,placement,size,count,p50 µs,p99 µs,p99.9 µs,max µs,mean µs,cpu µs,p50 min–max,one CPU,p50 on one,p50 on two,p50 ×ferry,p50 ×unix-stream,p50 ×shm-futex"
-        );
-        assert_eq!(table.rows[0][11], "1.00–1.00");
-    }
-
-    #[test]
-    fn unpinned_rows_count_the_runs_on_one_cpu_and_pinned_rows_show_a_dash() {
-        let run = |one_cpu| RunPoint {
-            value: match one_cpu {
-                Some("yes") => 4.0,
-                _ => 7.0,
-            },
-            line_before_ns: None,
-            line_after_ns: None,
-            one_cpu_share: None,
-            one_cpu,
-        };
-        let mut unpinned = row("ferry", 12, 1.0);
-        unpinned.per_run = vec![run(Some("yes")), run(Some("no")), run(Some("yes"))];
-        let mut apart = row("ferry", 144, 1.0);
-        apart.per_run = vec![run(Some("no")), run(Some("no")), run(None)];
-        let mut pinned = row("ferry", 1728, 1.0);
-        pinned.placement = "split";
-        pinned.per_run = vec![run(Some("no"))];
-        let table = pingpong(&[unpinned, apart, pinned], 3);
-        let column = table.headers.iter().position(|h| h == "one CPU").unwrap();
-        let cells: Vec<&str> = table
-            .rows
-            .iter()
-            .map(|r| r[column].as_str())
-            .filter(|c| !c.is_empty())
-            .collect();
-        assert_eq!(cells, ["2/3", "0/2", "-"]);
-        let state = |header: &str| -> Vec<String> {
-            let column = table.headers.iter().position(|h| h == header).unwrap();
-            let cells = table.rows.iter().map(|r| r[column].clone());
-            cells.filter(|c| !c.is_empty()).collect()
-        };
-        assert_eq!(state("p50 on one"), ["4.00 (2)", "-", "-"]);
-        assert_eq!(state("p50 on two"), ["7.00 (1)", "7.00 (2)", "-"]);
-        assert!(table.notes.iter().any(|n| n.starts_with("one CPU")));
-        // Without an unpinned row, no such column.
-        let mut split = row("ferry", 12, 1.0);
-        split.placement = "split";
-        assert!(!pingpong(&[split], 3).headers.iter().any(|h| h == "one CPU"));
-    }
-
-    #[test]
-    fn capped_counts_are_marked_and_explained() {
-        let mut capped = row("shm-spin", 12, 9.0);
-        capped.capped = true;
-        let table = pingpong(&[capped], 1);
-        assert_eq!(table.rows[0][4], "10*");
-        assert!(table.notes.iter().any(|n| n.starts_with('*')));
-    }
-
-    #[test]
-    fn rows_without_pool_use_make_no_pool_table() {
-        let rows = [row("ferry", 12, 1.0)];
-        assert!(pool("pingpong", &rows, |r| r.pool, PingpongRow::key).is_none());
-    }
 }

@@ -1,26 +1,34 @@
 //! Numbers as the tables and charts print them: as many digits as a run
 //! can tell, and units a reader takes in at a glance.
 
+/// `v` with the decimals of the first `(below, decimals)` step it is
+/// below, else with `last` decimals.
+fn stepped(v: f64, steps: &[(f64, usize)], last: usize) -> String {
+    let decimals = steps
+        .iter()
+        .find(|(below, _)| v < *below)
+        .map_or(last, |s| s.1);
+    format!("{v:.decimals$}")
+}
+
 /// Microseconds: two decimals below 100, one above.
 pub fn format_us(us: f64) -> String {
-    if us < 100.0 {
-        format!("{us:.2}")
-    } else {
-        format!("{us:.1}")
-    }
+    stepped(us, &[(100.0, 2)], 1)
 }
 
 /// A ratio: three significant digits or so.
 pub fn format_ratio(ratio: f64) -> String {
-    if ratio < 0.1 {
-        format!("{ratio:.3}")
-    } else if ratio < 10.0 {
-        format!("{ratio:.2}")
-    } else if ratio < 100.0 {
-        format!("{ratio:.1}")
-    } else {
-        format!("{ratio:.0}")
-    }
+    stepped(ratio, &[(0.1, 3), (10.0, 2), (100.0, 1)], 0)
+}
+
+/// GiB/s to three significant digits or so.
+pub fn format_gib(gib: f64) -> String {
+    stepped(gib, &[(0.01, 4), (1.0, 3)], 2)
+}
+
+/// Nanoseconds: three significant digits or so.
+pub fn format_ns(ns: f64) -> String {
+    stepped(ns, &[(10.0, 2), (1000.0, 1)], 0)
 }
 
 /// A rate with a k or M suffix.
@@ -31,28 +39,6 @@ pub fn format_rate(per_s: f64) -> String {
         format!("{:.1} k", per_s / 1e3)
     } else {
         format!("{per_s:.0}")
-    }
-}
-
-/// GiB/s to three significant digits or so.
-pub fn format_gib(gib: f64) -> String {
-    if gib < 0.01 {
-        format!("{gib:.4}")
-    } else if gib < 1.0 {
-        format!("{gib:.3}")
-    } else {
-        format!("{gib:.2}")
-    }
-}
-
-/// Nanoseconds: three significant digits or so.
-pub fn format_ns(ns: f64) -> String {
-    if ns < 10.0 {
-        format!("{ns:.2}")
-    } else if ns < 1000.0 {
-        format!("{ns:.1}")
-    } else {
-        format!("{ns:.0}")
     }
 }
 
@@ -83,6 +69,23 @@ pub fn bytes(b: f64) -> String {
     }
 }
 
+/// Instructions: whole numbers with thousands separated, and one decimal
+/// below a thousand.
+pub fn format_count(n: f64) -> String {
+    if n.abs() < 1000.0 {
+        return format!("{n:.1}");
+    }
+    let digits = format!("{:.0}", n.abs());
+    let mut out = String::from(if n < 0.0 { "-" } else { "" });
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -97,6 +100,9 @@ mod tests {
         assert_eq!(format_ns(12_345.6), "12346");
         assert_eq!(format_ratio(0.05), "0.050");
         assert_eq!(format_ratio(123.4), "123");
+        assert_eq!(format_count(12.345), "12.3");
+        assert_eq!(format_count(-1_234_567.0), "-1,234,567");
+        assert_eq!(format_count(100_000.0), "100,000");
     }
 
     #[test]

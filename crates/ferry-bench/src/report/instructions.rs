@@ -5,7 +5,7 @@
 use serde::Serialize;
 
 use super::columns::ratio_cell;
-use super::format::format_ratio;
+use super::format::{format_count, format_ratio};
 use super::table::{Column, Table};
 
 /// The transports each count is compared with: the floor of a hand-written
@@ -98,77 +98,4 @@ fn target_note(rows: &[InstructionsRow]) -> Option<String> {
         "Target: ferry ≤ {TARGET_OVER_FLOOR}× shm-futex's instructions per round trip: {}×, {verdict}.",
         format_ratio(ratio)
     ))
-}
-
-/// Instructions: whole numbers with thousands separated, and one decimal
-/// below a thousand.
-pub fn format_count(n: f64) -> String {
-    if n.abs() < 1000.0 {
-        return format!("{n:.1}");
-    }
-    let digits = format!("{:.0}", n.abs());
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    match n < 0.0 {
-        true => format!("-{out}"),
-        false => out,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn row(transport: &'static str, per_round_trip: f64) -> InstructionsRow {
-        InstructionsRow {
-            transport,
-            wait: "sleep",
-            size: 144,
-            placement: "same",
-            counter: "callgrind",
-            round_trips: [2000, 4000],
-            instructions: [0, (per_round_trip * 2000.0) as u64],
-            per_round_trip,
-            parent_per_round_trip: Some(per_round_trip / 2.0),
-            child_per_round_trip: None,
-        }
-    }
-
-    #[test]
-    fn counts_read_with_separators() {
-        assert_eq!(format_count(12.345), "12.3");
-        assert_eq!(format_count(1234.4), "1,234");
-        assert_eq!(format_count(-1_234_567.0), "-1,234,567");
-        assert_eq!(format_count(100_000.0), "100,000");
-    }
-
-    #[test]
-    fn rows_are_compared_with_both_baselines_and_the_target() {
-        let rows = [
-            row("ferry", 3000.0),
-            row("shm-futex", 2000.0),
-            row("unix-stream", 6000.0),
-        ];
-        let table = table(&rows).unwrap();
-        let ferry = &table.rows[0];
-        assert_eq!(ferry[4], "3,000");
-        assert_eq!(ferry[5], "1,500");
-        assert_eq!(ferry[6], "-");
-        assert_eq!(&ferry[7..], ["1.50", "0.50"]);
-        let text = table.text();
-        assert!(text.contains("1.50×, met"), "{text}");
-    }
-
-    #[test]
-    fn a_missing_baseline_leaves_a_dash_and_no_verdict() {
-        let table = table(&[row("ferry", 3000.0)]).unwrap();
-        assert_eq!(&table.rows[0][7..], ["-", "-"]);
-        assert!(!table.text().contains("Target"));
-        assert!(super::table(&[]).is_none());
-    }
 }

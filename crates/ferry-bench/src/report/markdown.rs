@@ -3,7 +3,6 @@
 
 use std::fmt::Write as _;
 
-use super::table::{Align, Table};
 use super::{Report, RunInfo};
 
 impl Report {
@@ -29,8 +28,7 @@ impl Report {
 impl RunInfo {
     /// The command, machine, runs and time taken, as a list.
     fn markdown(&self) -> String {
-        let mut out = String::new();
-        let _ = writeln!(out, "- command: `{}`", self.command);
+        let mut out = format!("- command: `{}`\n", self.command);
         let _ = writeln!(
             out,
             "- machine: {} CPUs online, {}, Linux {}",
@@ -62,50 +60,5 @@ impl RunInfo {
             .collect();
         let _ = writeln!(out, "- took: {:.1} s ({})", self.wall_s, walls.join(", "));
         out
-    }
-}
-
-impl Table {
-    /// The table in Markdown, under a heading.
-    pub fn markdown(&self) -> String {
-        let mut out = format!("## {}\n\n", self.title);
-        let _ = writeln!(out, "| {} |", self.headers.join(" | "));
-        let rule: Vec<&str> = self.aligns.iter().map(|&a| rule(a)).collect();
-        let _ = writeln!(out, "|{}|", rule.join("|"));
-        for row in &self.rows {
-            let _ = writeln!(out, "| {} |", row.join(" | "));
-        }
-        if !self.notes.is_empty() {
-            out.push('\n');
-        }
-        for note in &self.notes {
-            let _ = writeln!(out, "{note}  ");
-        }
-        out
-    }
-}
-
-/// The rule under a column's header, which aligns its cells.
-fn rule(align: Align) -> &'static str {
-    match align {
-        Align::Left => "---",
-        Align::Right => "---:",
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use crate::report::columns;
-    use crate::report::rows::tests::row;
-
-    #[test]
-    fn markdown_tables_align_numbers_right() {
-        let md = columns::pingpong(&[row("ferry", 12, 1.0)], 3).markdown();
-        assert!(
-            md.starts_with("## pingpong\n\n| transport | wait |"),
-            "{md}"
-        );
-        assert!(md.contains("|---|---|---|---:|"), "{md}");
-        assert!(md.contains("p50 min–max"), "{md}");
     }
 }

@@ -149,28 +149,9 @@ impl Report {
     /// The tables of the workloads that ran.
     pub fn tables(&self) -> Vec<Table> {
         let repeat = self.run.repeat;
-        let mut tables = Vec::new();
-        if !self.pingpong.is_empty() {
-            tables.push(columns::pingpong(&self.pingpong, repeat));
-        }
-        tables.extend(columns::pool(
-            "pingpong",
-            &self.pingpong,
-            |r| r.pool,
-            PingpongRow::key,
-        ));
-        if !self.throughput.is_empty() {
-            tables.push(columns::throughput(&self.throughput, repeat));
-        }
-        tables.extend(columns::pool(
-            "throughput",
-            &self.throughput,
-            |r| r.pool,
-            ThroughputRow::key,
-        ));
-        if !self.calls.is_empty() {
-            tables.push(columns::calls(&self.calls, repeat));
-        }
+        let mut tables = columns::pingpong(&self.pingpong, repeat);
+        tables.extend(columns::throughput(&self.throughput, repeat));
+        tables.extend(columns::calls(&self.calls, repeat));
         tables.extend(server::tables(&self.server, repeat));
         tables.extend(instructions::table(&self.instructions));
         tables

@@ -315,36 +315,9 @@ impl CallsRow {
 }
 
 #[cfg(test)]
-pub mod tests {
+mod tests {
     use super::*;
     use crate::stats::{empty_histogram, record};
-
-    /// A pingpong row of one run whose every figure is `p50_us`.
-    pub fn row(transport: &'static str, size: usize, p50_us: f64) -> PingpongRow {
-        let mut histogram = empty_histogram();
-        record(&mut histogram, (p50_us * 1e3) as u64);
-        PingpongRow {
-            transport,
-            wait: "sleep",
-            placement: "unpinned",
-            size,
-            count: 10,
-            p50_us,
-            p99_us: p50_us,
-            p999_us: p50_us,
-            max_us: p50_us,
-            mean_us: p50_us,
-            cpu_us: p50_us,
-            p50_min_us: p50_us,
-            p50_max_us: p50_us,
-            runs: 1,
-            capped: false,
-            wall_s: 1.0,
-            pool: None,
-            per_run: Vec::new(),
-            histogram_ns: Buckets(histogram),
-        }
-    }
 
     #[test]
     fn the_tail_comes_from_all_runs_and_never_passes_the_slowest() {

@@ -117,34 +117,20 @@ impl ServerRow {
 
 /// The tables of the tests that ran.
 pub fn tables(rows: &[ServerRow], repeat: usize) -> Vec<Table> {
-    let of = |test: Test| -> Vec<ServerRow> {
-        rows.iter()
+    let tests = [
+        (Test::Connect, connect as fn(&[ServerRow], usize) -> Table),
+        (Test::Fd, fd),
+        (Test::Clients, clients),
+    ];
+    let table = |(test, table): (Test, fn(&[ServerRow], usize) -> Table)| {
+        let rows: Vec<ServerRow> = rows
+            .iter()
             .filter(|r| r.test == test.name())
             .cloned()
-            .collect()
+            .collect();
+        (!rows.is_empty()).then(|| table(&rows, repeat))
     };
-    let tables = [
-        (
-            of(Test::Connect),
-            connect as fn(&[ServerRow], usize) -> Table,
-        ),
-        (of(Test::Fd), fd),
-        (of(Test::Clients), clients),
-    ];
-    tables
-        .into_iter()
-        .filter(|(rows, _)| !rows.is_empty())
-        .map(|(rows, table)| table(&rows, repeat))
-        .collect()
-}
-
-/// The engine, placement and count columns.
-fn key_columns<'a>() -> Vec<Column<'a, ServerRow>> {
-    vec![
-        Column::name("engine", ServerRow::name),
-        Column::name("placement", |r: &ServerRow| r.placement.to_string()),
-        count_column(|r: &ServerRow| (r.count, r.capped)),
-    ]
+    tests.into_iter().filter_map(table).collect()
 }
 
 /// p50, p99 and max, and the runs' p50 range with `--repeat`.
@@ -174,21 +160,44 @@ fn ratio_column<'a>(
     })
 }
 
-fn connect(rows: &[ServerRow], repeat: usize) -> Table {
-    let mut columns = key_columns();
+/// A table of one connection's timed operations: the engine, placement,
+/// count and times, then `last`.
+fn timed<'a>(
+    title: &str,
+    note: &str,
+    rows: &'a [ServerRow],
+    repeat: usize,
+    last: [Column<'a, ServerRow>; 2],
+) -> Table {
+    let mut columns = vec![
+        Column::name("engine", ServerRow::name),
+        Column::name("placement", |r: &ServerRow| r.placement.to_string()),
+        count_column(|r: &ServerRow| (r.count, r.capped)),
+    ];
     columns.extend(time_columns(repeat));
-    columns.push(ratio_column(rows, "p50", BASELINE, |r| r.p50_us));
-    columns.push(ratio_column(rows, "p50", "ferry", |r| r.p50_us));
-    Table::new("connect + first round trip (144 B)", &columns, rows)
+    columns.extend(last);
+    Table::new(title, &columns, rows)
         .grouped(rows, |r| r.placement)
-        .noted([CONNECT_NOTE.to_string()])
+        .noted([note.to_string()])
         .noted(capped_note(rows.iter().any(|r| r.capped)))
 }
 
+fn connect(rows: &[ServerRow], repeat: usize) -> Table {
+    let last = [
+        ratio_column(rows, "p50", BASELINE, |r| r.p50_us),
+        ratio_column(rows, "p50", "ferry", |r| r.p50_us),
+    ];
+    timed(
+        "connect + first round trip (144 B)",
+        CONNECT_NOTE,
+        rows,
+        repeat,
+        last,
+    )
+}
+
 fn fd(rows: &[ServerRow], repeat: usize) -> Table {
-    let mut columns = key_columns();
-    columns.extend(time_columns(repeat));
-    columns.push(Column::number("fd adds µs", |row: &ServerRow| {
+    let adds = Column::number("fd adds µs", |row: &ServerRow| {
         let without = |r: &&ServerRow| {
             (r.test, r.placement, r.engine, r.fd) == (row.test, row.placement, row.engine, false)
         };
@@ -196,12 +205,9 @@ fn fd(rows: &[ServerRow], repeat: usize) -> Table {
             (true, Some(base)) => format_us(row.p50_us - base.p50_us),
             _ => "-".to_string(),
         }
-    }));
-    columns.push(ratio_column(rows, "p50", BASELINE, |r| r.p50_us));
-    Table::new("fd passing round trip (144 B)", &columns, rows)
-        .grouped(rows, |r| r.placement)
-        .noted([FD_NOTE.to_string()])
-        .noted(capped_note(rows.iter().any(|r| r.capped)))
+    });
+    let last = [adds, ratio_column(rows, "p50", BASELINE, |r| r.p50_us)];
+    timed("fd passing round trip (144 B)", FD_NOTE, rows, repeat, last)
 }
 
 fn clients(rows: &[ServerRow], repeat: usize) -> Table {
@@ -223,85 +229,8 @@ fn clients(rows: &[ServerRow], repeat: usize) -> Table {
     columns.extend(time_columns(1));
     columns.push(ratio_column(rows, "rt/s", BASELINE, |r| r.per_s));
     columns.push(ratio_column(rows, "p99", BASELINE, |r| r.p99_us));
-    Table::new(
-        "one server, many clients (144 B round trips)",
-        &columns,
-        rows,
-    )
-    .grouped(rows, |r| (r.placement, r.clients))
-    .noted([CLIENTS_NOTE.to_string()])
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::stats::{empty_histogram, record};
-
-    fn row(test: Test, engine: &'static str, fd: bool, p50_us: f64, per_s: f64) -> ServerRow {
-        let mut histogram = empty_histogram();
-        record(&mut histogram, (p50_us * 1e3) as u64);
-        ServerRow {
-            test: test.name(),
-            engine,
-            fd,
-            clients: if test == Test::Clients { 100 } else { 1 },
-            placement: "unpinned",
-            count: 10,
-            p50_us,
-            p99_us: p50_us * 2.0,
-            max_us: p50_us * 3.0,
-            per_s,
-            p50_min_us: p50_us,
-            p50_max_us: p50_us,
-            per_s_min: per_s,
-            per_s_max: per_s,
-            slowest_client_per_s: (test == Test::Clients).then_some(per_s / 200.0),
-            runs: 1,
-            capped: false,
-            wall_s: 1.0,
-            histogram_ns: Buckets(histogram),
-        }
-    }
-
-    fn cell(table: &Table, row: usize, header: &str) -> String {
-        let column = table.headers.iter().position(|h| h == header).unwrap();
-        table.rows[row][column].clone()
-    }
-
-    #[test]
-    fn each_test_gets_its_table_and_ratios_stay_within_it() {
-        let rows = [
-            row(Test::Connect, "ferry", false, 50.0, 0.0),
-            row(Test::Connect, "unix-seqpacket", false, 25.0, 0.0),
-            row(Test::Fd, "ferry", false, 2.0, 0.0),
-            row(Test::Fd, "ferry", true, 5.0, 0.0),
-            row(Test::Fd, "unix-seqpacket", true, 10.0, 0.0),
-            row(Test::Clients, "ferry", false, 4.0, 200_000.0),
-            row(Test::Clients, "unix-seqpacket", false, 8.0, 100_000.0),
-        ];
-        let tables = tables(&rows, 1);
-        assert_eq!(tables.len(), 3);
-        assert_eq!(cell(&tables[0], 0, "p50 ×unix-seqpacket"), "2.00");
-        assert_eq!(cell(&tables[0], 1, "p50 ×ferry"), "0.50");
-        let fd = &tables[1];
-        assert_eq!(cell(fd, 1, "engine"), "ferry+fd");
-        assert_eq!(cell(fd, 1, "fd adds µs"), "3.00");
-        assert_eq!(cell(fd, 0, "fd adds µs"), "-");
-        // ferry+fd against the floor, unix-seqpacket+fd; plain ferry has
-        // no counterpart here.
-        assert_eq!(cell(fd, 1, "p50 ×unix-seqpacket"), "0.50");
-        assert_eq!(cell(fd, 0, "p50 ×unix-seqpacket"), "-");
-        assert_eq!(cell(&tables[2], 0, "rt/s ×unix-seqpacket"), "2.00");
-        assert_eq!(cell(&tables[2], 0, "p99 ×unix-seqpacket"), "0.50");
-        assert_eq!(cell(&tables[2], 0, "slowest client rt/s"), "1.0 k");
-    }
-
-    #[test]
-    fn repeats_add_ranges_and_missing_tests_no_table() {
-        let rows = [row(Test::Clients, "ferry", false, 4.0, 200_000.0)];
-        let tables = tables(&rows, 3);
-        assert_eq!(tables.len(), 1);
-        assert!(tables[0].headers.contains(&"rt/s min–max".to_string()));
-        assert!(tables[0].headers.contains(&"p99 µs".to_string()));
-    }
+    let title = "one server, many clients (144 B round trips)";
+    Table::new(title, &columns, rows)
+        .grouped(rows, |r| (r.placement, r.clients))
+        .noted([CLIENTS_NOTE.to_string()])
 }

@@ -1,29 +1,20 @@
-//! Tables of rows, built from column descriptors, and their text form for
-//! the terminal.
-//!
-//! A [`Column`] is a header, an alignment and the function that renders its
-//! cell for a row; a [`Table`] is the cells of every row under every
-//! column, with a title, gaps between groups of rows, and notes under it.
+//! Tables built from columns, each a header, an alignment and the cell it
+//! renders for a row, as aligned text for the terminal and as Markdown.
 
 use std::fmt::Write as _;
 
-/// Where a column's cells sit.
+/// Where a column's cells sit: names left, numbers right.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Align {
-    /// Names: flush left.
     Left,
-    /// Numbers: flush right.
     Right,
 }
-
-/// Renders one cell of a row of `R`s.
-type Cell<'a, R> = Box<dyn Fn(&R) -> String + 'a>;
 
 /// One column of a table of `R`s.
 pub struct Column<'a, R> {
     header: String,
     align: Align,
-    cell: Cell<'a, R>,
+    cell: Box<dyn Fn(&R) -> String + 'a>,
 }
 
 impl<'a, R> Column<'a, R> {
@@ -49,11 +40,8 @@ impl<'a, R> Column<'a, R> {
 /// A table: a title, headers, rows of cells, and notes under it.
 #[derive(Debug, Clone, Default)]
 pub struct Table {
-    /// What the table shows.
     pub title: String,
-    /// Column headers.
     pub headers: Vec<String>,
-    /// How each column's cells sit.
     pub aligns: Vec<Align>,
     /// The cells, one vector per row.
     pub rows: Vec<Vec<String>>,
@@ -72,8 +60,7 @@ impl Table {
             headers: columns.iter().map(|c| c.header.clone()).collect(),
             aligns: columns.iter().map(|c| c.align).collect(),
             rows: rows.iter().map(cells).collect(),
-            breaks: Vec::new(),
-            notes: Vec::new(),
+            ..Self::default()
         }
     }
 
@@ -92,18 +79,28 @@ impl Table {
         self
     }
 
-    /// The table as aligned text.
+    /// The header line, then the rows.
+    fn lines(&self) -> impl Iterator<Item = &Vec<String>> {
+        std::iter::once(&self.headers).chain(&self.rows)
+    }
+
+    /// The table as aligned text, two spaces between columns.
     pub fn text(&self) -> String {
-        let mut lines = vec![self.headers.clone()];
-        lines.extend(self.rows.iter().cloned());
-        let widths = widths(&lines);
+        let width = |c: usize| self.lines().map(|l| l[c].chars().count()).max();
+        let widths: Vec<usize> = (0..self.headers.len()).filter_map(width).collect();
         let mut out = format!("{}\n", self.title);
-        for (i, line) in lines.iter().enumerate() {
+        for (i, line) in self.lines().enumerate() {
             if i > 0 && self.breaks.contains(&(i - 1)) {
                 out.push('\n');
             }
-            out.push_str(self.line_of(line, &widths).trim_end());
-            out.push('\n');
+            let cells = line.iter().zip(&widths).zip(&self.aligns);
+            let padded: Vec<String> = cells
+                .map(|((cell, &w), align)| match align {
+                    Align::Left => format!("{cell:<w$}"),
+                    Align::Right => format!("{cell:>w$}"),
+                })
+                .collect();
+            let _ = writeln!(out, "{}", padded.join("  ").trim_end());
         }
         for note in &self.notes {
             let _ = writeln!(out, "{note}");
@@ -111,68 +108,24 @@ impl Table {
         out
     }
 
-    fn line_of(&self, cells: &[String], widths: &[usize]) -> String {
-        let mut line = String::new();
-        for ((cell, &w), align) in cells.iter().zip(widths).zip(&self.aligns) {
-            let _ = match align {
-                Align::Left => write!(line, "{cell:<w$}  "),
-                Align::Right => write!(line, "{cell:>w$}  "),
-            };
+    /// The table in Markdown, under a heading; its rule aligns the cells.
+    pub fn markdown(&self) -> String {
+        let mut out = format!("## {}\n\n", self.title);
+        let rule = self.aligns.iter().map(|a| match a {
+            Align::Left => "---",
+            Align::Right => "---:",
+        });
+        let _ = writeln!(out, "| {} |", self.headers.join(" | "));
+        let _ = writeln!(out, "|{}|", rule.collect::<Vec<_>>().join("|"));
+        for row in &self.rows {
+            let _ = writeln!(out, "| {} |", row.join(" | "));
         }
-        line
-    }
-}
-
-/// The width of each column: its widest cell, in characters.
-fn widths(lines: &[Vec<String>]) -> Vec<usize> {
-    let width = |c: usize| {
-        lines
-            .iter()
-            .map(|l| l.get(c).map_or(0, |s| s.chars().count()))
-            .max()
-            .unwrap_or(0)
-    };
-    (0..lines[0].len()).map(width).collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn squares() -> Table {
-        let columns = [
-            Column::name("n", |n: &u32| format!("#{n}")),
-            Column::number("square", |n: &u32| (n * n).to_string()),
-        ];
-        Table::new("squares", &columns, &[3, 4, 12])
-            .grouped(&[3, 4, 12], |n| *n < 10)
-            .noted(["small, then large".to_string()])
-    }
-
-    #[test]
-    fn columns_render_each_row_under_their_header() {
-        let table = squares();
-        assert_eq!(table.headers, ["n", "square"]);
-        assert_eq!(table.aligns, [Align::Left, Align::Right]);
-        assert_eq!(table.rows[2], ["#12", "144"]);
-        assert_eq!(table.breaks, [2]);
-    }
-
-    #[test]
-    fn text_aligns_names_left_numbers_right_and_gaps_groups() {
-        let text = squares().text();
-        let lines: Vec<&str> = text.lines().collect();
-        assert_eq!(
-            lines,
-            [
-                "squares",
-                "n    square",
-                "#3        9",
-                "#4       16",
-                "",
-                "#12     144",
-                "small, then large"
-            ]
-        );
+        if !self.notes.is_empty() {
+            out.push('\n');
+        }
+        for note in &self.notes {
+            let _ = writeln!(out, "{note}  ");
+        }
+        out
     }
 }

@@ -17,6 +17,7 @@ use super::Report;
 use super::RunInfo;
 use super::bars::{self, Bar};
 use super::format::{bytes, number};
+use super::rows::{PingpongRow, RowKey, ThroughputRow};
 use crate::error::{Context, Error};
 
 /// A part of the picture.
@@ -36,7 +37,6 @@ const PLOT_WIDTH: u32 = 820;
 const LEGEND_ROW: i32 = 22;
 
 /// One point of a line: x, y, the runs' range of y, and whether capped.
-#[derive(Debug, Clone, Copy)]
 struct Point {
     x: f64,
     y: f64,
@@ -45,7 +45,6 @@ struct Point {
 }
 
 /// One line: a transport, and how it waits.
-#[derive(Debug, Clone)]
 struct Series {
     name: &'static str,
     wait: &'static str,
@@ -53,7 +52,6 @@ struct Series {
 }
 
 /// A log-log line chart.
-#[derive(Debug, Clone)]
 struct LineChart {
     title: String,
     y_label: &'static str,
@@ -62,8 +60,17 @@ struct LineChart {
 
 /// The whole picture, as SVG.
 pub fn svg(report: &Report) -> Result<String, Error> {
-    let mut charts = pingpong_charts(report);
-    charts.extend(throughput_charts(report));
+    let p50 = ("Round trip p50", "lower", "p50 round trip, µs");
+    let mut charts = line_charts(&report.pingpong, p50, PingpongRow::key, |r| {
+        (r.p50_us, (r.p50_min_us, r.p50_max_us), r.capped)
+    });
+    let gib = ("One-way throughput", "higher", "GiB/s");
+    charts.extend(line_charts(
+        &report.throughput,
+        gib,
+        ThroughputRow::key,
+        |r| (r.gib_per_s, (r.gib_per_s_min, r.gib_per_s_max), r.capped),
+    ));
     let bars = bars::of(report);
     let height = HEADER_HEIGHT + CHART_HEIGHT * charts.len() as u32 + bars::height(bars.len());
     let mut out = String::new();
@@ -103,43 +110,48 @@ fn draw_header(area: &Area<'_>, run: &RunInfo) -> Drawn {
     area.draw(&Text::new(subtitle, (20, 46), (FONT, 15)))
 }
 
-/// Round trip p50 against size, a chart per placement.
-fn pingpong_charts(report: &Report) -> Vec<LineChart> {
-    let rows = &report.pingpong;
-    let charts = placements(rows.iter().map(|r| r.placement)).into_iter();
-    let chart = |placement: &str| LineChart {
-        title: format!("Round trip p50 against message size ({placement}; lower is better)"),
-        y_label: "p50 round trip, µs",
-        series: group(rows.iter().filter(|r| r.placement == placement), |r| {
+/// A line chart per placement of `rows`: `y` against size, one line per
+/// transport in order of first appearance, titled `what` and which way is
+/// `better`; points that cannot go on a log scale are left out.
+fn line_charts<R>(
+    rows: &[R],
+    (what, better, y_label): (&str, &str, &'static str),
+    key: fn(&R) -> RowKey,
+    y: fn(&R) -> (f64, (f64, f64), bool),
+) -> Vec<LineChart> {
+    let chart = |placement: &str| {
+        let mut series: Vec<Series> = Vec::new();
+        for r in rows.iter().filter(|r| key(r).2 == placement) {
+            let ((name, wait, _, size), (y, range, capped)) = (key(r), y(r));
+            if !(y > 0.0 && y.is_finite()) {
+                continue;
+            }
+            let x = size as f64;
             let point = Point {
-                x: r.size as f64,
-                y: r.p50_us,
-                range: (r.p50_min_us, r.p50_max_us),
-                capped: r.capped,
+                x,
+                y,
+                range,
+                capped,
             };
-            (r.transport, r.wait, point)
-        }),
+            match series.iter_mut().find(|s| s.name == name) {
+                Some(s) => s.points.push(point),
+                None => series.push(Series {
+                    name,
+                    wait,
+                    points: vec![point],
+                }),
+            }
+        }
+        for s in &mut series {
+            s.points.sort_by(|a, b| a.x.total_cmp(&b.x));
+        }
+        LineChart {
+            title: format!("{what} against message size ({placement}; {better} is better)"),
+            y_label,
+            series,
+        }
     };
-    charts.map(chart).filter(|c| !c.series.is_empty()).collect()
-}
-
-/// Throughput against size, a chart per placement.
-fn throughput_charts(report: &Report) -> Vec<LineChart> {
-    let rows = &report.throughput;
-    let charts = placements(rows.iter().map(|r| r.placement)).into_iter();
-    let chart = |placement: &str| LineChart {
-        title: format!("One-way throughput against message size ({placement}; higher is better)"),
-        y_label: "GiB/s",
-        series: group(rows.iter().filter(|r| r.placement == placement), |r| {
-            let point = Point {
-                x: r.size as f64,
-                y: r.gib_per_s,
-                range: (r.gib_per_s_min, r.gib_per_s_max),
-                capped: r.capped,
-            };
-            (r.transport, r.wait, point)
-        }),
-    };
+    let charts = placements(rows.iter().map(|r| key(r).2)).into_iter();
     charts.map(chart).filter(|c| !c.series.is_empty()).collect()
 }
 
@@ -154,35 +166,8 @@ pub fn placements<'a>(names: impl Iterator<Item = &'a str>) -> Vec<&'a str> {
     seen
 }
 
-/// Rows grouped into one series per transport, in order of first
-/// appearance, each sorted by size; points that cannot go on a log scale
-/// are left out.
-fn group<'r, R: 'r>(
-    rows: impl Iterator<Item = &'r R>,
-    point: impl Fn(&R) -> (&'static str, &'static str, Point),
-) -> Vec<Series> {
-    let mut series: Vec<Series> = Vec::new();
-    for (name, wait, p) in rows.map(point) {
-        if !(p.y > 0.0 && p.y.is_finite()) {
-            continue;
-        }
-        match series.iter_mut().find(|s| s.name == name) {
-            Some(s) => s.points.push(p),
-            None => series.push(Series {
-                name,
-                wait,
-                points: vec![p],
-            }),
-        }
-    }
-    for s in &mut series {
-        s.points.sort_by(|a, b| a.x.total_cmp(&b.x));
-    }
-    series
-}
-
 /// How a transport's line looks.
-#[derive(Debug, Clone, Copy)]
+#[derive(Clone, Copy)]
 struct Look {
     colour: RGBColor,
     dashed: bool,
@@ -237,25 +222,14 @@ pub fn decades(values: impl Iterator<Item = f64>) -> (f64, f64) {
     (10f64.powf(lo), 10f64.powf(hi))
 }
 
-impl LineChart {
-    fn points(&self) -> impl Iterator<Item = &Point> {
-        self.series.iter().flat_map(|s| s.points.iter())
-    }
-
-    /// Every size measured, once each, in order.
-    fn sizes(&self) -> Vec<f64> {
-        let mut sizes: Vec<f64> = self.points().map(|p| p.x).collect();
-        sizes.sort_by(f64::total_cmp);
-        sizes.dedup();
-        sizes
-    }
-}
-
 fn draw_line_chart(area: &Area<'_>, chart: &LineChart) -> Drawn {
     let (plot, legend) = area.split_horizontally(PLOT_WIDTH);
-    let sizes = chart.sizes();
+    let points = || chart.series.iter().flat_map(|s| &s.points);
+    let mut sizes: Vec<f64> = points().map(|p| p.x).collect();
+    sizes.sort_by(f64::total_cmp);
+    sizes.dedup();
     let x = (sizes[0] / 1.6)..(sizes[sizes.len() - 1] * 1.6);
-    let (y_lo, y_hi) = decades(chart.points().flat_map(|p| [p.y, p.range.0, p.range.1]));
+    let (y_lo, y_hi) = decades(points().flat_map(|p| [p.y, p.range.0, p.range.1]));
     let mut cc = ChartBuilder::on(&plot)
         .caption(&chart.title, (FONT, 20))
         .margin(12)
@@ -298,26 +272,15 @@ fn draw_series(
     cc.draw_series(
         ranged.map(|p| ErrorBar::new_vertical(p.x, p.range.0, p.y, p.range.1, bar, 10)),
     )?;
-    let fill = |p: &Point| {
-        if p.capped {
-            WHITE.filled()
-        } else {
-            look.colour.filled()
-        }
-    };
-    cc.draw_series(
-        series
-            .points
-            .iter()
-            .map(|p| Circle::new((p.x, p.y), 4, fill(p))),
-    )?;
-    let outline = look.colour.stroke_width(2);
-    cc.draw_series(
-        series
-            .points
-            .iter()
-            .map(|p| Circle::new((p.x, p.y), 4, outline)),
-    )?;
+    // Filled (hollow where capped), then every outline over them.
+    let fills = series.points.iter().map(|p| match p.capped {
+        true => WHITE.filled(),
+        false => look.colour.filled(),
+    });
+    let outlines = series.points.iter().map(|_| look.colour.stroke_width(2));
+    let styles = fills.chain(outlines);
+    let at = series.points.iter().cycle().map(|p| (p.x, p.y));
+    cc.draw_series(at.zip(styles).map(|(at, style)| Circle::new(at, 4, style)))?;
     Ok(())
 }
 
@@ -358,11 +321,5 @@ mod tests {
         assert_eq!(decades([3.0, 450.0].into_iter()), (1.0, 1000.0));
         assert_eq!(decades([10.0].into_iter()), (10.0, 100.0));
         assert_eq!(decades(std::iter::empty()), (1.0, 10.0));
-    }
-
-    #[test]
-    fn colours_come_from_their_codes() {
-        assert_eq!(rgb(0x1f4e9c), RGBColor(0x1f, 0x4e, 0x9c));
-        assert!(look("ferry-spin", 0).dashed && !look("ferry", 0).dashed);
     }
 }

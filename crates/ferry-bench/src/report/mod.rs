@@ -1,9 +1,10 @@
 //! The report of a run: its rows as tables on the terminal and in
 //! Markdown, as JSON, and as charts.
 //!
-//! [`rows`] builds a row from each case's runs; [`columns`] says which
-//! columns each workload's [`table`] shows; [`markdown`], [`json`] and
-//! [`chart`] write the three files.
+//! [`rows`] (and [`server`], [`instructions`]) build a row from each
+//! case's runs; [`columns`] and those two say which columns each
+//! workload's [`table`] shows; [`markdown`], [`json`] and [`chart`] write
+//! the three files.
 
 mod bars;
 mod chart;
@@ -24,7 +25,8 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::error::{Context, Error};
-use crate::matrix::Results;
+use crate::matrix::{Bench, Results};
+use crate::runner::Runs;
 
 pub use instructions::InstructionsRow;
 pub use json::write_json;
@@ -129,18 +131,10 @@ impl Report {
         info.line_round_trip_ns =
             (!lines.is_empty()).then(|| [lines[0], lines[lines.len() / 2], lines[lines.len() - 1]]);
         Self {
-            pingpong: results
-                .pingpong
-                .iter()
-                .filter_map(PingpongRow::of)
-                .collect(),
-            throughput: results
-                .throughput
-                .iter()
-                .filter_map(ThroughputRow::of)
-                .collect(),
-            calls: results.calls.iter().filter_map(CallsRow::of).collect(),
-            server: results.server.iter().filter_map(ServerRow::of).collect(),
+            pingpong: rows(&results.pingpong, PingpongRow::of),
+            throughput: rows(&results.throughput, ThroughputRow::of),
+            calls: rows(&results.calls, CallsRow::of),
+            server: rows(&results.server, ServerRow::of),
             instructions: Vec::new(),
             run: info,
         }
@@ -179,4 +173,9 @@ impl Report {
         }
         Ok(written)
     }
+}
+
+/// The rows of the cases whose runs succeeded.
+fn rows<C: Bench, R>(cases: &[Runs<C>], of: fn(&Runs<C>) -> Option<R>) -> Vec<R> {
+    cases.iter().filter_map(of).collect()
 }

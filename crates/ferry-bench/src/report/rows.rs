@@ -1,11 +1,9 @@
-//! The rows of the report, one per case of a workload, each built from the
-//! case's runs.
+//! The rows of the report, one per case of a workload, built from its runs.
 //!
-//! With `--repeat N`, a row's headline figure (p50, GiB/s, ns per call) is
-//! the median of the runs' figures, with the runs' min–max beside it. A
-//! pingpong row's tail (p99, p99.9, max) comes instead from every round
-//! trip of every run, pooled into one histogram, so p99.9 is a true p99.9
-//! of all the row's samples; the other figures are medians of the runs'.
+//! A row's figures are the medians of its runs' (with the runs' min–max
+//! beside the headline one), but a pingpong row's tail (p99, p99.9, max)
+//! comes from every round trip of every run pooled, so p99.9 is a true
+//! p99.9 of all the row's samples.
 
 use hdrhistogram::Histogram;
 use serde::Serialize;
@@ -55,33 +53,29 @@ pub struct PingpongRow {
     /// ferry's block pool in this process over the timed spans of all the
     /// row's runs; `null` where no block was used.
     pub pool: Option<PoolUse>,
-    /// Each run's p50 (µs), and how far apart the CPUs were around it.
+    /// Each run's p50 (µs), and where its CPUs were.
     pub per_run: Vec<RunPoint>,
     /// Every timed round trip of all the row's runs (last: one long line).
     pub histogram_ns: Buckets,
 }
 
 /// One run of a row: its figure, a cache line's round trip between CPUs 0
-/// and 1 measured just before and just after it (see `crate::distance`;
-/// `null` where not measured), and how often the two processes shared a
-/// CPU. Runs whose
-/// figures scatter can be grouped by the state the machine was in, and
-/// unpinned runs by where the scheduler put the pair.
+/// and 1 around it (see `crate::distance`), and how often the two
+/// processes shared a CPU, so scattered runs can be grouped by the state
+/// the machine was in and by where the scheduler put the pair.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RunPoint {
     /// The run's figure, in the row's unit (p50 µs, or messages per second).
     pub value: f64,
-    /// The line's round trip before the run, ns.
+    /// The line's round trip before the run, ns; `null` where not measured.
     pub line_before_ns: Option<u64>,
     /// The line's round trip after the run, ns.
     pub line_after_ns: Option<u64>,
-    /// The share of the timed span's notes (every few round trips or
-    /// messages, each process noting its CPU) that found both processes on
-    /// one CPU; `null` for rows of one process.
+    /// The share of the span's notes (each process noting its CPU every
+    /// few round trips or messages) that found both on one CPU.
     pub one_cpu_share: Option<f64>,
-    /// Whether the two processes shared one CPU for most of the span
-    /// (`"yes"`: half the notes or more) or not (`"no"`); `null` for rows
-    /// of one process.
+    /// `"yes"` where that share is half or more, else `"no"`; `null` (as
+    /// the share) for rows of one process.
     pub one_cpu: Option<&'static str>,
 }
 
@@ -108,9 +102,8 @@ impl RunPoint {
     }
 }
 
-/// Round-trip times in nanoseconds, in an HDR histogram with three
-/// significant digits. In JSON: `[ns, count]` per non-empty bucket, on one
-/// line, where `ns` is the highest value the bucket holds.
+/// Round-trip times in nanoseconds, in an HDR histogram; in JSON, `[ns,
+/// count]` per non-empty bucket on one line (see `json.rs`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Buckets(pub Histogram<u64>);
 
@@ -143,11 +136,9 @@ pub struct ThroughputRow {
     pub capped: bool,
     /// Wall-clock seconds of all the row's runs, start-up included.
     pub wall_s: f64,
-    /// ferry's block pool in this process over the timed spans of all the
-    /// row's runs; `null` where no block was used.
+    /// As pingpong's.
     pub pool: Option<PoolUse>,
-    /// Each run's messages per second, and how far apart the CPUs were
-    /// around it.
+    /// Each run's messages per second, and where its CPUs were.
     pub per_run: Vec<RunPoint>,
 }
 
@@ -179,14 +170,12 @@ pub struct CallsRow {
 /// A row's transport, wait, placement and size.
 pub type RowKey = (&'static str, &'static str, &'static str, usize);
 
-/// The median of `f` over the samples (callers pass at least one),
-/// rounded as [`round`] does.
+/// The median of `f` over the samples (at least one), rounded.
 pub(super) fn med<S>(samples: &[S], f: impl Fn(&S) -> f64) -> f64 {
     round(Spread::of(samples.iter().map(f)).map_or(f64::NAN, |s| s.median))
 }
 
-/// `x` to four significant digits: the JSON says no more than a run can
-/// tell.
+/// `x` to four significant digits: no more than a run can tell.
 pub fn round(x: f64) -> f64 {
     if x == 0.0 || !x.is_finite() {
         return x;
@@ -196,6 +185,7 @@ pub fn round(x: f64) -> f64 {
     (x * scale).round() / scale
 }
 
+/// The median of the runs' counts.
 pub(super) fn median_count<S>(samples: &[S], f: impl Fn(&S) -> usize) -> usize {
     let spread = Spread::of(samples.iter().map(|s| f(s) as f64));
     spread.map_or(0, |s| s.median.round() as usize)
@@ -207,8 +197,8 @@ fn pool_of(uses: impl Iterator<Item = PoolUse>) -> Option<PoolUse> {
     sum.is_used().then_some(sum)
 }
 
-/// The tail of a row's round trips: its pooled percentiles, in µs, each at
-/// most the slowest round trip (a bucket's highest value can lie above it).
+/// A row's pooled percentiles, µs, each at most the slowest round trip (a
+/// bucket's highest value can lie above it).
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Tail {
     pub(super) p99: f64,

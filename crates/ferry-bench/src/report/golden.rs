@@ -41,9 +41,9 @@ fn pool(n: u64) -> Option<PoolUse> {
     })
 }
 
-type Case = (&'static str, &'static str, usize, f64, bool);
+type Name = &'static str;
 
-fn pingpong((transport, placement, size, us, capped): Case) -> PingpongRow {
+fn pingpong(transport: Name, placement: Name, size: usize, us: f64, capped: bool) -> PingpongRow {
     let spun = transport.ends_with("spin");
     PingpongRow {
         transport,
@@ -70,7 +70,13 @@ fn pingpong((transport, placement, size, us, capped): Case) -> PingpongRow {
     }
 }
 
-fn throughput((transport, placement, size, gib, capped): Case) -> ThroughputRow {
+fn throughput(
+    transport: Name,
+    placement: Name,
+    size: usize,
+    gib: f64,
+    capped: bool,
+) -> ThroughputRow {
     let rate = gib * (1u64 << 30) as f64 / size as f64;
     ThroughputRow {
         transport,
@@ -91,7 +97,7 @@ fn throughput((transport, placement, size, gib, capped): Case) -> ThroughputRow 
     }
 }
 
-fn calls((call, via, placement, ns): (&'static str, &'static str, &'static str, f64)) -> CallsRow {
+fn calls(call: Name, via: Name, placement: Name, ns: f64, capped: bool) -> CallsRow {
     CallsRow {
         call,
         via,
@@ -101,14 +107,23 @@ fn calls((call, via, placement, ns): (&'static str, &'static str, &'static str, 
         ns_min: ns * 0.95,
         ns_max: ns * 1.3,
         runs: 3,
-        capped: via == "std-mpsc",
+        capped,
         wall_s: 0.5,
     }
 }
 
-type ServerCase = (&'static str, &'static str, bool, usize, &'static str, f64);
-
-fn server((test, engine, fd, clients, placement, us): ServerCase) -> ServerRow {
+/// A server row of `engine`, `+fd` where a descriptor rode along.
+fn server(
+    test: Name,
+    engine: Name,
+    clients: usize,
+    placement: Name,
+    us: f64,
+    capped: bool,
+) -> ServerRow {
+    let (engine, fd) = engine
+        .strip_suffix("+fd")
+        .map_or((engine, false), |engine| (engine, true));
     let per_s = clients as f64 * 1e6 / us;
     ServerRow {
         test,
@@ -128,13 +143,13 @@ fn server((test, engine, fd, clients, placement, us): ServerCase) -> ServerRow {
         slowest_client_per_s: (test == "clients" && engine != "ipc-channel")
             .then_some(per_s / 200.0),
         runs: 3,
-        capped: engine == "ipc-channel",
+        capped,
         wall_s: 3.0,
         histogram_ns: buckets(us),
     }
 }
 
-fn instructions((transport, per_round_trip): (&'static str, f64)) -> InstructionsRow {
+fn instructions(transport: Name, per_round_trip: f64) -> InstructionsRow {
     InstructionsRow {
         transport,
         wait: "sleep",
@@ -149,73 +164,50 @@ fn instructions((transport, per_round_trip): (&'static str, f64)) -> Instruction
     }
 }
 
+/// The report of the rows in `tests/golden/rows.txt`: a line per row,
+/// its workload, names and figures between ` | `.
 fn report(repeat: usize) -> Report {
-    let sizes = [12, 4096];
-    let pingpong_cases = sizes.iter().flat_map(|&size| {
-        let us = |base: f64| base * (1.0 + size as f64 / 1000.0);
-        [
-            ("ferry", "unpinned", size, us(0.05), false),
-            ("unix-stream", "unpinned", size, us(20.0), false),
-            ("shm-futex", "unpinned", size, us(2.0), false),
-            ("shm-spin", "unpinned", size, us(0.9), size == 12),
-            ("ferry", "split", size, us(30.0), false),
-            ("ferry-spin", "split", size, us(150.0), false),
-        ]
-    });
-    let throughput_cases = [
-        ("ferry", "unpinned", 4096, 3.21, false),
-        ("unix-stream", "unpinned", 4096, 0.456, false),
-        ("shm-futex", "unpinned", 4096, 0.0042, true),
-        ("ferry", "split", 1 << 20, 12.5, false),
-        ("pipe", "split", 1 << 20, 1.5, false),
-    ];
-    let calls_cases = [
-        ("add(i32, i32)", "direct", "unpinned", 1.234),
-        ("add(i32, i32)", "boxed-closure", "unpinned", 2.5),
-        ("add(i32, i32)", "std-mpsc", "unpinned", 15_000.0),
-        ("echo(String)", "direct", "unpinned", 45.6),
-        ("echo(String)", "ferry-2-threads", "unpinned", 987.0),
-        ("add(i32, i32)", "ferry-1-thread", "split", 150.0),
-    ];
-    let server_cases = [
-        ("connect", "ferry", false, 1, "unpinned", 50.0),
-        ("connect", "unix-seqpacket", false, 1, "unpinned", 25.0),
-        ("connect", "ipc-channel", false, 1, "unpinned", 400.0),
-        ("connect", "ferry", false, 1, "split", 60.0),
-        ("fd", "ferry", false, 1, "unpinned", 2.0),
-        ("fd", "ferry", true, 1, "unpinned", 5.0),
-        ("fd", "unix-seqpacket", true, 1, "unpinned", 10.0),
-        ("clients", "ferry", false, 10, "unpinned", 4.0),
-        ("clients", "unix-seqpacket", false, 10, "unpinned", 8.0),
-        ("clients", "ferry", false, 100, "unpinned", 40.0),
-        ("clients", "ipc-channel", false, 100, "unpinned", 900.0),
-    ];
-    let instructions_cases = [
-        ("ferry", 3000.0),
-        ("shm-futex", 2000.0),
-        ("unix-stream", 61_234.5),
-    ];
-    let run = RunInfo {
-        command: "ferry-bench --golden".to_string(),
-        quick: repeat == 1,
-        repeat,
-        row_cap_s: 5.0,
-        online_cpus: 2,
-        cpu_model: "A Processor @ 1.00GHz".to_string(),
-        kernel: "6.1.0".to_string(),
-        wall_s: 12.25,
-        workload_wall_s: [("pingpong", 5.5), ("server", 2.0)].into_iter().collect(),
-        failures: vec!["pipe 12 B split: the child\nhung up".to_string()],
-        line_round_trip_ns: Some([60, 80, 140]),
+    let mut report = Report {
+        pingpong: Vec::new(),
+        throughput: Vec::new(),
+        calls: Vec::new(),
+        server: Vec::new(),
+        instructions: Vec::new(),
+        run: RunInfo {
+            command: "ferry-bench --golden".to_string(),
+            quick: repeat == 1,
+            repeat,
+            row_cap_s: 5.0,
+            online_cpus: 2,
+            cpu_model: "A Processor @ 1.00GHz".to_string(),
+            kernel: "6.1.0".to_string(),
+            wall_s: 12.25,
+            workload_wall_s: [("pingpong", 5.5), ("server", 2.0)].into_iter().collect(),
+            failures: vec!["pipe 12 B split: the child\nhung up".to_string()],
+            line_round_trip_ns: Some([60, 80, 140]),
+        },
     };
-    Report {
-        pingpong: pingpong_cases.map(pingpong).collect(),
-        throughput: throughput_cases.map(throughput).to_vec(),
-        calls: calls_cases.map(calls).to_vec(),
-        server: server_cases.map(server).to_vec(),
-        instructions: instructions_cases.map(instructions).to_vec(),
-        run,
+    for line in include_str!("../../tests/golden/rows.txt").lines() {
+        let f: Vec<&'static str> = line.split(" | ").collect();
+        let n = |i: usize| f[i].parse::<f64>().expect(line);
+        let capped = f.last() == Some(&"capped");
+        match f[0] {
+            "pingpong" => report
+                .pingpong
+                .push(pingpong(f[1], f[2], n(3) as usize, n(4), capped)),
+            "throughput" => {
+                report
+                    .throughput
+                    .push(throughput(f[1], f[2], n(3) as usize, n(4), capped))
+            }
+            "calls" => report.calls.push(calls(f[1], f[2], f[3], n(4), capped)),
+            "server" => report
+                .server
+                .push(server(f[1], f[2], n(3) as usize, f[4], n(5), capped)),
+            _ => report.instructions.push(instructions(f[1], n(2))),
+        }
     }
+    report
 }
 
 #[test]

@@ -150,12 +150,10 @@ pub fn calls(rows: &[CallsRow], repeat: usize) -> Option<Table> {
         let range = |r: &CallsRow| spread_cell(r.ns_min, r.ns_max, format_ns);
         columns.push(Column::number("ns min–max", range));
     }
-    columns.push(Column::number("×direct", |row: &CallsRow| {
-        let direct = |r: &&CallsRow| {
-            r.via == calls::Via::Direct.name() && r.call == row.call && r.placement == row.placement
-        };
-        ratio_cell(row, rows.iter().find(direct), |r| r.ns_per_call)
-    }));
+    let direct = |row: &CallsRow, r: &CallsRow| {
+        r.via == calls::Via::Direct.name() && (r.call, r.placement) == (row.call, row.placement)
+    };
+    columns.push(ratio_column(rows, "×direct", direct, |r| r.ns_per_call));
     let ways = calls::Via::ALL.map(|v| format!("{}: {}", v.name(), v.meaning()));
     let table = Table::new("calls", &columns, rows)
         .grouped(rows, |r| (r.placement, r.call))
@@ -233,8 +231,7 @@ pub(super) fn count_column<'a, R>(count: impl Fn(&R) -> (usize, bool) + 'a) -> C
 }
 
 /// A ratio column per baseline, headed `{figure} ×{baseline}`: `value` of
-/// the row over `value` of the baseline's row whose size and placement are
-/// the row's.
+/// the row over that of the baseline's row at the row's size and placement.
 fn baseline_columns<'a, R>(
     rows: &'a [R],
     figure: &str,
@@ -242,24 +239,29 @@ fn baseline_columns<'a, R>(
     value: fn(&R) -> f64,
 ) -> impl Iterator<Item = Column<'a, R>> {
     BASELINES.iter().map(move |&baseline| {
-        Column::number(format!("{figure} ×{baseline}"), move |row: &R| {
-            let (_, _, placement, size) = key(row);
-            let same = |r: &&R| {
-                let (transport, _, p, s) = key(r);
-                (transport, p, s) == (baseline, placement, size)
-            };
-            ratio_cell(row, rows.iter().find(same), value)
-        })
+        let same = move |row: &R, r: &R| {
+            let ((_, _, placement, size), (transport, _, p, s)) = (key(row), key(r));
+            (transport, p, s) == (baseline, placement, size)
+        };
+        ratio_column(rows, &format!("{figure} ×{baseline}"), same, value)
     })
 }
 
-/// `value(row)` over `value(base)`; `-` without a base or a ratio.
-pub(super) fn ratio_cell<R>(row: &R, base: Option<&R>, value: impl Fn(&R) -> f64) -> String {
-    let ratio = base.and_then(|base| {
-        let (v, b) = (value(row), value(base));
-        (b > 0.0 && v.is_finite()).then(|| v / b)
-    });
-    ratio.map_or_else(|| "-".to_string(), format_ratio)
+/// `header`: a row's `value` over that of the first of `rows` that is its
+/// `base`; `-` without a base or a ratio.
+pub(super) fn ratio_column<'a, R>(
+    rows: &'a [R],
+    header: &str,
+    base: impl Fn(&R, &R) -> bool + 'a,
+    value: fn(&R) -> f64,
+) -> Column<'a, R> {
+    Column::number(header, move |row: &R| {
+        let ratio = rows.iter().find(|r| base(row, r)).and_then(|base| {
+            let (v, b) = (value(row), value(base));
+            (b > 0.0 && v.is_finite()).then(|| v / b)
+        });
+        ratio.map_or_else(|| "-".to_string(), format_ratio)
+    })
 }
 
 pub(super) fn spread_cell(min: f64, max: f64, format: fn(f64) -> String) -> String {

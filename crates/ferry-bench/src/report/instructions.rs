@@ -4,7 +4,7 @@
 
 use serde::Serialize;
 
-use super::columns::ratio_cell;
+use super::columns::ratio_column;
 use super::format::{format_count, format_ratio};
 use super::table::{Column, Table};
 
@@ -65,10 +65,8 @@ pub fn table(rows: &[InstructionsRow]) -> Option<Table> {
         Column::number("child", share(|r| r.child_per_round_trip)),
     ];
     columns.extend(BASELINES.iter().map(|&baseline| {
-        Column::number(format!("×{baseline}"), move |row: &InstructionsRow| {
-            let base = rows.iter().find(|r| r.transport == baseline);
-            ratio_cell(row, base, |r| r.per_round_trip)
-        })
+        let base = move |_: &InstructionsRow, r: &InstructionsRow| r.transport == baseline;
+        ratio_column(rows, &format!("×{baseline}"), base, |r| r.per_round_trip)
     }));
     let title = format!(
         "instructions per round trip at {} B (placement {})",

@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 
-use super::columns::{capped_note, count_column, ratio_cell, spread_cell};
+use super::columns::{capped_note, count_column, ratio_column, spread_cell};
 use super::format::{format_rate, format_us};
 use super::rows::{Buckets, Tail, med, median_count, round};
 use super::table::{Column, Table};
@@ -105,14 +105,6 @@ impl ServerRow {
             false => self.engine.to_string(),
         }
     }
-
-    /// Whether `other` is this row's counterpart of `engine`: the same
-    /// test, placement, clients and descriptors.
-    fn matches(&self, other: &Self, engine: &str) -> bool {
-        (other.test, other.placement, other.clients, other.fd)
-            == (self.test, self.placement, self.clients, self.fd)
-            && other.engine == engine
-    }
 }
 
 /// The tables of the tests that ran.
@@ -147,17 +139,19 @@ fn time_columns<'a>(repeat: usize) -> Vec<Column<'a, ServerRow>> {
     columns
 }
 
-/// `{figure} ×{baseline}`: the row's `value` over its counterpart's.
-fn ratio_column<'a>(
+/// `{figure} ×{baseline}`: the row's `value` over that of `baseline`'s row
+/// with the same test, placement, clients and descriptors.
+fn ratio<'a>(
     rows: &'a [ServerRow],
     figure: &str,
     baseline: &'static str,
     value: fn(&ServerRow) -> f64,
 ) -> Column<'a, ServerRow> {
-    Column::number(format!("{figure} ×{baseline}"), move |row: &ServerRow| {
-        let base = rows.iter().find(|r| row.matches(r, baseline));
-        ratio_cell(row, base, value)
-    })
+    let base = move |row: &ServerRow, r: &ServerRow| {
+        (r.engine, r.test, r.placement, r.clients, r.fd)
+            == (baseline, row.test, row.placement, row.clients, row.fd)
+    };
+    ratio_column(rows, &format!("{figure} ×{baseline}"), base, value)
 }
 
 /// A table of one connection's timed operations: the engine, placement,
@@ -184,8 +178,8 @@ fn timed<'a>(
 
 fn connect(rows: &[ServerRow], repeat: usize) -> Table {
     let last = [
-        ratio_column(rows, "p50", BASELINE, |r| r.p50_us),
-        ratio_column(rows, "p50", "ferry", |r| r.p50_us),
+        ratio(rows, "p50", BASELINE, |r| r.p50_us),
+        ratio(rows, "p50", "ferry", |r| r.p50_us),
     ];
     timed(
         "connect + first round trip (144 B)",
@@ -206,7 +200,7 @@ fn fd(rows: &[ServerRow], repeat: usize) -> Table {
             _ => "-".to_string(),
         }
     });
-    let last = [adds, ratio_column(rows, "p50", BASELINE, |r| r.p50_us)];
+    let last = [adds, ratio(rows, "p50", BASELINE, |r| r.p50_us)];
     timed("fd passing round trip (144 B)", FD_NOTE, rows, repeat, last)
 }
 
@@ -227,8 +221,8 @@ fn clients(rows: &[ServerRow], repeat: usize) -> Table {
         columns.push(Column::number("rt/s min–max", range));
     }
     columns.extend(time_columns(1));
-    columns.push(ratio_column(rows, "rt/s", BASELINE, |r| r.per_s));
-    columns.push(ratio_column(rows, "p99", BASELINE, |r| r.p99_us));
+    columns.push(ratio(rows, "rt/s", BASELINE, |r| r.per_s));
+    columns.push(ratio(rows, "p99", BASELINE, |r| r.p99_us));
     let title = "one server, many clients (144 B round trips)";
     Table::new(title, &columns, rows)
         .grouped(rows, |r| (r.placement, r.clients))

@@ -44,6 +44,9 @@ struct Point {
     capped: bool,
 }
 
+/// A point's y, the runs' range of y, and whether its row was capped.
+type Y = (f64, (f64, f64), bool);
+
 /// One line: a transport, and how it waits.
 struct Series {
     name: &'static str,
@@ -117,7 +120,7 @@ fn line_charts<R>(
     rows: &[R],
     (what, better, y_label): (&str, &str, &'static str),
     key: fn(&R) -> RowKey,
-    y: fn(&R) -> (f64, (f64, f64), bool),
+    y: fn(&R) -> Y,
 ) -> Vec<LineChart> {
     let chart = |placement: &str| {
         let mut series: Vec<Series> = Vec::new();

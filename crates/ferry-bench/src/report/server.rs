@@ -107,14 +107,17 @@ impl ServerRow {
     }
 }
 
+/// The table of one test's rows.
+type TableOf = fn(&[ServerRow], usize) -> Table;
+
 /// The tables of the tests that ran.
 pub fn tables(rows: &[ServerRow], repeat: usize) -> Vec<Table> {
     let tests = [
-        (Test::Connect, connect as fn(&[ServerRow], usize) -> Table),
+        (Test::Connect, connect as TableOf),
         (Test::Fd, fd),
         (Test::Clients, clients),
     ];
-    let table = |(test, table): (Test, fn(&[ServerRow], usize) -> Table)| {
+    let table = |(test, table): (Test, TableOf)| {
         let rows: Vec<ServerRow> = rows
             .iter()
             .filter(|r| r.test == test.name())

@@ -30,17 +30,18 @@ fn runs(runs: &[(f64, Option<bool>)]) -> Vec<RunPoint> {
 }
 
 /// Some of the pool's blocks, scaled by `n`.
-fn pool(n: u64) -> Option<PoolUse> {
-    Some(PoolUse {
+fn pool(n: u64) -> PoolUse {
+    PoolUse {
         blocks: 10 * n,
         reused: 7 * n,
         from_reserve: 2 * n,
         mapped_on_send_path: n,
         made_in_background: 3 * n,
         ring_fallbacks: n / 2,
-    })
+    }
 }
 
+/// A name in a row.
 type Name = &'static str;
 
 fn pingpong(transport: Name, placement: Name, size: usize, us: f64, capped: bool) -> PingpongRow {
@@ -62,9 +63,7 @@ fn pingpong(transport: Name, placement: Name, size: usize, us: f64, capped: bool
         runs: 3,
         capped,
         wall_s: 1.5,
-        pool: (size > 1000 && transport == "ferry")
-            .then(|| pool(1))
-            .flatten(),
+        pool: (size > 1000 && transport == "ferry").then(|| pool(1)),
         per_run: runs(&[(us * 0.9, Some(true)), (us, Some(false)), (us * 1.2, None)]),
         histogram_ns: buckets(us),
     }
@@ -92,7 +91,7 @@ fn throughput(
         runs: 3,
         capped,
         wall_s: 2.25,
-        pool: (transport == "ferry").then(|| pool(100)).flatten(),
+        pool: (transport == "ferry").then(|| pool(100)),
         per_run: runs(&[(rate, Some(false)), (rate * 0.8, Some(false))]),
     }
 }

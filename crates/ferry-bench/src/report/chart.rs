@@ -81,6 +81,7 @@ pub fn svg(report: &Report) -> Result<String, Error> {
     Ok(out)
 }
 
+/// The header (what ran where), each line chart, then the bars.
 fn draw(
     out: &mut String,
     size: (u32, u32),
@@ -91,7 +92,13 @@ fn draw(
     let root = SVGBackend::with_string(out, size).into_drawing_area();
     root.fill(&WHITE)?;
     let (header, mut body) = root.split_vertically(HEADER_HEIGHT);
-    draw_header(&header, run)?;
+    header.draw(&Text::new("ferry-bench", (20, 12), (FONT, 28)))?;
+    let quick = if run.quick { ", quick counts" } else { "" };
+    let subtitle = format!(
+        "{} CPUs, {}; {} run(s){quick}; {}",
+        run.online_cpus, run.cpu_model, run.repeat, run.command
+    );
+    header.draw(&Text::new(subtitle, (20, 46), (FONT, 15)))?;
     for chart in charts {
         let (area, rest) = body.split_vertically(CHART_HEIGHT);
         draw_line_chart(&area, chart)?;
@@ -101,16 +108,6 @@ fn draw(
         bars::draw(&body, bars)?;
     }
     root.present()
-}
-
-fn draw_header(area: &Area<'_>, run: &RunInfo) -> Drawn {
-    area.draw(&Text::new("ferry-bench", (20, 12), (FONT, 28)))?;
-    let quick = if run.quick { ", quick counts" } else { "" };
-    let subtitle = format!(
-        "{} CPUs, {}; {} run(s){quick}; {}",
-        run.online_cpus, run.cpu_model, run.repeat, run.command
-    );
-    area.draw(&Text::new(subtitle, (20, 46), (FONT, 15)))
 }
 
 /// A line chart per placement of `rows`: `y` against size, one line per

@@ -25,21 +25,15 @@ pub fn write_json<T: Serialize>(path: &Path, rows: &[T]) -> Result<(), Error> {
     std::fs::write(path, json + "\n").context(format!("writing {}", path.display()))
 }
 
-impl Buckets {
-    /// `(ns, count)` per non-empty bucket, in order, where `ns` is the
-    /// highest value the bucket holds.
-    pub fn pairs(&self) -> Vec<(u64, u64)> {
-        let buckets = self.0.iter_recorded();
-        buckets
-            .map(|b| (b.value_iterated_to(), b.count_at_value()))
-            .collect()
-    }
-}
-
 impl Serialize for Buckets {
-    /// `[[ns, count], ...]`, written compactly even inside pretty JSON.
+    /// `[[ns, count], ...]` per non-empty bucket, where `ns` is the highest
+    /// value the bucket holds, written compactly even inside pretty JSON.
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let line = serde_json::to_string(&self.pairs()).map_err(S::Error::custom)?;
+        let buckets = self.0.iter_recorded();
+        let pairs: Vec<(u64, u64)> = buckets
+            .map(|b| (b.value_iterated_to(), b.count_at_value()))
+            .collect();
+        let line = serde_json::to_string(&pairs).map_err(S::Error::custom)?;
         let raw = RawValue::from_string(line).map_err(S::Error::custom)?;
         raw.serialize(serializer)
     }

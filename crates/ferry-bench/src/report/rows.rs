@@ -197,24 +197,11 @@ fn pool_of(uses: impl Iterator<Item = PoolUse>) -> Option<PoolUse> {
     sum.is_used().then_some(sum)
 }
 
-/// A row's pooled percentiles, µs, each at most the slowest round trip (a
-/// bucket's highest value can lie above it).
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Tail {
-    pub(super) p99: f64,
-    pub(super) p999: f64,
-    pub(super) max: f64,
-}
-
-impl Tail {
-    pub(super) fn of(all: &Histogram<u64>, slowest_ns: u64) -> Self {
-        let at = |q: f64| round(slowest_ns.min(all.value_at_quantile(q)) as f64 / 1e3);
-        Self {
-            p99: at(0.99),
-            p999: at(0.999),
-            max: round(slowest_ns as f64 / 1e3),
-        }
-    }
+/// A row's pooled p99, p99.9 and max, µs, each at most the slowest round
+/// trip (a bucket's highest value can lie above it).
+pub(super) fn tail(all: &Histogram<u64>, slowest_ns: u64) -> [f64; 3] {
+    let at = |q: f64| round(slowest_ns.min(all.value_at_quantile(q)) as f64 / 1e3);
+    [at(0.99), at(0.999), round(slowest_ns as f64 / 1e3)]
 }
 
 impl PingpongRow {
@@ -224,7 +211,7 @@ impl PingpongRow {
         let p50 = Spread::of(s.iter().map(|x| micros(x.summary.p50)))?;
         let all = pooled(s.iter().map(|x| &x.histogram));
         let slowest = s.iter().map(|x| nanos(x.summary.max)).max()?;
-        let tail = Tail::of(&all, slowest);
+        let [p99, p999, max] = tail(&all, slowest);
         Some(Self {
             transport: case.transport.name(),
             wait: case.transport.wait(),
@@ -232,9 +219,9 @@ impl PingpongRow {
             size: case.size,
             count: median_count(s, |x| x.summary.count),
             p50_us: round(p50.median),
-            p99_us: tail.p99,
-            p999_us: tail.p999,
-            max_us: tail.max,
+            p99_us: p99,
+            p999_us: p999,
+            max_us: max,
             mean_us: med(s, |x| micros(x.summary.mean)),
             cpu_us: med(s, |x| micros(x.cpu)),
             p50_min_us: round(p50.min),
@@ -316,11 +303,11 @@ mod tests {
             record(&mut all, i * 10);
         }
         let near = |got: f64, want: f64| (got - want).abs() <= want * 1e-3;
-        let tail = Tail::of(&all, 100_000);
-        assert!(near(tail.p99, 99.0) && near(tail.p999, 99.9), "{tail:?}");
-        assert_eq!(tail.max, 100.0);
-        let tail = Tail::of(&all, 99_901);
-        assert_eq!((tail.p999, tail.max), (99.9, 99.9));
+        let [p99, p999, max] = tail(&all, 100_000);
+        assert!(near(p99, 99.0) && near(p999, 99.9), "{p99} {p999}");
+        assert_eq!(max, 100.0);
+        let [_, p999, max] = tail(&all, 99_901);
+        assert_eq!((p999, max), (99.9, 99.9));
     }
 
     #[test]

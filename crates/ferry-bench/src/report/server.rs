@@ -5,7 +5,7 @@ use serde::Serialize;
 
 use super::columns::{capped_note, count_column, ratio_column, spread_cell};
 use super::format::{format_rate, format_us};
-use super::rows::{Buckets, Tail, med, median_count, round};
+use super::rows::{Buckets, med, median_count, round, tail};
 use super::table::{Column, Table};
 use crate::runner::Runs;
 use crate::server::{self, Sample, Test};
@@ -73,7 +73,7 @@ impl ServerRow {
         let p50 = Spread::of(s.iter().map(Sample::p50_us))?;
         let rate = Spread::of(s.iter().map(Sample::rate))?;
         let all = pooled(s.iter().map(|x| &x.histogram));
-        let tail = Tail::of(&all, s.iter().map(|x| x.histogram.max()).max()?);
+        let [p99, _, max] = tail(&all, s.iter().map(|x| x.histogram.max()).max()?);
         Some(Self {
             test: case.row.test().name(),
             engine: case.row.engine(),
@@ -82,8 +82,8 @@ impl ServerRow {
             placement: case.placement.name(),
             count: median_count(s, |x| x.ops as usize),
             p50_us: round(p50.median),
-            p99_us: tail.p99,
-            max_us: tail.max,
+            p99_us: p99,
+            max_us: max,
             per_s: med(s, Sample::rate),
             p50_min_us: round(p50.min),
             p50_max_us: round(p50.max),

@@ -171,14 +171,15 @@ fn pool<R>(
     pool: fn(&R) -> Option<PoolUse>,
     key: fn(&R) -> RowKey,
 ) -> Option<Table> {
-    let used: Vec<(RowKey, PoolUse)> = rows
+    type Used = (RowKey, PoolUse);
+    let used: Vec<Used> = rows
         .iter()
         .filter_map(|r| Some((key(r), pool(r)?)))
         .collect();
     if used.is_empty() {
         return None;
     }
-    let mut columns = key_columns(|(key, _): &(RowKey, PoolUse)| *key);
+    let mut columns = key_columns(|(key, _): &Used| *key);
     let counts: [Figure<PoolUse, u64>; 6] = [
         ("blocks", |p| p.blocks),
         ("reused", |p| p.reused),
@@ -187,18 +188,16 @@ fn pool<R>(
         ("made in background", |p| p.made_in_background),
         ("ring fallbacks", |p| p.ring_fallbacks),
     ];
-    columns.extend(counts.map(|(header, count)| {
-        Column::number(header, move |(_, p): &(RowKey, PoolUse)| {
-            count(p).to_string()
-        })
-    }));
-    columns.push(Column::number(
-        "no mapping on path",
-        |(_, p): &(RowKey, PoolUse)| {
-            let share = p.off_path_share();
-            share.map_or_else(|| "-".to_string(), |s| format!("{:.1}%", s * 100.0))
-        },
-    ));
+    columns.extend(
+        counts.map(|(header, count)| {
+            Column::number(header, move |(_, p): &Used| count(p).to_string())
+        }),
+    );
+    let share = |(_, p): &Used| {
+        let share = p.off_path_share();
+        share.map_or_else(|| "-".to_string(), |s| format!("{:.1}%", s * 100.0))
+    };
+    columns.push(Column::number("no mapping on path", share));
     let sender = match workload {
         "pingpong" => "every request",
         _ => "every message",

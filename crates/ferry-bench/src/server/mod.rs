@@ -355,25 +355,22 @@ mod tests {
     }
 
     #[test]
-    fn engines_can_be_picked() {
-        let mut picked = settings(vec![Test::Connect], false);
+    fn tests_engines_and_quick_runs_can_be_picked() {
+        let mut picked = settings(vec![Test::Connect, Test::Clients], true);
         picked.engines = vec!["shm-floor".into(), "unix-seqpacket".into()];
-        let names: Vec<&str> = cases(Placement::Same, &picked)
+        let cases = cases(Placement::Same, &picked);
+        let rows: Vec<_> = cases
             .iter()
-            .map(|c| c.row.engine())
+            .map(|c| (c.row.test(), c.row.engine()))
             .collect();
-        assert_eq!(names, ["unix-seqpacket", "shm-floor"]);
-    }
-
-    #[test]
-    fn quick_runs_are_short_and_tests_can_be_picked() {
-        let cases = cases(Placement::Same, &settings(vec![Test::Clients], true));
-        assert!(cases.iter().all(|c| c.row.test() == Test::Clients));
-        assert!(
-            cases
-                .iter()
-                .all(|c| c.window == DEFINITIONS.server.quick_window)
-        );
-        assert_eq!(cases[0].row.clients(), DEFINITIONS.server.clients);
+        let expected = [
+            (Test::Connect, "unix-seqpacket"),
+            (Test::Connect, "shm-floor"),
+            (Test::Clients, "unix-seqpacket"),
+        ];
+        assert_eq!(rows, expected);
+        assert_eq!(cases[0].count, DEFINITIONS.server.quick_count);
+        assert_eq!(cases[2].window, DEFINITIONS.server.quick_window);
+        assert_eq!(cases[2].row.clients(), DEFINITIONS.server.clients);
     }
 }

@@ -24,7 +24,6 @@ use crate::transport::shm_floor::{Layout, Mapping, Peer, Slots, Wait};
 /// two rings of 256 KiB (ferry's `wire/region.rs`, `region_len` of
 /// `channel/options.rs`'s default capacity).
 pub const FERRY_REGION: usize = 4096 + 2 * 256 * 1024;
-/// One page.
 const PAGE_REGION: usize = 4096;
 /// The largest region a server maps.
 const MAX_REGION: usize = 1 << 30;
@@ -35,7 +34,6 @@ const SEALS: SealFlags = SealFlags::SHRINK
     .union(SealFlags::SEAL);
 /// The client's hello: as long as ferry's opening.
 const HELLO: [u8; 40] = *b"ferry-bench shm-floor hello, 40 bytes...";
-/// The server's welcome.
 const WELCOME: [u8; 8] = *b"welcome!";
 /// Connections the kernel queues before `accept`.
 const BACKLOG: i32 = 128;
@@ -104,13 +102,13 @@ impl Server for ShmConnect {
         false
     }
 
-    fn serve(&self, clients: usize) -> Result<Listening, Error> {
+    fn serve(&self, _clients: usize) -> Result<Listening, Error> {
         let name = engine::fresh_name("shm-floor");
         let listener = socket()?;
         net::bind(&listener, &address(&name)?).context(format!("binding to @{name}"))?;
         net::listen(&listener, BACKLOG).context(format!("listening at @{name}"))?;
         let shape = *self;
-        thread::spawn(move || shape.accept_each(&listener, clients));
+        thread::spawn(move || shape.accept_each(&listener));
         Ok(engine::fixed(name))
     }
 
@@ -135,9 +133,7 @@ impl Server for ShmConnect {
         if !self.welcome {
             write(&mut slots, request)?;
         }
-        let socket = slots
-            .socket()
-            .expect("a client watches its server's socket");
+        let socket = slots.socket().expect("a client watches its server");
         net::connect(socket, &address(address_name)?)
             .context(format!("connecting to @{address_name}"))?;
         scm::send(socket, &HELLO, Some(slots.file()))?;
@@ -148,7 +144,8 @@ impl Server for ShmConnect {
         match self.welcome {
             true => {
                 let mut welcome = [0; WELCOME.len() + 1];
-                let (n, fd) = scm::recv(socket_of(conn.slots()), &mut welcome)?;
+                let socket = conn.slots().socket().expect("a client watches its server");
+                let (n, fd) = scm::recv(socket, &mut welcome)?;
                 if welcome[..n] != WELCOME || fd.is_some() {
                     return Err(Error::new("the server did not welcome this client"));
                 }
@@ -180,23 +177,18 @@ impl ShmConnect {
     }
 
     /// Accepts clients forever, each served on this thread until it hangs
-    /// up, or (many at once) on a thread of its own.
-    fn accept_each(self, listener: &OwnedFd, clients: usize) {
+    /// up (a floor has connect rows only: its clients come one at a time).
+    fn accept_each(self, listener: &OwnedFd) {
         loop {
             match net::accept_with(listener, SocketFlags::CLOEXEC) {
-                Ok(socket) if engine::one_at_a_time(clients) => self.serve_reporting(socket),
                 Ok(socket) => {
-                    thread::spawn(move || self.serve_reporting(socket));
+                    if let Err(e) = self.serve_one(socket) {
+                        engine::report("serving a shm-floor client", e);
+                    }
                 }
                 Err(Errno::INTR | Errno::CONNABORTED) => {}
                 Err(e) => return engine::report("accepting a shm-floor client", e),
             }
-        }
-    }
-
-    fn serve_reporting(self, socket: OwnedFd) {
-        if let Err(e) = self.serve_one(socket) {
-            engine::report("serving a shm-floor client", e);
         }
     }
 
@@ -241,13 +233,6 @@ fn send_welcome(socket: &OwnedFd) -> Result<(), Error> {
         Ok(n) => Err(Error::new(format!("sent {n} bytes of the welcome"))),
         Err(e) => Err(e).context("sending the welcome"),
     }
-}
-
-/// The socket a connection's slots watch.
-fn socket_of(slots: &Slots) -> &OwnedFd {
-    slots
-        .socket()
-        .expect("a connection watches its peer's socket")
 }
 
 /// Writes `message` into this end's slot and publishes it.

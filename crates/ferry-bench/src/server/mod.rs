@@ -153,16 +153,28 @@ pub fn cases(placement: Placement, settings: &Settings) -> Vec<Case> {
         true => Test::value_variants().to_vec(),
         false => settings.tests.clone(),
     };
+    let defaults = &DEFINITIONS.server;
+    let window = match settings.quick {
+        true => defaults.quick_window,
+        false => defaults.window,
+    };
+    let engines = &settings.engines;
+    let picked = |row: &Row| engines.is_empty() || engines.iter().any(|e| e == row.engine());
     let rows = tests.into_iter().flat_map(|test| rows_of(test, settings));
-    rows.filter(|row| settings.runs(row.engine()))
+    rows.filter(picked)
         .map(|row| {
-            let count = settings.count_of(row.test());
+            let count = match (settings.quick, row.test()) {
+                (true, _) => defaults.quick_count,
+                (false, Test::Fd) => defaults.fd_round_trips,
+                (false, _) => defaults.connects,
+            };
+            let count = settings.count.unwrap_or(count);
             Case {
                 row,
                 placement,
                 count,
                 warmup: pingpong::default_warmup(count),
-                window: settings.window(),
+                window: settings.window.unwrap_or(window),
                 cap: settings.cap,
             }
         })
@@ -185,33 +197,6 @@ fn rows_of(test: Test, settings: &Settings) -> Vec<Row> {
                 clients: settings.clients,
             })
             .collect(),
-    }
-}
-
-impl Settings {
-    /// Whether the rows of the engine (or carrier) `name` run.
-    fn runs(&self, name: &str) -> bool {
-        self.engines.is_empty() || self.engines.iter().any(|e| e == name)
-    }
-
-    /// Timed operations per row of `test` (clients rows run for a window
-    /// instead).
-    fn count_of(&self, test: Test) -> usize {
-        match (self.count, self.quick, test) {
-            (Some(count), _, _) => count,
-            (None, true, _) => DEFINITIONS.server.quick_count,
-            (None, false, Test::Fd) => DEFINITIONS.server.fd_round_trips,
-            (None, false, _) => DEFINITIONS.server.connects,
-        }
-    }
-
-    /// How long the clients of a clients row run.
-    fn window(&self) -> Duration {
-        match (self.window, self.quick) {
-            (Some(window), _) => window,
-            (None, true) => DEFINITIONS.server.quick_window,
-            (None, false) => DEFINITIONS.server.window,
-        }
     }
 }
 

@@ -1,10 +1,17 @@
 //! `ferry-bench connect-loop`: connects to a server of each engine many
 //! times, one client at a time, timing only the whole loop, and counts
 //! page faults and context switches per connect of both processes (from
-//! `/proc`, before and after). Run it under `strace -f -c` or callgrind
-//! (`--trace-children=yes`, with the build `ferry-bench instructions`
-//! makes) with two counts, e.g. N = 200 and 1,200, and subtract: start-up
-//! cancels, and the difference over the difference in N is one connect.
+//! `/proc`, before and after). System calls and instructions per connect
+//! come from two loop lengths, N = 200 and 1,200 under strace, 100 and
+//! 300 under callgrind (the sum of the `totals:` lines of every `cg.N.*`;
+//! with the build `ferry-bench instructions` makes): the counts subtracted
+//! (start-up cancels) over the difference in N.
+//!
+//! ```text
+//! strace -f -c -o st.N ferry-bench connect-loop --engine E --count N --warmup 50
+//! valgrind --tool=callgrind --trace-children=yes --callgrind-out-file=cg.N.%p \
+//!     target/instructions/release/ferry-bench connect-loop --engine E --count N --warmup 20
+//! ```
 //!
 //! The address is asked once where every client connects at one address,
 //! so the control pipe costs the loop nothing. Switches are summed over

@@ -56,14 +56,9 @@ pub fn run(case: &Case, carrier: &dyn Carrier, fd: bool, bar: &Bar) -> Result<Sa
     let args = ChildArgs::new(Role::Echo, carrier.name(), case.placement, Seat::Child);
     with_child(&args, |ctl, _| {
         let mut trip = carrier.open(ctl)?;
-        let memfd = match fd {
-            true => {
-                Some(memfd_create("ferry-bench-fd", MemfdFlags::CLOEXEC).context("memfd_create")?)
-            }
-            false => None,
-        };
-        let inode = memfd.as_ref().map(inode_of).transpose()?;
-        let mut held = memfd;
+        let memfd = fd.then(|| memfd_create("ferry-bench-fd", MemfdFlags::CLOEXEC));
+        let mut held = memfd.transpose().context("memfd_create")?;
+        let inode = held.as_ref().map(inode_of).transpose()?;
         let sample = timed::repeat(case, bar, |request, reply| {
             let start = Instant::now();
             held = trip.round_trip(request, held.take(), reply)?;

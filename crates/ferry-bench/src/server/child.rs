@@ -1,16 +1,13 @@
 //! The children of this workload: this binary re-run with the hidden
-//! `server-child` subcommand, holding a ferry pipe to the parent for
-//! control (addresses, the clients' report, the fd rows' socket), outside
-//! every timed span.
-//!
-//! A child plays one role: `serve` (a server of one engine, answering each
-//! `next` with the address the parent's next client should connect to),
-//! `clients` (many clients of such a server, see [`super::fleet`]) or
-//! `echo` (the far end of the fd rows, see [`super::fds`]). It runs until
-//! the parent closes the pipe; its threads end with it.
+//! `server-child` subcommand, holding a ferry pipe to the parent for what
+//! is not timed (addresses, the clients' report, the fd rows' socket). A
+//! child serves one engine, runs many clients of it ([`super::fleet`]) or
+//! echoes the fd rows' messages ([`super::fds`]), until the parent hangs up.
 
 use std::process::Command;
+use std::time::Duration;
 
+use ::ferry::Pipe;
 use clap::{Args, ValueEnum};
 
 use super::{engine, fds, fleet};
@@ -78,10 +75,10 @@ impl ChildArgs {
         }
     }
 
-    /// The same, for `clients` clients running for `window_ms`.
-    pub fn with_clients(mut self, clients: usize, window_ms: u64) -> Self {
+    /// The same, for `clients` clients running for `window`.
+    pub fn with_clients(mut self, clients: usize, window: Duration) -> Self {
         self.clients = clients;
-        self.window_ms = window_ms;
+        self.window_ms = window.as_millis() as u64;
         self
     }
 
@@ -98,6 +95,10 @@ impl ChildArgs {
         ];
         rerun("server-child", &flags)
     }
+
+    fn what(&self) -> String {
+        format!("the {} child ({})", value_name(self.role), self.engine)
+    }
 }
 
 impl Role {
@@ -107,7 +108,7 @@ impl Role {
     /// another CPU, up to a millisecond at a time, on the CPU the
     /// measured threads need: a serving child waiting for the parent's
     /// next request would starve its own server threads.
-    fn quiet(self, ctl: &::ferry::Pipe) {
+    fn quiet(self, ctl: &Pipe) {
         if self != Self::Echo {
             ctl.sender().set_wait(::ferry::Wait::Sleep);
             ctl.receiver().set_wait(::ferry::Wait::Sleep);
@@ -115,43 +116,26 @@ impl Role {
     }
 }
 
-/// A started child and the parent's end of its control pipe.
-pub struct Helper {
-    child: ChildGuard,
-    /// The control pipe (the fd rows' ferry carrier uses it for payloads).
-    pub ctl: ::ferry::Pipe,
-    what: String,
-}
-
-impl Helper {
-    /// Starts the child `args` describe.
-    pub fn start(args: &ChildArgs) -> Result<Self, Error> {
-        let what = format!("the {} child ({})", value_name(args.role), args.engine);
-        let (child, ctl) = ::ferry::spawn(args.command()?).context(format!("starting {what}"))?;
-        args.role.quiet(&ctl);
-        Ok(Self {
-            child: ChildGuard::new(child),
-            ctl,
-            what,
-        })
-    }
-
-    /// The child's process id.
-    pub fn pid(&mut self) -> u32 {
-        self.child.child_mut().id()
-    }
-
-    /// Closes the control pipe, waits for the child to exit, and joins
-    /// what was measured with how it ended.
-    pub fn finish<T>(self, measured: Result<T, Error>) -> Result<T, Error> {
-        drop(self.ctl);
-        crate::transport::finish(self.child, &self.what, measured)
-    }
+/// Starts the child `args` describe, runs `measure` with its control pipe
+/// and process id, closes the pipe, and joins what was measured with how
+/// the child ended.
+pub fn with_child<T>(
+    args: &ChildArgs,
+    measure: impl FnOnce(&Pipe, u32) -> Result<T, Error>,
+) -> Result<T, Error> {
+    let what = args.what();
+    let (child, ctl) = ::ferry::spawn(args.command()?).context(format!("starting {what}"))?;
+    args.role.quiet(&ctl);
+    let pid = child.id();
+    let child = ChildGuard::new(child);
+    let measured = measure(&ctl, pid);
+    drop(ctl);
+    crate::transport::finish(child, &what, measured)
 }
 
 /// The parent: where the serving child says its next client should
 /// connect.
-pub fn next_address(ctl: &::ferry::Pipe) -> Result<String, Error> {
+pub fn next_address(ctl: &Pipe) -> Result<String, Error> {
     ctl.send(NEXT).context("asking the server for an address")?;
     let reply = ctl.recv().context("waiting for the server's address")?;
     String::from_utf8(reply).context("the server's address")
@@ -164,23 +148,23 @@ pub fn serve_child(args: &ChildArgs) -> Result<(), Error> {
             Seat::Parent => args.placement.pin_parent()?,
             Seat::Child => args.placement.pin_child()?,
         }
-        let ctl = ::ferry::Pipe::from_parent().context("taking the pipe from the parent")?;
+        let ctl = Pipe::from_parent().context("taking the pipe from the parent")?;
         args.role.quiet(&ctl);
         match args.role {
             Role::Serve => serve(&ctl, engine::by_name(&args.engine)?, args.clients),
             Role::Clients => {
-                let window = std::time::Duration::from_millis(args.window_ms);
+                let window = Duration::from_millis(args.window_ms);
                 fleet::clients(&ctl, engine::by_name(&args.engine)?, window)
             }
             Role::Echo => fds::by_name(&args.engine)?.echo(&ctl),
         }
     };
-    run().map_err(|e| e.within(format!("{} child ({})", value_name(args.role), args.engine)))
+    run().map_err(|e| e.within(args.what()))
 }
 
 /// Serves `engine` and answers the parent's requests for addresses until
 /// it hangs up.
-fn serve(ctl: &::ferry::Pipe, engine: &dyn engine::Server, clients: usize) -> Result<(), Error> {
+fn serve(ctl: &Pipe, engine: &dyn engine::Server, clients: usize) -> Result<(), Error> {
     let mut next = engine.serve(clients)?;
     loop {
         match ctl.recv() {

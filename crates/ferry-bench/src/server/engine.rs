@@ -1,20 +1,10 @@
-//! The servers and clients of the connect and clients rows: ferry's named
-//! server ([`super::ferry`]), a Unix `SOCK_SEQPACKET` listener and
-//! ipc-channel's one-shot servers (beside their pingpong transports, in
-//! `transport/unix_seqpacket.rs` and `transport/ipc_channel.rs`),
-//! and (connect rows only) the hand-written shared-memory connect floor
-//! ([`super::shm`]).
-//!
-//! Every server answers a client's first request on the thread that
-//! accepted it, so the first round trip waits for no thread to start. For
-//! the connect rows (clients come one at a time) it serves the client
-//! there until it hangs up; for the clients rows it then hands the client
-//! to a thread of its own (ferry-select: to one thread serving every
-//! client through a `ferry::Select`). Handing over right after the first
-//! reply put the start of that thread inside the client's timed span
-//! whenever the client did not take the CPU back at once (both processes
-//! on one CPU, a client that yields rather than sleeps), so the connect
-//! rows timed a thread start for some transports and not others.
+//! The servers and clients of the connect and clients rows. Every server
+//! answers a client's first request on the thread that accepted it, and
+//! (connect rows) serves it there until it hangs up; only for the clients
+//! rows does it then hand the client to a thread of its own. Handing over
+//! at once put that thread's start inside the client's timed span whenever
+//! the client did not take the CPU back at once (one CPU, or a client that
+//! yields), so the connect rows timed a thread start for some engines only.
 
 use std::fmt::Debug;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -27,13 +17,11 @@ pub trait Server: Debug + Sync {
     /// The name on the command line and in reports.
     fn name(&self) -> &'static str;
 
-    /// In the server's process: starts listening, and serving clients on
-    /// threads of its own until the process ends. `clients` is how many
-    /// will come (only a server that waits for all of them uses it).
+    /// In the server's process: starts serving on threads of its own until
+    /// the process ends. `clients` will come (ferry-select waits for all).
     fn serve(&self, clients: usize) -> Result<Listening, Error>;
 
-    /// Connects to the server at `address` and makes the first round trip:
-    /// `request` out, its echo into `reply`.
+    /// Connects to the server at `address` and makes the first round trip.
     fn connect(
         &self,
         address: &str,
@@ -41,20 +29,19 @@ pub trait Server: Debug + Sync {
         reply: &mut Vec<u8>,
     ) -> Result<Box<dyn Conn>, Error>;
 
-    /// Whether the server takes every client at one address (all but
-    /// ipc-channel's one-shot servers, one per client).
+    /// Whether every client connects at one address (not ipc-channel's
+    /// one-shot servers).
     fn one_address(&self) -> bool {
         true
     }
 
-    /// Whether it has connect rows (all but ferry-select, the same server
-    /// as ferry's until a second client comes).
+    /// Whether it has connect rows (not ferry-select, the same server as
+    /// ferry's until a second client comes).
     fn connects(&self) -> bool {
         true
     }
 
-    /// Whether it has clients rows (all but the shared-memory connect
-    /// floors, which time connects only).
+    /// Whether it has clients rows (not the shared-memory connect floors).
     fn serves_many(&self) -> bool {
         true
     }
@@ -66,9 +53,8 @@ pub fn one_at_a_time(clients: usize) -> bool {
     clients <= 1
 }
 
-/// A server, as the process running it holds it: where the next client
-/// should connect, the same address every time ([`fixed`]), or
-/// (ipc-channel) a server made for that one client.
+/// A serving process's server: the address its next client should connect
+/// to, the same every time ([`fixed`]) or (ipc-channel) made for that one.
 pub type Listening = Box<dyn FnMut() -> Result<String, Error>>;
 
 /// A client's connection.
@@ -80,18 +66,6 @@ pub trait Conn: Send {
 /// A server that takes every client at `address`.
 pub fn fixed(address: String) -> Listening {
     Box::new(move || Ok(address.clone()))
-}
-
-/// The servers of the connect rows, in report order.
-pub fn connecting() -> Vec<&'static dyn Server> {
-    let servers = crate::engine::servers().into_iter();
-    servers.filter(|s| s.connects()).collect()
-}
-
-/// The servers of the clients rows, in report order.
-pub fn serving_many() -> Vec<&'static dyn Server> {
-    let servers = crate::engine::servers().into_iter();
-    servers.filter(|s| s.serves_many()).collect()
 }
 
 /// The server called `name`.
@@ -112,8 +86,7 @@ pub fn fresh_name(kind: &str) -> String {
 }
 
 /// Reports a server thread's failure on stderr: it has no caller to
-/// return it to, and the client waiting on it fails in turn, which the
-/// parent reports.
+/// return it to; the client waiting on it fails in turn.
 pub fn report(what: &str, e: impl std::fmt::Display) {
     eprintln!("ferry-bench server-child: {what}: {e}");
 }

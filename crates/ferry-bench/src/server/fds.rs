@@ -1,13 +1,8 @@
 //! The fd rows: 144 B round trips with a child, with one descriptor in
-//! each message or none, through the same calls either way, so the
-//! difference is the descriptor's cost.
-//!
-//! The descriptor is a memfd made once: this process sends it, the child
-//! receives its own descriptor for the same file and sends that back, and
-//! this process sends the one it got back next time. Each side closes the
-//! descriptor it sent (ferry does so itself; the floor does it by hand),
-//! so the descriptor tables stay the same size. At the end, the
-//! descriptor this process holds must still name the memfd.
+//! each message or none, through the same calls either way. The descriptor
+//! is a memfd: this process sends it, the child sends back the descriptor
+//! it received, which this process sends next time; each side closes what
+//! it sent, and at the end the descriptor held must still name the memfd.
 
 use std::fmt::Debug;
 use std::os::fd::OwnedFd;
@@ -16,10 +11,9 @@ use std::time::Instant;
 use ::ferry::{Handle, Pipe, RecvError};
 use rustix::fs::{MemfdFlags, fstat, memfd_create};
 
-use super::child::{ChildArgs, Helper, Role, Seat};
-use super::{Case, SIZE, Sample, dial, timed};
+use super::child::{ChildArgs, Role, Seat, with_child};
+use super::{Case, Sample, timed};
 use crate::error::{Context, Error};
-use crate::payload;
 use crate::progress::Bar;
 
 /// A way to carry a message and maybe a descriptor to the child and back:
@@ -60,44 +54,27 @@ pub fn by_name(name: &str) -> Result<&'static dyn Carrier, Error> {
 /// Runs one fd row.
 pub fn run(case: &Case, carrier: &dyn Carrier, fd: bool, bar: &Bar) -> Result<Sample, Error> {
     let args = ChildArgs::new(Role::Echo, carrier.name(), case.placement, Seat::Child);
-    let child = Helper::start(&args)?;
-    let measured = measure(case, carrier, fd, &child.ctl, bar);
-    child.finish(measured)
-}
-
-fn measure(
-    case: &Case,
-    carrier: &dyn Carrier,
-    fd: bool,
-    ctl: &Pipe,
-    bar: &Bar,
-) -> Result<Sample, Error> {
-    let mut trip = carrier.open(ctl)?;
-    let memfd = match fd {
-        true => Some(memfd_create("ferry-bench-fd", MemfdFlags::CLOEXEC).context("memfd_create")?),
-        false => None,
-    };
-    let inode = memfd.as_ref().map(inode_of).transpose()?;
-    let mut held = memfd;
-    let mut request = vec![0; SIZE];
-    let mut reply = Vec::with_capacity(SIZE);
-    let sample = timed::repeat(case, bar, |i| {
-        payload::fill(&mut request, payload::marker(i));
-        let start = Instant::now();
-        held = trip.round_trip(&request, held.take(), &mut reply)?;
-        let took = start.elapsed();
-        dial::check_echo(&request, &reply)?;
-        match held.is_some() == fd {
-            true => Ok(took),
-            false => Err(Error::new("the descriptor did not come back as sent")),
+    with_child(&args, |ctl, _| {
+        let mut trip = carrier.open(ctl)?;
+        let memfd = fd.then(|| memfd_create("ferry-bench-fd", MemfdFlags::CLOEXEC));
+        let mut held = memfd.transpose().context("memfd_create")?;
+        let inode = held.as_ref().map(inode_of).transpose()?;
+        let sample = timed::repeat(case, bar, |request, reply| {
+            let start = Instant::now();
+            held = trip.round_trip(request, held.take(), reply)?;
+            let took = start.elapsed();
+            match held.is_some() == fd {
+                true => Ok(took),
+                false => Err(Error::new("the descriptor did not come back as sent")),
+            }
+        })?;
+        match held.as_ref().map(inode_of).transpose()? == inode {
+            true => Ok(sample),
+            false => Err(Error::new(
+                "the descriptor that came back names another file",
+            )),
         }
-    })?;
-    match (held.as_ref().map(inode_of).transpose()?, inode) {
-        (back, sent) if back == sent => Ok(sample),
-        _ => Err(Error::new(
-            "the descriptor that came back names another file",
-        )),
-    }
+    })
 }
 
 fn inode_of(fd: &OwnedFd) -> Result<u64, Error> {

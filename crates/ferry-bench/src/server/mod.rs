@@ -1,24 +1,10 @@
-//! The `server` workload: what it costs to reach a named server, to pass
-//! a file descriptor in a message, and to serve many clients at once;
-//! ferry beside a Unix socket and ipc-channel.
-//!
-//! - **connect** ([`dial`]): a server runs in a child; this process
-//!   connects, makes one 144 B round trip and hangs up, many times, timing
-//!   each connect and its first round trip together.
-//! - **fd** ([`fds`]): 144 B round trips with a child over a connection
-//!   made ahead, with one descriptor in the message each way or none:
-//!   ferry's `send_with`/`recv_with`, and raw `SCM_RIGHTS` over a
-//!   `SOCK_SEQPACKET` socket pair (the floor).
-//! - **clients** ([`fleet`]): a server in one child, 100 clients (a thread
-//!   each) in another, all making 144 B round trips for a fixed window:
-//!   round trips per second of all of them, and each one's latency.
-//!
-//! Each row's engine is one of [`crate::engine::ALL`]: the connect and
-//! clients rows drive its server capability ([`engine::Server`]), the fd
-//! rows its descriptor capability ([`fds::Carrier`]).
+//! The `server` workload: reaching a named server ([`timed::connect`]),
+//! a descriptor in each message ([`fds`]), and many clients of one server
+//! at once ([`fleet`]); ferry beside a Unix socket and ipc-channel. A row's
+//! engine is one of [`crate::engine::ALL`]: its server capability
+//! ([`engine::Server`]) or its descriptor capability ([`fds::Carrier`]).
 
 mod child;
-mod dial;
 pub(crate) mod engine;
 pub(crate) mod fds;
 pub(crate) mod ferry;
@@ -60,9 +46,6 @@ pub enum Test {
 }
 
 impl Test {
-    /// Every test, in report order.
-    pub const ALL: [Self; 3] = [Self::Connect, Self::Fd, Self::Clients];
-
     /// The name in reports.
     pub fn name(self) -> &'static str {
         match self {
@@ -78,19 +61,14 @@ impl Test {
 pub enum Row {
     /// Connect and one round trip, through this engine.
     Connect(&'static dyn Server),
-    /// Round trips through this carrier, with one descriptor each way or
-    /// none.
+    /// Round trips through `carrier`, with one descriptor each way if `fd`.
     Fd {
-        /// What carries the messages.
         carrier: &'static dyn Carrier,
-        /// A descriptor rides with each message.
         fd: bool,
     },
-    /// This many clients of one server of this engine.
+    /// `clients` clients of one server of `engine`.
     Clients {
-        /// The server and its clients.
         engine: &'static dyn Server,
-        /// How many clients.
         clients: usize,
     },
 }
@@ -138,13 +116,11 @@ impl Row {
 /// One row of the workload.
 #[derive(Debug, Clone, Copy)]
 pub struct Case {
-    /// What it runs.
     pub row: Row,
-    /// Where the processes run.
     pub placement: Placement,
-    /// Timed connects or round trips (connect and fd rows).
+    /// Timed connects or round trips (connect and fd rows), after `warmup`
+    /// untimed ones.
     pub count: usize,
-    /// Untimed ones first.
     pub warmup: usize,
     /// How long the clients run (clients rows).
     pub window: Duration,
@@ -155,7 +131,7 @@ pub struct Case {
 /// What the command line asks of the workload.
 #[derive(Debug, Clone)]
 pub struct Settings {
-    /// Which tests run.
+    /// Which tests run [default: all].
     pub tests: Vec<Test>,
     /// Which engines (and carriers) run, by name [default: all].
     pub engines: Vec<String>,
@@ -174,70 +150,53 @@ pub struct Settings {
 /// The rows at `placement`: by test, then engine.
 pub fn cases(placement: Placement, settings: &Settings) -> Vec<Case> {
     let tests = match settings.tests.is_empty() {
-        true => Test::ALL.to_vec(),
+        true => Test::value_variants().to_vec(),
         false => settings.tests.clone(),
     };
+    let defaults = &DEFINITIONS.server;
+    let window = match settings.quick {
+        true => defaults.quick_window,
+        false => defaults.window,
+    };
+    let engines = &settings.engines;
+    let picked = |row: &Row| engines.is_empty() || engines.iter().any(|e| e == row.engine());
     let rows = tests.into_iter().flat_map(|test| rows_of(test, settings));
-    rows.map(|row| {
-        let count = settings.count_of(row.test());
-        Case {
-            row,
-            placement,
-            count,
-            warmup: pingpong::default_warmup(count),
-            window: settings.window(),
-            cap: settings.cap,
-        }
-    })
-    .collect()
+    rows.filter(picked)
+        .map(|row| {
+            let count = match (settings.quick, row.test()) {
+                (true, _) => defaults.quick_count,
+                (false, Test::Fd) => defaults.fd_round_trips,
+                (false, _) => defaults.connects,
+            };
+            let count = settings.count.unwrap_or(count);
+            Case {
+                row,
+                placement,
+                count,
+                warmup: pingpong::default_warmup(count),
+                window: settings.window.unwrap_or(window),
+                cap: settings.cap,
+            }
+        })
+        .collect()
 }
 
+/// Every row of `test`.
 fn rows_of(test: Test, settings: &Settings) -> Vec<Row> {
-    let all = all_rows_of(test, settings).into_iter();
-    all.filter(|row| settings.runs(row.engine())).collect()
-}
-
-fn all_rows_of(test: Test, settings: &Settings) -> Vec<Row> {
+    let servers = crate::engine::servers().into_iter();
     match test {
-        Test::Connect => engine::connecting().into_iter().map(Row::Connect).collect(),
+        Test::Connect => servers.filter(|s| s.connects()).map(Row::Connect).collect(),
         Test::Fd => crate::engine::carriers()
             .into_iter()
             .flat_map(|carrier| [false, true].map(|fd| Row::Fd { carrier, fd }))
             .collect(),
-        Test::Clients => engine::serving_many()
-            .into_iter()
+        Test::Clients => servers
+            .filter(|s| s.serves_many())
             .map(|engine| Row::Clients {
                 engine,
                 clients: settings.clients,
             })
             .collect(),
-    }
-}
-
-impl Settings {
-    /// Whether the rows of the engine (or carrier) `name` run.
-    fn runs(&self, name: &str) -> bool {
-        self.engines.is_empty() || self.engines.iter().any(|e| e == name)
-    }
-
-    /// Timed operations per row of `test` (clients rows run for a window
-    /// instead).
-    fn count_of(&self, test: Test) -> usize {
-        match (self.count, self.quick, test) {
-            (Some(count), _, _) => count,
-            (None, true, _) => DEFINITIONS.server.quick_count,
-            (None, false, Test::Fd) => DEFINITIONS.server.fd_round_trips,
-            (None, false, _) => DEFINITIONS.server.connects,
-        }
-    }
-
-    /// How long the clients of a clients row run.
-    fn window(&self) -> Duration {
-        match (self.window, self.quick) {
-            (Some(window), _) => window,
-            (None, true) => DEFINITIONS.server.quick_window,
-            (None, false) => DEFINITIONS.server.window,
-        }
     }
 }
 
@@ -310,7 +269,7 @@ impl Bench for Case {
 
     fn run(&self, bar: &Bar) -> Result<Sample, Error> {
         match self.row {
-            Row::Connect(engine) => dial::run(self, engine, bar),
+            Row::Connect(engine) => timed::connect(self, engine, bar),
             Row::Fd { carrier, fd } => fds::run(self, carrier, fd, bar),
             Row::Clients { engine, clients } => fleet::run(self, engine, clients, bar),
         }
@@ -381,25 +340,22 @@ mod tests {
     }
 
     #[test]
-    fn engines_can_be_picked() {
-        let mut picked = settings(vec![Test::Connect], false);
+    fn tests_engines_and_quick_runs_can_be_picked() {
+        let mut picked = settings(vec![Test::Connect, Test::Clients], true);
         picked.engines = vec!["shm-floor".into(), "unix-seqpacket".into()];
-        let names: Vec<&str> = cases(Placement::Same, &picked)
+        let cases = cases(Placement::Same, &picked);
+        let rows: Vec<_> = cases
             .iter()
-            .map(|c| c.row.engine())
+            .map(|c| (c.row.test(), c.row.engine()))
             .collect();
-        assert_eq!(names, ["unix-seqpacket", "shm-floor"]);
-    }
-
-    #[test]
-    fn quick_runs_are_short_and_tests_can_be_picked() {
-        let cases = cases(Placement::Same, &settings(vec![Test::Clients], true));
-        assert!(cases.iter().all(|c| c.row.test() == Test::Clients));
-        assert!(
-            cases
-                .iter()
-                .all(|c| c.window == DEFINITIONS.server.quick_window)
-        );
-        assert_eq!(cases[0].row.clients(), DEFINITIONS.server.clients);
+        let expected = [
+            (Test::Connect, "unix-seqpacket"),
+            (Test::Connect, "shm-floor"),
+            (Test::Clients, "unix-seqpacket"),
+        ];
+        assert_eq!(rows, expected);
+        assert_eq!(cases[0].count, DEFINITIONS.server.quick_count);
+        assert_eq!(cases[2].window, DEFINITIONS.server.quick_window);
+        assert_eq!(cases[2].row.clients(), DEFINITIONS.server.clients);
     }
 }

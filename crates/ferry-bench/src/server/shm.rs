@@ -1,29 +1,10 @@
-//! The floor of a shared-memory connect: what any library that gives each
-//! connection a region of its own must do at least, hand-written, with the
-//! pingpong floor's slots and futex wait ([`crate::transport::shm_floor`]).
-//!
-//! The client makes a memfd the size of ferry's default pipe region,
-//! seals its size (as ferry does; one engine does not), maps it, connects
-//! a `SOCK_SEQPACKET` socket to the server's abstract address and sends a
-//! 40-byte hello with the memfd attached (`SCM_RIGHTS`), as ferry's client
-//! sends its region with its opening. The server checks the seals (where
-//! the engine seals) and reads the size (`fstat`), maps the region and
-//! answers with an 8-byte welcome; then the first request and its reply go
-//! through the region's slots, each side sleeping on a futex while it
-//! waits. A client hangs up by marking its slot closed and closing the
-//! region and the socket; the server then unmaps and closes its own.
-//!
-//! Variants: `shm-floor-unsealed` (no seals made or checked: what sealing
-//! costs), `shm-floor-4k` (a one-page region: what a region's size costs
-//! in mapping and faults), `shm-floor-eager` (the request is in the
-//! region before the hello goes, and the server answers with the reply
-//! alone, no welcome: a welcome folded into the first reply),
-//! `shm-floor-min` (all three: the least a connect with a fresh region
-//! can do), and `shm-floor-spare` (ferry's shape, but the client's region
-//! and socket were made, sealed and mapped at the previous hang-up,
-//! outside the timed span: a spare region made before connect), and
-//! `shm-floor-min-spare` (both: the least a connect does when its region
-//! is ready before it starts).
+//! The floor of a shared-memory connect, hand-written with the pingpong
+//! floor's slots and futex wait ([`crate::transport::shm_floor`]): the
+//! client makes, sizes, seals and maps a memfd, connects a `SOCK_SEQPACKET`
+//! socket and sends a hello with the memfd attached, as ferry's client
+//! sends its region with its opening; the server checks the seals, maps the
+//! region and welcomes the client; then the first request and its reply go
+//! through the region. Each [`ShmConnect`] takes out or changes one step.
 
 use std::os::fd::OwnedFd;
 use std::sync::Mutex;
@@ -43,7 +24,6 @@ use crate::transport::shm_floor::{Layout, Mapping, Peer, Slots, Wait};
 /// two rings of 256 KiB (ferry's `wire/region.rs`, `region_len` of
 /// `channel/options.rs`'s default capacity).
 pub const FERRY_REGION: usize = 4096 + 2 * 256 * 1024;
-/// One page.
 const PAGE_REGION: usize = 4096;
 /// The largest region a server maps.
 const MAX_REGION: usize = 1 << 30;
@@ -54,7 +34,6 @@ const SEALS: SealFlags = SealFlags::SHRINK
     .union(SealFlags::SEAL);
 /// The client's hello: as long as ferry's opening.
 const HELLO: [u8; 40] = *b"ferry-bench shm-floor hello, 40 bytes...";
-/// The server's welcome.
 const WELCOME: [u8; 8] = *b"welcome!";
 /// Connections the kernel queues before `accept`.
 const BACKLOG: i32 = 128;
@@ -70,61 +49,44 @@ pub struct ShmConnect {
     /// The server answers the hello before the first request is written;
     /// otherwise the request is in the region before the hello goes.
     welcome: bool,
-    /// The client makes its next region when it hangs up, and connects
-    /// with it.
+    /// The client makes its next region when it hangs up, outside the
+    /// timed span, and connects with it.
     spare: bool,
 }
 
 impl ShmConnect {
-    /// ferry's shape: a default-sized sealed region, a welcome.
-    pub const FLOOR: Self = Self {
-        name: "shm-floor",
-        region: FERRY_REGION,
-        sealed: true,
-        welcome: true,
-        spare: false,
-    };
-    /// No seals.
-    pub const UNSEALED: Self = Self {
-        name: "shm-floor-unsealed",
-        sealed: false,
-        ..Self::FLOOR
-    };
-    /// A one-page region.
-    pub const PAGE: Self = Self {
-        name: "shm-floor-4k",
-        region: PAGE_REGION,
-        ..Self::FLOOR
-    };
-    /// The request written before the hello; no welcome.
-    pub const EAGER: Self = Self {
-        name: "shm-floor-eager",
-        welcome: false,
-        ..Self::FLOOR
-    };
-    /// A one-page region, no seals, no welcome.
-    pub const MIN: Self = Self {
-        name: "shm-floor-min",
-        region: PAGE_REGION,
-        sealed: false,
-        welcome: false,
-        spare: false,
-    };
+    /// ferry's shape: a region of ferry's size, sealed, and a welcome.
+    pub const FLOOR: Self = Self::new("shm-floor", FERRY_REGION, true, true, false);
+    /// No seals: what sealing costs.
+    pub const UNSEALED: Self = Self::new("shm-floor-unsealed", FERRY_REGION, false, true, false);
+    /// A one-page region: what a region's size costs in mapping and faults.
+    pub const PAGE: Self = Self::new("shm-floor-4k", PAGE_REGION, true, true, false);
+    /// The request in the region before the hello, and no welcome: a
+    /// welcome folded into the first reply.
+    pub const EAGER: Self = Self::new("shm-floor-eager", FERRY_REGION, true, false, false);
+    /// One page, no seals, no welcome: the least a connect with a fresh
+    /// region can do.
+    pub const MIN: Self = Self::new("shm-floor-min", PAGE_REGION, false, false, false);
     /// ferry's shape, with a region made at the last hang-up.
-    pub const SPARE: Self = Self {
-        name: "shm-floor-spare",
-        spare: true,
-        ..Self::FLOOR
-    };
-}
+    pub const SPARE: Self = Self::new("shm-floor-spare", FERRY_REGION, true, true, true);
+    /// `MIN` with a region made at the last hang-up.
+    pub const MIN_SPARE: Self = Self::new("shm-floor-min-spare", PAGE_REGION, false, false, true);
 
-impl ShmConnect {
-    /// A one-page region made at the last hang-up, no seals, no welcome.
-    pub const MIN_SPARE: Self = Self {
-        name: "shm-floor-min-spare",
-        spare: true,
-        ..Self::MIN
-    };
+    const fn new(
+        name: &'static str,
+        region: usize,
+        sealed: bool,
+        welcome: bool,
+        spare: bool,
+    ) -> Self {
+        Self {
+            name,
+            region,
+            sealed,
+            welcome,
+            spare,
+        }
+    }
 }
 
 /// The region the next connect of a spare-making shape takes, with the
@@ -140,13 +102,13 @@ impl Server for ShmConnect {
         false
     }
 
-    fn serve(&self, clients: usize) -> Result<Listening, Error> {
+    fn serve(&self, _clients: usize) -> Result<Listening, Error> {
         let name = engine::fresh_name("shm-floor");
         let listener = socket()?;
         net::bind(&listener, &address(&name)?).context(format!("binding to @{name}"))?;
         net::listen(&listener, BACKLOG).context(format!("listening at @{name}"))?;
         let shape = *self;
-        thread::spawn(move || shape.accept_each(&listener, clients));
+        thread::spawn(move || shape.accept_each(&listener));
         Ok(engine::fixed(name))
     }
 
@@ -171,9 +133,7 @@ impl Server for ShmConnect {
         if !self.welcome {
             write(&mut slots, request)?;
         }
-        let socket = slots
-            .socket()
-            .expect("a client watches its server's socket");
+        let socket = slots.socket().expect("a client watches its server");
         net::connect(socket, &address(address_name)?)
             .context(format!("connecting to @{address_name}"))?;
         scm::send(socket, &HELLO, Some(slots.file()))?;
@@ -184,7 +144,8 @@ impl Server for ShmConnect {
         match self.welcome {
             true => {
                 let mut welcome = [0; WELCOME.len() + 1];
-                let (n, fd) = scm::recv(socket_of(conn.slots()), &mut welcome)?;
+                let socket = conn.slots().socket().expect("a client watches its server");
+                let (n, fd) = scm::recv(socket, &mut welcome)?;
                 if welcome[..n] != WELCOME || fd.is_some() {
                     return Err(Error::new("the server did not welcome this client"));
                 }
@@ -216,23 +177,18 @@ impl ShmConnect {
     }
 
     /// Accepts clients forever, each served on this thread until it hangs
-    /// up, or (many at once) on a thread of its own.
-    fn accept_each(self, listener: &OwnedFd, clients: usize) {
+    /// up (a floor has connect rows only: its clients come one at a time).
+    fn accept_each(self, listener: &OwnedFd) {
         loop {
             match net::accept_with(listener, SocketFlags::CLOEXEC) {
-                Ok(socket) if engine::one_at_a_time(clients) => self.serve_reporting(socket),
                 Ok(socket) => {
-                    thread::spawn(move || self.serve_reporting(socket));
+                    if let Err(e) = self.serve_one(socket) {
+                        engine::report("serving a shm-floor client", e);
+                    }
                 }
                 Err(Errno::INTR | Errno::CONNABORTED) => {}
                 Err(e) => return engine::report("accepting a shm-floor client", e),
             }
-        }
-    }
-
-    fn serve_reporting(self, socket: OwnedFd) {
-        if let Err(e) = self.serve_one(socket) {
-            engine::report("serving a shm-floor client", e);
         }
     }
 
@@ -277,13 +233,6 @@ fn send_welcome(socket: &OwnedFd) -> Result<(), Error> {
         Ok(n) => Err(Error::new(format!("sent {n} bytes of the welcome"))),
         Err(e) => Err(e).context("sending the welcome"),
     }
-}
-
-/// The socket a connection's slots watch.
-fn socket_of(slots: &Slots) -> &OwnedFd {
-    slots
-        .socket()
-        .expect("a connection watches its peer's socket")
 }
 
 /// Writes `message` into this end's slot and publishes it.

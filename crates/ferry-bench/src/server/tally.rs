@@ -1,14 +1,11 @@
 //! `ferry-bench connect-loop`: connects to a server of each engine many
-//! times in a row, one client at a time, as the connect rows do but with
-//! nothing timed per connect, and counts what the connects cost both
-//! processes: page faults and context switches per connect, read from
-//! `/proc` before and after the loop, beside the loop's wall time per
-//! connect. It is also the program to run under `strace -f -c`,
-//! `perf stat` or `valgrind --tool=callgrind --trace-children=yes`, whose
-//! counts of two loop lengths, subtracted, give one connect.
-//!
-//! System calls and user-space instructions per connect, both processes,
-//! from two loop lengths (start-up cancels in the difference):
+//! times, one client at a time, timing only the whole loop, and counts
+//! page faults and context switches per connect of both processes (from
+//! `/proc`, before and after). System calls and instructions per connect
+//! come from two loop lengths, N = 200 and 1,200 under strace, 100 and
+//! 300 under callgrind (the sum of the `totals:` lines of every `cg.N.*`;
+//! with the build `ferry-bench instructions` makes): the counts subtracted
+//! (start-up cancels) over the difference in N.
 //!
 //! ```text
 //! strace -f -c -o st.N ferry-bench connect-loop --engine E --count N --warmup 50
@@ -16,28 +13,19 @@
 //!     target/instructions/release/ferry-bench connect-loop --engine E --count N --warmup 20
 //! ```
 //!
-//! with N = 200 and 1,200 (strace) or 100 and 300 (callgrind), each count
-//! (calls per syscall; the sum of the `totals:` lines of every `cg.N.*`)
-//! subtracted and divided by the difference in N. valgrind needs the build
-//! `ferry-bench instructions` makes with rustix's libc backend (see
-//! `instructions.rs`).
-//!
-//! The server's address is asked once, where the engine serves every
-//! client at one address (ipc-channel's one-shot servers ask for each),
-//! so the control pipe to the serving child costs the loop nothing.
-//! Switches are summed over each process's live threads
-//! (`/proc/PID/task/*/status`); those of a thread that has exited are
-//! lost, which undercounts an engine that starts threads per connection
-//! (ipc-channel); faults (`/proc/PID/stat`) count every thread's.
+//! The address is asked once where every client connects at one address,
+//! so the control pipe costs the loop nothing. Switches are summed over
+//! each process's live threads, so those of threads that have exited are
+//! lost (ipc-channel starts one per connection); faults count every one's.
 
 use std::time::Instant;
 
 use clap::Args;
 
 use super::SIZE;
-use super::child::{ChildArgs, Helper, Role, Seat, next_address};
-use super::dial::check_echo;
+use super::child::{ChildArgs, Role, Seat, next_address, with_child};
 use super::engine::{self, Server};
+use super::timed::check_echo;
 use crate::error::{Context, Error};
 use crate::payload;
 use crate::placement::Placement;
@@ -45,8 +33,9 @@ use crate::placement::Placement;
 /// Flags of the `connect-loop` command.
 #[derive(Debug, Args)]
 pub struct LoopArgs {
-    /// Server engines, comma-separated [default: ferry,unix-seqpacket,shm-floor].
+    /// Server engines, comma-separated.
     #[arg(long = "engine", value_delimiter = ',', value_parser = engine_arg)]
+    #[arg(default_value = "ferry,unix-seqpacket,shm-floor")]
     engines: Vec<&'static dyn Server>,
     /// Where the two processes run (see the other commands).
     #[arg(long, value_enum, default_value_t = Placement::Same)]
@@ -123,45 +112,35 @@ fn field(status: &str, name: &str) -> u64 {
 
 /// The `connect-loop` command.
 pub fn run(args: &LoopArgs) -> Result<(), Error> {
-    let engines = match args.engines.is_empty() {
-        true => ["ferry", "unix-seqpacket", "shm-floor"]
-            .into_iter()
-            .map(engine::by_name)
-            .collect::<Result<Vec<_>, _>>()?,
-        false => args.engines.clone(),
-    };
     args.placement.pin_parent()?;
-    println!(
-        "{:<20} {:>9} {:>8} {:>10} | {:>9} {:>9} {:>9} | {:>9} {:>9} {:>9}",
-        "engine",
-        "placement",
-        "connects",
-        "µs/connect",
-        "cl minflt",
-        "cl vcsw",
-        "cl ivcsw",
-        "sv minflt",
-        "sv vcsw",
-        "sv ivcsw",
-    );
-    for engine in engines {
+    let tallies = |side| ["minflt", "vcsw", "ivcsw"].map(|t| format!("{side} {t}"));
+    let first = ["engine", "placement", "connects", "µs/connect"];
+    println!("{}", line(first, tallies("cl"), tallies("sv")));
+    for &engine in &args.engines {
         let row = count(args, engine).map_err(|e| e.within(engine.name().to_string()))?;
         println!("{row}");
     }
     Ok(())
 }
 
+/// A line of the table: four cells, then the client's three tallies and
+/// the server's.
+fn line(first: [&str; 4], client: [String; 3], server: [String; 3]) -> String {
+    let [engine, placement, connects, us] = first;
+    let [client, server] = [client, server].map(|[a, b, c]| format!("{a:>9} {b:>9} {c:>9}"));
+    format!("{engine:<20} {placement:>9} {connects:>8} {us:>10} | {client} | {server}")
+}
+
 /// One engine's loop, as a line of the table.
 fn count(args: &LoopArgs, engine: &dyn Server) -> Result<String, Error> {
     let child = ChildArgs::new(Role::Serve, engine.name(), args.placement, Seat::Child);
-    let mut server = Helper::start(&child)?;
-    let (me, them) = (std::process::id(), server.pid());
-    let measured = (|| {
-        let mut address = next_address(&server.ctl)?;
+    let (took, client, served) = with_child(&child, |ctl, them| {
+        let me = std::process::id();
+        let mut address = next_address(ctl)?;
         let (mut request, mut reply) = (vec![0; SIZE], Vec::with_capacity(SIZE));
         let mut connect = |i: usize, address: &mut String| -> Result<(), Error> {
             if !engine.one_address() {
-                *address = next_address(&server.ctl)?;
+                *address = next_address(ctl)?;
             }
             payload::fill(&mut request, payload::marker(i));
             let conn = engine.connect(address, &request, &mut reply)?;
@@ -183,20 +162,14 @@ fn count(args: &LoopArgs, engine: &dyn Server) -> Result<String, Error> {
             Tally::of(them)?.per(served, args.count),
         );
         Ok((took, client, served))
-    })();
-    let (took, client, served) = server.finish(measured)?;
+    })?;
     let us = took.as_secs_f64() * 1e6 / args.count as f64;
-    Ok(format!(
-        "{:<20} {:>9} {:>8} {:>10.2} | {:>9.2} {:>9.2} {:>9.2} | {:>9.2} {:>9.2} {:>9.2}",
+    let cells = |tally: [f64; 3]| tally.map(|x| format!("{x:.2}"));
+    let first = [
         engine.name(),
         args.placement.name(),
-        args.count,
-        us,
-        client[0],
-        client[1],
-        client[2],
-        served[0],
-        served[1],
-        served[2],
-    ))
+        &args.count.to_string(),
+        &format!("{us:.2}"),
+    ];
+    Ok(line(first, cells(client), cells(served)))
 }

@@ -131,7 +131,7 @@ pub const ENGINES: &[&dyn Engine] = &[
     &ferry::Ferry::LOAN_BORROWED,
     &ferry::Ferry::IN_PLACE,
     &server::ferry::Ferry::SELECT,
-    &ferry_typed::FerryTyped,
+    &ferry::Ferry::TYPED,
     #[cfg(feature = "tokio")]
     &ferry_async::FerryAsync,
     &unix_stream::UnixStream,
@@ -186,7 +186,6 @@ macro_rules! server_engines {
 }
 
 pipe_engines!(
-    ferry_typed::FerryTyped,
     #[cfg(feature = "tokio")]
     ferry_async::FerryAsync,
     unix_stream::UnixStream,

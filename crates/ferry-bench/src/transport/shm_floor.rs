@@ -663,7 +663,10 @@ mod tests {
         let alive = || Peer::Parent(rustix::process::getppid());
         let a = Mapping::made(memfd, SIZE, Layout::PINGPONG).unwrap();
         let b = Mapping::received(twin, pingpong_shape).unwrap();
-        let (a, b) = (Slots::new(a, 0, wait, alive()), Slots::new(b, 1, wait, alive()));
+        let (a, b) = (
+            Slots::new(a, 0, wait, alive()),
+            Slots::new(b, 1, wait, alive()),
+        );
         (a.in_place(in_place), b.in_place(in_place))
     }
 

@@ -172,11 +172,6 @@ impl Mapping {
         })
     }
 
-    /// The file behind the mapping.
-    pub(crate) fn file(&self) -> BorrowedFd<'_> {
-        self.file.as_fd()
-    }
-
     /// The header of slot `slot` (0 or 1).
     fn header(&self, slot: usize) -> &Header {
         assert!(slot < 2);
@@ -496,7 +491,7 @@ impl Slots {
 
     /// The file behind the slots.
     pub(crate) fn file(&self) -> BorrowedFd<'_> {
-        self.mapping.file()
+        self.mapping.file.as_fd()
     }
 
     /// The socket the peer is watched through, if it is.

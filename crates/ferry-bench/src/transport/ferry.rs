@@ -1,16 +1,16 @@
-//! ferry's pipes, with each of its wait strategies, and with the payload
-//! copied in and out or in each of the zero-copy forms (`ferry-loan`,
-//! `ferry-loan-borrowed`, `ferry-in-place`: see [`super::ferry_zero_copy`]).
+//! ferry's pipes: each wait strategy with the payload copied in and out,
+//! each zero-copy form (see [`super::ferry_zero_copy`]), and the typed
+//! channels (see [`super::ferry_typed`]).
 //!
-//! The parent spawns the child with [`::ferry::PipeOptions::spawn`]; the
-//! child takes its end with [`::ferry::Pipe::from_parent`] and sets the same
-//! wait strategy on it, since an end adopted from the parent starts with the
-//! default.
+//! The child takes its end with [`::ferry::Pipe::from_parent`] and sets the
+//! same wait strategy on it, since an end adopted from the parent starts
+//! with the default.
 
-use std::process::Command;
+use std::process::{Child, Command};
 
-use ::ferry::{PipeOptions, RecvError, Wait};
+use ::ferry::{Pipe, PipeOptions, RecvError, Wait};
 
+use super::ferry_typed::TypedEndpoint;
 use super::ferry_zero_copy::{BorrowedLoanEndpoint, InPlaceEndpoint, LoanEndpoint};
 use super::{Connection, Endpoint, Transport};
 use crate::error::{Context, Error};
@@ -29,66 +29,58 @@ enum Payload {
     /// Copied in by [`::ferry::Pipe::send`] and out by
     /// [`::ferry::Receiver::recv_into`].
     Copied,
-    /// Written into an owned loan ([`::ferry::Sender::loan_owned`]) and
-    /// received as a view ([`::ferry::Receiver::recv_shared`]).
+    /// [`LoanEndpoint`].
     Loan,
-    /// As `Loan`, with a loan that borrows the sender
-    /// ([`::ferry::Sender::loan`]).
+    /// [`BorrowedLoanEndpoint`].
     BorrowedLoan,
-    /// Written and read where the message lies, in one call each
-    /// ([`::ferry::Sender::send_in_place`],
-    /// [`::ferry::Receiver::recv_in_place`]).
+    /// [`InPlaceEndpoint`].
     InPlace,
+    /// [`TypedEndpoint`].
+    Typed,
 }
 
 impl Ferry {
+    const fn new(name: &'static str, wait: Wait, payload: Payload) -> Self {
+        Self {
+            name,
+            wait,
+            payload,
+        }
+    }
+
     /// The default: spin only while the peer works on another CPU.
-    pub const ADAPTIVE: Self = Self {
-        name: "ferry",
-        wait: Wait::Adaptive,
-        payload: Payload::Copied,
-    };
+    pub const ADAPTIVE: Self = Self::new("ferry", Wait::Adaptive, Payload::Copied);
     /// The opt-in policy: the default's rules plus the older heuristics.
-    pub const TUNED: Self = Self {
-        name: "ferry-tuned",
-        wait: Wait::Tuned,
-        payload: Payload::Copied,
-    };
+    pub const TUNED: Self = Self::new("ferry-tuned", Wait::Tuned, Payload::Copied);
     /// Busy-poll, never sleep.
-    pub const SPIN: Self = Self {
-        name: "ferry-spin",
-        wait: Wait::Spin,
-        payload: Payload::Copied,
-    };
+    pub const SPIN: Self = Self::new("ferry-spin", Wait::Spin, Payload::Copied);
     /// Sleep on the futex at once.
-    pub const BLOCK: Self = Self {
-        name: "ferry-sleep",
-        wait: Wait::Sleep,
-        payload: Payload::Copied,
-    };
-    /// The default wait, each message written into an owned loan and sent,
-    /// and received as a view (a pool block, read where it lies, from 16
-    /// KiB; a heap buffer copied through the ring below).
-    pub const LOAN: Self = Self {
-        name: "ferry-loan",
-        wait: Wait::Adaptive,
-        payload: Payload::Loan,
-    };
-    /// `ferry-loan` with a loan that borrows the sender, made, written and
-    /// sent in one call.
-    pub const LOAN_BORROWED: Self = Self {
-        name: "ferry-loan-borrowed",
-        wait: Wait::Adaptive,
-        payload: Payload::BorrowedLoan,
-    };
+    pub const BLOCK: Self = Self::new("ferry-sleep", Wait::Sleep, Payload::Copied);
+    /// The default wait, each message written into an owned loan and
+    /// received as a view.
+    pub const LOAN: Self = Self::new("ferry-loan", Wait::Adaptive, Payload::Loan);
+    /// `ferry-loan` with a loan that borrows the sender.
+    pub const LOAN_BORROWED: Self =
+        Self::new("ferry-loan-borrowed", Wait::Adaptive, Payload::BorrowedLoan);
     /// The default wait, each message written where it goes and read where
-    /// it lies, by a closure (in the ring below the out-of-line threshold,
-    /// in a pool block above it).
-    pub const IN_PLACE: Self = Self {
-        name: "ferry-in-place",
-        wait: Wait::Adaptive,
-        payload: Payload::InPlace,
-    };
+    /// it lies, by a closure.
+    pub const IN_PLACE: Self = Self::new("ferry-in-place", Wait::Adaptive, Payload::InPlace);
+    /// The typed channels, default wait.
+    pub const TYPED: Self = Self::new("ferry-typed", Wait::Adaptive, Payload::Typed);
+
+    fn endpoint(&self, pipe: Pipe) -> Box<dyn Endpoint> {
+        match self.payload {
+            Payload::Copied => Box::new(FerryEndpoint {
+                pipe,
+                out: Vec::new(),
+                inbox: Vec::new(),
+            }),
+            Payload::Loan => Box::new(LoanEndpoint::new(pipe)),
+            Payload::BorrowedLoan => Box::new(BorrowedLoanEndpoint::new(pipe)),
+            Payload::InPlace => Box::new(InPlaceEndpoint::new(pipe)),
+            Payload::Typed => Box::new(TypedEndpoint::new(pipe)),
+        }
+    }
 }
 
 impl Transport for Ferry {
@@ -106,47 +98,34 @@ impl Transport for Ferry {
     }
 
     fn spawn(&self, command: Command) -> Result<Connection, Error> {
-        let (child, pipe) = PipeOptions::new()
-            .wait(self.wait)
-            .spawn(command)
-            .context("spawning the child with a ferry pipe")?;
+        let (child, pipe) = spawn_with_pipe(command, self.wait)?;
         Ok(Connection::new(child, self.endpoint(pipe)))
     }
 
     fn connect_to_parent(&self) -> Result<Box<dyn Endpoint>, Error> {
-        let pipe = ::ferry::Pipe::from_parent().context("taking the ferry pipe from the parent")?;
+        let pipe = pipe_from_parent()?;
         pipe.sender().set_wait(self.wait);
         pipe.receiver().set_wait(self.wait);
         Ok(self.endpoint(pipe))
     }
 }
 
-impl Ferry {
-    fn endpoint(&self, pipe: ::ferry::Pipe) -> Box<dyn Endpoint> {
-        match self.payload {
-            Payload::Copied => Box::new(FerryEndpoint::new(pipe)),
-            Payload::Loan => Box::new(LoanEndpoint::new(pipe)),
-            Payload::BorrowedLoan => Box::new(BorrowedLoanEndpoint::new(pipe)),
-            Payload::InPlace => Box::new(InPlaceEndpoint::new(pipe)),
-        }
-    }
+/// Starts `command` with a ferry pipe to it, waiting by `wait`.
+pub(super) fn spawn_with_pipe(command: Command, wait: Wait) -> Result<(Child, Pipe), Error> {
+    let spawned = PipeOptions::new().wait(wait).spawn(command);
+    spawned.context("spawning the child with a ferry pipe")
+}
+
+/// In the child: its end of the pipe the parent spawned it with.
+pub(super) fn pipe_from_parent() -> Result<Pipe, Error> {
+    Pipe::from_parent().context("taking the ferry pipe from the parent")
 }
 
 /// A ferry pipe end with reused send and receive buffers.
 struct FerryEndpoint {
-    pipe: ::ferry::Pipe,
+    pipe: Pipe,
     out: Vec<u8>,
     inbox: Vec<u8>,
-}
-
-impl FerryEndpoint {
-    fn new(pipe: ::ferry::Pipe) -> Self {
-        Self {
-            pipe,
-            out: Vec::new(),
-            inbox: Vec::new(),
-        }
-    }
 }
 
 impl Endpoint for FerryEndpoint {

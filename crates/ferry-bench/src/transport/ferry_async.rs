@@ -6,9 +6,10 @@
 
 use std::process::Command;
 
-use ::ferry::{AsyncReceiver, AsyncSender, PipeOptions, RecvError, Wait};
+use ::ferry::{AsyncReceiver, AsyncSender, RecvError, Wait};
 use tokio::runtime::Runtime;
 
+use super::ferry::{pipe_from_parent, spawn_with_pipe};
 use super::{Connection, Endpoint, Transport};
 use crate::error::{Context, Error};
 
@@ -26,16 +27,12 @@ impl Transport for FerryAsync {
     }
 
     fn spawn(&self, command: Command) -> Result<Connection, Error> {
-        let (child, pipe) = PipeOptions::new()
-            .wait(Wait::Sleep)
-            .spawn(command)
-            .context("spawning the child with a ferry pipe")?;
+        let (child, pipe) = spawn_with_pipe(command, Wait::Sleep)?;
         Ok(Connection::new(child, Box::new(AsyncEndpoint::new(pipe)?)))
     }
 
     fn connect_to_parent(&self) -> Result<Box<dyn Endpoint>, Error> {
-        let pipe = ::ferry::Pipe::from_parent().context("taking the ferry pipe from the parent")?;
-        Ok(Box::new(AsyncEndpoint::new(pipe)?))
+        Ok(Box::new(AsyncEndpoint::new(pipe_from_parent()?)?))
     }
 }
 
@@ -51,10 +48,7 @@ struct AsyncEndpoint {
 
 impl AsyncEndpoint {
     fn new(pipe: ::ferry::Pipe) -> Result<Self, Error> {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_io()
-            .build()
-            .context("starting a tokio runtime")?;
+        let runtime = runtime()?;
         let (tx, rx) = pipe.split();
         let (tx, rx) = {
             let _inside = runtime.enter();
@@ -94,4 +88,13 @@ impl Endpoint for AsyncEndpoint {
             Err(e) => Err(e).context("receiving on the async ferry pipe"),
         }
     }
+}
+
+/// A current-thread tokio runtime with its I/O driver, as each side of the
+/// tokio rows runs.
+pub(super) fn runtime() -> Result<Runtime, Error> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .build();
+    runtime.context("starting a tokio runtime")
 }

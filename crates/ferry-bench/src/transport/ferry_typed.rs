@@ -7,18 +7,11 @@
 //! the payload buffer every time), and `recv_into` decodes over the inbox
 //! with serde's `deserialize_in_place`, reusing its buffer.
 
-use std::process::Command;
-
 use ::ferry::typed::{ByteBuf, Pipe as TypedPipe, RecvError};
-use ::ferry::{PipeOptions, Wait};
 use serde::{Deserialize, Serialize};
 
-use super::{Connection, Endpoint, Transport};
+use super::Endpoint;
 use crate::error::{Context, Error};
-
-/// ferry's typed channels, adaptive wait.
-#[derive(Debug)]
-pub struct FerryTyped;
 
 /// The message.
 #[derive(Debug, Default, Clone, Serialize, Deserialize)]
@@ -28,33 +21,8 @@ struct Msg {
     data: ByteBuf,
 }
 
-impl Transport for FerryTyped {
-    fn name(&self) -> &'static str {
-        "ferry-typed"
-    }
-
-    fn wait(&self) -> &'static str {
-        "adaptive"
-    }
-
-    fn spawn(&self, command: Command) -> Result<Connection, Error> {
-        let (child, pipe) = PipeOptions::new()
-            .wait(Wait::Adaptive)
-            .spawn(command)
-            .context("spawning the child with a ferry pipe")?;
-        Ok(Connection::new(child, Box::new(TypedEndpoint::new(pipe))))
-    }
-
-    fn connect_to_parent(&self) -> Result<Box<dyn Endpoint>, Error> {
-        let pipe = ::ferry::Pipe::from_parent().context("taking the ferry pipe from the parent")?;
-        pipe.sender().set_wait(Wait::Adaptive);
-        pipe.receiver().set_wait(Wait::Adaptive);
-        Ok(Box::new(TypedEndpoint::new(pipe)))
-    }
-}
-
 /// A typed two-way end over one pipe end.
-struct TypedEndpoint {
+pub(super) struct TypedEndpoint {
     end: TypedPipe<Msg, Msg>,
     /// The next message.
     out: Msg,
@@ -65,7 +33,7 @@ struct TypedEndpoint {
 }
 
 impl TypedEndpoint {
-    fn new(pipe: ::ferry::Pipe) -> Self {
+    pub(super) fn new(pipe: ::ferry::Pipe) -> Self {
         Self {
             end: TypedPipe::from_pipe(pipe),
             out: Msg::default(),

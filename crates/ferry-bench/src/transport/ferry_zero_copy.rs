@@ -1,19 +1,13 @@
-//! ferry's zero-copy forms, one row each, so each can be weighed against
-//! the others and against the copy path (`ferry`):
+//! ferry's zero-copy forms, one row each: `ferry-loan` (an owned loan,
+//! [`::ferry::Sender::loan_owned`], received as a view,
+//! [`::ferry::Receiver::recv_shared`]), `ferry-loan-borrowed` (a loan that
+//! borrows the sender, [`::ferry::Sender::loan`]) and `ferry-in-place`
+//! ([`::ferry::Sender::send_in_place`], [`::ferry::Receiver::recv_in_place`]).
 //!
-//! - `ferry-loan`: an owned loan ([`::ferry::Sender::loan_owned`]) written
-//!   then sent, each message received as a view
-//!   ([`::ferry::Receiver::recv_shared`]);
-//! - `ferry-loan-borrowed`: the same with a borrowing loan
-//!   ([`::ferry::Sender::loan`]), which lives only within one call;
-//! - `ferry-in-place`: the scoped forms, [`::ferry::Sender::send_in_place`]
-//!   and [`::ferry::Receiver::recv_in_place`].
-//!
-//! Each endpoint uses its form for every message, the control messages
-//! too; where the [`Endpoint`] trait asks for more than a form allows (a
-//! buffer held from [`Endpoint::prepare`] to [`Endpoint::send`], a message
-//! returned by [`Endpoint::recv`]), the endpoint copies through a buffer of
-//! its own. Only control messages, which are not timed, take those paths.
+//! Where the [`Endpoint`] trait asks for more than a form allows (a buffer
+//! held from `prepare` to `send`, a message returned by `recv`), the
+//! endpoint copies through a buffer of its own; only the untimed control
+//! messages take those paths.
 
 use ::ferry::{Loan, Pipe, RecvError, SharedBytes};
 
@@ -44,14 +38,9 @@ impl View {
     }
 }
 
-/// `ferry-loan`: each message written into an owned loan and sent, each
-/// received as a view.
-///
-/// [`Endpoint::prepare`] hands out the loan's bytes until
-/// [`Endpoint::send`], so the loan is kept next to the pipe; only an owned
-/// loan can be (it holds a handle of its own on the sender's ring). The
-/// workloads' sends go through the default
-/// [`Endpoint::send_filled`]: `prepare`, fill, `send`.
+/// `ferry-loan`: the loan is kept from `prepare` to `send` next to the
+/// pipe, which only an owned loan can be (it holds a handle of its own on
+/// the sender's ring).
 pub(super) struct LoanEndpoint {
     pipe: Pipe,
     /// The message being written, from `prepare` to `send`.
@@ -95,14 +84,9 @@ impl Endpoint for LoanEndpoint {
     }
 }
 
-/// `ferry-loan-borrowed`: each message written into a loan that borrows
-/// the sender and sent in one call ([`Endpoint::send_filled`]), each
-/// received as a view.
-///
-/// A borrowing loan cannot be kept from [`Endpoint::prepare`] to
-/// [`Endpoint::send`]: the endpoint owns the pipe the loan would borrow.
-/// So a prepared message is written into a buffer, and `send` copies it
-/// into a loan; the workloads never prepare, only control messages do.
+/// `ferry-loan-borrowed`: a loan made, filled and sent in
+/// [`Endpoint::send_filled`]; it cannot be kept from `prepare` to `send`,
+/// as the endpoint owns the pipe the loan would borrow.
 pub(super) struct BorrowedLoanEndpoint {
     pipe: Pipe,
     /// The prepared message, copied into a loan by `send`.
@@ -147,13 +131,7 @@ impl Endpoint for BorrowedLoanEndpoint {
 }
 
 /// `ferry-in-place`: each message written where it goes and read where it
-/// lies, in one call each: in the ring below the out-of-line threshold, in
-/// a block above it.
-///
-/// [`Endpoint::prepare`] and [`Endpoint::recv`] need bytes that outlive a
-/// call, which the scoped forms do not lend: a prepared message is written
-/// into a buffer that `send` copies in place, and `recv` copies the message
-/// out into an inbox. The workloads use neither; control messages do.
+/// lies (in the ring below the out-of-line threshold, in a block above it).
 pub(super) struct InPlaceEndpoint {
     pipe: Pipe,
     /// The prepared message, copied in place by `send`.

@@ -14,7 +14,7 @@ use crate::error::{Context, Error};
 pub const HEADER: usize = 4;
 /// The largest message accepted, so a bad header cannot ask for any amount
 /// of memory.
-const MAX_MESSAGE: usize = 1 << 30;
+pub const MAX_MESSAGE: usize = 1 << 30;
 /// The reader's buffer: one `read` takes a small message whole.
 const READ_BUFFER: usize = 64 * 1024;
 

@@ -1,39 +1,18 @@
-//! iceoryx2, the zero-copy shared-memory middleware: publish-subscribe for
-//! the data, and for the blocking row an event service to sleep on.
+//! iceoryx2, the zero-copy shared-memory middleware: a publish-subscribe
+//! service of `[u8]` slices each way, in an iceoryx2 domain of the row's own
+//! ([`domain`]), and for `iceoryx2-event` an event service to sleep on
+//! (`iceoryx2-spin` busy-polls `Subscriber::receive`). The payload is copied
+//! in and out, as every transport here does.
 //!
-//! Each row makes two services, `ferry-bench/to-child` and
-//! `ferry-bench/to-parent`, in an iceoryx2 domain of its own (see
-//! [`domain`]); each is a publish-subscribe service of `[u8]` slices up to
-//! 1 MiB plus, for `iceoryx2-event`, an event service of the same name. The
-//! payload is copied in (`loan_slice_uninit`, then `write_from_slice`) and
-//! out (the received slice into a buffer of the endpoint's own), as every
-//! transport here does.
-//!
-//! Service settings: one publisher and one subscriber, no history (the
-//! child says hello once its ports exist, so nothing is sent before it
-//! listens), one sample loaned or borrowed at a time, and a subscriber
-//! buffer of [`BUFFER`] samples. A ping-pong never has two messages in
-//! flight; a one-way stream lets the sender run that far ahead. Safe
-//! overflow is off and the publisher retries until delivered, so a full
-//! buffer holds the sender back rather than dropping the oldest sample, as
-//! every other transport here behaves (iceoryx2's defaults would overwrite
-//! it). The publisher's pool hands back the most recently freed sample
-//! first, so a larger buffer keeps a ping-pong on the same hot memory. A
-//! `u64` user header numbers the messages, so a lost or repeated one is an
-//! error rather than a wrong timing, and marks the close.
-//!
-//! Waiting: `iceoryx2-event` sleeps on the listener (`timed_wait`) until the
-//! publisher's notifier wakes it; `iceoryx2-spin` busy-polls
-//! `Subscriber::receive` and never sleeps. Spinning where the peer needs the
-//! same CPU only holds it from the peer for a scheduler slice, so the
-//! spinner yields between polls (`sched_yield`) when both processes are
-//! pinned to one and the same CPU (as ferry's spinner does), and once a wait
-//! has lasted [`SPIN_ALONE`] (the peer may be descheduled); a yield with no
-//! other thread to run returns at once. Every wait looks at the peer process
-//! every [`LIVENESS`], so a dead peer ends the row with an error.
-//!
-//! Both nodes disable iceoryx2's signal handling, which would otherwise
-//! swallow the benchmark's SIGINT and SIGTERM.
+//! Settings: no history (the child says hello once its ports exist), one
+//! sample loaned or borrowed at a time, [`BUFFER`] samples in flight, safe
+//! overflow off with the publisher retrying until delivered, so a full
+//! buffer holds the sender back as on every other transport (iceoryx2's
+//! default overwrites the oldest sample). A `u64` user header numbers the
+//! messages, so a lost one is an error, and marks the close. A spinner
+//! yields between polls when both processes are pinned to one and the same
+//! CPU (as ferry's spinner does) and once a wait has lasted [`SPIN_ALONE`].
+//! Both nodes leave SIGINT and SIGTERM alone (iceoryx2 would swallow them).
 
 mod domain;
 
@@ -225,12 +204,10 @@ struct Services {
     event: Option<event::PortFactory<Service>>,
 }
 
-/// Whose end of a direction this side opens.
+/// Which side this is.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Role {
-    /// Creates the services, before the child exists.
     Parent,
-    /// Opens the services the parent created.
     Child,
 }
 
@@ -458,29 +435,29 @@ impl Services {
             .max_publishers(1)
             .max_subscribers(1)
             .max_nodes(2);
-        let data = match role {
-            Role::Parent => builder
-                .create()
-                .context(format!("creating service {name}"))?,
-            Role::Child => builder.open().context(format!("opening service {name}"))?,
-        };
-        let event = if event {
-            let builder = node
-                .service_builder(&service_name)
-                .event()
-                .max_notifiers(1)
-                .max_listeners(1)
-                .max_nodes(2);
-            Some(match role {
-                Role::Parent => builder
-                    .create()
-                    .context(format!("creating event service {name}"))?,
-                Role::Child => builder
-                    .open()
-                    .context(format!("opening event service {name}"))?,
-            })
-        } else {
-            None
+        // The parent creates the services, before the child exists, which
+        // opens them.
+        macro_rules! create_or_open {
+            ($builder:expr, $what:literal) => {
+                match role {
+                    Role::Parent => $builder
+                        .create()
+                        .context(format!("creating {} {name}", $what)),
+                    Role::Child => $builder.open().context(format!("opening {} {name}", $what)),
+                }
+            };
+        }
+        let data = create_or_open!(builder, "service")?;
+        let event = match event {
+            true => Some(create_or_open!(
+                node.service_builder(&service_name)
+                    .event()
+                    .max_notifiers(1)
+                    .max_listeners(1)
+                    .max_nodes(2),
+                "event service"
+            )?),
+            false => None,
         };
         Ok(Self { data, event })
     }

@@ -1,27 +1,16 @@
-//! Servo's ipc-channel, a widely used Rust crate for channels between
-//! processes: a Unix `SOCK_SEQPACKET` socket per channel, large messages
-//! sent in fragments.
+//! Servo's ipc-channel: a Unix `SOCK_SEQPACKET` socket per channel, large
+//! messages sent in fragments. `ipc-channel-bytes` sends raw bytes;
+//! `ipc-channel-typed` a serde struct holding the payload, marked
+//! `#[serde(with = "serde_bytes")]` as a user who cares about speed would
+//! (without it serde walks a `Vec<u8>` one element at a time).
 //!
-//! Two rows: `ipc-channel-bytes` sends raw bytes through
-//! `IpcBytesSender`/`IpcBytesReceiver`, and `ipc-channel-typed` sends a serde
-//! struct holding the payload through `IpcSender<Msg>`/`IpcReceiver<Msg>`
-//! (ipc-channel serializes it with postcard). The payload field is marked
-//! `#[serde(with = "serde_bytes")]`, as a user who cares about speed would
-//! write it: without it serde walks a `Vec<u8>` one element at a time.
-//!
-//! Bootstrap, as ipc-channel's documentation shows it: the parent opens an
-//! `IpcOneShotServer` and names it to the child in the environment; the child
-//! makes both channels, connects, and sends the parent its two ends.
-//!
-//! The server workload's ipc-channel rows ([`OneShotServers`]) use its way to a
-//! server: an `IpcOneShotServer` takes exactly one client, so the serving
-//! child makes one per client, ahead of time (its name goes to the parent
-//! out of band, untimed, as the bootstrap above hands its server's name to
-//! the child), with a thread already waiting in its `accept`. A client's
-//! channel to a one-shot server goes one way, so, as ipc-channel's
-//! documentation does, the client makes a byte channel for the replies and
-//! sends its sending end in its first request; the connect rows' timing
-//! includes making it, since no reply can come without it.
+//! Bootstrap as ipc-channel's documentation shows it: the parent names an
+//! `IpcOneShotServer` to the child, which makes both channels, connects,
+//! and sends the parent its two ends. The server workload's rows
+//! ([`OneShotServers`]) make one such server per client ahead of time, each
+//! with a thread waiting in its `accept`; the client's first request carries
+//! the sending end of a byte channel for the replies (the channel to a
+//! one-shot server goes one way), so the connect rows' timing includes it.
 
 use std::mem;
 use std::process::Command;
@@ -66,42 +55,51 @@ impl Transport for IpcChannel {
 
     fn spawn(&self, command: Command) -> Result<Connection, Error> {
         if self.typed {
-            spawn::<TypedEnds>(command)
+            spawn::<TypedEndpoint>(command)
         } else {
-            spawn::<BytesEnds>(command)
+            spawn::<BytesEndpoint>(command)
         }
     }
 
     fn connect_to_parent(&self) -> Result<Box<dyn Endpoint>, Error> {
         let name = super::from_parent(ENV)?;
         if self.typed {
-            connect::<TypedEnds>(name)
+            connect::<TypedEndpoint>(name)
         } else {
-            connect::<BytesEnds>(name)
+            connect::<BytesEndpoint>(name)
         }
     }
 }
 
-/// The two channel ends the child makes for the parent and sends it.
-trait Ends: Serialize + for<'de> Deserialize<'de> + Send + 'static {
-    /// Makes both channels: the child's endpoint, and the parent's ends.
-    fn make() -> Result<(Box<dyn Endpoint>, Self), Error>;
-
-    /// The parent's endpoint.
-    fn into_endpoint(self) -> Box<dyn Endpoint>;
+/// The parent's ends of the two channels the child makes and sends it.
+#[derive(Serialize, Deserialize)]
+struct Ends<S, R> {
+    to_child: S,
+    from_child: R,
 }
 
-fn spawn<E: Ends>(mut command: Command) -> Result<Connection, Error> {
+/// What the one-shot server hands the parent for endpoint `C`.
+type EndsOf<C> = Ends<<C as Channels>::Tx, <C as Channels>::Rx>;
+
+/// An endpoint over a channel each way.
+trait Channels: Endpoint + Sized + 'static {
+    type Tx: Serialize + for<'de> Deserialize<'de> + Send + 'static;
+    type Rx: Serialize + for<'de> Deserialize<'de> + Send + 'static;
+
+    /// A new channel.
+    fn channel() -> Result<(Self::Tx, Self::Rx), Error>;
+
+    /// The endpoint sending on `tx` and receiving on `rx`.
+    fn new(tx: Self::Tx, rx: Self::Rx) -> Self;
+}
+
+fn spawn<C: Channels>(mut command: Command) -> Result<Connection, Error> {
     let (server, name) =
-        IpcOneShotServer::<E>::new().context("creating ipc-channel's one-shot server")?;
+        IpcOneShotServer::<EndsOf<C>>::new().context("creating ipc-channel's one-shot server")?;
     command.env(ENV, &name);
-    let child = command.spawn().context("spawning the child")?;
-    let mut child = ChildGuard::new(child);
-    let ends = accept(server, &name, &mut child)?;
-    Ok(Connection {
-        child,
-        endpoint: ends.into_endpoint(),
-    })
+    let mut child = ChildGuard::new(command.spawn().context("spawning the child")?);
+    let endpoint = Box::new(accept::<C>(server, &name, &mut child)?);
+    Ok(Connection { child, endpoint })
 }
 
 /// Waits for the child's ends, giving up if it exits or takes too long.
@@ -109,18 +107,18 @@ fn spawn<E: Ends>(mut command: Command) -> Result<Connection, Error> {
 /// `IpcOneShotServer::accept` blocks with no timeout, so it runs on a thread
 /// of its own; on giving up, the parent connects to the server itself and
 /// hangs up, which makes that `accept` fail and the thread end.
-fn accept<E: Ends>(
-    server: IpcOneShotServer<E>,
+fn accept<C: Channels>(
+    server: IpcOneShotServer<EndsOf<C>>,
     name: &str,
     child: &mut ChildGuard,
-) -> Result<E, Error> {
+) -> Result<C, Error> {
     let (done, outcome) = mpsc::channel();
     thread::spawn(move || {
         // The receiver is gone only if the parent gave up already.
         let _ = done.send(server.accept());
     });
     let accepted = accept_within(child, || match outcome.try_recv() {
-        Ok(Ok((_, ends))) => Ok(Some(ends)),
+        Ok(Ok((_, ends))) => Ok(Some(C::new(ends.to_child, ends.from_child))),
         Ok(Err(e)) => Err(e).context("accepting the child's channels"),
         Err(TryRecvError::Empty) => Ok(None),
         Err(TryRecvError::Disconnected) => Err(Error::new(
@@ -131,41 +129,26 @@ fn accept<E: Ends>(
         // Dropped at once: the accepting thread gets a hang-up and ends. If
         // even connecting fails, that thread stays blocked until the
         // process exits.
-        let _ = IpcSender::<E>::connect(name.to_owned());
+        let _ = IpcSender::<EndsOf<C>>::connect(name.to_owned());
     }
     accepted
 }
 
-fn connect<E: Ends>(name: String) -> Result<Box<dyn Endpoint>, Error> {
-    let (endpoint, ends) = E::make()?;
-    let server = IpcSender::<E>::connect(name).context("connecting to the parent's server")?;
+/// In the child: makes both channels, sends the parent its ends over the
+/// server `name`, and keeps its own.
+fn connect<C: Channels>(name: String) -> Result<Box<dyn Endpoint>, Error> {
+    let (to_child, from_parent) = C::channel()?;
+    let (to_parent, from_child) = C::channel()?;
+    let server =
+        IpcSender::<EndsOf<C>>::connect(name).context("connecting to the parent's server")?;
+    let ends = Ends {
+        to_child,
+        from_child,
+    };
     server
         .send(ends)
         .context("sending the parent its channel ends")?;
-    Ok(endpoint)
-}
-
-/// The parent's ends of the two byte channels.
-#[derive(Serialize, Deserialize)]
-struct BytesEnds {
-    to_child: IpcBytesSender,
-    from_child: IpcBytesReceiver,
-}
-
-impl Ends for BytesEnds {
-    fn make() -> Result<(Box<dyn Endpoint>, Self), Error> {
-        let (to_child, from_parent) = ipc::bytes_channel().context("making a byte channel")?;
-        let (to_parent, from_child) = ipc::bytes_channel().context("making a byte channel")?;
-        let ends = Self {
-            to_child,
-            from_child,
-        };
-        Ok((Box::new(BytesEndpoint::new(to_parent, from_parent)), ends))
-    }
-
-    fn into_endpoint(self) -> Box<dyn Endpoint> {
-        Box::new(BytesEndpoint::new(self.to_child, self.from_child))
-    }
+    Ok(Box::new(C::new(to_parent, from_parent)))
 }
 
 /// A byte channel each way. The send buffer is reused; `recv` returns a
@@ -177,7 +160,14 @@ struct BytesEndpoint {
     inbox: Vec<u8>,
 }
 
-impl BytesEndpoint {
+impl Channels for BytesEndpoint {
+    type Tx = IpcBytesSender;
+    type Rx = IpcBytesReceiver;
+
+    fn channel() -> Result<(Self::Tx, Self::Rx), Error> {
+        ipc::bytes_channel().context("making a byte channel")
+    }
+
     fn new(tx: IpcBytesSender, rx: IpcBytesReceiver) -> Self {
         Self {
             tx,
@@ -220,29 +210,6 @@ struct Msg {
     payload: Vec<u8>,
 }
 
-/// The parent's ends of the two typed channels.
-#[derive(Serialize, Deserialize)]
-struct TypedEnds {
-    to_child: IpcSender<Msg>,
-    from_child: IpcReceiver<Msg>,
-}
-
-impl Ends for TypedEnds {
-    fn make() -> Result<(Box<dyn Endpoint>, Self), Error> {
-        let (to_child, from_parent) = ipc::channel().context("making a typed channel")?;
-        let (to_parent, from_child) = ipc::channel().context("making a typed channel")?;
-        let ends = Self {
-            to_child,
-            from_child,
-        };
-        Ok((Box::new(TypedEndpoint::new(to_parent, from_parent)), ends))
-    }
-
-    fn into_endpoint(self) -> Box<dyn Endpoint> {
-        Box::new(TypedEndpoint::new(self.to_child, self.from_child))
-    }
-}
-
 /// A typed channel each way. `send` takes the message by value, so each
 /// message's payload buffer is the last received one's, recycled: the only
 /// allocations per message are ipc-channel's own.
@@ -257,7 +224,14 @@ struct TypedEndpoint {
     received: u64,
 }
 
-impl TypedEndpoint {
+impl Channels for TypedEndpoint {
+    type Tx = IpcSender<Msg>;
+    type Rx = IpcReceiver<Msg>;
+
+    fn channel() -> Result<(Self::Tx, Self::Rx), Error> {
+        ipc::channel().context("making a typed channel")
+    }
+
     fn new(tx: IpcSender<Msg>, rx: IpcReceiver<Msg>) -> Self {
         Self {
             tx,
@@ -407,10 +381,10 @@ mod tests {
         ChildGuard::new(Command::new("sleep").arg("30").spawn().unwrap())
     }
 
-    fn round_trips<E: Ends>() {
-        let (server, name) = IpcOneShotServer::<E>::new().unwrap();
+    fn round_trips<C: Channels>() {
+        let (server, name) = IpcOneShotServer::<EndsOf<C>>::new().unwrap();
         let child = thread::spawn(move || {
-            let mut endpoint = connect::<E>(name).unwrap();
+            let mut endpoint = connect::<C>(name).unwrap();
             while let Some(request) = endpoint.recv().unwrap() {
                 let reply: Vec<u8> = request.iter().map(|b| !b).collect();
                 endpoint
@@ -420,9 +394,7 @@ mod tests {
                 endpoint.send().unwrap();
             }
         });
-        let mut parent = accept(server, "unused", &mut sleeper())
-            .unwrap()
-            .into_endpoint();
+        let mut parent = accept::<C>(server, "unused", &mut sleeper()).unwrap();
         for (len, marker) in [(0, 0), (12, 1), (300_000, 2), (12, 3)] {
             parent.prepare(len).unwrap().fill(marker);
             parent.send().unwrap();
@@ -436,19 +408,20 @@ mod tests {
 
     #[test]
     fn bytes_round_trip_and_close() {
-        round_trips::<BytesEnds>();
+        round_trips::<BytesEndpoint>();
     }
 
     #[test]
     fn typed_round_trip_and_close() {
-        round_trips::<TypedEnds>();
+        round_trips::<TypedEndpoint>();
     }
 
     #[test]
     fn a_child_that_exits_without_connecting_is_an_error() {
-        let (server, name) = IpcOneShotServer::<BytesEnds>::new().unwrap();
+        let (server, name) = IpcOneShotServer::<EndsOf<BytesEndpoint>>::new().unwrap();
         let mut child = ChildGuard::new(Command::new("true").spawn().unwrap());
-        let error = accept(server, &name, &mut child).err().unwrap().to_string();
+        let error = accept::<BytesEndpoint>(server, &name, &mut child);
+        let error = error.err().unwrap().to_string();
         assert!(error.contains("exited"), "{error}");
     }
 }

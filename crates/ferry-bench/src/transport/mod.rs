@@ -1,15 +1,9 @@
-//! The engines that move messages between the benchmark's two processes.
-//!
-//! Each transport is one file here and one entry in [`ENGINES`], with the
-//! capabilities it has ([`crate::engine::Engine`]: a pipe to a child, and
-//! for some a named server and descriptor passing); the workloads and the
-//! command line know a pipe only through the [`Transport`] and
-//! [`Endpoint`] traits, so adding one touches nothing else.
-//!
-//! A transport starts the child process itself ([`Transport::spawn`]),
-//! because how the child finds its end differs: an inherited socket, a path
-//! in the environment, its standard streams. The child, started with the
-//! same transport name, calls [`Transport::connect_to_parent`].
+//! The engines that move messages between the benchmark's two processes:
+//! each transport is one file here and one entry in [`ENGINES`], known to
+//! the workloads only through the [`Transport`] and [`Endpoint`] traits. A
+//! transport starts the child itself ([`Transport::spawn`]), as how the
+//! child finds its end differs (an inherited socket, a path in the
+//! environment, its standard streams).
 
 mod ferry;
 #[cfg(feature = "tokio")]
@@ -131,7 +125,7 @@ pub const ENGINES: &[&dyn Engine] = &[
     &ferry::Ferry::LOAN_BORROWED,
     &ferry::Ferry::IN_PLACE,
     &server::ferry::Ferry::SELECT,
-    &ferry_typed::FerryTyped,
+    &ferry::Ferry::TYPED,
     #[cfg(feature = "tokio")]
     &ferry_async::FerryAsync,
     &unix_stream::UnixStream,
@@ -161,32 +155,21 @@ pub const ENGINES: &[&dyn Engine] = &[
     &server::shm::ShmConnect::MIN_SPARE,
 ];
 
-/// Engines that are a pipe and nothing else.
-macro_rules! pipe_engines {
-    ($($(#[$cfg:meta])* $engine:ty),* $(,)?) => {$(
+/// Engines that are one thing only: a pipe (`pipe -> Transport`) or a
+/// server (`server -> Server`).
+macro_rules! engines_that_are {
+    ($method:ident -> $what:ident: $($(#[$cfg:meta])* $engine:ty),* $(,)?) => {$(
         $(#[$cfg])*
         impl Engine for $engine {
-            fn pipe(&self) -> Option<&dyn Transport> {
+            fn $method(&self) -> Option<&dyn $what> {
                 Some(self)
             }
         }
     )*};
 }
 
-/// Engines that are a server and nothing else.
-macro_rules! server_engines {
-    ($($(#[$cfg:meta])* $engine:ty),* $(,)?) => {$(
-        $(#[$cfg])*
-        impl Engine for $engine {
-            fn server(&self) -> Option<&dyn Server> {
-                Some(self)
-            }
-        }
-    )*};
-}
-
-pipe_engines!(
-    ferry_typed::FerryTyped,
+engines_that_are!(
+    pipe -> Transport:
     #[cfg(feature = "tokio")]
     ferry_async::FerryAsync,
     unix_stream::UnixStream,
@@ -200,7 +183,8 @@ pipe_engines!(
     iceoryx2::Iceoryx2,
 );
 
-server_engines!(
+engines_that_are!(
+    server -> Server:
     server::ferry::Ferry,
     server::shm::ShmConnect,
     #[cfg(feature = "ipc-channel")]

@@ -1,51 +1,37 @@
 //! The floor: a hand-written shared-memory slot per direction, and a futex
 //! (`shm-futex`) or a busy-poll (`shm-spin`) to wait on it, with no library
-//! around them. Whatever ferry spends above these round trips is its own.
-//! `shm-in-place` is the zero-copy floor for ferry's zero-copy rows
-//! (`ferry-loan`, `ferry-loan-borrowed`, `ferry-in-place`): the futex slot,
-//! with each message written in place in the slot and read in place.
+//! around them; `shm-in-place`, the zero-copy rows' floor, writes and reads
+//! each message in place in the futex slots. The parent names a memfd to the
+//! child as `/proc/<parent>/fd/<fd>`, so nothing is left in /dev/shm or /tmp,
+//! even by a killed process. The connect rows' `shm-floor` engines
+//! ([`crate::server`]) use the same slots in a region shaped like a ferry
+//! pipe's ([`Layout::of_region`]).
 //!
-//! The parent makes a memfd holding two slots, parent to child and child to
-//! parent, maps it, and names it to the child as `/proc/<parent>/fd/<fd>`,
-//! which the child opens and maps too. Nothing is named in /dev/shm or
-//! /tmp, so nothing can be left there, even by a killed process.
-//!
-//! The connect rows' `shm-floor` engines ([`crate::server`]) use the same
-//! slots in a region shaped like a ferry pipe's ([`Layout::of_region`]),
-//! which a client makes and sends to a server over a socket.
-//!
-//! A slot holds one message: a header (below) and [`CAPACITY`] bytes of
-//! payload (fewer in the connect floor's regions, see [`Layout`]). To send, the writer waits until the reader has taken the last
-//! message (`ack` equals `seq`), copies the payload in, stores the length
-//! and bumps `seq`. To receive, the reader waits until `seq` moves, copies
-//! the payload out and sets `ack`. In place, the writer waits for `ack` in
-//! `prepare` and hands out the slot itself, and the reader hands out the
-//! slot and sets `ack` only at its next `prepare` or `recv`. Dropping an
-//! end sets the top bit of its `seq`: the end of the stream. Every sleeper sleeps on the futex of the
-//! word it waits for, with a flag telling the other side to wake it, so a
-//! side that does not sleep costs its peer no system call. A waiter looks
-//! at the peer process every [`LIVENESS`], and fails if it has exited.
+//! A slot is a header and a payload. The writer waits until the reader has
+//! taken the last message (`ack` equals `seq`), copies the payload in,
+//! stores the length and bumps `seq`; the reader waits until `seq` moves,
+//! copies the payload out and sets `ack`. In place, the writer waits for
+//! `ack` in `prepare` and lends the slot, and the reader lends the slot and
+//! sets `ack` only at its next `prepare` or `recv`. A dropped end sets the
+//! top bit of its `seq`. A sleeper sleeps on the futex of the word it waits
+//! for, with a flag asking to be woken, so a side that does not sleep costs
+//! its peer no system call; it looks at the peer process every [`LIVENESS`].
 //!
 //! # Safety
 //!
-//! This is the one file of ferry-bench with unsafe code: mapping and
-//! unmapping the memory, viewing slot headers as atomics, and copying
-//! payloads in and out. It is sound because:
-//! - the memory is mapped with no address hint, so it overlaps nothing else
-//!   in this process, and only after checking that the file is large
-//!   enough, so no access can fault; it is unmapped when its [`Mapping`]
-//!   drops, and every reference into it borrows the `Mapping`;
-//! - headers are `AtomicU32`s at offsets aligned for them, valid for any
-//!   bit pattern, and both processes access them only atomically;
+//! The one file of ferry-bench with unsafe code, sound because:
+//! - the memory is mapped with no address hint, so it overlaps nothing,
+//!   only after checking the file is large enough, so no access faults; it
+//!   is unmapped when its [`Mapping`] drops, which every reference borrows;
+//! - headers are `AtomicU32`s at aligned offsets, valid for any bits, and
+//!   both processes access them only atomically;
 //! - payloads are reached only after checking their length against the
 //!   capacity, and each side touches a slot only in the window the protocol
 //!   gives it: the writer between seeing `ack` (Acquire) and bumping `seq`
 //!   (Release), the reader between seeing the bump (Acquire) and setting
-//!   `ack` (Release). Copies use raw pointers. In place, the slot is lent
-//!   as a slice that borrows the end, so it ends before the end's next call,
-//!   and the window closes only in that call (`send` bumps `seq`; the next
-//!   `prepare` or `recv` sets `ack`). The peer is this program, which keeps
-//!   to that protocol.
+//!   `ack` (Release). In place, the lent slice borrows the end, so it ends
+//!   before the end's next call, which alone closes the window. The peer is
+//!   this program, which keeps to that protocol.
 
 #![allow(unsafe_code)]
 
@@ -89,8 +75,8 @@ const _: () = assert!(
     HEADER.is_multiple_of(align_of::<Header>()) && SLOT.is_multiple_of(align_of::<Header>())
 );
 
-/// Where a mapping's two slots lie: each one's header and payload, and
-/// the payload bytes each holds.
+/// Where a mapping's two slots' headers and payloads lie, and the payload
+/// bytes each holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Layout {
     header: [usize; 2],
@@ -99,8 +85,7 @@ pub(crate) struct Layout {
 }
 
 impl Layout {
-    /// The pingpong floor's: two slots of [`SLOT`] bytes, one after the
-    /// other.
+    /// The pingpong floor's: two slots of [`SLOT`] bytes.
     const PINGPONG: Self = Self {
         header: [0, SLOT],
         payload: [HEADER, SLOT + HEADER],
@@ -147,14 +132,7 @@ pub(crate) struct Mapping {
 }
 
 impl Mapping {
-    /// Maps `len` bytes of `file`, shared, which this process has just
-    /// made that long (so asks the kernel nothing about it), laid out as
-    /// `layout` says.
-    pub(crate) fn made(file: OwnedFd, len: usize, layout: Layout) -> Result<Self, Error> {
-        Self::map(file, len, layout)
-    }
-
-    /// Maps the whole of `file`, shared, after reading its size: the size
+    /// Maps the whole of `file`, shared, after reading its size: a size
     /// `shape` gives a layout for, or an error.
     pub(crate) fn received(
         file: OwnedFd,
@@ -163,7 +141,7 @@ impl Mapping {
         let stat = rustix::fs::fstat(&file).context("reading the shared memory's size")?;
         let len = usize::try_from(stat.st_size).ok();
         match len.and_then(|len| Some((len, shape(len)?))) {
-            Some((len, layout)) => Self::map(file, len, layout),
+            Some((len, layout)) => Self::made(file, len, layout),
             None => Err(Error::new(format!(
                 "the shared memory has {} bytes, a size it may not have",
                 stat.st_size
@@ -171,7 +149,9 @@ impl Mapping {
         }
     }
 
-    fn map(file: OwnedFd, len: usize, layout: Layout) -> Result<Self, Error> {
+    /// Maps `len` bytes of `file`, shared, which this process has just
+    /// made that long, laid out as `layout` says.
+    pub(crate) fn made(file: OwnedFd, len: usize, layout: Layout) -> Result<Self, Error> {
         if !layout.fits(len) {
             return Err(Error::new(format!("{layout:?} does not fit {len} bytes")));
         }
@@ -192,11 +172,6 @@ impl Mapping {
         })
     }
 
-    /// The file behind the mapping.
-    pub(crate) fn file(&self) -> BorrowedFd<'_> {
-        self.file.as_fd()
-    }
-
     /// The header of slot `slot` (0 or 1).
     fn header(&self, slot: usize) -> &Header {
         assert!(slot < 2);
@@ -213,7 +188,7 @@ impl Mapping {
         }
     }
 
-    /// The first payload byte of slot `slot` (0 or 1); the slot holds
+    /// The first payload byte of slot `slot` (0 or 1), with
     /// `layout.capacity` bytes from there (`Layout::fits`).
     fn payload(&self, slot: usize) -> *mut u8 {
         assert!(slot < 2);
@@ -368,15 +343,7 @@ impl Peer {
     /// Fails if the peer has exited.
     fn check(&self) -> Result<(), Error> {
         let (exited, who) = match self {
-            Self::Child(pidfd) => {
-                let mut fds = [PollFd::new(pidfd, PollFlags::IN)];
-                let now = Timespec::default();
-                match rustix::event::poll(&mut fds, Some(&now)) {
-                    Ok(ready) => (ready > 0, "child"),
-                    Err(Errno::INTR) => (false, "child"),
-                    Err(e) => return Err(e).context("asking whether the child exited"),
-                }
-            }
+            Self::Child(pidfd) => (readable(pidfd, "asking whether the child exited")?, "child"),
             Self::ChildPid(pid) => {
                 let options = WaitIdOptions::EXITED | WaitIdOptions::NOHANG | WaitIdOptions::NOWAIT;
                 match rustix::process::waitid(WaitId::Pid(*pid), options) {
@@ -386,15 +353,7 @@ impl Peer {
                 }
             }
             Self::Parent(parent) => (rustix::process::getppid() != *parent, "parent"),
-            Self::Socket(socket) => {
-                let mut fds = [PollFd::new(socket, PollFlags::IN)];
-                let now = Timespec::default();
-                match rustix::event::poll(&mut fds, Some(&now)) {
-                    Ok(ready) => (ready > 0, "peer"),
-                    Err(Errno::INTR) => (false, "peer"),
-                    Err(e) => return Err(e).context("asking whether the peer hung up"),
-                }
-            }
+            Self::Socket(socket) => (readable(socket, "asking whether the peer hung up")?, "peer"),
         };
         match exited {
             true => Err(Error::new(format!(
@@ -402,6 +361,16 @@ impl Peer {
             ))),
             false => Ok(()),
         }
+    }
+}
+
+/// Whether `fd` is readable now; an interrupted poll says not yet.
+fn readable(fd: &OwnedFd, what: &str) -> Result<bool, Error> {
+    let mut fds = [PollFd::new(fd, PollFlags::IN)];
+    match rustix::event::poll(&mut fds, Some(&Timespec::default())) {
+        Ok(ready) => Ok(ready > 0),
+        Err(Errno::INTR) => Ok(false),
+        Err(e) => Err(e).context(what),
     }
 }
 
@@ -414,24 +383,20 @@ pub struct ShmFloor {
 }
 
 impl ShmFloor {
+    const fn new(name: &'static str, wait: Wait, in_place: bool) -> Self {
+        Self {
+            name,
+            wait,
+            in_place,
+        }
+    }
+
     /// Sleep on a futex.
-    pub const FUTEX: Self = Self {
-        name: "shm-futex",
-        wait: Wait::Futex,
-        in_place: false,
-    };
+    pub const FUTEX: Self = Self::new("shm-futex", Wait::Futex, false);
     /// Busy-poll.
-    pub const SPIN: Self = Self {
-        name: "shm-spin",
-        wait: Wait::Spin,
-        in_place: false,
-    };
+    pub const SPIN: Self = Self::new("shm-spin", Wait::Spin, false);
     /// Sleep on a futex; messages written and read in place in the slots.
-    pub const IN_PLACE: Self = Self {
-        name: "shm-in-place",
-        wait: Wait::Futex,
-        in_place: true,
-    };
+    pub const IN_PLACE: Self = Self::new("shm-in-place", Wait::Futex, true);
 }
 
 impl Transport for ShmFloor {
@@ -526,7 +491,7 @@ impl Slots {
 
     /// The file behind the slots.
     pub(crate) fn file(&self) -> BorrowedFd<'_> {
-        self.mapping.file()
+        self.mapping.file.as_fd()
     }
 
     /// The socket the peer is watched through, if it is.
@@ -565,6 +530,22 @@ impl Slots {
     }
 }
 
+impl Slots {
+    /// Copies the prepared message into the slot once it is free; its
+    /// length.
+    fn copy_in(&self) -> Result<usize, Error> {
+        self.wait_for_ack()?;
+        let (payload, len) = (self.mapping.payload(self.out), self.outgoing.len());
+        assert!(len <= self.mapping.capacity(), "prepare checks the length");
+        // SAFETY: `len` bytes from `payload` are inside the slot (len ≤
+        // capacity, asserted) and do not overlap `outgoing`; the reader has
+        // acknowledged the last message (`wait_for_ack`) and reads again
+        // only after `send` stores `seq`, so nothing else touches them.
+        unsafe { ptr::copy_nonoverlapping(self.outgoing.as_ptr(), payload, len) };
+        Ok(len)
+    }
+}
+
 /// The count after `n` (modulo 2³¹, clear of [`CLOSED`]).
 fn next(n: u32) -> u32 {
     n.wrapping_add(1) & !CLOSED
@@ -595,26 +576,11 @@ impl Endpoint for Slots {
     }
 
     fn send(&mut self) -> Result<(), Error> {
-        if self.in_place {
-            let header = self.mapping.header(self.out);
-            // Relaxed: published by the store of `seq` below.
-            header.len.store(self.lent as u32, Ordering::Relaxed);
-            self.sent = next(self.sent);
-            header.seq.set(self.sent);
-            return Ok(());
-        }
-        self.wait_for_ack()?;
-        let (header, payload) = (
-            self.mapping.header(self.out),
-            self.mapping.payload(self.out),
-        );
-        let len = self.outgoing.len();
-        assert!(len <= self.mapping.capacity(), "prepare checks the length");
-        // SAFETY: `len` bytes from `payload` are inside the slot (len ≤
-        // capacity, asserted) and do not overlap `outgoing`; the reader has
-        // acknowledged the last message (`wait_for_ack`) and reads again
-        // only after the `seq` store below, so nothing else touches them.
-        unsafe { ptr::copy_nonoverlapping(self.outgoing.as_ptr(), payload, len) };
+        let len = match self.in_place {
+            true => self.lent,
+            false => self.copy_in()?,
+        };
+        let header = self.mapping.header(self.out);
         // Relaxed: published by the store of `seq` below.
         header.len.store(len as u32, Ordering::Relaxed);
         self.sent = next(self.sent);
@@ -689,19 +655,12 @@ mod tests {
         let memfd = rustix::fs::memfd_create("test", MemfdFlags::CLOEXEC).unwrap();
         rustix::fs::ftruncate(&memfd, SIZE as u64).unwrap();
         let twin = memfd.try_clone().unwrap();
-        let alive = Peer::Parent(rustix::process::getppid());
-        let a = Slots::new(
-            Mapping::made(memfd, SIZE, Layout::PINGPONG).unwrap(),
-            0,
-            wait,
-            alive,
-        );
-        let alive = Peer::Parent(rustix::process::getppid());
-        let b = Slots::new(
-            Mapping::received(twin, pingpong_shape).unwrap(),
-            1,
-            wait,
-            alive,
+        let alive = || Peer::Parent(rustix::process::getppid());
+        let a = Mapping::made(memfd, SIZE, Layout::PINGPONG).unwrap();
+        let b = Mapping::received(twin, pingpong_shape).unwrap();
+        let (a, b) = (
+            Slots::new(a, 0, wait, alive()),
+            Slots::new(b, 1, wait, alive()),
         );
         (a.in_place(in_place), b.in_place(in_place))
     }

@@ -1,30 +1,19 @@
 //! A Unix `SOCK_SEQPACKET` socket: the kernel keeps record boundaries, so a
-//! message that fits in one record is one `send` and one `recv`.
+//! message that fits in one record is one `send` and one `recv`. Set up as
+//! `unix-stream` is, with rustix, as std has no seqpacket sockets.
 //!
 //! A record may be at most the sender's `SO_SNDBUF` less 32 bytes (the
-//! check in the kernel's `unix_dgram_sendmsg`), and the default buffer
-//! (`net.core.wmem_default`, 208 KiB) is smaller than the protocol's largest
-//! messages. So each side asks for a send buffer that takes a 1 MiB message
-//! in one record; the kernel grants at most twice `net.core.wmem_max`, and a
-//! message still too large for one record goes as several, each as large as
-//! the kernel allows. Every message starts with a 4-byte little-endian
-//! length, so the receiver knows where a message of several records ends;
-//! the sender writes it in front of the payload in one buffer, as the
-//! length-prefixed byte streams do.
+//! kernel's `unix_dgram_sendmsg`), and the default buffer (208 KiB) is
+//! smaller than the protocol's largest messages: each side asks for one that
+//! takes 1 MiB in one record, and a message still too large goes as several
+//! records, after a 4-byte length as on the byte streams.
 //!
-//! std has no seqpacket sockets, so this uses rustix. As for `unix-stream`,
-//! the parent listens at a fresh path in the temporary directory, names it
-//! to the child in the environment, and removes it once the child has
-//! connected.
-//!
-//! The same sockets serve the server workload: a named server
-//! ([`Listener`]: a listener at an abstract address, as ferry's named server
-//! uses, one thread per client, each message one record) and the floor of
-//! passing a descriptor ([`FdCarrier`]: a socket pair, each message one
-//! `sendmsg` and one `recvmsg` with `SCM_RIGHTS`).
+//! The same sockets serve the server workload: a named server ([`Listener`],
+//! at an abstract address, a thread per client) and the floor of passing a
+//! descriptor ([`FdCarrier`], `SCM_RIGHTS` on a socket pair).
 
 use std::os::fd::{AsFd, OwnedFd};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::thread;
 
@@ -36,8 +25,8 @@ use rustix::net::{
 };
 
 use super::framed::{self, HEADER};
-use super::unix_stream::{SocketPath, accept_within};
-use super::{ChildGuard, Connection, Endpoint, Transport};
+use super::unix_stream::spawn_listening;
+use super::{Connection, Endpoint, Transport};
 use crate::error::{Context, Error};
 use crate::server::engine::{self, Conn, Listening, Server};
 use crate::server::fds::{Carrier, Trip};
@@ -60,23 +49,16 @@ impl Transport for UnixSeqpacket {
         "unix-seqpacket"
     }
 
-    fn spawn(&self, mut command: Command) -> Result<Connection, Error> {
-        let path = SocketPath::fresh("seqpacket");
-        let listener = listen(&path.0)?;
-        command.env(ENV, &path.0);
-        let child = command.spawn().context("spawning the child")?;
-        let mut child = ChildGuard::new(child);
-        let socket = accept(&listener, &mut child)?;
-        drop(path);
+    fn spawn(&self, command: Command) -> Result<Connection, Error> {
+        let (child, socket) = spawn_listening(command, ENV, "seqpacket", listen, try_accept)?;
         let endpoint = Box::new(Seqpacket::new(socket)?);
         Ok(Connection { child, endpoint })
     }
 
     fn connect_to_parent(&self) -> Result<Box<dyn Endpoint>, Error> {
-        let path = super::from_parent(ENV)?;
-        let path = Path::new(&path);
+        let path = PathBuf::from(super::from_parent(ENV)?);
         let socket = seqpacket_socket(SocketFlags::CLOEXEC)?;
-        let address = SocketAddrUnix::new(path).context("naming the socket")?;
+        let address = SocketAddrUnix::new(&path).context("naming the socket")?;
         net::connect(&socket, &address).context(format!("connecting to {}", path.display()))?;
         Ok(Box::new(Seqpacket::new(socket)?))
     }
@@ -96,16 +78,14 @@ fn listen(path: &Path) -> Result<OwnedFd, Error> {
     Ok(listener)
 }
 
-/// Waits for the child to connect, giving up if it exits or takes too long.
-fn accept(listener: &OwnedFd, child: &mut ChildGuard) -> Result<OwnedFd, Error> {
-    accept_within(child, || {
-        // Without NONBLOCK the accepted socket blocks, whatever the listener.
-        match net::accept_with(listener, SocketFlags::CLOEXEC) {
-            Ok(socket) => Ok(Some(socket)),
-            Err(Errno::AGAIN | Errno::INTR) => Ok(None),
-            Err(e) => Err(e).context("accepting the child's connection"),
-        }
-    })
+/// The child's connection, if it is waiting.
+fn try_accept(listener: &OwnedFd) -> Result<Option<OwnedFd>, Error> {
+    // Without NONBLOCK the accepted socket blocks, whatever the listener.
+    match net::accept_with(listener, SocketFlags::CLOEXEC) {
+        Ok(socket) => Ok(Some(socket)),
+        Err(Errno::AGAIN | Errno::INTR) => Ok(None),
+        Err(e) => Err(e).context("accepting the child's connection"),
+    }
 }
 
 /// A connected seqpacket socket moving length-prefixed messages, each in

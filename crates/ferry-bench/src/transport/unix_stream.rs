@@ -2,6 +2,7 @@
 //! in the temporary directory, names it to the child in the environment, and
 //! removes it as soon as the child has connected.
 
+use std::io::ErrorKind;
 use std::os::unix::net::{UnixListener, UnixStream as Stream};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -29,15 +30,15 @@ impl Transport for UnixStream {
 
     fn spawn(&self, command: Command) -> Result<Connection, Error> {
         let (child, stream) = spawn_connected(command, ENV, "sock")?;
-        let endpoint = endpoint(blocking(stream)?)?;
+        stream
+            .set_nonblocking(false)
+            .context("making the socket blocking")?;
+        let endpoint = endpoint(stream)?;
         Ok(Connection { child, endpoint })
     }
 
     fn connect_to_parent(&self) -> Result<Box<dyn Endpoint>, Error> {
-        let path = super::from_parent(ENV)?;
-        let stream = Stream::connect(Path::new(&path))
-            .context(format!("connecting to {}", Path::new(&path).display()))?;
-        endpoint(stream)
+        endpoint(connect_to_parent(ENV)?)
     }
 }
 
@@ -46,29 +47,53 @@ fn endpoint(stream: Stream) -> Result<Box<dyn Endpoint>, Error> {
     Ok(Box::new(Framed::new(reader, stream)))
 }
 
-/// Starts `command` and waits for it to connect to a socket at a fresh
-/// path ending `.{extension}`, named to it in the environment variable
-/// `env`; gives up if it exits or takes too long.
+/// In the child: a stream connected to the path the parent named in the
+/// environment variable `env`.
+pub(super) fn connect_to_parent(env: &str) -> Result<Stream, Error> {
+    let path = PathBuf::from(super::from_parent(env)?);
+    Stream::connect(&path).context(format!("connecting to {}", path.display()))
+}
+
+/// Starts `command` and waits for it to connect to a stream socket, as
+/// [`spawn_listening`] does; the stream is non-blocking.
 pub(super) fn spawn_connected(
-    mut command: Command,
+    command: Command,
     env: &str,
     extension: &str,
 ) -> Result<(ChildGuard, Stream), Error> {
-    let path = SocketPath::fresh(extension);
-    let listener =
-        UnixListener::bind(&path.0).context(format!("listening at {}", path.0.display()))?;
-    listener
-        .set_nonblocking(true)
-        .context("making the listener non-blocking")?;
-    command.env(env, &path.0);
-    let child = command.spawn().context("spawning the child")?;
-    let mut child = ChildGuard::new(child);
-    let stream = accept_within(&mut child, || match listener.accept() {
+    let listen = |path: &Path| {
+        let listener =
+            UnixListener::bind(path).context(format!("listening at {}", path.display()))?;
+        listener
+            .set_nonblocking(true)
+            .context("making the listener non-blocking")?;
+        Ok(listener)
+    };
+    let accept = |listener: &UnixListener| match listener.accept() {
         Ok((stream, _)) => Ok(Some(stream)),
-        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Ok(None),
+        Err(e) if e.kind() == ErrorKind::WouldBlock => Ok(None),
         Err(e) => Err(e).context("accepting the child's connection"),
-    })?;
-    Ok((child, stream))
+    };
+    spawn_listening(command, env, extension, listen, accept)
+}
+
+/// Starts `command` and waits for it to connect to the listener `listen`
+/// makes at a fresh path ending `.{extension}`, named to the child in the
+/// environment variable `env`; the path is removed once it has connected.
+/// `try_accept` is the connection, or `None` while none is waiting.
+pub(super) fn spawn_listening<L, T>(
+    mut command: Command,
+    env: &str,
+    extension: &str,
+    listen: impl FnOnce(&Path) -> Result<L, Error>,
+    mut try_accept: impl FnMut(&L) -> Result<Option<T>, Error>,
+) -> Result<(ChildGuard, T), Error> {
+    let path = SocketPath::fresh(extension);
+    let listener = listen(&path.0)?;
+    command.env(env, &path.0);
+    let mut child = ChildGuard::new(command.spawn().context("spawning the child")?);
+    let connection = accept_within(&mut child, || try_accept(&listener))?;
+    Ok((child, connection))
 }
 
 /// Waits for the child to connect: `try_accept` is the connection, or
@@ -83,36 +108,25 @@ pub(super) fn accept_within<T>(
         if let Some(connection) = try_accept()? {
             return Ok(connection);
         }
-        if let Some(status) = child
-            .try_status()
-            .context("asking whether the child exited")?
-        {
-            return Err(Error::new(format!(
-                "the child exited ({status}) before connecting"
-            )));
+        let status = child.try_status();
+        if let Some(status) = status.context("asking whether the child exited")? {
+            let why = format!("the child exited ({status}) before connecting");
+            return Err(Error::new(why));
         }
         if Instant::now() > deadline {
-            return Err(Error::new(format!(
-                "the child did not connect within {CONNECT_TIMEOUT:?}"
-            )));
+            let why = format!("the child did not connect within {CONNECT_TIMEOUT:?}");
+            return Err(Error::new(why));
         }
         sleep(Duration::from_millis(1));
     }
 }
 
-fn blocking(stream: Stream) -> Result<Stream, Error> {
-    stream
-        .set_nonblocking(false)
-        .context("making the socket blocking")?;
-    Ok(stream)
-}
-
 /// A socket path unique to this process and call, ending `.{extension}`,
 /// removed when dropped.
-pub(super) struct SocketPath(pub(super) PathBuf);
+struct SocketPath(PathBuf);
 
 impl SocketPath {
-    pub(super) fn fresh(extension: &str) -> Self {
+    fn fresh(extension: &str) -> Self {
         static NEXT: AtomicUsize = AtomicUsize::new(0);
         // Relaxed: only uniqueness matters.
         let n = NEXT.fetch_add(1, Ordering::Relaxed);

@@ -4,7 +4,6 @@
 //! same runtime and reactor, the OS's socket instead of ferry's ring.
 
 use std::os::unix::net::UnixStream as StdStream;
-use std::path::Path;
 use std::process::Command;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
@@ -12,16 +11,14 @@ use tokio::net::UnixStream;
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::runtime::Runtime;
 
-use super::framed::HEADER;
-use super::unix_stream::spawn_connected;
+use super::ferry_async::runtime;
+use super::framed::{HEADER, MAX_MESSAGE};
+use super::unix_stream::{connect_to_parent, spawn_connected};
 use super::{Connection, Endpoint, Transport};
 use crate::error::{Context, Error};
 
 /// The environment variable naming the socket's path to the child.
 const ENV: &str = "FERRY_BENCH_TOKIO_SOCKET";
-/// The largest message accepted, so a bad header cannot ask for any amount
-/// of memory.
-const MAX_MESSAGE: usize = 1 << 30;
 
 /// tokio's `UnixStream`, one socket both ways.
 #[derive(Debug)]
@@ -43,10 +40,7 @@ impl Transport for UnixStreamTokio {
     }
 
     fn connect_to_parent(&self) -> Result<Box<dyn Endpoint>, Error> {
-        let path = super::from_parent(ENV)?;
-        let stream = StdStream::connect(Path::new(&path))
-            .context(format!("connecting to {}", Path::new(&path).display()))?;
-        Ok(Box::new(TokioEndpoint::new(stream)?))
+        Ok(Box::new(TokioEndpoint::new(connect_to_parent(ENV)?)?))
     }
 }
 
@@ -62,10 +56,7 @@ struct TokioEndpoint {
 
 impl TokioEndpoint {
     fn new(stream: StdStream) -> Result<Self, Error> {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_io()
-            .build()
-            .context("starting a tokio runtime")?;
+        let runtime = runtime()?;
         stream
             .set_nonblocking(true)
             .context("making the socket non-blocking")?;

@@ -1,19 +1,11 @@
 //! A private iceoryx2 domain for each row, so that the row can remove every
-//! file iceoryx2 made for it once both processes are done.
-//!
-//! iceoryx2 keeps its state in files: a root directory (by default
-//! `/tmp/iceoryx2`, holding node and service descriptions and the event
-//! sockets) and shared memory under `/dev/shm` whose names begin with a
-//! prefix (by default `iox2_`). Some of it outlives every node by design (a
-//! global node counter per domain), and a killed process leaves its node's
-//! files behind. Each row here gets a root of its own,
-//! `$TMPDIR/ferry-bench-iceoryx2-<pid>_<n>`, and a prefix of its own,
-//! `iox2_fb_<pid>_<n>_`, where `<pid>` is the parent's; the parent removes
-//! both once the child has exited. Rows of a run that died (no process with
-//! that pid) are swept when the next domain is made.
-//!
-//! Both are only names: the shared-memory paths and settings that carry the
-//! messages are iceoryx2's defaults.
+//! file iceoryx2 made for it: its root directory (by default
+//! `/tmp/iceoryx2`) and its shared memory under `/dev/shm` (by default
+//! prefixed `iox2_`), some of which outlive every node by design or are left
+//! by a killed process. Each row gets the root
+//! `$TMPDIR/ferry-bench-iceoryx2-<pid>_<n>` and the prefix
+//! `iox2_fb_<pid>_<n>_` (`<pid>` the parent's), removed once the child has
+//! exited; those of a dead run are swept when the next domain is made.
 
 use std::fs;
 use std::os::unix::ffi::OsStrExt;

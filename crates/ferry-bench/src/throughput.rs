@@ -166,11 +166,13 @@ fn stream(endpoint: &mut dyn Endpoint, case: &Case, bar: &Bar) -> Result<Sample,
         Ok(())
     };
     let every = (CLOCK_EVERY_BYTES / case.size.max(1)).clamp(1, CLOCK_EVERY_MAX);
-    // Warm-up: a tenth of the count or of the time.
-    let (warmup, warmup_time) = match case.amount {
-        Amount::Count(count) => (count / WARMUP_SHARE as usize, case.cap / WARMUP_SHARE),
-        Amount::Time(time) => (usize::MAX, time / WARMUP_SHARE),
+    let (count, deadline) = match case.amount {
+        Amount::Count(count) => (count, case.cap),
+        Amount::Time(time) => (usize::MAX, time),
     };
+    // Warm-up: a tenth of the count (for a timed row, without end) and of
+    // the time.
+    let (warmup, warmup_time) = (count / WARMUP_SHARE as usize, deadline / WARMUP_SHARE);
     let mut n = 0;
     while n < warmup {
         send(endpoint)?;
@@ -187,10 +189,6 @@ fn stream(endpoint: &mut dyn Endpoint, case: &Case, bar: &Bar) -> Result<Sample,
     let own_before = cpu::process_time();
     let pool = Mark::now();
     let start = Instant::now();
-    let (count, deadline) = match case.amount {
-        Amount::Count(count) => (count, case.cap),
-        Amount::Time(time) => (usize::MAX, time),
-    };
     let mut messages = 0;
     let mut capped = false;
     let mut cpus = CpuLog::new(MESSAGES_PER_NOTE);

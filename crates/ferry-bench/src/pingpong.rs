@@ -100,8 +100,8 @@ impl Bench for Case {
     }
 
     fn run(&self, bar: &Bar) -> Result<Sample, Error> {
-        let endpoint = |endpoint: &mut dyn Endpoint| measure(endpoint, self, bar);
-        child::run(Workload::Pingpong, self.transport, self.placement, endpoint)
+        let parent = |endpoint: &mut dyn Endpoint| measure(endpoint, self, bar);
+        child::run(Workload::Pingpong, self.transport, self.placement, parent)
     }
 
     fn brief(sample: &Sample) -> String {

@@ -105,12 +105,8 @@ impl Bench for Case {
     }
 
     fn run(&self, bar: &Bar) -> Result<Sample, Error> {
-        child::run(
-            Workload::Throughput,
-            self.transport,
-            self.placement,
-            |endpoint| stream(endpoint, self, bar),
-        )
+        let parent = |endpoint: &mut dyn Endpoint| stream(endpoint, self, bar);
+        child::run(Workload::Throughput, self.transport, self.placement, parent)
     }
 
     fn brief(sample: &Sample) -> String {

@@ -39,8 +39,7 @@ pub struct ChildArgs {
     placement: Placement,
 }
 
-/// The command that starts the child: this binary, its stdin and stdout
-/// closed (a transport may claim them), its stderr shared for errors.
+/// The command that starts the child of `workload` (see [`rerun`]).
 pub fn command(
     workload: Workload,
     transport: &dyn Transport,

@@ -1,14 +1,8 @@
 //! Control messages between the parent and the child, sent outside the
-//! timed spans through the same transport as the payloads.
-//!
-//! A payload has every byte equal (see [`crate::payload`]); a control
-//! message is a fixed 16-byte phrase whose bytes differ, so the two never
-//! collide. The child answers each one:
-//! - [`CPU_QUERY`]: the child's CPU time so far, in nanoseconds, and the
-//!   CPUs it noted since the last query (see [`CpuLog`]);
-//! - [`STREAM_END`] (the throughput workload): how many payloads it
-//!   received, their checksum, its CPU time so far, and the CPUs it noted
-//!   since the last query.
+//! timed spans through the same transport as the payloads: a fixed 16-byte
+//! phrase whose bytes differ, so it never equals a payload (whose bytes are
+//! all equal, see [`crate::payload`]). The child answers with little-endian
+//! words, then the CPUs it noted since its last answer (see [`CpuLog`]).
 
 use std::time::Duration;
 
@@ -81,28 +75,13 @@ pub fn end_stream(endpoint: &mut dyn Endpoint) -> Result<StreamReport, Error> {
 
 /// The child: answers a control message with `words`, then the CPUs `log`
 /// noted (starting it anew).
-pub fn answer_with_cpus(
-    endpoint: &mut dyn Endpoint,
-    words: &[u64],
-    log: &mut CpuLog,
-) -> Result<(), Error> {
-    let mut all = words.to_vec();
-    all.extend(log.take());
-    answer(endpoint, &all)
-}
-
-/// The child: sends `words` as the reply to a control message.
-pub fn answer(endpoint: &mut dyn Endpoint, words: &[u64]) -> Result<(), Error> {
-    let buf = endpoint.prepare(words.len() * 8)?;
-    for (chunk, word) in buf.chunks_exact_mut(8).zip(words) {
+pub fn answer(endpoint: &mut dyn Endpoint, words: &[u64], log: &mut CpuLog) -> Result<(), Error> {
+    let all: Vec<u64> = words.iter().copied().chain(log.take()).collect();
+    let buf = endpoint.prepare(all.len() * 8)?;
+    for (chunk, word) in buf.chunks_exact_mut(8).zip(all) {
         chunk.copy_from_slice(&word.to_le_bytes());
     }
     endpoint.send()
-}
-
-/// Nanoseconds of `d`, as a control reply carries them.
-pub fn nanos(d: Duration) -> u64 {
-    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
 fn decode<const N: usize>(reply: &[u8]) -> Result<([u64; N], Vec<u64>), Error> {
@@ -114,15 +93,9 @@ fn decode<const N: usize>(reply: &[u8]) -> Result<([u64; N], Vec<u64>), Error> {
             N * 8
         )));
     }
-    let mut all = reply.chunks_exact(8).map(|chunk| {
-        let mut bytes = [0u8; 8];
-        bytes.copy_from_slice(chunk);
-        u64::from_le_bytes(bytes)
-    });
-    let mut words = [0u64; N];
-    for (word, value) in words.iter_mut().zip(&mut all) {
-        *word = value;
-    }
+    let (words, _) = reply.as_chunks::<8>();
+    let mut all = words.iter().map(|&word| u64::from_le_bytes(word));
+    let words = std::array::from_fn(|_| all.next().unwrap_or_default());
     Ok((words, all.collect()))
 }
 

@@ -1,10 +1,7 @@
 //! CPU time of this process: user plus system time of all its threads, to
-//! the nanosecond (`CLOCK_PROCESS_CPUTIME_ID`, the total that `getrusage`
-//! splits into user and system time, without its tick rounding).
-//!
-//! Each side reads its own clock; the child reports its readings to the
-//! parent over the transport (see [`crate::control`]), so a row's CPU time
-//! is both processes', over the timed span only.
+//! the nanosecond (`CLOCK_PROCESS_CPUTIME_ID`: `getrusage`'s total without
+//! its tick rounding). The child reports its own over the transport (see
+//! [`crate::control`]).
 
 use std::time::Duration;
 

@@ -1,7 +1,6 @@
 //! What the benchmark runs, as data: each workload's sizes, counts,
-//! durations and placements, in one table. The workloads read these and
-//! nothing else for their defaults; the command line's flags override them
-//! row by row.
+//! durations and placements, in one table; the command line's flags
+//! override them row by row.
 
 use std::time::Duration;
 

@@ -1,14 +1,10 @@
 //! How far apart CPUs 0 and 1 are right now: the time one cache line takes
 //! to go from one to the other and back.
 //!
-//! On a virtual machine the two vCPUs are threads of the host, which may
-//! move them between cores that share a cache and cores that do not; the
-//! same 2-vCPU guest takes ~60, ~120–140 or ~400 ns per round trip by the
-//! moment (switching within seconds),
-//! and every cross-CPU figure (a spinning round trip, a small-message
-//! stream) follows. Each run of a row measures this just before and just
-//! after it, so a row whose runs scatter can be read by the state the
-//! machine was in, not only by the transport.
+//! On a virtual machine the host moves the vCPUs between cores that share a
+//! cache and cores that do not: the same 2-vCPU guest takes ~60, ~120–140 or
+//! ~400 ns per round trip by the moment, and every cross-CPU figure follows.
+//! Each run of a row measures this just before and just after it.
 
 use std::fmt;
 use std::sync::OnceLock;

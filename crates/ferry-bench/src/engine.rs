@@ -1,23 +1,10 @@
-//! Every engine the benchmark measures, behind one trait, with what each
-//! can do.
-//!
-//! An engine is ferry in one of its ways of waiting or writing, one of its
-//! rivals, an OS primitive, or a floor written by hand. Its capabilities
-//! are the workloads it can take part in:
-//!
-//! - a **pipe** ([`Transport`]): round trips and a one-way stream with a
-//!   child process it starts (pingpong, throughput, instructions);
-//! - a **server** ([`Server`]): a named server and its clients (the
-//!   connect rows, and the clients rows where it serves many at once);
-//! - **fds** ([`Carrier`]): messages with a descriptor attached (the fd
-//!   rows).
-//!
-//! An engine without a capability declares so (`None`, the default), and
-//! that workload has no row for it. The in-process calls are not engines:
-//! they time ways of calling a function, not a transport between
-//! processes. The workloads find engines only through [`ALL`], in the
-//! order rows are run and reported; a rival is there only with its
-//! feature.
+//! Every engine the benchmark measures, behind one trait declaring what it
+//! can do: a **pipe** to a child it starts ([`Transport`]: pingpong,
+//! throughput, instructions), a **server** and its clients ([`Server`]: the
+//! connect and clients rows), messages carrying **fds** ([`Carrier`]: the fd
+//! rows). A capability it lacks is `None`, and that workload has no row for
+//! it. The workloads find engines only through [`ALL`], in report order; a
+//! rival is there only with its feature.
 
 use std::fmt::Debug;
 

@@ -1,6 +1,6 @@
 //! One error type for the whole command: a sentence saying what failed and
-//! why, printed as is. A benchmark has no caller that matches on variants,
-//! only a person reading the message.
+//! why. A benchmark has no caller that matches on variants, only a person
+//! reading the message.
 
 use std::fmt;
 

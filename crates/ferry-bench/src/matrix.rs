@@ -87,7 +87,7 @@ impl Plan {
             failures: Vec::new(),
             wall: Duration::ZERO,
         };
-        let progress = Progress::new();
+        let progress = Progress::default();
         let pingpong = bar(&progress, "pingpong", &results.pingpong, repeat);
         let throughput = bar(&progress, "throughput", &results.throughput, repeat);
         let calls = bar(&progress, "calls", &results.calls, repeat);

@@ -1,15 +1,11 @@
 //! The round-trip workload: the parent sends a request, the child echoes a
 //! reply of the same size, and every round trip after a warm-up is timed.
 //!
-//! Both sides write every byte they send and read every byte they receive
-//! (see [`crate::payload`]), and the parent's timing covers its own writing
-//! and reading too, so a transport that could skip a copy still pays for
-//! touching the data once.
-//!
-//! Around the timed round trips the parent asks the child for its CPU time
-//! (see [`crate::control`]), so each row also gives the CPU time both
-//! processes spent per round trip. A row stops early, and says so, when it
-//! runs past its time cap.
+//! Both sides write and read every payload byte (see [`crate::payload`]),
+//! and the parent's timing covers its own writing and reading too, so a
+//! transport that could skip a copy still pays for touching the data once.
+//! Around the timed span the parent asks the child for its CPU time (see
+//! [`crate::control`]); a row that runs past its time cap stops, and says so.
 
 use std::time::{Duration, Instant};
 
@@ -21,11 +17,11 @@ use crate::cpu;
 use crate::definitions::DEFINITIONS;
 use crate::error::Error;
 use crate::matrix::Bench;
-use crate::payload;
+use crate::payload::{self, recv_with};
 use crate::placement::{CpuLog, Placement, ROUND_TRIPS_PER_NOTE, Seen};
 use crate::pool::{Mark, PoolUse};
 use crate::progress::Bar;
-use crate::stats::{Summary, histogram_of, micros};
+use crate::stats::{Summary, histogram_of, micros, nanos};
 use crate::transport::{Endpoint, Transport};
 
 /// How long the child may take to exit once the parent closes its end.
@@ -87,23 +83,12 @@ pub struct Sample {
     pub seen: Seen,
 }
 
-impl Case {
-    /// Every round trip the row makes, timed or not.
-    pub fn round_trips(&self) -> usize {
-        self.warmup + self.count
-    }
-}
-
 impl Bench for Case {
     type Sample = Sample;
 
     fn label(&self) -> String {
-        format!(
-            "{} at {} B ({})",
-            self.transport.name(),
-            self.size,
-            self.placement.name()
-        )
+        let (name, size) = (self.transport.name(), self.size);
+        format!("{name} at {size} B ({})", self.placement.name())
     }
 
     fn placement(&self) -> Placement {
@@ -111,11 +96,12 @@ impl Bench for Case {
     }
 
     fn work(&self) -> u64 {
-        self.round_trips() as u64
+        (self.warmup + self.count) as u64
     }
 
     fn run(&self, bar: &Bar) -> Result<Sample, Error> {
-        run(self, bar)
+        let parent = |endpoint: &mut dyn Endpoint| measure(endpoint, self, bar);
+        child::run(Workload::Pingpong, self.transport, self.placement, parent)
     }
 
     fn brief(sample: &Sample) -> String {
@@ -135,40 +121,10 @@ impl Bench for Case {
     }
 }
 
-/// Runs one case: starts the child, times the round trips, closes, and
-/// checks the child exited cleanly. The caller has placed this thread.
-pub fn run(case: &Case, bar: &Bar) -> Result<Sample, Error> {
-    let mut m = child::run(
-        Workload::Pingpong,
-        case.transport,
-        case.placement,
-        |endpoint| measure(endpoint, case, bar),
-    )?;
-    let summary =
-        Summary::of(&mut m.samples).ok_or_else(|| Error::new("no round trips were timed"))?;
-    Ok(Sample {
-        summary,
-        histogram: histogram_of(&m.samples),
-        cpu: m.cpu.div_f64(summary.count as f64),
-        capped: m.capped,
-        pool: m.pool,
-        seen: m.seen,
-    })
-}
-
-/// What the parent measured of one row.
-struct Measured {
-    samples: Vec<Duration>,
-    /// Both processes' CPU time over the timed span.
-    cpu: Duration,
-    capped: bool,
-    pool: PoolUse,
-    seen: Seen,
-}
-
-fn measure(endpoint: &mut dyn Endpoint, case: &Case, bar: &Bar) -> Result<Measured, Error> {
+/// The parent's side of one row: the warm-up, then the timed round trips.
+fn measure(endpoint: &mut dyn Endpoint, case: &Case, bar: &Bar) -> Result<Sample, Error> {
     let started = Instant::now();
-    let mut ticker = Ticker::new(bar, case.round_trips());
+    let mut ticker = Ticker::new(bar, case.warmup + case.count);
     let mut n = 0;
     for _ in 0..case.warmup {
         round_trip(endpoint, case.size, payload::marker(n))
@@ -201,14 +157,17 @@ fn measure(endpoint: &mut dyn Endpoint, case: &Case, bar: &Bar) -> Result<Measur
     }
     let pool = pool.since();
     let own = cpu::process_time().saturating_sub(own_before);
-    let child_after = control::child_cpu(endpoint)?;
+    let child = control::child_cpu(endpoint)?;
     ticker.finish();
-    Ok(Measured {
-        samples,
-        cpu: own + child_after.cpu.saturating_sub(child_before.cpu),
+    let summary =
+        Summary::of(&mut samples).ok_or_else(|| Error::new("no round trips were timed"))?;
+    Ok(Sample {
+        summary,
+        histogram: histogram_of(&samples),
+        cpu: (own + child.cpu.saturating_sub(child_before.cpu)).div_f64(summary.count as f64),
         capped,
         pool,
-        seen: Seen::of(&cpus.take(), &child_after.cpus),
+        seen: Seen::of(&cpus.take(), &child.cpus),
     })
 }
 
@@ -257,14 +216,8 @@ impl<'a> Ticker<'a> {
 /// One request and its reply, every byte written and read on this side.
 pub fn round_trip(endpoint: &mut dyn Endpoint, size: usize, marker: u8) -> Result<(), Error> {
     endpoint.send_filled(size, &mut |buf| payload::fill(buf, marker))?;
-    let closed = || Error::new("the child closed its end before replying");
-    if endpoint.reads_in_scope() {
-        let mut checked = Ok(());
-        let open = endpoint.recv_read(&mut |reply| checked = check_reply(reply, size, marker))?;
-        return if open { checked } else { Err(closed()) };
-    }
-    let reply = endpoint.recv()?.ok_or_else(closed)?;
-    check_reply(reply, size, marker)
+    let checked = recv_with(endpoint, |reply| check_reply(reply, size, marker))?;
+    checked.ok_or_else(|| Error::new("the child closed its end before replying"))?
 }
 
 /// Checks a reply to a request of `size` bytes stamped with `marker`.
@@ -279,53 +232,31 @@ fn check_reply(reply: &[u8], size: usize, marker: u8) -> Result<(), Error> {
     payload::check(reply, payload::reply_marker(marker))
 }
 
-/// What the child does with one message.
-enum Step {
-    Echo { len: usize, marker: u8 },
-    ReportCpu,
-}
-
-/// What to do with `message`.
+/// What the child does with one message: echo a request of `len` bytes
+/// stamped with a marker, or (with `None`) answer a CPU query.
 #[inline]
-fn step_for(message: &[u8]) -> Result<Step, Error> {
+fn step_for(message: &[u8]) -> Result<Option<(usize, u8)>, Error> {
     if message == control::CPU_QUERY {
-        return Ok(Step::ReportCpu);
+        return Ok(None);
     }
-    Ok(Step::Echo {
-        len: message.len(),
-        marker: payload::read_request(message)?,
-    })
+    Ok(Some((message.len(), payload::read_request(message)?)))
 }
 
 /// In the child: echoes every request, and answers CPU queries (with the
 /// CPUs it noted since the last), until the parent closes its end.
 pub fn echo(endpoint: &mut dyn Endpoint) -> Result<(), Error> {
     let mut cpus = CpuLog::new(ROUND_TRIPS_PER_NOTE);
-    loop {
-        let step = if endpoint.reads_in_scope() {
-            let mut step = Ok(Step::ReportCpu);
-            if !endpoint.recv_read(&mut |message| step = step_for(message))? {
-                return Ok(());
-            }
-            step?
-        } else {
-            match endpoint.recv()? {
-                None => return Ok(()),
-                Some(message) => step_for(message)?,
-            }
-        };
-        match step {
-            Step::Echo { len, marker } => {
+    while let Some(step) = recv_with(endpoint, step_for)? {
+        match step? {
+            Some((len, marker)) => {
                 cpus.tick();
                 let marker = payload::reply_marker(marker);
                 endpoint.send_filled(len, &mut |buf| payload::fill(buf, marker))?;
             }
-            Step::ReportCpu => {
-                let time = control::nanos(cpu::process_time());
-                control::answer_with_cpus(endpoint, &[time], &mut cpus)?;
-            }
+            None => control::answer(endpoint, &[nanos(cpu::process_time())], &mut cpus)?,
         }
     }
+    Ok(())
 }
 
 #[cfg(test)]

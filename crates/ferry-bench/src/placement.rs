@@ -105,18 +105,12 @@ impl Placement {
         }
     }
 
-    fn parent_cpu(self) -> Option<usize> {
+    /// The CPUs of the parent and the child, where pinned.
+    fn cpus(self) -> Option<(usize, usize)> {
         match self {
             Self::Unpinned => None,
-            Self::Split | Self::Same => Some(0),
-        }
-    }
-
-    fn child_cpu(self) -> Option<usize> {
-        match self {
-            Self::Unpinned => None,
-            Self::Split => Some(1),
-            Self::Same => Some(0),
+            Self::Split => Some((0, 1)),
+            Self::Same => Some((0, 0)),
         }
     }
 
@@ -133,22 +127,18 @@ impl Placement {
 
     /// Pins the calling thread where the parent belongs.
     pub fn pin_parent(self) -> Result<(), Error> {
-        pin(self.parent_cpu(), "parent")
+        pin(self.cpus().map(|(parent, _)| parent), "parent")
     }
 
     /// Pins the calling thread where the child belongs.
     pub fn pin_child(self) -> Result<(), Error> {
-        pin(self.child_cpu(), "child")
+        pin(self.cpus().map(|(_, child)| child), "child")
     }
 }
 
 fn pin(cpu: Option<usize>, who: &str) -> Result<(), Error> {
-    match cpu {
-        Some(cpu) => {
-            ferry::internals::pin_to_cpu(cpu).context(format!("pinning the {who} to CPU {cpu}"))
-        }
-        None => Ok(()),
-    }
+    let Some(cpu) = cpu else { return Ok(()) };
+    ferry::internals::pin_to_cpu(cpu).context(format!("pinning the {who} to CPU {cpu}"))
 }
 
 #[cfg(test)]

@@ -1,11 +1,7 @@
-//! ferry's block pool as this process saw it during a row's timed span:
-//! how many large messages went out of line in a pool block, and where
-//! each block came from (reused, taken from the background reserve, or
-//! mapped on the sender's own path), from [`ferry::pool_stats`].
-//!
-//! The parent is the sender of every throughput message and of every
-//! pingpong request, so its counters are the sending side's. They count
-//! this process only; other transports leave them at zero.
+//! ferry's block pool as this process (the sender of every throughput
+//! message and pingpong request) saw it during a row's timed span: how many
+//! large messages went out of line in a block, and where each block came
+//! from, from [`ferry::pool_stats`]. Other transports leave it at zero.
 
 use ferry::PoolStats;
 use serde::Serialize;

@@ -5,8 +5,9 @@ use std::time::Duration;
 
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 
-/// The progress of a run: one bar per workload, stacked.
-#[derive(Debug, Clone)]
+/// The progress of a run: one bar per workload, stacked on stderr (hidden
+/// when stderr is not a terminal).
+#[derive(Debug, Clone, Default)]
 pub struct Progress {
     multi: MultiProgress,
 }
@@ -21,16 +22,8 @@ pub struct Bar {
 const TEMPLATE: &str = "{prefix:>10} {elapsed_precise} [{bar:30}] {percent:>3}% eta {eta} {msg}";
 
 impl Progress {
-    /// Bars on stderr (hidden when stderr is not a terminal).
-    pub fn new() -> Self {
-        Self {
-            multi: MultiProgress::new(),
-        }
-    }
-
     /// A bar for `workload`, over `total` units of its work (round trips,
-    /// messages, batches of calls).
-    /// A workload with no work gets no bar.
+    /// messages, batches of calls); none for a workload with no work.
     pub fn bar(&self, workload: &str, total: u64) -> Bar {
         let bar = match total {
             0 => ProgressBar::hidden(),

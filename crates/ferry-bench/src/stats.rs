@@ -37,7 +37,7 @@ impl Summary {
             p99: percentile(samples, 0.99),
             p999: percentile(samples, 0.999),
             max,
-            mean: mean(samples),
+            mean: samples.iter().sum::<Duration>() / samples.len() as u32,
         })
     }
 }
@@ -47,12 +47,6 @@ impl Summary {
 fn percentile(sorted: &[Duration], q: f64) -> Duration {
     let rank = (q * sorted.len() as f64).ceil() as usize;
     sorted[rank.clamp(1, sorted.len()) - 1]
-}
-
-fn mean(samples: &[Duration]) -> Duration {
-    let total: u128 = samples.iter().map(Duration::as_nanos).sum();
-    let nanos = total / samples.len() as u128;
-    Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX))
 }
 
 /// An empty histogram of nanoseconds, growing to fit what it records.
@@ -117,31 +111,18 @@ impl Spread {
         let mut values: Vec<f64> = values.into_iter().collect();
         values.sort_by(f64::total_cmp);
         let (&min, &max) = (values.first()?, values.last()?);
-        Some(Self {
-            median: median_of_sorted(&values),
-            min,
-            max,
-        })
+        let mid = values.len() / 2;
+        let median = match values.len() % 2 {
+            1 => values[mid],
+            _ => (values[mid - 1] + values[mid]) / 2.0,
+        };
+        Some(Self { median, min, max })
     }
 }
 
-/// The median of sorted, non-empty values.
-fn median_of_sorted(sorted: &[f64]) -> f64 {
-    let mid = sorted.len() / 2;
-    if sorted.len() % 2 == 1 {
-        sorted[mid]
-    } else {
-        (sorted[mid - 1] + sorted[mid]) / 2.0
-    }
-}
-
-/// The median of `values` (reordering them); `None` when there are none.
+/// The median of `values`; `None` when there are none.
 pub fn median(values: &mut [f64]) -> Option<f64> {
-    if values.is_empty() {
-        return None;
-    }
-    values.sort_by(f64::total_cmp);
-    Some(median_of_sorted(values))
+    Spread::of(values.iter().copied()).map(|s| s.median)
 }
 
 #[cfg(test)]

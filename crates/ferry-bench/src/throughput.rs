@@ -1,13 +1,10 @@
-//! The one-way stream: the parent sends a run of messages of one size as
-//! fast as the transport takes them; the child reads every byte of each and
-//! folds it into a checksum, which it sends back when the stream ends, and
-//! the parent compares it with what it sent.
+//! The one-way stream: the parent sends messages of one size as fast as
+//! the transport takes them; the child folds every byte into a checksum,
+//! which it sends back when the stream ends, for the parent to compare.
 //!
 //! The timed span starts after a warm-up, once the child has answered a
-//! CPU query (so it has drained the warm-up), and ends when the child's
-//! answer to the end of the stream arrives (so every timed message has been
-//! read). Messages per second and GiB/s are over that span, and CPU time is
-//! both processes' over it.
+//! CPU query (so it has drained the warm-up), and ends when its answer to
+//! the end of the stream arrives (so every timed message has been read).
 
 use std::time::{Duration, Instant};
 
@@ -16,11 +13,11 @@ use crate::control::{self, StreamReport};
 use crate::cpu;
 use crate::error::Error;
 use crate::matrix::Bench;
-use crate::payload;
+use crate::payload::{self, recv_with};
 use crate::placement::{CpuLog, MESSAGES_PER_NOTE, Placement, Seen};
 use crate::pool::{Mark, PoolUse};
 use crate::progress::Bar;
-use crate::stats::micros;
+use crate::stats::{micros, nanos};
 use crate::transport::{Endpoint, Transport};
 
 /// The share of the timed span (or count) a row warms up for first.
@@ -95,12 +92,8 @@ impl Bench for Case {
     type Sample = Sample;
 
     fn label(&self) -> String {
-        format!(
-            "{} streaming {} B ({})",
-            self.transport.name(),
-            self.size,
-            self.placement.name()
-        )
+        let (name, size) = (self.transport.name(), self.size);
+        format!("{name} streaming {size} B ({})", self.placement.name())
     }
 
     fn placement(&self) -> Placement {
@@ -112,12 +105,8 @@ impl Bench for Case {
     }
 
     fn run(&self, bar: &Bar) -> Result<Sample, Error> {
-        child::run(
-            Workload::Throughput,
-            self.transport,
-            self.placement,
-            |endpoint| stream(endpoint, self, bar),
-        )
+        let parent = |endpoint: &mut dyn Endpoint| stream(endpoint, self, bar);
+        child::run(Workload::Throughput, self.transport, self.placement, parent)
     }
 
     fn brief(sample: &Sample) -> String {
@@ -173,11 +162,13 @@ fn stream(endpoint: &mut dyn Endpoint, case: &Case, bar: &Bar) -> Result<Sample,
         Ok(())
     };
     let every = (CLOCK_EVERY_BYTES / case.size.max(1)).clamp(1, CLOCK_EVERY_MAX);
-    // Warm-up: a tenth of the count or of the time.
-    let (warmup, warmup_time) = match case.amount {
-        Amount::Count(count) => (count / WARMUP_SHARE as usize, case.cap / WARMUP_SHARE),
-        Amount::Time(time) => (usize::MAX, time / WARMUP_SHARE),
+    let (count, deadline) = match case.amount {
+        Amount::Count(count) => (count, case.cap),
+        Amount::Time(time) => (usize::MAX, time),
     };
+    // Warm-up: a tenth of the count (for a timed row, without end) and of
+    // the time.
+    let (warmup, warmup_time) = (count / WARMUP_SHARE as usize, deadline / WARMUP_SHARE);
     let mut n = 0;
     while n < warmup {
         send(endpoint)?;
@@ -194,10 +185,6 @@ fn stream(endpoint: &mut dyn Endpoint, case: &Case, bar: &Bar) -> Result<Sample,
     let own_before = cpu::process_time();
     let pool = Mark::now();
     let start = Instant::now();
-    let (count, deadline) = match case.amount {
-        Amount::Count(count) => (count, case.cap),
-        Amount::Time(time) => (usize::MAX, time),
-    };
     let mut messages = 0;
     let mut capped = false;
     let mut cpus = CpuLog::new(MESSAGES_PER_NOTE);
@@ -297,18 +284,13 @@ fn verify(report: &StreamReport, sent: Checksum) -> Result<(), Error> {
     Ok(())
 }
 
-/// What the child does with one message.
-enum Step {
-    ReportCpu,
-    ReportEnd,
-}
-
-/// Counts a payload into `received`, or says which control message came.
+/// Counts a payload into `received` (`None`), or says which control
+/// message came: whether it ends the stream.
 #[inline]
-fn take(received: &mut Checksum, message: &[u8]) -> Option<Step> {
+fn take(received: &mut Checksum, message: &[u8]) -> Option<bool> {
     match message {
-        control::CPU_QUERY => Some(Step::ReportCpu),
-        control::STREAM_END => Some(Step::ReportEnd),
+        control::CPU_QUERY => Some(false),
+        control::STREAM_END => Some(true),
         _ => {
             received.add(byte_sum(message));
             None
@@ -322,32 +304,17 @@ fn take(received: &mut Checksum, message: &[u8]) -> Option<Step> {
 pub fn receive(endpoint: &mut dyn Endpoint) -> Result<(), Error> {
     let mut received = Checksum::default();
     let mut cpus = CpuLog::new(MESSAGES_PER_NOTE);
-    loop {
-        let step = if endpoint.reads_in_scope() {
-            let mut step = None;
-            if !endpoint.recv_read(&mut |message| step = take(&mut received, message))? {
-                return Ok(());
-            }
-            step
-        } else {
-            match endpoint.recv()? {
-                None => return Ok(()),
-                Some(message) => take(&mut received, message),
-            }
-        };
-        let Some(step) = step else {
+    while let Some(step) = recv_with(endpoint, |message| take(&mut received, message))? {
+        let Some(ends) = step else {
             cpus.tick();
             continue;
         };
-        let cpu_time = control::nanos(cpu::process_time());
-        match step {
-            Step::ReportCpu => control::answer_with_cpus(endpoint, &[cpu_time], &mut cpus)?,
-            Step::ReportEnd => {
-                let words = [received.messages, received.sum, cpu_time];
-                control::answer_with_cpus(endpoint, &words, &mut cpus)?;
-            }
-        }
+        let words = [received.messages, received.sum, nanos(cpu::process_time())];
+        // A CPU query is answered with the CPU time alone.
+        let words = if ends { &words[..] } else { &words[2..] };
+        control::answer(endpoint, words, &mut cpus)?;
     }
+    Ok(())
 }
 
 #[cfg(test)]

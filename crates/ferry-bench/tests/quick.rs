@@ -5,11 +5,12 @@
 //! the problem, when a transport fails or something wrong is asked for.
 
 use std::collections::BTreeSet;
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::thread::sleep;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use ferry_testkit::Watchdog;
 use serde_json::Value;
 
 /// The transports that every build has; others are added as files.
@@ -29,45 +30,32 @@ const WATCHDOG: Duration = Duration::from_secs(300);
 /// other tests run cannot stall them.
 const ROW_SECONDS: &str = "--row-seconds 3";
 
-/// Runs ferry-bench with `args` (and `env`), killing it if it outlives the
-/// watchdog.
+/// Runs ferry-bench with `args` (and `env`) under a watchdog, which kills
+/// it (and fails the tests) if it hangs.
 fn ferry_bench_with(args: &[&str], env: &[(&str, &str)]) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ferry-bench"))
+    let dog = Watchdog::start(format!("ferry-bench {args:?}"), WATCHDOG);
+    let child = Command::new(env!("CARGO_BIN_EXE_ferry-bench"))
         .args(args)
         .envs(env.iter().copied())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .expect("ferry-bench starts");
-    let deadline = Instant::now() + WATCHDOG;
-    // Drained on threads of their own, so a full pipe cannot stall it.
-    let stdout = child.stdout.take().map(drain);
-    let stderr = child.stderr.take().map(drain);
-    while child.try_wait().expect("polling ferry-bench").is_none() {
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("ferry-bench {args:?} ran longer than {WATCHDOG:?}");
-        }
-        sleep(Duration::from_millis(20));
-    }
-    let status = child.wait().expect("ferry-bench's status");
-    let collect = |h: Option<std::thread::JoinHandle<Vec<u8>>>| {
-        h.map(|h| h.join().expect("a drain thread"))
-            .unwrap_or_default()
-    };
-    Output {
-        status,
-        stdout: collect(stdout),
-        stderr: collect(stderr),
-    }
-}
-
-fn drain(mut from: impl std::io::Read + Send + 'static) -> std::thread::JoinHandle<Vec<u8>> {
-    std::thread::spawn(move || {
+    let mut child = dog.watch(child);
+    let mut stderr = child.child_mut().stderr.take().expect("a piped stderr");
+    // Drained on a thread of its own, so a full pipe cannot stall it.
+    let stderr = std::thread::spawn(move || {
         let mut bytes = Vec::new();
-        let _ = from.read_to_end(&mut bytes);
+        let _ = stderr.read_to_end(&mut bytes);
         bytes
-    })
+    });
+    let mut stdout = Vec::new();
+    let _ = child.take_stdout().read_to_end(&mut stdout);
+    Output {
+        status: child.wait(),
+        stdout,
+        stderr: stderr.join().expect("the stderr drain"),
+    }
 }
 
 fn ferry_bench(args: &[&str]) -> Output {
@@ -81,6 +69,20 @@ fn succeeded(out: &Output) {
         "ferry-bench failed:\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// Checks ferry-bench failed and its stderr says every one of `words`.
+fn failed_saying(out: &Output, words: &[&str]) {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "it should have failed: {stderr}");
+    contains_all(&stderr, words);
+}
+
+/// Checks `text` (a table, a report, stderr) holds every one of `parts`.
+fn contains_all(text: &str, parts: &[&str]) {
+    for part in parts {
+        assert!(text.contains(part), "no {part:?} in:\n{text}");
+    }
 }
 
 /// A path of this test's own in the temporary directory, removed (file or
@@ -109,13 +111,13 @@ impl Drop for Temp {
 
 /// Runs the benchmark with the words of `line` and `--json` into a file of
 /// its own named after `name`, checks it succeeded, and returns its output
-/// and the JSON it wrote.
-fn run_to_json(line: &str, name: &str) -> (Output, Value) {
+/// and the rows it wrote.
+fn run_to_json(line: &str, name: &str) -> (Output, Vec<Value>) {
     let json = Temp::new(name);
     let out = ferry_bench(&words(line, &["--json", json.arg()]));
     succeeded(&out);
-    let value = read_json(&json.0);
-    (out, value)
+    let rows = rows(&read_json(&json.0)).clone();
+    (out, rows)
 }
 
 /// The words of `line`, then `more`.
@@ -135,16 +137,28 @@ fn rows(json: &Value) -> &Vec<Value> {
         .unwrap_or_else(|| panic!("not an array: {json}"))
 }
 
+/// The field `key` of `row`, as `as_type` reads it.
+fn field<T>(row: &Value, key: &str, as_type: fn(&Value) -> Option<T>) -> T {
+    as_type(&row[key]).unwrap_or_else(|| panic!("{key} in {row}"))
+}
+
 fn num(row: &Value, key: &str) -> f64 {
-    row[key]
-        .as_f64()
-        .unwrap_or_else(|| panic!("{key} in {row}"))
+    field(row, key, Value::as_f64)
 }
 
 fn capped(row: &Value) -> bool {
-    row["capped"]
-        .as_bool()
-        .unwrap_or_else(|| panic!("capped in {row}"))
+    field(row, "capped", Value::as_bool)
+}
+
+/// The row `is` picks; the test fails naming `what` where none does.
+fn find<'a>(rows: &'a [Value], what: &str, is: impl Fn(&Value) -> bool) -> &'a Value {
+    rows.iter()
+        .find(|r| is(r))
+        .unwrap_or_else(|| panic!("no row for {what}"))
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// The transports the rows cover; every core transport must be there.
@@ -158,9 +172,7 @@ fn transports_of(rows: &[Value]) -> BTreeSet<String> {
 }
 
 fn check_count(row: &Value, count: u64) {
-    let got = row["count"]
-        .as_u64()
-        .unwrap_or_else(|| panic!("count in {row}"));
+    let got = field(row, "count", Value::as_u64);
     assert!(
         got == count || (capped(row) && got >= 1 && got < count),
         "count {got}, expected {count}: {row}"
@@ -187,27 +199,22 @@ fn check_pingpong_row(row: &Value, count: u64) {
 #[test]
 fn quick_pingpong_has_a_sane_row_per_transport_and_size() {
     let line = format!("pingpong --quick --count 50 --size 12,20736 {ROW_SECONDS}");
-    let (out, json) = run_to_json(&line, "pingpong.json");
-    let rows = rows(&json);
+    let (out, rows) = &run_to_json(&line, "pingpong.json");
     let transports = transports_of(rows);
     assert_eq!(rows.len(), transports.len() * 2, "{rows:?}");
     for transport in &transports {
         for size in [12, 20_736] {
-            let row = rows
-                .iter()
-                .find(|r| r["transport"] == **transport && r["size"] == size)
-                .unwrap_or_else(|| panic!("no row for {transport} at {size} B"));
+            let what = format!("{transport} at {size} B");
+            let row = find(rows, &what, |r| {
+                r["transport"] == **transport && r["size"] == size
+            });
             check_pingpong_row(row, 50);
             assert_eq!(row["placement"], "unpinned", "{row}");
         }
     }
-    let table = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        table.starts_with("pingpong\ntransport")
-            && table.contains("p50 ×unix-stream")
-            && table.contains("p50 ×shm-futex"),
-        "{table}"
-    );
+    let table = stdout(out);
+    assert!(table.starts_with("pingpong\ntransport"), "{table}");
+    contains_all(&table, &["p50 ×unix-stream", "p50 ×shm-futex"]);
 }
 
 /// Each run says how often both processes were on one CPU: on a pinned
@@ -225,8 +232,7 @@ fn runs_record_whether_both_processes_shared_a_cpu() {
             "{workload} --count 200 --size {size} --transport ferry,unix-stream \
              --placement {placements} --repeat 2 {ROW_SECONDS}"
         );
-        let (out, json) = run_to_json(&line, &format!("cpus-{workload}.json"));
-        let rows = rows(&json);
+        let (out, rows) = &run_to_json(&line, &format!("cpus-{workload}.json"));
         assert_eq!(rows.len(), 2 * placements.split(',').count(), "{rows:?}");
         for row in rows {
             let runs = row["per_run"].as_array().expect("per_run");
@@ -243,11 +249,7 @@ fn runs_record_whether_both_processes_shared_a_cpu() {
                 }
             }
         }
-        let table = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            table.contains("one CPU") && table.contains(" on two"),
-            "{table}"
-        );
+        contains_all(&stdout(out), &["one CPU", " on two"]);
     };
     check("pingpong", "144");
     check("throughput", "64");
@@ -256,8 +258,7 @@ fn runs_record_whether_both_processes_shared_a_cpu() {
 #[test]
 fn quick_throughput_checks_every_stream() {
     let line = format!("throughput --count 50 --size 64,65536 {ROW_SECONDS}");
-    let (out, json) = run_to_json(&line, "throughput.json");
-    let rows = rows(&json);
+    let (out, rows) = &run_to_json(&line, "throughput.json");
     let transports = transports_of(rows);
     assert_eq!(rows.len(), transports.len() * 2, "{rows:?}");
     for row in rows {
@@ -281,16 +282,16 @@ fn quick_throughput_checks_every_stream() {
             assert!(pool.is_null(), "{row}");
         }
     }
-    let table = String::from_utf8_lossy(&out.stdout);
-    assert!(table.contains("GiB/s ×unix-stream"), "{table}");
-    assert!(table.contains("ferry pool (throughput)"), "{table}");
+    contains_all(
+        &stdout(out),
+        &["GiB/s ×unix-stream", "ferry pool (throughput)"],
+    );
 }
 
 #[test]
 fn a_timed_stream_sends_for_its_time_and_is_not_capped() {
     let line = "throughput --transport ferry,unix-stream --size 1024 --seconds 0.2";
-    let (_, json) = run_to_json(line, "timed.json");
-    let rows = rows(&json);
+    let (_, rows) = &run_to_json(line, "timed.json");
     assert_eq!(rows.len(), 2, "{rows:?}");
     for row in rows {
         assert!(!capped(row), "{row}");
@@ -302,8 +303,7 @@ fn a_timed_stream_sends_for_its_time_and_is_not_capped() {
 
 #[test]
 fn quick_calls_time_every_way_of_calling() {
-    let (_, json) = run_to_json("calls --quick", "calls.json");
-    let rows = rows(&json);
+    let (_, rows) = &run_to_json("calls --quick", "calls.json");
     let ways = [
         "direct",
         "boxed-closure",
@@ -320,10 +320,9 @@ fn quick_calls_time_every_way_of_calling() {
     assert_eq!(rows.len(), 2 * ways.len(), "{rows:?}");
     for call in ["add(i32, i32)", "echo(String)"] {
         for via in ways {
-            let row = rows
-                .iter()
-                .find(|r| r["call"] == call && r["via"] == via)
-                .unwrap_or_else(|| panic!("no row for {call} via {via}"));
+            let row = find(rows, &format!("{call} via {via}"), |r| {
+                r["call"] == call && r["via"] == via
+            });
             assert!(num(row, "ns_per_call") > 0.0, "{row}");
         }
     }
@@ -355,8 +354,7 @@ const SERVER_ROWS: &[(&str, &str, bool)] = &[
 #[test]
 fn quick_server_connects_passes_descriptors_and_serves_many_clients() {
     let line = format!("server --quick --count 50 {ROW_SECONDS}");
-    let (out, json) = run_to_json(&line, "server.json");
-    let rows = rows(&json);
+    let (out, rows) = &run_to_json(&line, "server.json");
     // ipc-channel's rows only where its feature is on.
     let expected: Vec<_> = SERVER_ROWS
         .iter()
@@ -364,10 +362,9 @@ fn quick_server_connects_passes_descriptors_and_serves_many_clients() {
         .collect();
     assert_eq!(rows.len(), expected.len(), "{rows:?}");
     for &&(test, engine, fd) in &expected {
-        let row = rows
-            .iter()
-            .find(|r| r["test"] == test && r["engine"] == engine && r["fd"] == fd)
-            .unwrap_or_else(|| panic!("no {test} row for {engine} (fd: {fd})"));
+        let row = find(rows, &format!("{test} of {engine} (fd: {fd})"), |r| {
+            r["test"] == test && r["engine"] == engine && r["fd"] == fd
+        });
         let [p50, p99, max] = ["p50_us", "p99_us", "max_us"].map(|key| num(row, key));
         assert!(p50 > 0.0 && p50 <= p99 && p99 <= max, "{row}");
         assert!(num(row, "per_s") > 0.0, "{row}");
@@ -379,17 +376,15 @@ fn quick_server_connects_passes_descriptors_and_serves_many_clients() {
             _ => check_count(row, 50),
         }
     }
-    let tables = String::from_utf8_lossy(&out.stdout);
-    for title in [
+    let titles_and_columns = [
         "connect + first round trip (144 B)\nengine",
         "fd passing round trip (144 B)\nengine",
         "one server, many clients (144 B round trips)\nengine",
-    ] {
-        assert!(tables.contains(title), "no {title:?} table:\n{tables}");
-    }
-    for column in ["p50 ×unix-seqpacket", "fd adds µs", "rt/s ×unix-seqpacket"] {
-        assert!(tables.contains(column), "no {column} column:\n{tables}");
-    }
+        "p50 ×unix-seqpacket",
+        "fd adds µs",
+        "rt/s ×unix-seqpacket",
+    ];
+    contains_all(&stdout(out), &titles_and_columns);
 }
 
 #[test]
@@ -408,15 +403,14 @@ fn the_full_run_writes_every_workload_and_the_three_files() {
     assert_eq!(report["run"]["quick"], true);
     let transports = transports_of(rows(&report["pingpong"]));
     let markdown = std::fs::read_to_string(dir.0.join("report.md")).expect("report.md");
-    for heading in [
+    let headings = [
         "# ferry-bench report",
         "## pingpong",
         "## throughput",
         "## calls",
         "## connect + first round trip (144 B)",
-    ] {
-        assert!(markdown.contains(heading), "{heading} missing:\n{markdown}");
-    }
+    ];
+    contains_all(&markdown, &headings);
     let svg = std::fs::read_to_string(dir.0.join("report.svg")).expect("report.svg");
     assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
     // plotters writes each text on a line of its own inside <text>.
@@ -438,10 +432,7 @@ fn the_full_run_writes_every_workload_and_the_three_files() {
     }
     let lines = svg.matches("<polyline").count();
     assert!(lines >= 2 * transports.len(), "{lines} lines drawn");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    for title in ["pingpong\n", "throughput\n", "calls\n"] {
-        assert!(stdout.contains(title), "{title} table missing:\n{stdout}");
-    }
+    contains_all(&stdout(&out), &["pingpong\n", "throughput\n", "calls\n"]);
 }
 
 #[test]
@@ -450,8 +441,7 @@ fn repeats_interleave_and_report_the_median_with_its_range() {
         "pingpong --transport ferry,unix-stream --size 12 --count 50 --repeat 3 \
          --placement split,same {ROW_SECONDS}"
     );
-    let (out, json) = run_to_json(&line, "repeat.json");
-    let rows = rows(&json);
+    let (out, rows) = &run_to_json(&line, "repeat.json");
     assert_eq!(rows.len(), 4, "{rows:?}");
     for row in rows {
         assert_eq!(row["runs"], 3, "{row}");
@@ -477,10 +467,7 @@ fn repeats_interleave_and_report_the_median_with_its_range() {
             .unwrap_or_else(|| panic!("{pattern} not in:\n{stderr}"))
     };
     assert!(first("[4/4 run 1/3]") < first("[1/4 run 2/3]"), "{stderr}");
-    assert!(
-        String::from_utf8_lossy(&out.stdout).contains("p50 min–max"),
-        "no range column"
-    );
+    contains_all(&stdout(out), &["p50 min–max"]);
 }
 
 #[test]
@@ -489,12 +476,8 @@ fn a_failing_transport_fails_the_run_after_reporting_the_others() {
     let line = "pingpong --transport ferry,unix-stream --size 12 --count 20";
     let args = words(line, &["--json", json.arg()]);
     let out = ferry_bench_with(&args, &[("FERRY_BENCH_FAIL_CHILD", "unix-stream")]);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "a failed row must fail the run");
-    assert!(
-        stderr.contains("1 row run(s) failed") && stderr.contains("unix-stream at 12 B"),
-        "{stderr}"
-    );
+    // A failed row fails the run.
+    failed_saying(&out, &["1 row run(s) failed", "unix-stream at 12 B"]);
     let json = read_json(&json.0);
     let rows = rows(&json);
     assert_eq!(rows.len(), 1, "{rows:?}");
@@ -506,33 +489,23 @@ fn a_failing_transport_fails_the_run_after_reporting_the_others() {
 fn help_lists_the_transports() {
     let out = ferry_bench(&["pingpong", "--help"]);
     succeeded(&out);
-    let help = String::from_utf8_lossy(&out.stdout);
+    let help = stdout(&out);
     for name in CORE_TRANSPORTS {
-        assert!(help.contains(&format!(" {name},")), "{name}: {help}");
+        contains_all(&help, &[&format!(" {name},")]);
     }
 }
 
 #[test]
 fn an_unknown_transport_is_refused_by_name() {
     let out = ferry_bench(&["pingpong", "--transport", "ferry,carrier-pigeon"]);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success());
-    assert!(
-        stderr.contains("carrier-pigeon") && stderr.contains("unix-stream"),
-        "{stderr}"
-    );
+    failed_saying(&out, &["carrier-pigeon", "unix-stream"]);
 }
 
 #[test]
 fn a_child_not_started_by_the_benchmark_fails_clearly() {
     let line = "child --workload pingpong --transport unix-stream --placement unpinned";
     let out = ferry_bench(&words(line, &[]));
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success());
-    assert!(
-        stderr.contains("child (unix-stream)") && stderr.contains("FERRY_BENCH_SOCKET"),
-        "{stderr}"
-    );
+    failed_saying(&out, &["child (unix-stream)", "FERRY_BENCH_SOCKET"]);
 }
 
 /// The counted run of `ferry-bench instructions`, without a counter: the
@@ -550,7 +523,5 @@ fn the_counted_run_makes_its_round_trips_for_each_default_transport() {
 #[test]
 fn instructions_refuses_round_trip_counts_that_cannot_be_differenced() {
     let out = ferry_bench(&["instructions", "--rounds", "400,200"]);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success());
-    assert!(stderr.contains("N2 > N1"), "{stderr}");
+    failed_saying(&out, &["N2 > N1"]);
 }

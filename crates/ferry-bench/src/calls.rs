@@ -560,6 +560,7 @@ fn recv_into(pipe: &Pipe, buf: &mut Vec<u8>) -> Result<bool, Error> {
 }
 
 /// Receives the next message into `buf`, failing once the other end closed.
+#[inline]
 fn recv_open(pipe: &Pipe, buf: &mut Vec<u8>) -> Result<(), Error> {
     match recv_into(pipe, buf)? {
         true => Ok(()),
@@ -576,6 +577,7 @@ fn answer<F: Func>(to: &::ferry::Sender, inbox: &[u8], out: &mut Vec<u8>) -> Res
 }
 
 /// `arg`'s bytes in `out`, replacing what it held.
+#[inline]
 fn request<'o, F: Func>(arg: &F::Arg, out: &'o mut Vec<u8>) -> &'o [u8] {
     out.clear();
     arg.put(out);

@@ -247,7 +247,7 @@ fn seconds(arg: &str) -> Result<f64, String> {
 }
 
 /// `given`, or `default` when nothing is given.
-fn or<T: Clone>(given: &[T], default: impl FnOnce() -> Vec<T>) -> Vec<T> {
+fn given_or<T: Clone>(given: &[T], default: impl FnOnce() -> Vec<T>) -> Vec<T> {
     match given.is_empty() {
         true => default(),
         false => given.to_vec(),
@@ -256,7 +256,7 @@ fn or<T: Clone>(given: &[T], default: impl FnOnce() -> Vec<T>) -> Vec<T> {
 
 impl RunArgs {
     fn placements(&self) -> Vec<Placement> {
-        or(&self.placements, || DEFINITIONS.placements.to_vec())
+        given_or(&self.placements, || DEFINITIONS.placements.to_vec())
     }
 
     fn cap_seconds(&self) -> f64 {
@@ -279,7 +279,7 @@ fn grid(
     sizes: &[usize],
     transports: &TransportArgs,
 ) -> Vec<(Placement, usize, &'static dyn Transport)> {
-    let transports = or(&transports.transports, engine::pipes);
+    let transports = given_or(&transports.transports, engine::pipes);
     let mut grid = Vec::new();
     for placement in run.placements() {
         for &size in sizes {
@@ -289,13 +289,14 @@ fn grid(
     grid
 }
 
+/// The pingpong rows, in [`grid`]'s order.
 fn pingpong_cases(
     run: &RunArgs,
     transports: &TransportArgs,
     sizes: &[usize],
     warmup: Option<usize>,
 ) -> Vec<pingpong::Case> {
-    let sizes = or(sizes, || {
+    let sizes = given_or(sizes, || {
         DEFINITIONS.pingpong.sizes.iter().map(|s| s.size).collect()
     });
     let grid = grid(run, &sizes, transports).into_iter();
@@ -318,13 +319,14 @@ fn pingpong_cases(
     .collect()
 }
 
+/// The throughput rows, in [`grid`]'s order.
 fn throughput_cases(
     run: &RunArgs,
     transports: &TransportArgs,
     sizes: &[usize],
     seconds: Option<f64>,
 ) -> Vec<throughput::Case> {
-    let sizes = or(sizes, || DEFINITIONS.throughput.sizes.to_vec());
+    let sizes = given_or(sizes, || DEFINITIONS.throughput.sizes.to_vec());
     let amount = match (run.count, seconds, run.quick) {
         (Some(count), _, _) => throughput::Amount::Count(count),
         (None, Some(s), _) => throughput::Amount::Time(Duration::from_secs_f64(s)),

@@ -1,12 +1,10 @@
-//! In-process call costs, the table of the Mojo in-process study: what a
-//! trivial `add(i32, i32)` and an `echo(String)` cost when called directly,
-//! through a boxed closure, on another thread (a request and a reply through
-//! std's mpsc or crossbeam's channels), and through a ferry pipe whose two
-//! ends are in this process, on two threads or on one.
-//!
+//! In-process call costs, the table of the Mojo in-process study: a
+//! trivial `add(i32, i32)` and an `echo(String)` called directly, through
+//! a boxed closure, on another thread (std's mpsc, crossbeam, ferry's typed
+//! channels) and through ferry pipes whose ends are all in this process.
 //! Every row makes the same argument and checks the same result, so the
-//! rows differ only in how the call travels. Each run times batches of
-//! calls and reports the median batch's nanoseconds per call.
+//! rows differ only in how the call travels; a run reports the median
+//! batch's nanoseconds per call.
 
 use std::hint::black_box;
 use std::sync::mpsc::{self, Receiver as StdReceiver, Sender as StdSender};
@@ -53,29 +51,18 @@ impl Call {
     }
 }
 
-/// How the call travels.
+/// How the call travels; [`Via::meaning`] says what each way does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Via {
-    /// A plain function call (not inlined).
     Direct,
-    /// A `Box<dyn Fn>` called through its vtable.
     Closure,
-    /// Another thread, a request and a reply through `std::sync::mpsc`.
     StdMpsc,
-    /// Another thread, a request and a reply through `crossbeam-channel`.
     Crossbeam,
-    /// Another thread, through the two ends of a `ferry::pipe()`.
     FerryThreads,
-    /// One thread: send on one end of a `ferry::pipe()`, receive on the
-    /// other, answer, and receive the answer.
     FerryOneThread,
-    /// As `FerryOneThread`, the request found by a `ferry::Select` over the
-    /// receiving ends of 1, 10 or 100 pipes (one of them ready).
+    /// Over the receiving ends of this many pipes, one of them ready.
     FerrySelect(usize),
-    /// Another thread, a request and a reply through two typed channels,
-    /// `ferry::channel::<T>(16)` (values moved, never encoded).
     FerryTypedThreads,
-    /// One thread: the request and the reply through two typed channels.
     FerryTypedOneThread,
 }
 
@@ -213,7 +200,7 @@ impl Bench for Case {
     }
 }
 
-/// A function, its argument and result, and their encoding for a pipe.
+/// A function, its argument and its result.
 trait Func: 'static {
     type Arg: Value;
     type Ret: Value;
@@ -223,10 +210,6 @@ trait Func: 'static {
     fn compute(arg: Self::Arg) -> Self::Ret;
     /// Whether `ret` is the right result of call `i`.
     fn check(i: u32, ret: &Self::Ret) -> bool;
-    fn put_arg(arg: &Self::Arg, out: &mut Vec<u8>);
-    fn take_arg(bytes: &[u8]) -> Result<Self::Arg, Error>;
-    fn put_ret(ret: &Self::Ret, out: &mut Vec<u8>);
-    fn take_ret(bytes: &[u8]) -> Result<Self::Ret, Error>;
 }
 
 struct Add;
@@ -244,28 +227,6 @@ impl Func for Add {
     }
     fn check(i: u32, ret: &i32) -> bool {
         *ret == (i as i32).wrapping_add(1)
-    }
-    fn put_arg(&(a, b): &(i32, i32), out: &mut Vec<u8>) {
-        out.extend_from_slice(&a.to_le_bytes());
-        out.extend_from_slice(&b.to_le_bytes());
-    }
-    fn take_arg(bytes: &[u8]) -> Result<(i32, i32), Error> {
-        let (a, b) = bytes
-            .split_first_chunk::<4>()
-            .ok_or_else(|| Error::new("add's arguments are cut short"))?;
-        let b = b
-            .first_chunk::<4>()
-            .ok_or_else(|| Error::new("add's arguments are cut short"))?;
-        Ok((i32::from_le_bytes(*a), i32::from_le_bytes(*b)))
-    }
-    fn put_ret(ret: &i32, out: &mut Vec<u8>) {
-        out.extend_from_slice(&ret.to_le_bytes());
-    }
-    fn take_ret(bytes: &[u8]) -> Result<i32, Error> {
-        let ret = bytes
-            .first_chunk::<4>()
-            .ok_or_else(|| Error::new("add's result is cut short"))?;
-        Ok(i32::from_le_bytes(*ret))
     }
 }
 
@@ -285,17 +246,48 @@ impl Func for Echo {
     fn check(_: u32, ret: &String) -> bool {
         ret == TEXT
     }
-    fn put_arg(text: &String, out: &mut Vec<u8>) {
-        out.extend_from_slice(text.as_bytes());
+}
+
+/// What a call's argument and result are: movable to another thread,
+/// encodable for a typed channel, and written as bytes on a ferry pipe.
+trait Value: Send + Serialize + DeserializeOwned + Sized + 'static {
+    /// Appends the value's bytes to `out`.
+    fn put(&self, out: &mut Vec<u8>);
+    /// The value `put` wrote into `bytes`.
+    fn take(bytes: &[u8]) -> Result<Self, Error>;
+}
+
+impl Value for i32 {
+    fn put(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.to_le_bytes());
     }
-    fn take_arg(bytes: &[u8]) -> Result<String, Error> {
-        String::from_utf8(bytes.to_vec()).context("echo's argument")
+    fn take(bytes: &[u8]) -> Result<Self, Error> {
+        let n = bytes
+            .first_chunk::<4>()
+            .ok_or_else(|| Error::new("an i32 is cut short"))?;
+        Ok(i32::from_le_bytes(*n))
     }
-    fn put_ret(text: &String, out: &mut Vec<u8>) {
-        out.extend_from_slice(text.as_bytes());
+}
+
+impl Value for (i32, i32) {
+    fn put(&self, out: &mut Vec<u8>) {
+        self.0.put(out);
+        self.1.put(out);
     }
-    fn take_ret(bytes: &[u8]) -> Result<String, Error> {
-        String::from_utf8(bytes.to_vec()).context("echo's result")
+    fn take(bytes: &[u8]) -> Result<Self, Error> {
+        let (a, b) = bytes
+            .split_first_chunk::<4>()
+            .ok_or_else(|| Error::new("a pair of i32 is cut short"))?;
+        Ok((i32::from_le_bytes(*a), i32::take(b)?))
+    }
+}
+
+impl Value for String {
+    fn put(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(self.as_bytes());
+    }
+    fn take(bytes: &[u8]) -> Result<Self, Error> {
+        String::from_utf8(bytes.to_vec()).context("a string's bytes")
     }
 }
 
@@ -324,7 +316,7 @@ fn run<F: Func>(case: &Case, bar: &Bar) -> Result<Sample, Error> {
         Via::Closure => time::<F, _>(Closure::<F>(Box::new(F::compute)), case, bar),
         Via::StdMpsc => time::<F, _>(Hop::<F, StdChannels>::start(placement), case, bar),
         Via::Crossbeam => time::<F, _>(Hop::<F, CrossbeamChannels>::start(placement), case, bar),
-        Via::FerryThreads => time::<F, _>(FerryThreads::<F>::start(placement)?, case, bar),
+        Via::FerryThreads => time::<F, _>(FerryThreads::start::<F>(placement)?, case, bar),
         Via::FerryOneThread => time::<F, _>(FerryOneThread::new()?, case, bar),
         Via::FerryTypedThreads => {
             time::<F, _>(Hop::<F, FerryTypedChannels>::start(placement), case, bar)
@@ -332,13 +324,7 @@ fn run<F: Func>(case: &Case, bar: &Bar) -> Result<Sample, Error> {
         Via::FerryTypedOneThread => {
             time::<F, _>(OneThread::<F, FerryTypedChannels>::new(), case, bar)
         }
-        Via::FerrySelect(n) => {
-            let pipes = (0..n)
-                .map(|_| ::ferry::pipe())
-                .collect::<Result<Vec<_>, _>>()
-                .context("making ferry pipes")?;
-            time::<F, _>(FerrySelect::new(pipes)?, case, bar)
-        }
+        Via::FerrySelect(n) => time::<F, _>(FerrySelect::new(n)?, case, bar),
     }
 }
 
@@ -439,12 +425,6 @@ fn callee_gone(callee: Option<Callee>) -> Error {
         _ => Error::new("the callee's thread stopped answering"),
     }
 }
-
-/// What a call's argument and result are: movable to another thread, and
-/// encodable for a typed channel.
-trait Value: Send + Serialize + DeserializeOwned + 'static {}
-
-impl<T: Send + Serialize + DeserializeOwned + 'static> Value for T {}
 
 /// A flavour of in-process channel a [`Hop`] sends its calls through.
 trait Channel: 'static {
@@ -579,29 +559,46 @@ fn recv_into(pipe: &Pipe, buf: &mut Vec<u8>) -> Result<bool, Error> {
     }
 }
 
-/// Answers one call whose argument is in `inbox`, from `pipe`.
-fn answer<F: Func>(pipe: &Pipe, inbox: &[u8], out: &mut Vec<u8>) -> Result<(), Error> {
-    let ret = F::compute(F::take_arg(inbox)?);
-    out.clear();
-    F::put_ret(&ret, out);
-    pipe.send(out).context("answering on the ferry pipe")
+/// Receives the next message into `buf`, failing once the other end closed.
+#[inline]
+fn recv_open(pipe: &Pipe, buf: &mut Vec<u8>) -> Result<(), Error> {
+    match recv_into(pipe, buf)? {
+        true => Ok(()),
+        false => Err(Error::new("the pipe closed")),
+    }
 }
 
-struct FerryThreads<F: Func> {
+/// Answers one call whose argument is in `inbox`, on `to`.
+fn answer<F: Func>(to: &::ferry::Sender, inbox: &[u8], out: &mut Vec<u8>) -> Result<(), Error> {
+    let ret = F::compute(F::Arg::take(inbox)?);
+    out.clear();
+    ret.put(out);
+    to.send(out).context("answering on the ferry pipe")
+}
+
+/// `arg`'s bytes in `out`, replacing what it held.
+#[inline]
+fn request<'o, F: Func>(arg: &F::Arg, out: &'o mut Vec<u8>) -> &'o [u8] {
+    out.clear();
+    arg.put(out);
+    out
+}
+
+/// Another thread, through the two ends of a ferry pipe.
+struct FerryThreads {
     pipe: Option<Pipe>,
     out: Vec<u8>,
     inbox: Vec<u8>,
     callee: Option<Callee>,
-    func: std::marker::PhantomData<F>,
 }
 
-impl<F: Func> FerryThreads<F> {
-    fn start(placement: Placement) -> Result<Self, Error> {
+impl FerryThreads {
+    fn start<F: Func>(placement: Placement) -> Result<Self, Error> {
         let (pipe, theirs) = ::ferry::pipe().context("making a ferry pipe")?;
         let callee = Callee::spawn(placement, move || {
             let (mut inbox, mut out) = (Vec::new(), Vec::new());
             while recv_into(&theirs, &mut inbox)? {
-                answer::<F>(&theirs, &inbox, &mut out)?;
+                answer::<F>(theirs.sender(), &inbox, &mut out)?;
             }
             Ok(())
         });
@@ -610,27 +607,24 @@ impl<F: Func> FerryThreads<F> {
             out: Vec::new(),
             inbox: Vec::new(),
             callee: Some(callee),
-            func: std::marker::PhantomData,
         })
     }
 
-    fn exchange(&mut self, arg: &F::Arg) -> Result<bool, Error> {
+    fn exchange<F: Func>(&mut self, arg: &F::Arg) -> Result<bool, Error> {
         let Some(pipe) = &self.pipe else {
             return Ok(false);
         };
-        self.out.clear();
-        F::put_arg(arg, &mut self.out);
-        if pipe.send(&self.out).is_err() {
+        if pipe.send(request::<F>(arg, &mut self.out)).is_err() {
             return Ok(false);
         }
         recv_into(pipe, &mut self.inbox)
     }
 }
 
-impl<F: Func> Caller<F> for FerryThreads<F> {
+impl<F: Func> Caller<F> for FerryThreads {
     fn call(&mut self, arg: F::Arg) -> Result<F::Ret, Error> {
-        match self.exchange(&arg)? {
-            true => F::take_ret(&self.inbox),
+        match self.exchange::<F>(&arg)? {
+            true => F::Ret::take(&self.inbox),
             false => Err(callee_gone(self.callee.take())),
         }
     }
@@ -640,47 +634,43 @@ impl<F: Func> Caller<F> for FerryThreads<F> {
     }
 }
 
-struct FerryOneThread<F: Func> {
+/// One thread: send on one end of a ferry pipe, receive on the other,
+/// answer, and receive the answer.
+struct FerryOneThread {
     caller: Pipe,
     callee: Pipe,
     out: Vec<u8>,
     inbox: Vec<u8>,
-    func: std::marker::PhantomData<F>,
 }
 
-impl<F: Func> FerryOneThread<F> {
+impl FerryOneThread {
     fn new() -> Result<Self, Error> {
         let (caller, callee) = ::ferry::pipe().context("making a ferry pipe")?;
+        let (out, inbox) = (Vec::new(), Vec::new());
         Ok(Self {
             caller,
             callee,
-            out: Vec::new(),
-            inbox: Vec::new(),
-            func: std::marker::PhantomData,
+            out,
+            inbox,
         })
     }
 }
 
-impl<F: Func> Caller<F> for FerryOneThread<F> {
+impl<F: Func> Caller<F> for FerryOneThread {
     fn call(&mut self, arg: F::Arg) -> Result<F::Ret, Error> {
-        self.out.clear();
-        F::put_arg(&arg, &mut self.out);
-        self.caller.send(&self.out).context("sending the call")?;
-        if !recv_into(&self.callee, &mut self.inbox)? {
-            return Err(Error::new("the pipe closed"));
-        }
-        answer::<F>(&self.callee, &self.inbox, &mut self.out)?;
-        if !recv_into(&self.caller, &mut self.inbox)? {
-            return Err(Error::new("the pipe closed"));
-        }
-        F::take_ret(&self.inbox)
+        let sent = self.caller.send(request::<F>(&arg, &mut self.out));
+        sent.context("sending the call")?;
+        recv_open(&self.callee, &mut self.inbox)?;
+        answer::<F>(self.callee.sender(), &self.inbox, &mut self.out)?;
+        recv_open(&self.caller, &mut self.inbox)?;
+        F::Ret::take(&self.inbox)
     }
 }
 
 /// One thread: each request goes out on one of many pipes (a different one
 /// each call), a `Select` over their far ends finds it, and the answer
 /// comes back on the same pipe.
-struct FerrySelect<F: Func> {
+struct FerrySelect {
     /// The near ends, where calls go out and answers come back.
     near: Vec<Pipe>,
     /// The far ends' sending halves (their receiving halves are in the
@@ -692,40 +682,39 @@ struct FerrySelect<F: Func> {
     next: usize,
     out: Vec<u8>,
     inbox: Vec<u8>,
-    func: std::marker::PhantomData<F>,
 }
 
-impl<F: Func> FerrySelect<F> {
-    fn new(pipes: Vec<(Pipe, Pipe)>) -> Result<Self, Error> {
+impl FerrySelect {
+    fn new(pipes: usize) -> Result<Self, Error> {
         let mut select = ::ferry::Select::new().context("making a select")?;
         let (mut near, mut far, mut keys) = (Vec::new(), Vec::new(), Vec::new());
-        for (a, b) in pipes {
+        for _ in 0..pipes {
+            let (a, b) = ::ferry::pipe().context("making ferry pipes")?;
             let (tx, rx) = b.split();
             keys.push(select.add(rx).context("adding a receiver")?);
             near.push(a);
             far.push(tx);
         }
+        let (out, inbox) = (Vec::new(), Vec::new());
         Ok(Self {
             near,
             far,
             keys,
             select,
             next: 0,
-            out: Vec::new(),
-            inbox: Vec::new(),
-            func: std::marker::PhantomData,
+            out,
+            inbox,
         })
     }
 }
 
-impl<F: Func> Caller<F> for FerrySelect<F> {
+impl<F: Func> Caller<F> for FerrySelect {
     fn call(&mut self, arg: F::Arg) -> Result<F::Ret, Error> {
         let n = self.near.len();
         let near = &self.near[self.next];
         self.next = (self.next + 7) % n;
-        self.out.clear();
-        F::put_arg(&arg, &mut self.out);
-        near.send(&self.out).context("sending the call")?;
+        let sent = near.send(request::<F>(&arg, &mut self.out));
+        sent.context("sending the call")?;
         let key = self.select.ready().context("selecting")?;
         let far = self
             .select
@@ -734,16 +723,9 @@ impl<F: Func> Caller<F> for FerrySelect<F> {
         far.try_recv_into(&mut self.inbox)
             .context("receiving the selected call")?;
         let i = self.keys.binary_search(&key).unwrap_or(0);
-        let ret = F::compute(F::take_arg(&self.inbox)?);
-        self.out.clear();
-        F::put_ret(&ret, &mut self.out);
-        self.far[i]
-            .send(&self.out)
-            .context("answering on the ferry pipe")?;
-        if !recv_into(near, &mut self.inbox)? {
-            return Err(Error::new("the pipe closed"));
-        }
-        F::take_ret(&self.inbox)
+        answer::<F>(&self.far[i], &self.inbox, &mut self.out)?;
+        recv_open(near, &mut self.inbox)?;
+        F::Ret::take(&self.inbox)
     }
 }
 
@@ -753,11 +735,11 @@ mod tests {
 
     fn through_bytes<F: Func>(i: u32) -> bool {
         let mut buf = Vec::new();
-        F::put_arg(&F::arg(i), &mut buf);
-        let ret = F::compute(F::take_arg(&buf).unwrap());
+        F::arg(i).put(&mut buf);
+        let ret = F::compute(F::Arg::take(&buf).unwrap());
         buf.clear();
-        F::put_ret(&ret, &mut buf);
-        F::check(i, &F::take_ret(&buf).unwrap())
+        ret.put(&mut buf);
+        F::check(i, &F::Ret::take(&buf).unwrap())
     }
 
     #[test]
@@ -765,7 +747,8 @@ mod tests {
         assert!(through_bytes::<Add>(41));
         assert!(through_bytes::<Add>(u32::MAX));
         assert!(through_bytes::<Echo>(0));
-        assert!(Add::take_arg(&[1, 2, 3]).is_err());
-        assert!(Echo::take_ret(&[0xff]).is_err());
+        assert!(<(i32, i32)>::take(&[1, 2, 3]).is_err());
+        assert!(<(i32, i32)>::take(&[1, 2, 3, 4, 5]).is_err());
+        assert!(String::take(&[0xff]).is_err());
     }
 }

@@ -1,21 +1,14 @@
 //! `ferry-bench instructions`: user-space instructions per round trip,
-//! counted rather than timed, so a change in a hot path shows as a number
-//! that is exact and repeatable, not only as a noisy time.
+//! counted by callgrind rather than timed, so a hot-path change shows as an
+//! exact, repeatable number. Each transport makes the pingpong round trips
+//! in two runs of N1 and N2 round trips (fresh processes, both on CPU 0);
+//! (I(N2) − I(N1)) / (N2 − N1) is one round trip in both processes, and
+//! callgrind counts only each process's [`counted`] span, so start-up, whose
+//! work under valgrind depends on the other process, stays out.
 //!
-//! Each transport makes the pingpong workload's round trips (both sides
-//! write and read every payload byte; see [`crate::pingpong`]) in two runs
-//! of N1 and N2 round trips, each a fresh pair of processes pinned to CPU 0
-//! under valgrind's callgrind. (I(N2) − I(N1)) / (N2 − N1) is one round
-//! trip in both processes, start-up and teardown cancelling out. Callgrind
-//! counts only each process's span ([`counted`]: zeroed on entering it,
-//! dumped on leaving it), so start-up, whose work under valgrind depends on
-//! how long the other process takes to start, stays out of the count too.
-//!
-//! valgrind 3.19 crashes on an ordinary build: rustix's raw-syscall backend
-//! parses the vDSO at start-up and faults under valgrind. So callgrind runs
-//! a copy of this program built with `--cfg rustix_use_libc` (rustix's libc
-//! backend) into `target/instructions` of the workspace; the two builds
-//! differ only in how rustix reaches the kernel.
+//! valgrind 3.19 faults on an ordinary build (rustix's raw-syscall backend
+//! parses the vDSO at start-up), so callgrind runs a copy built with
+//! `--cfg rustix_use_libc` into `target/instructions` of the workspace.
 
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
@@ -24,6 +17,7 @@ use std::time::Instant;
 
 use clap::Args;
 
+use crate::JsonRows;
 use crate::child::{self, Workload};
 use crate::definitions::DEFINITIONS;
 use crate::error::{Context, Error};
@@ -32,7 +26,7 @@ use crate::report::{self, InstructionsRow, Report, RunInfo};
 use crate::transport::{self, Connection, Endpoint, Transport};
 use crate::{payload, pingpong};
 
-/// The flags of the counting build, and its target directory.
+/// The counting build's flags and target directory.
 const RUSTFLAGS: &str = "--cfg rustix_use_libc";
 const TARGET: &str = "target/instructions";
 
@@ -91,12 +85,9 @@ pub fn run(args: &InstructionsArgs) -> Result<(), Error> {
     let exe = prepare()?;
     let mut transports = args.transports.clone();
     if transports.is_empty() {
-        let named = DEFINITIONS
-            .instructions
-            .transports
-            .iter()
-            .map(|n| transport::by_name(n));
-        transports = named.collect::<Result<_, _>>().map_err(Error::new)?;
+        let named = DEFINITIONS.instructions.transports.iter();
+        let named: Result<_, _> = named.map(|n| transport::by_name(n)).collect();
+        transports = named.map_err(Error::new)?;
     }
     let (mut rows, mut failures) = (Vec::new(), Vec::new());
     for transport in transports {
@@ -121,23 +112,10 @@ pub fn run(args: &InstructionsArgs) -> Result<(), Error> {
         instructions: rows,
         run: info,
     };
-    print!("{}", report.text());
-    if let Some(dir) = &args.out {
-        let files = report.write(dir)?;
-        let names: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
-        eprintln!("wrote {}", names.join(", "));
-    }
-    if let Some(path) = &args.json {
-        report::write_json(path, &report.instructions)?;
-        eprintln!("wrote the rows to {}", path.display());
-    }
-    match failures.len() {
-        0 => Ok(()),
-        n => Err(Error::new(format!(
-            "{n} transport(s) could not be counted:\n  {}",
-            failures.join("\n  ")
-        ))),
-    }
+    let write: JsonRows = |path, report| report::write_json(path, &report.instructions);
+    let json = args.json.as_deref().map(|path| (path, write));
+    crate::publish(&report, args.out.as_deref(), json)?;
+    crate::none_failed("transport(s) could not be counted", &failures)
 }
 
 /// Counts `transport`'s two runs and makes its row.
@@ -185,14 +163,8 @@ fn prepare() -> Result<PathBuf, Error> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let to_stderr = std::io::stderr().as_fd().try_clone_to_owned();
     let status = Command::new(cargo)
-        .args([
-            "build",
-            "--release",
-            "-p",
-            "ferry-bench",
-            "--bin",
-            "ferry-bench",
-        ])
+        .args(["build", "--release", "-p", "ferry-bench"])
+        .args(["--bin", "ferry-bench"])
         .current_dir(&workspace)
         .env("CARGO_TARGET_DIR", &target)
         .env("RUSTFLAGS", RUSTFLAGS)

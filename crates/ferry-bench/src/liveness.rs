@@ -1,17 +1,11 @@
 //! The `liveness` workload: what waiting costs when nothing happens, and
 //! how soon a peer's death is seen, beside the OS's own blocking reads.
-//!
-//! - **Idle wakeups**: one thread per pipe asleep in `recv` on 1 and on 100
-//!   pipes to a child that never writes, against the same number of
-//!   threads asleep in a Unix socket `read` that no one writes; this whole
-//!   process's voluntary context switches (every sleep that ends is one)
-//!   per second over the window.
-//! - **Death detection**: per trial, a child holding 8 pipes (8 threads
-//!   asleep in `recv` here) and its standard output (one more thread asleep
-//!   in a plain `read` of it) is killed with `SIGKILL`; each thread's time
-//!   from the kill to `Disconnected` (or end of file). The plain read is
-//!   the floor: the kernel closes the child's pipe and its socket in the
-//!   same exit, so ferry's figure minus the floor's is what ferry adds.
+//! Idle wakeups: this process's voluntary context switches per second with
+//! a thread asleep in `recv` on each of 1 or 100 pipes to a silent child,
+//! against as many threads asleep in a Unix socket `read`. Death: a child
+//! holding 8 pipes (8 threads asleep in `recv` here) and its standard output
+//! (a plain `read` here, the floor: the kernel closes both in the same exit)
+//! is killed; each waiter's time from the kill to `Disconnected` or EOF.
 
 use std::io::Read;
 use std::os::unix::net::UnixStream;
@@ -125,19 +119,14 @@ fn print(report: &LivenessReport) {
     }
 }
 
-/// Voluntary context switches of every live thread of this process so
-/// far.
-fn process_wakeups() -> Result<u64, Error> {
-    Ok(Tally::of(std::process::id())?.voluntary)
-}
-
-/// Wakeups per second of this process over `window`, minus the measuring
-/// thread's own one sleep.
+/// Wakeups (voluntary context switches) per second of this whole process
+/// over `window`, minus the measuring thread's own one sleep.
 fn count_wakeups(window: Duration) -> Result<f64, Error> {
     thread::sleep(SETTLE);
-    let before = process_wakeups()?;
+    let before = Tally::of(std::process::id())?.voluntary;
     thread::sleep(window);
-    let woke = process_wakeups()?.saturating_sub(before).saturating_sub(1);
+    let after = Tally::of(std::process::id())?.voluntary;
+    let woke = after.saturating_sub(before).saturating_sub(1);
     Ok(woke as f64 / window.as_secs_f64())
 }
 

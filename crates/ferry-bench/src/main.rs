@@ -1,13 +1,8 @@
 //! `ferry-bench`: ferry against the OS's own IPC and the best libraries,
-//! under one protocol, in one run.
-//!
-//! With no subcommand it runs every workload: `pingpong` (round trips
-//! between two processes), `throughput` (a one-way stream), `calls` (the
-//! in-process baselines) and `server` (connecting to a named server,
-//! descriptors in messages, many clients of one server), prints their
+//! under one protocol, in one run. With no subcommand it runs every
+//! workload (`pingpong`, `throughput`, `calls`, `server`), prints their
 //! tables, and writes `report.json`, `report.md` and `report.svg` to
-//! `target/ferry-bench/`. Each workload also runs alone as a subcommand;
-//! `ferry-bench <workload> --help` lists its flags.
+//! `target/ferry-bench/`; each workload also runs alone as a subcommand.
 
 mod calls;
 mod child;
@@ -251,12 +246,17 @@ fn seconds(arg: &str) -> Result<f64, String> {
     }
 }
 
+/// `given`, or `default` when nothing is given.
+fn given_or<T: Clone>(given: &[T], default: impl FnOnce() -> Vec<T>) -> Vec<T> {
+    match given.is_empty() {
+        true => default(),
+        false => given.to_vec(),
+    }
+}
+
 impl RunArgs {
     fn placements(&self) -> Vec<Placement> {
-        match self.placements.is_empty() {
-            true => DEFINITIONS.placements.to_vec(),
-            false => self.placements.clone(),
-        }
+        given_or(&self.placements, || DEFINITIONS.placements.to_vec())
     }
 
     fn cap_seconds(&self) -> f64 {
@@ -272,81 +272,76 @@ impl RunArgs {
     }
 }
 
-impl TransportArgs {
-    fn transports(&self) -> Vec<&'static dyn Transport> {
-        match self.transports.is_empty() {
-            true => engine::pipes(),
-            false => self.transports.clone(),
+/// The two-process rows' placement, size and transport, in report order:
+/// by placement, then size, then transport.
+fn grid(
+    run: &RunArgs,
+    sizes: &[usize],
+    transports: &TransportArgs,
+) -> Vec<(Placement, usize, &'static dyn Transport)> {
+    let transports = given_or(&transports.transports, engine::pipes);
+    let mut grid = Vec::new();
+    for placement in run.placements() {
+        for &size in sizes {
+            grid.extend(transports.iter().map(|&t| (placement, size, t)));
         }
     }
+    grid
 }
 
-/// The pingpong rows: by placement, then size, then transport.
+/// The pingpong rows, in [`grid`]'s order.
 fn pingpong_cases(
     run: &RunArgs,
     transports: &TransportArgs,
     sizes: &[usize],
     warmup: Option<usize>,
 ) -> Vec<pingpong::Case> {
-    let sizes = match sizes.is_empty() {
-        true => DEFINITIONS.pingpong.sizes.iter().map(|s| s.size).collect(),
-        false => sizes.to_vec(),
-    };
-    let mut cases = Vec::new();
-    for placement in run.placements() {
-        for &size in &sizes {
-            for transport in transports.transports() {
-                let count = match (run.count, run.quick) {
-                    (Some(count), _) => count,
-                    (None, true) => DEFINITIONS.pingpong.quick_count,
-                    (None, false) => pingpong::default_count(size),
-                };
-                cases.push(pingpong::Case {
-                    transport,
-                    placement,
-                    size,
-                    count,
-                    warmup: warmup.unwrap_or_else(|| pingpong::default_warmup(count)),
-                    cap: run.cap(),
-                });
-            }
+    let sizes = given_or(sizes, || {
+        DEFINITIONS.pingpong.sizes.iter().map(|s| s.size).collect()
+    });
+    let grid = grid(run, &sizes, transports).into_iter();
+    grid.map(|(placement, size, transport)| {
+        let count = match (run.count, run.quick) {
+            (Some(count), _) => count,
+            (None, true) => DEFINITIONS.pingpong.quick_count,
+            (None, false) => pingpong::default_count(size),
+        };
+        let warmup = warmup.unwrap_or_else(|| pingpong::default_warmup(count));
+        pingpong::Case {
+            transport,
+            placement,
+            size,
+            count,
+            warmup,
+            cap: run.cap(),
         }
-    }
-    cases
+    })
+    .collect()
 }
 
-/// The throughput rows: by placement, then size, then transport.
+/// The throughput rows, in [`grid`]'s order.
 fn throughput_cases(
     run: &RunArgs,
     transports: &TransportArgs,
     sizes: &[usize],
     seconds: Option<f64>,
 ) -> Vec<throughput::Case> {
-    let sizes = match sizes.is_empty() {
-        true => DEFINITIONS.throughput.sizes.to_vec(),
-        false => sizes.to_vec(),
-    };
+    let sizes = given_or(sizes, || DEFINITIONS.throughput.sizes.to_vec());
     let amount = match (run.count, seconds, run.quick) {
         (Some(count), _, _) => throughput::Amount::Count(count),
         (None, Some(s), _) => throughput::Amount::Time(Duration::from_secs_f64(s)),
         (None, None, true) => throughput::Amount::Time(DEFINITIONS.throughput.quick_duration),
         (None, None, false) => throughput::Amount::Time(DEFINITIONS.throughput.duration),
     };
-    let mut cases = Vec::new();
-    for placement in run.placements() {
-        for &size in &sizes {
-            for transport in transports.transports() {
-                cases.push(throughput::Case {
-                    transport,
-                    placement,
-                    size,
-                    amount,
-                    cap: run.cap(),
-                });
-            }
-        }
-    }
-    cases
+    let grid = grid(run, &sizes, transports).into_iter();
+    grid.map(|(placement, size, transport)| throughput::Case {
+        transport,
+        placement,
+        size,
+        amount,
+        cap: run.cap(),
+    })
+    .collect()
 }
 
 /// The calls rows: by placement, then function, then way.
@@ -354,15 +349,13 @@ fn calls_cases(run: &RunArgs) -> Vec<calls::Case> {
     let mut cases = Vec::new();
     for placement in run.placements() {
         for call in calls::Call::ALL {
-            for via in calls::Via::ALL {
-                cases.push(calls::Case {
-                    call,
-                    via,
-                    placement,
-                    count: run.count.unwrap_or_else(|| via.default_count(run.quick)),
-                    cap: run.cap(),
-                });
-            }
+            cases.extend(calls::Via::ALL.map(|via| calls::Case {
+                call,
+                via,
+                placement,
+                count: run.count.unwrap_or_else(|| via.default_count(run.quick)),
+                cap: run.cap(),
+            }));
         }
     }
     cases
@@ -391,55 +384,93 @@ fn server_cases(
         .collect()
 }
 
-/// Which rows `--json` writes.
-#[derive(Debug, Clone, Copy)]
+/// Writes a report's rows of one workload to a file, as a JSON array.
+type JsonRows = fn(&Path, &Report) -> Result<(), Error>;
+
+/// One workload's rows: what its subcommand runs, and `--json` writes.
 enum Rows {
-    Pingpong,
-    Throughput,
-    Calls,
-    Server,
+    Pingpong(Vec<pingpong::Case>),
+    Throughput(Vec<throughput::Case>),
+    Calls(Vec<calls::Case>),
+    Server(Vec<server::Case>),
+}
+
+/// Runs one workload alone, as its subcommand does.
+fn workload(rows: Rows, run: &RunArgs, json: Option<&Path>) -> Result<(), Error> {
+    let mut plan = Plan::default();
+    let write: JsonRows = match rows {
+        Rows::Pingpong(cases) => {
+            plan.pingpong = cases;
+            |path, report| report::write_json(path, &report.pingpong)
+        }
+        Rows::Throughput(cases) => {
+            plan.throughput = cases;
+            |path, report| report::write_json(path, &report.throughput)
+        }
+        Rows::Calls(cases) => {
+            plan.calls = cases;
+            |path, report| report::write_json(path, &report.calls)
+        }
+        Rows::Server(cases) => {
+            plan.server = cases;
+            |path, report| report::write_json(path, &report.server)
+        }
+    };
+    bench(
+        plan,
+        run,
+        run.out.as_deref(),
+        json.map(|path| (path, write)),
+    )
 }
 
 /// Runs `plan`, prints the tables, writes the files asked for, and fails
 /// if any row failed (after writing what the others measured).
 fn bench(
-    plan: Plan,
+    mut plan: Plan,
     run: &RunArgs,
-    out: Option<PathBuf>,
-    json: Option<(&Path, Rows)>,
+    out: Option<&Path>,
+    json: Option<(&Path, JsonRows)>,
 ) -> Result<(), Error> {
     for placement in run.placements() {
         placement.check()?;
     }
+    plan.repeat = run.repeat;
     let info = RunInfo::here(run.quick, run.repeat, run.cap_seconds());
     let results = plan.run();
     let report = Report::new(&results, info);
+    publish(&report, out, json)?;
+    let failures: Vec<String> = results.failures.iter().map(Error::to_string).collect();
+    none_failed("row run(s) failed", &failures)
+}
+
+/// Prints `report`'s tables, and writes its rows to the JSON file and the
+/// report files into `out`, where asked.
+fn publish(
+    report: &Report,
+    out: Option<&Path>,
+    json: Option<(&Path, JsonRows)>,
+) -> Result<(), Error> {
     print!("{}", report.text());
-    if let Some((path, rows)) = json {
-        let written = match rows {
-            Rows::Pingpong => report::write_json(path, &report.pingpong),
-            Rows::Throughput => report::write_json(path, &report.throughput),
-            Rows::Calls => report::write_json(path, &report.calls),
-            Rows::Server => report::write_json(path, &report.server),
-        };
-        written?;
+    if let Some((path, write)) = json {
+        write(path, report)?;
         eprintln!("wrote the rows to {}", path.display());
     }
     if let Some(dir) = out {
-        let files = report.write(&dir)?;
+        let files = report.write(dir)?;
         let names: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
         eprintln!("wrote {}", names.join(", "));
     }
-    match results.failures.len() {
+    Ok(())
+}
+
+/// Fails with `failures`, counted and named `what`, unless there are none.
+fn none_failed(what: &str, failures: &[String]) -> Result<(), Error> {
+    match failures.len() {
         0 => Ok(()),
         n => Err(Error::new(format!(
-            "{n} row run(s) failed:\n  {}",
-            results
-                .failures
-                .iter()
-                .map(Error::to_string)
-                .collect::<Vec<_>>()
-                .join("\n  ")
+            "{n} {what}:\n  {}",
+            failures.join("\n  ")
         ))),
     }
 }
@@ -453,15 +484,9 @@ fn workspace() -> Option<PathBuf> {
     }
 }
 
-/// `target/ferry-bench` of the workspace this was built in, when it is
-/// still there, else of the current directory.
-fn default_out() -> PathBuf {
-    match workspace() {
-        Some(workspace) => workspace.join("target/ferry-bench"),
-        None => PathBuf::from("target/ferry-bench"),
-    }
-}
-
+/// Every workload, and the report files into `--out` or else
+/// `target/ferry-bench` of the workspace this was built in (when it is
+/// still there) or of the current directory.
 fn run_all(args: &AllArgs) -> Result<(), Error> {
     let run = &args.run;
     let plan = Plan {
@@ -471,60 +496,32 @@ fn run_all(args: &AllArgs) -> Result<(), Error> {
         server: server_cases(run, &[], &[], None, None),
         repeat: run.repeat,
     };
-    let out = run.out.clone().unwrap_or_else(default_out);
-    bench(plan, run, Some(out), None)
+    let out = match (&run.out, workspace()) {
+        (Some(dir), _) => dir.clone(),
+        (None, Some(workspace)) => workspace.join("target/ferry-bench"),
+        (None, None) => PathBuf::from("target/ferry-bench"),
+    };
+    bench(plan, run, Some(&out), None)
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match &cli.command {
         None => run_all(&cli.all),
-        Some(Command::Pingpong(args)) => {
-            let plan = Plan {
-                pingpong: pingpong_cases(&args.run, &args.transports, &args.sizes, args.warmup),
-                repeat: args.run.repeat,
-                ..Plan::default()
-            };
-            let json = args.json.as_deref().map(|p| (p, Rows::Pingpong));
-            bench(plan, &args.run, args.run.out.clone(), json)
+        Some(Command::Pingpong(a)) => {
+            let cases = pingpong_cases(&a.run, &a.transports, &a.sizes, a.warmup);
+            workload(Rows::Pingpong(cases), &a.run, a.json.as_deref())
         }
-        Some(Command::Throughput(args)) => {
-            let plan = Plan {
-                throughput: throughput_cases(
-                    &args.run,
-                    &args.transports,
-                    &args.sizes,
-                    args.seconds,
-                ),
-                repeat: args.run.repeat,
-                ..Plan::default()
-            };
-            let json = args.json.as_deref().map(|p| (p, Rows::Throughput));
-            bench(plan, &args.run, args.run.out.clone(), json)
+        Some(Command::Throughput(a)) => {
+            let cases = throughput_cases(&a.run, &a.transports, &a.sizes, a.seconds);
+            workload(Rows::Throughput(cases), &a.run, a.json.as_deref())
         }
-        Some(Command::Calls(args)) => {
-            let plan = Plan {
-                calls: calls_cases(&args.run),
-                repeat: args.run.repeat,
-                ..Plan::default()
-            };
-            let json = args.json.as_deref().map(|p| (p, Rows::Calls));
-            bench(plan, &args.run, args.run.out.clone(), json)
+        Some(Command::Calls(a)) => {
+            workload(Rows::Calls(calls_cases(&a.run)), &a.run, a.json.as_deref())
         }
-        Some(Command::Server(args)) => {
-            let plan = Plan {
-                server: server_cases(
-                    &args.run,
-                    &args.tests,
-                    &args.engines,
-                    args.clients,
-                    args.seconds,
-                ),
-                repeat: args.run.repeat,
-                ..Plan::default()
-            };
-            let json = args.json.as_deref().map(|p| (p, Rows::Server));
-            bench(plan, &args.run, args.run.out.clone(), json)
+        Some(Command::Server(a)) => {
+            let cases = server_cases(&a.run, &a.tests, &a.engines, a.clients, a.seconds);
+            workload(Rows::Server(cases), &a.run, a.json.as_deref())
         }
         Some(Command::Child(args)) => child::serve(args),
         Some(Command::Liveness(args)) => liveness::run(args),

@@ -1,7 +1,7 @@
 //! The report of a run: its rows as tables on the terminal and in
 //! Markdown, as JSON, and as charts.
 //!
-//! [`rows`] (and [`server`], [`instructions`]) build a row from each
+//! [`mod@rows`] (and [`server`], [`instructions`]) build a row from each
 //! case's runs; [`columns`] and those two say which columns each
 //! workload's [`table`] shows; [`markdown`], [`json`] and [`chart`] write
 //! the three files.

@@ -5,7 +5,6 @@
 //! reply with its complement, and each side checks every byte it receives.
 
 use crate::error::Error;
-use crate::transport::Endpoint;
 
 /// The marker of round trip `index` (consecutive round trips differ).
 pub fn marker(index: usize) -> u8 {
@@ -57,22 +56,6 @@ fn stray_bits(buf: &[u8], marker: u8) -> u64 {
         .iter()
         .fold(0u64, |acc, &b| acc | u64::from(b ^ marker));
     acc.iter().fold(tail, |acc, lane| acc | lane)
-}
-
-/// Receives the next message and hands it to `read`, in the transport's
-/// scope where it lends messages only for one (see
-/// [`Endpoint::reads_in_scope`]); `None` once the peer has closed its end.
-#[inline]
-pub fn recv_with<T>(
-    endpoint: &mut dyn Endpoint,
-    mut read: impl FnMut(&[u8]) -> T,
-) -> Result<Option<T>, Error> {
-    if endpoint.reads_in_scope() {
-        let mut out = None;
-        let open = endpoint.recv_read(&mut |message| out = Some(read(message)))?;
-        return Ok(if open { out } else { None });
-    }
-    Ok(endpoint.recv()?.map(read))
 }
 
 /// Reads the marker of a received request and checks every byte carries it.

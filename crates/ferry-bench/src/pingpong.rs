@@ -17,7 +17,7 @@ use crate::cpu;
 use crate::definitions::DEFINITIONS;
 use crate::error::Error;
 use crate::matrix::Bench;
-use crate::payload::{self, recv_with};
+use crate::payload;
 use crate::placement::{CpuLog, Placement, ROUND_TRIPS_PER_NOTE, Seen};
 use crate::pool::{Mark, PoolUse};
 use crate::progress::Bar;
@@ -216,8 +216,14 @@ impl<'a> Ticker<'a> {
 /// One request and its reply, every byte written and read on this side.
 pub fn round_trip(endpoint: &mut dyn Endpoint, size: usize, marker: u8) -> Result<(), Error> {
     endpoint.send_filled(size, &mut |buf| payload::fill(buf, marker))?;
-    let checked = recv_with(endpoint, |reply| check_reply(reply, size, marker))?;
-    checked.ok_or_else(|| Error::new("the child closed its end before replying"))?
+    let closed = || Error::new("the child closed its end before replying");
+    if endpoint.reads_in_scope() {
+        let mut checked = Ok(());
+        let open = endpoint.recv_read(&mut |reply| checked = check_reply(reply, size, marker))?;
+        return if open { checked } else { Err(closed()) };
+    }
+    let reply = endpoint.recv()?.ok_or_else(closed)?;
+    check_reply(reply, size, marker)
 }
 
 /// Checks a reply to a request of `size` bytes stamped with `marker`.
@@ -232,31 +238,53 @@ fn check_reply(reply: &[u8], size: usize, marker: u8) -> Result<(), Error> {
     payload::check(reply, payload::reply_marker(marker))
 }
 
-/// What the child does with one message: echo a request of `len` bytes
-/// stamped with a marker, or (with `None`) answer a CPU query.
+/// What the child does with one message.
+enum Step {
+    Echo { len: usize, marker: u8 },
+    ReportCpu,
+}
+
+/// What to do with `message`.
 #[inline]
-fn step_for(message: &[u8]) -> Result<Option<(usize, u8)>, Error> {
+fn step_for(message: &[u8]) -> Result<Step, Error> {
     if message == control::CPU_QUERY {
-        return Ok(None);
+        return Ok(Step::ReportCpu);
     }
-    Ok(Some((message.len(), payload::read_request(message)?)))
+    Ok(Step::Echo {
+        len: message.len(),
+        marker: payload::read_request(message)?,
+    })
 }
 
 /// In the child: echoes every request, and answers CPU queries (with the
 /// CPUs it noted since the last), until the parent closes its end.
 pub fn echo(endpoint: &mut dyn Endpoint) -> Result<(), Error> {
     let mut cpus = CpuLog::new(ROUND_TRIPS_PER_NOTE);
-    while let Some(step) = recv_with(endpoint, step_for)? {
-        match step? {
-            Some((len, marker)) => {
+    loop {
+        let step = if endpoint.reads_in_scope() {
+            let mut step = Ok(Step::ReportCpu);
+            if !endpoint.recv_read(&mut |message| step = step_for(message))? {
+                return Ok(());
+            }
+            step?
+        } else {
+            match endpoint.recv()? {
+                None => return Ok(()),
+                Some(message) => step_for(message)?,
+            }
+        };
+        match step {
+            Step::Echo { len, marker } => {
                 cpus.tick();
                 let marker = payload::reply_marker(marker);
                 endpoint.send_filled(len, &mut |buf| payload::fill(buf, marker))?;
             }
-            None => control::answer(endpoint, &[nanos(cpu::process_time())], &mut cpus)?,
+            Step::ReportCpu => {
+                let time = nanos(cpu::process_time());
+                control::answer(endpoint, &[time], &mut cpus)?;
+            }
         }
     }
-    Ok(())
 }
 
 #[cfg(test)]

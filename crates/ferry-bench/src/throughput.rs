@@ -13,7 +13,7 @@ use crate::control::{self, StreamReport};
 use crate::cpu;
 use crate::error::Error;
 use crate::matrix::Bench;
-use crate::payload::{self, recv_with};
+use crate::payload;
 use crate::placement::{CpuLog, MESSAGES_PER_NOTE, Placement, Seen};
 use crate::pool::{Mark, PoolUse};
 use crate::progress::Bar;
@@ -304,7 +304,19 @@ fn take(received: &mut Checksum, message: &[u8]) -> Option<bool> {
 pub fn receive(endpoint: &mut dyn Endpoint) -> Result<(), Error> {
     let mut received = Checksum::default();
     let mut cpus = CpuLog::new(MESSAGES_PER_NOTE);
-    while let Some(step) = recv_with(endpoint, |message| take(&mut received, message))? {
+    loop {
+        let step = if endpoint.reads_in_scope() {
+            let mut step = None;
+            if !endpoint.recv_read(&mut |message| step = take(&mut received, message))? {
+                return Ok(());
+            }
+            step
+        } else {
+            match endpoint.recv()? {
+                None => return Ok(()),
+                Some(message) => take(&mut received, message),
+            }
+        };
         let Some(ends) = step else {
             cpus.tick();
             continue;
@@ -314,7 +326,6 @@ pub fn receive(endpoint: &mut dyn Endpoint) -> Result<(), Error> {
         let words = if ends { &words[..] } else { &words[2..] };
         control::answer(endpoint, words, &mut cpus)?;
     }
-    Ok(())
 }
 
 #[cfg(test)]

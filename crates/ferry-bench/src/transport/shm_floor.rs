@@ -530,22 +530,6 @@ impl Slots {
     }
 }
 
-impl Slots {
-    /// Copies the prepared message into the slot once it is free; its
-    /// length.
-    fn copy_in(&self) -> Result<usize, Error> {
-        self.wait_for_ack()?;
-        let (payload, len) = (self.mapping.payload(self.out), self.outgoing.len());
-        assert!(len <= self.mapping.capacity(), "prepare checks the length");
-        // SAFETY: `len` bytes from `payload` are inside the slot (len ≤
-        // capacity, asserted) and do not overlap `outgoing`; the reader has
-        // acknowledged the last message (`wait_for_ack`) and reads again
-        // only after `send` stores `seq`, so nothing else touches them.
-        unsafe { ptr::copy_nonoverlapping(self.outgoing.as_ptr(), payload, len) };
-        Ok(len)
-    }
-}
-
 /// The count after `n` (modulo 2³¹, clear of [`CLOSED`]).
 fn next(n: u32) -> u32 {
     n.wrapping_add(1) & !CLOSED
@@ -576,11 +560,26 @@ impl Endpoint for Slots {
     }
 
     fn send(&mut self) -> Result<(), Error> {
-        let len = match self.in_place {
-            true => self.lent,
-            false => self.copy_in()?,
-        };
-        let header = self.mapping.header(self.out);
+        if self.in_place {
+            let header = self.mapping.header(self.out);
+            // Relaxed: published by the store of `seq` below.
+            header.len.store(self.lent as u32, Ordering::Relaxed);
+            self.sent = next(self.sent);
+            header.seq.set(self.sent);
+            return Ok(());
+        }
+        self.wait_for_ack()?;
+        let (header, payload) = (
+            self.mapping.header(self.out),
+            self.mapping.payload(self.out),
+        );
+        let len = self.outgoing.len();
+        assert!(len <= self.mapping.capacity(), "prepare checks the length");
+        // SAFETY: `len` bytes from `payload` are inside the slot (len ≤
+        // capacity, asserted) and do not overlap `outgoing`; the reader has
+        // acknowledged the last message (`wait_for_ack`) and reads again
+        // only after the `seq` store below, so nothing else touches them.
+        unsafe { ptr::copy_nonoverlapping(self.outgoing.as_ptr(), payload, len) };
         // Relaxed: published by the store of `seq` below.
         header.len.store(len as u32, Ordering::Relaxed);
         self.sent = next(self.sent);

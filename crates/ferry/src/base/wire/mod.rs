@@ -11,6 +11,7 @@
 //! | `frame.rs` | a frame's tag, block reference, first-piece total, handle ids |
 //! | `region.rs` | a pipe region's header and layout |
 //! | `record.rs` | control-socket records |
+//! | `route.rs` | control-socket records that move a pipe end's route (forwarding) |
 //! | `pool.rs` | pool block classes and the release table |
 //! | `bootstrap.rs` | the string a spawned child reads from its environment |
 //! | `handshake.rs` | a client's opening to a named server, its refusal, and the note inviting a spawned child |
@@ -27,6 +28,7 @@ pub mod pool;
 pub mod record;
 pub mod region;
 pub mod ring;
+pub mod route;
 pub mod violation;
 
 /// The version written into every frame tag and control record.

@@ -139,6 +139,12 @@ pub enum Violation {
     FdRecordArg = 62,
     /// Handshake record malformed (length, magic or version).
     BadHandshake = 63,
+    /// Routing record with an all-zero token.
+    RouteTokenZero = 64,
+    /// Routing record with a field its kind does not allow.
+    RouteRecordFields = 65,
+    /// Routing record names no side of a ring.
+    RouteSide = 66,
 }
 
 impl Violation {
@@ -219,6 +225,9 @@ impl Violation {
             Self::DoorbellNotDatagramSocket => "doorbell descriptor is not a Unix datagram socket",
             Self::FdRecordArg => "descriptor record with a non-zero argument",
             Self::BadHandshake => "handshake record malformed (length, magic or version)",
+            Self::RouteTokenZero => "routing record with an all-zero token",
+            Self::RouteRecordFields => "routing record with a field its kind does not allow",
+            Self::RouteSide => "routing record names no side of a ring",
         }
     }
 }

@@ -130,39 +130,23 @@ impl RouteRecord {
     pub fn decode(bytes: &[u8]) -> Result<Self, Violation> {
         let bytes: &[u8; ROUTE_RECORD_LEN] =
             bytes.try_into().map_err(|_| Violation::RecordLength)?;
-        let (magic, rest) = bytes
-            .split_first_chunk::<4>()
-            .ok_or(Violation::RecordLength)?;
-        let (kind, rest) = rest
-            .split_first_chunk::<2>()
-            .ok_or(Violation::RecordLength)?;
-        let (arg, rest) = rest
-            .split_first_chunk::<2>()
-            .ok_or(Violation::RecordLength)?;
-        let (token, rest) = rest
-            .split_first_chunk::<16>()
-            .ok_or(Violation::RecordLength)?;
-        let (a, b) = rest
-            .split_first_chunk::<8>()
-            .ok_or(Violation::RecordLength)?;
-        let b: &[u8; 8] = b.try_into().map_err(|_| Violation::RecordLength)?;
-        if u32::from_le_bytes(*magic) != ROUTE_MAGIC {
+        let [m0, m1, m2, m3, k0, k1, g0, g1, rest @ ..] = *bytes;
+        // `rest` is 32 bytes: the token, then `a` and `b`.
+        let token: [u8; 16] = std::array::from_fn(|i| rest[i]);
+        let a = u64::from_le_bytes(std::array::from_fn(|i| rest[16 + i]));
+        let b = u64::from_le_bytes(std::array::from_fn(|i| rest[24 + i]));
+        if u32::from_le_bytes([m0, m1, m2, m3]) != ROUTE_MAGIC {
             return Err(Violation::RecordMagic);
         }
-        let (arg, a, b) = (
-            u16::from_le_bytes(*arg),
-            u64::from_le_bytes(*a),
-            u64::from_le_bytes(*b),
-        );
-        if *token == [0; 16] {
+        if token == [0; 16] {
             return Err(Violation::RouteTokenZero);
         }
-        let token = Token(*token);
+        let (arg, token) = (u16::from_le_bytes([g0, g1]), Token(token));
         let unused = |zero: &[u64]| match arg == 0 && zero.iter().all(|&v| v == 0) {
             true => Ok(()),
             false => Err(Violation::RouteRecordFields),
         };
-        match u16::from_le_bytes(*kind) {
+        match u16::from_le_bytes([k0, k1]) {
             1 => {
                 unused(&[])?;
                 let pid = u32::try_from(a).map_err(|_| Violation::RouteRecordFields)?;

@@ -4,33 +4,50 @@
 //! the pipe ended.
 
 use std::collections::VecDeque;
-use std::ops::Deref;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use super::error::SendFault;
 use super::wait::{self, Wait};
 use super::{Handle, PipeOptions};
 use crate::base::lock::Missed;
-use crate::base::sync::{AtomicBool, AtomicU8, Ordering};
+use crate::base::sync::{AtomicBool, AtomicU8, AtomicU32, Ordering};
 use crate::base::sys::{Doorbell, Ringer};
 use crate::base::wire::Violation;
-use crate::transport::link::{Failure, Link};
+use crate::base::wire::route::{RouteRecord, Token};
+use crate::transport::link::{Failure, Fault, Link, Moved, Path};
 use crate::transport::pool::budget::Charge;
 use crate::transport::ring::control::Side;
 use crate::transport::ring::region::{EndHold, Part, SidesView};
 use crate::transport::ring::{Corrupt, Region, wake};
+use std::os::fd::AsFd;
+use std::time::Instant;
 
-/// The link a ring's two sides talk over: unset while both are in this
-/// process, set (once) when one of them moves to another. Shared by the
-/// two sides while they are both here.
+/// The route a ring's two sides talk over: no link while both are in this
+/// process, a link once one of them moves to another, and a later one
+/// each time the other side moves on. Shared by the two sides while they
+/// are both here.
 pub(super) type LinkCell = Arc<RingLink>;
 
-/// What the two sides of one ring share in this process: the link to the
-/// process holding the other side once there is one (it derefs to it), and
-/// until then the ring's handle queue.
+/// What the two sides of one ring share in this process: the route to the
+/// process holding the other side once there is one, and until then the
+/// ring's handle queue.
+///
+/// The route only grows. Its first link is set once, when a side leaves
+/// (or arrives); each later one, when the other side moved on to another
+/// process, comes with a **boundary**: the ring position from which frames
+/// name handles sent over it (frames before it name handles on the link
+/// before). So a frame's handles are always looked for on the one link its
+/// writer sent them on, however the side moved meanwhile, and a link
+/// borrowed by a call stays valid for as long as the ring is held (see
+/// `docs/notes/2026-11-27-routing-design.md`).
 #[derive(Debug, Default)]
 pub(super) struct RingLink {
     link: OnceLock<Arc<Link>>,
+    later: OnceLock<Box<Hop>>,
+    /// The other side's `moved` count this route has followed up to.
+    seen: AtomicU32,
+    /// Held by the one thread following a move.
+    following: Mutex<()>,
     /// Ends and descriptors sent over the ring while both its sides are in
     /// this process, not yet claimed by the receiver: they never leave the
     /// process, so no socket carries them. Each frame that names handles
@@ -74,13 +91,70 @@ impl LocalHandles {
     }
 }
 
+/// A later link of a route, and where on the ring it takes over.
+#[derive(Debug)]
+struct Hop {
+    boundary: u64,
+    link: Arc<Link>,
+    later: OnceLock<Box<Hop>>,
+}
+
 impl RingLink {
     /// The cell of a ring whose other side is held over `link`.
     pub(super) fn linked(link: &Arc<Link>) -> Arc<Self> {
-        Arc::new(Self {
-            link: OnceLock::from(Arc::clone(link)),
-            local: Mutex::default(),
-        })
+        let cell = Self::default();
+        let _ = cell.link.set(Arc::clone(link));
+        Arc::new(cell)
+    }
+
+    /// The later links of the route, oldest first.
+    fn hops(&self) -> impl Iterator<Item = &Hop> {
+        std::iter::successors(self.later.get(), |hop| hop.later.get()).map(|hop| &**hop)
+    }
+
+    /// The link to the other side's holder now: `None` while both sides
+    /// are in this process.
+    #[inline]
+    pub(super) fn get(&self) -> Option<&Arc<Link>> {
+        match self.later.get() {
+            None => self.link.get(),
+            Some(_) => self.hops().last().map(|hop| &hop.link),
+        }
+    }
+
+    /// Sets the route's first link (a side left this process); `false` if
+    /// it had one.
+    fn set(&self, link: &Arc<Link>) -> bool {
+        self.link.set(Arc::clone(link)).is_ok()
+    }
+
+    /// The link a frame at ring position `at` names its handles on.
+    pub(super) fn at(&self, at: u64) -> Option<&Arc<Link>> {
+        let later = self.hops().take_while(|hop| hop.boundary <= at);
+        later
+            .last()
+            .map(|hop| &hop.link)
+            .or_else(|| self.link.get())
+    }
+
+    /// Where the latest link took over (0 for the first).
+    fn boundary(&self) -> u64 {
+        self.hops().last().map_or(0, |hop| hop.boundary)
+    }
+
+    /// Adds a later link, taking over at `boundary`. Called by the one
+    /// thread following a move (under `following`).
+    fn push(&self, boundary: u64, link: Arc<Link>) {
+        let hop = Box::new(Hop {
+            boundary,
+            link,
+            later: OnceLock::new(),
+        });
+        let slot = match self.hops().last() {
+            Some(last) => &last.later,
+            None => &self.later,
+        };
+        let _ = slot.set(hop);
     }
 
     /// The ring's handle queue, locked.
@@ -94,14 +168,6 @@ impl RingLink {
     fn drop_queued(&self) {
         let queued = std::mem::take(&mut self.local().queued);
         drop(queued);
-    }
-}
-
-impl Deref for RingLink {
-    type Target = OnceLock<Arc<Link>>;
-
-    fn deref(&self) -> &Self::Target {
-        &self.link
     }
 }
 
@@ -288,9 +354,86 @@ impl Half {
         self.wait.store(wait.to_u8(), Ordering::Relaxed);
     }
 
+    /// The link to the process holding the other side of this half's
+    /// ring now (after following it wherever it moved); `None` while it is
+    /// in this process.
     #[inline]
     pub(super) fn link(&self) -> Option<&Link> {
+        self.follow_moves();
         self.link.get().map(|l| &**l)
+    }
+
+    /// Follows the other side of this half's ring to wherever it moved
+    /// since this half last looked: two loads while it has not.
+    #[inline]
+    pub(super) fn follow_moves(&self) {
+        // Acquire: pairs with the mover's Release bump, made once its
+        // `Moved` record was on the link's socket.
+        let moved = self.sides().1.moved.load(Ordering::Acquire);
+        // Relaxed: written under `following`, and read again under it.
+        if moved != self.link.seen.load(Ordering::Relaxed) {
+            self.follow(moved);
+        }
+    }
+
+    /// Reads the link for the record saying where the other side went (the
+    /// mover sends it before bumping `moved`), and takes the new path; so
+    /// on until the last link has no move for it. A local failure leaves
+    /// the count unseen, to look again on the next call; a move that
+    /// breaks the rules breaks the link it came on.
+    #[cold]
+    #[inline(never)]
+    fn follow(&self, moved: u32) {
+        let _following = self
+            .link
+            .following
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        // Relaxed: under `following`.
+        if moved == self.link.seen.load(Ordering::Relaxed) {
+            return;
+        }
+        let (region, twin) = (self.region.inode(), self.part.twin());
+        while let Some(link) = self.link.get() {
+            match link.take_move(region, twin) {
+                Ok(Some(route)) => {
+                    if let Err(why) = self.take_route(link, route) {
+                        let _ = self.broken.set(why);
+                        link.fail(Failure::Protocol(why));
+                        break;
+                    }
+                }
+                Ok(None) | Err(Fault::Violation(_)) => break,
+                Err(Fault::Local(_) | Fault::Late) => return,
+            }
+        }
+        self.link.seen.store(moved, Ordering::Relaxed);
+    }
+
+    /// Takes the path a move of the other side names: from its boundary
+    /// on, this half's frames name handles on a link to the side's new
+    /// holder. Only a receiving half follows a move (a sending side's
+    /// receiver does not move on yet).
+    fn take_route(&self, link: &Link, route: Moved) -> Result<(), Violation> {
+        if self.is_producer() {
+            return Err(Violation::RouteUnexpected);
+        }
+        // Acquire: the producer's published tail, as every read of it.
+        let tail = self.sides().1.pos.load(Ordering::Acquire);
+        if route.boundary < self.link.boundary() || route.boundary > tail {
+            return Err(Violation::RouteBoundary);
+        }
+        let new = link.introduced(route.path);
+        new.watch(&self.region, self.part);
+        self.link.push(route.boundary, Arc::clone(&new));
+        // The other side's doorbell comes over the new link now, and this
+        // side's, if it made one, went to the old holder: hand it on.
+        // Relaxed: a flag only this half's own calls read.
+        self.bell_search_done.store(false, Ordering::Relaxed);
+        if let Some(bell) = self.own_ringer.get() {
+            let _ = new.send_doorbell(&self.region, self.part, bell);
+        }
+        Ok(())
     }
 
     #[inline]
@@ -358,21 +501,103 @@ impl Half {
             // Relaxed: a hint, set before the half is shared.
             joined: self.joined.load(Ordering::Relaxed),
             producer: self.is_producer(),
-            link: self.link(),
+            half: self,
             hung_up: &self.hung_up,
             taken: None,
         }
     }
 
-    /// Completes a move: this half is forgotten without closing anything,
-    /// and the side left here answers to `link`.
-    pub(super) fn moved_over(&self, link: &Arc<Link>) {
-        let _ = self.link.set(Arc::clone(link));
-        let twin = match self.part {
-            Part::Producer(ring) => Part::Consumer(ring),
-            Part::Consumer(ring) => Part::Producer(ring),
+    /// Sends this sending half, whose ring's other side is held by another
+    /// process, on to the process at the other end of `dest` (a forward;
+    /// see `docs/notes/2026-11-27-routing-design.md`), waiting for room on
+    /// the sockets until `deadline`; returns the id the message frame
+    /// names it by. Nothing passes through this process afterwards, and it
+    /// may exit as soon as the message is sent:
+    ///
+    /// 1. A socket pair joins the two holders. The other side's holder is
+    ///    sent one socket in a `Moved` record, with the ring position from
+    ///    which frames name handles sent over it (this side's tail: it
+    ///    writes no more), and `dest`'s process handle to watch.
+    /// 2. It says so in the ring (`moved`, bumped after the record is on
+    ///    the socket, with a wake).
+    /// 3. `dest` is sent the region with the other socket and the other
+    ///    holder's process handle in a `Routed` record, then the other
+    ///    side's doorbell if this process has it. If that fails, this half
+    ///    stays here, answering over the socket it kept.
+    pub(super) fn forward(&self, dest: &Link, deadline: Option<Instant>) -> std::io::Result<u64> {
+        let Part::Producer(ring) = self.part else {
+            return Err(std::io::Error::other(
+                "only a sending half is forwarded to a third process",
+            ));
         };
-        link.watch(&self.region, twin);
+        let twin = self
+            .link
+            .get()
+            .cloned()
+            .ok_or_else(|| std::io::Error::other("the other side is in this process"))?;
+        let (to_twin, to_dest) = crate::base::sys::socket_pair()?;
+        let mut token = Token([0; 16]);
+        while token.0 == [0; 16] {
+            crate::base::sys::random_bytes(&mut token.0)?;
+        }
+        // Acquire: this side's own tail, published by its last frame.
+        let boundary = self.sides().0.pos.load(Ordering::Acquire);
+        let (ring, consumer) = (ring as u8, false);
+        let moved = RouteRecord::Moved {
+            token,
+            ring,
+            consumer,
+            region: self.region.inode(),
+            boundary,
+        };
+        let mut fds = vec![to_twin.as_fd()];
+        fds.extend(dest.peer_process().map(AsFd::as_fd));
+        twin.send_route(moved, &fds, deadline)?;
+        drop(to_twin);
+        // Release: after the record went; pairs with `follow_moves`.
+        self.sides().0.moved.fetch_add(1, Ordering::Release);
+        self.ring_peer();
+        let id = dest.next_id();
+        let routed = RouteRecord::Routed {
+            token,
+            ring,
+            consumer,
+            id,
+            boundary,
+        };
+        let sent = self.region.send_object(false, |region| {
+            let mut fds = vec![region, to_dest.as_fd()];
+            fds.extend(twin.peer_process().map(AsFd::as_fd));
+            dest.send_route(routed, &fds, deadline)
+        });
+        if let Err(e) = sent {
+            // The other side follows to `to_dest` now: this half stays
+            // here and answers over it.
+            let interim = twin.introduced(Path {
+                socket: to_dest,
+                process: None,
+            });
+            let _following = self
+                .link
+                .following
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            self.link.push(boundary, interim);
+            return Err(e);
+        }
+        let facing = self.part.twin();
+        if let Some(bell) = self.region.bell(facing) {
+            dest.send_doorbell(&self.region, facing, &bell)?;
+        }
+        Ok(id)
+    }
+
+    /// Completes a move: this half is forgotten without closing anything,
+    /// and the side left here (if its twin is here) answers to `link`.
+    pub(super) fn moved_over(&self, link: &Arc<Link>) {
+        if self.link.set(link) {
+            link.watch(&self.region, self.part.twin());
+        }
         // The new holder makes its own doorbell if it needs one.
         if self.bell.get().is_some() {
             wake::disarm_doorbell(self.sides().0);

@@ -178,10 +178,25 @@ impl Handle {
         }
     }
 
-    /// Whether the other side of each of its rings is in this process
-    /// (only then may it move).
+    /// Whether the other side of each of its rings is in this process.
     fn is_local(&self) -> bool {
         self.halves().all(|h| h.link.get().is_none())
+    }
+
+    /// Whether it may move now: its rings' other sides are here, or it is
+    /// a sender whose receiver is in another process (it is forwarded; see
+    /// [`Half::forward`]). A receiving side whose sender is elsewhere does
+    /// not move on yet.
+    fn may_move(&self) -> bool {
+        self.is_local() || self.is_forwarded()
+    }
+
+    /// Whether it is a sender whose receiver is in another process, and
+    /// whose region this process kept (a sender that arrived alone, or
+    /// was split from a pipe made here).
+    fn is_forwarded(&self) -> bool {
+        matches!(self, Self::Sender(sender)
+            if sender.core.half.link.get().is_some() && sender.core.half.region.may_send())
     }
 
     /// Claims the move of each of its rings' sides (in ring order, so two
@@ -248,6 +263,11 @@ impl Handle {
         if let Self::Fd(fd) = self {
             return link.send_fd(fd.as_fd(), deadline);
         }
+        if let Self::Sender(sender) = self
+            && self.is_forwarded()
+        {
+            return sender.core.half.forward(link, deadline);
+        }
         let (carried, region) = self.carried().expect("a pipe end has a region");
         // Once a whole end has left, its twin here can no longer move; a
         // half leaves the rest of its pipe movable, so the object stays.
@@ -269,15 +289,27 @@ impl Handle {
         end: PeerEnd,
         options: &PipeOptions,
     ) -> Result<Self, Corrupt> {
-        let cell: LinkCell = half::RingLink::linked(link);
-        let charge = Arc::new(end.charge);
+        let PeerEnd {
+            region,
+            end,
+            charge,
+            route,
+            _fd: _,
+        } = end;
+        // A side whose other side is held by a third process came with a
+        // path to it: its route starts there.
+        let route = route.map(|path| link.introduced(path));
+        let via = route.as_ref().unwrap_or(link);
+        let charge = Arc::new(charge);
         let half = |part| {
-            link.watch(&end.region, part);
-            let mut half = Half::new(Arc::clone(&end.region), part, Arc::clone(&cell), options)?;
+            via.watch(&region, part);
+            // One route per ring: the two rings of an end may part.
+            let cell: LinkCell = half::RingLink::linked(via);
+            let mut half = Half::new(Arc::clone(&region), part, cell, options)?;
             half.charge = Some(Arc::clone(&charge));
             Ok::<_, Corrupt>(half)
         };
-        Ok(match end.end {
+        Ok(match end {
             Carried::Pipe { role } => {
                 let role = usize::from(role);
                 let tx = half(Part::Producer(role))?;

@@ -441,7 +441,8 @@ impl Receiver {
         if tag.handles == 0 && block.is_none() {
             return true;
         }
-        let Some(link) = self.half.link.get() else {
+        self.half.follow_moves();
+        let Some(link) = self.half.link.at(frame.at()) else {
             return true;
         };
         let ids = handle_ids(ring, frame, at, tag.handles);
@@ -895,7 +896,10 @@ impl Receiver {
             return Ok(());
         }
         let ids = handle_ids(ring, frame, at, count);
-        let Some(link) = self.half.link.get() else {
+        // The frame's writer sent its handles over the link the ring's
+        // route had at the frame's position (see `RingLink`).
+        self.half.follow_moves();
+        let Some(link) = self.half.link.at(frame.at()) else {
             return self.take_local(&ids, block, asm);
         };
         let (ends, held) = link

@@ -21,6 +21,12 @@ use crate::transport::ring::RingView;
 use crate::transport::ring::region::MoveClaim;
 use crate::transport::ring::{Corrupt, FRAME_HEADER, Producer, frame_size};
 
+/// Why an end with a side held by another process is refused: only a
+/// sender is forwarded so far.
+const NOT_YET_MOVABLE: &str = "a pipe end (or receiver) whose other side is in another process \
+     cannot be sent on yet; a sender can, if it arrived here alone or was split from a pipe made here \
+     (not from a whole end that arrived)";
+
 /// The sending half of a pipe end, behind its mutex.
 #[derive(Debug)]
 pub(super) struct Tx {
@@ -272,6 +278,10 @@ impl Sender {
     pub(super) fn new(half: Half, options: &super::PipeOptions) -> Result<Self, Corrupt> {
         let ring = Producer::new(half.region.ring(half.ring()))?;
         let mut tx = Tx::new(ring);
+        // A side that moved here counts on from the handles its receiver
+        // has claimed (those still in flight were its old holder's).
+        // Relaxed: a count, compared only (see `wait_for_room`).
+        tx.handles_sent = half.sides().1.handles.load(Ordering::Relaxed);
         tx.counted = options.messages.map(|capacity| InFlight {
             capacity,
             ends: std::collections::VecDeque::new(),
@@ -844,10 +854,8 @@ impl Sender {
                 "a sender with clones cannot travel to another process (clones in two processes come with routing); drop the other clones first",
             ));
         }
-        if !ends.iter().all(Handle::is_local) {
-            return Err(SendFault::NotTransferable(
-                "only a pipe end (or half) whose twin is in this process can be sent",
-            ));
+        if !ends.iter().all(Handle::may_move) {
+            return Err(SendFault::NotTransferable(NOT_YET_MOVABLE));
         }
         let twins = |(i, e): (usize, &Handle)| ends[..i].iter().any(|f| e.shares_a_ring(f));
         if ends.iter().enumerate().any(twins) {
@@ -878,10 +886,8 @@ impl Sender {
         }
         // Checked again under the claims: a move that finished between the
         // first check and the claims has set its rings' links.
-        if !ends.iter().all(Handle::is_local) {
-            return Err(SendFault::NotTransferable(
-                "only a pipe end (or half) whose twin is in this process can be sent",
-            ));
+        if !ends.iter().all(Handle::may_move) {
+            return Err(SendFault::NotTransferable(NOT_YET_MOVABLE));
         }
         Ok(claims)
     }
@@ -910,7 +916,10 @@ impl Sender {
                 // Relaxed: a count only compared here; the receiver's wake
                 // (with its fence) makes us look again.
                 let claimed = scope.peer().handles.load(Ordering::Relaxed);
-                let in_flight = sent.wrapping_sub(claimed) as usize;
+                // Signed: past a move, the receiver may have claimed more
+                // than this holder sent (its old holder's too): none of
+                // this holder's is in flight then.
+                let in_flight = (sent.wrapping_sub(claimed) as i32).max(0) as usize;
                 let window = in_flight == 0 || in_flight + count <= HANDLE_WINDOW;
                 Ok((window && ring.free()? >= need).then_some(()))
             })

@@ -29,6 +29,7 @@
 //! | 76 | `cpu: u32` | 1 + the CPU this side last ran on; 0 unknown |
 //! | 80 | `handles: u32` | consumer: pipe ends claimed so far, wrapping |
 //! | 84 | `doorbell: u32` | non-zero while this side waits on its doorbell (a datagram socket it sent the other side, which then sends a byte through it after every change) |
+//! | 88 | `moved: u32` | bumped, wrapping, each time this side leaves for another process while the other side is held elsewhere: the other side then reads its link for the `Moved` record that says where it went (`wire/route.rs`) |
 //!
 //! `ring/control.rs` declares the struct and asserts, at compile time, that
 //! its fields sit at these offsets.
@@ -75,6 +76,8 @@ pub const CPU: usize = 76;
 pub const HANDLES: usize = 80;
 /// See [`POS`].
 pub const DOORBELL: usize = 84;
+/// See [`POS`].
+pub const MOVED: usize = 88;
 
 const _: () = {
     assert!(SIDE_SIZE.is_power_of_two() && DOORBELL + 4 <= SIDE_SIZE);

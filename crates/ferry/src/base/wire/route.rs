@@ -11,10 +11,15 @@
 //! | kind | `arg` | `a` | `b` | descriptors |
 //! |------|-------|-----|-----|-------------|
 //! | 1 [`RouteRecord::Introduce`] | 0 | the introduced process's pid | its uid | a socket to it, and its pidfd where there is one |
-//! | 2 [`RouteRecord::Moved`] | `2 * ring + side` (side 0 producer, 1 consumer): the side that moved | the pipe region's inode | the boundary: the ring's first handle sequence on the new path | none |
+//! | 2 [`RouteRecord::Moved`] | `2 * ring + side` (side 0 producer, 1 consumer): the side that moved | the pipe region's inode | the boundary: the ring position (bytes the producer had written) from which frames name handles sent over the new path | a socket to the side's new holder, and that holder's pidfd where there is one |
 //! | 3 [`RouteRecord::Attach`] | 0 | 0 | 0 | none |
 //! | 4 [`RouteRecord::StopProxying`] | 0 | 0 | the final sequence the old path carries | none |
 //! | 5 [`RouteRecord::Done`] | 0 | 0 | 0 | none |
+//! | 6 [`RouteRecord::Routed`] | `2 * ring + side`: the side sent | the id a message frame claims it by | the boundary, as for `Moved` | the pipe region, a socket to the holder of the ring's other side, and that holder's pidfd where there is one |
+//!
+//! Kinds 1 and 3–5 are decoded but not yet sent: they are for reusing one
+//! link per process pair and for moving a ring's consumer side, which come
+//! next (see the design note).
 //!
 //! A field a kind does not use must be zero, so every record that decodes
 //! encodes back to the same bytes.
@@ -78,6 +83,22 @@ pub enum RouteRecord {
         /// The move.
         token: Token,
     },
+    /// A side of a pipe whose other side is held by a third process: it
+    /// travels with a socket to that process, which its handles use from
+    /// `boundary` on.
+    Routed {
+        /// The move.
+        token: Token,
+        /// The ring (0 or 1).
+        ring: u8,
+        /// Whether the side sent is the ring's consumer (else its producer).
+        consumer: bool,
+        /// The id a message frame names it by.
+        id: u64,
+        /// The ring position from which frames name handles sent over the
+        /// new path.
+        boundary: u64,
+    },
 }
 
 impl RouteRecord {
@@ -88,7 +109,8 @@ impl RouteRecord {
             | Self::Moved { token, .. }
             | Self::Attach { token }
             | Self::StopProxying { token, .. }
-            | Self::Done { token } => token,
+            | Self::Done { token }
+            | Self::Routed { token, .. } => token,
         }
     }
 
@@ -111,6 +133,13 @@ impl RouteRecord {
             Self::Attach { .. } => (3, 0, 0, 0),
             Self::StopProxying { last, .. } => (4, 0, 0, last),
             Self::Done { .. } => (5, 0, 0, 0),
+            Self::Routed {
+                ring,
+                consumer,
+                id,
+                boundary,
+                ..
+            } => (6, 2 * u16::from(ring) + u16::from(consumer), id, boundary),
         };
         let mut out = [0u8; ROUTE_RECORD_LEN];
         out[..4].copy_from_slice(&ROUTE_MAGIC.to_le_bytes());
@@ -167,6 +196,14 @@ impl RouteRecord {
             3 => unused(&[a, b]).map(|()| Self::Attach { token }),
             4 => unused(&[a]).map(|()| Self::StopProxying { token, last: b }),
             5 => unused(&[a, b]).map(|()| Self::Done { token }),
+            6 if arg < 4 => Ok(Self::Routed {
+                token,
+                ring: (arg / 2) as u8,
+                consumer: arg % 2 == 1,
+                id: a,
+                boundary: b,
+            }),
+            6 => Err(Violation::RouteSide),
             _ => Err(Violation::UnknownRecordKind),
         }
     }
@@ -178,7 +215,7 @@ mod tests {
 
     const T: Token = Token([7; 16]);
 
-    fn every_kind() -> [RouteRecord; 6] {
+    fn every_kind() -> [RouteRecord; 7] {
         [
             RouteRecord::Introduce {
                 token: T,
@@ -202,6 +239,13 @@ mod tests {
             RouteRecord::Attach { token: T },
             RouteRecord::StopProxying { token: T, last: 99 },
             RouteRecord::Done { token: T },
+            RouteRecord::Routed {
+                token: T,
+                ring: 1,
+                consumer: false,
+                id: 3,
+                boundary: 4096,
+            },
         ]
     }
 
@@ -252,7 +296,8 @@ mod tests {
             ("a zero token", zero_token, Violation::RouteTokenZero),
             ("a bad magic", bad_magic, Violation::RecordMagic),
             ("kind 0", raw(0, 0, 0, 0), Violation::UnknownRecordKind),
-            ("kind 6", raw(6, 0, 0, 0), Violation::UnknownRecordKind),
+            ("kind 7", raw(7, 0, 0, 0), Violation::UnknownRecordKind),
+            ("routed side 4", raw(6, 4, 1, 1), Violation::RouteSide),
             ("pid 0", raw(1, 0, 0, 5), Violation::RouteRecordFields),
             (
                 "pid past u32",

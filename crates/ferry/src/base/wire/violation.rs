@@ -145,6 +145,14 @@ pub enum Violation {
     RouteRecordFields = 65,
     /// Routing record names no side of a ring.
     RouteSide = 66,
+    /// A moved side's boundary lies past what the ring holds, or before
+    /// the route's last one.
+    RouteBoundary = 67,
+    /// Routing record without the descriptors its kind carries (or one
+    /// that is not a Unix packet socket where a socket belongs).
+    RouteDescriptors = 68,
+    /// Routing record of a kind not expected here.
+    RouteUnexpected = 69,
 }
 
 impl Violation {
@@ -228,6 +236,13 @@ impl Violation {
             Self::RouteTokenZero => "routing record with an all-zero token",
             Self::RouteRecordFields => "routing record with a field its kind does not allow",
             Self::RouteSide => "routing record names no side of a ring",
+            Self::RouteBoundary => {
+                "moved side's boundary past what the ring holds, or before the route's last one"
+            }
+            Self::RouteDescriptors => {
+                "routing record without the descriptors its kind carries (a socket, a region)"
+            }
+            Self::RouteUnexpected => "routing record of a kind not expected here",
         }
     }
 }

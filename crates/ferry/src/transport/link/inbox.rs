@@ -27,8 +27,9 @@ use std::sync::{Arc, Mutex, Weak};
 use super::Fault;
 use super::fd_budget::{FdCharge, LinkFds};
 use crate::base::sys::MapError;
-use crate::base::sys::{ControlSocket, PeerFd, Received, Ringer};
+use crate::base::sys::{ControlSocket, PeerFd, Process, Received, Ringer};
 use crate::base::wire::record::{Carried, RECORD_LEN, Record};
+use crate::base::wire::route::{ROUTE_RECORD_LEN, RouteRecord};
 use crate::transport::pool::budget::{Charge, MapBudget};
 use crate::transport::pool::per_link::PeerBlocks;
 use crate::transport::ring::Region;
@@ -49,6 +50,40 @@ pub(crate) struct PeerEnd {
     pub end: Carried,
     /// Held for as long as the region is mapped here.
     pub charge: Charge,
+    /// For a side whose other side is held by a third process (a
+    /// `Routed` record): the path to that process.
+    pub route: Option<Path>,
+    /// The charge for the region's descriptor, where it is kept (a sending
+    /// half, which may be forwarded), until a message claims the end.
+    pub _fd: Option<FdCharge>,
+}
+
+/// A socket to a process this link's peer introduced, and that process's
+/// handle where the peer had one: the makings of a link to it.
+#[derive(Debug)]
+pub(crate) struct Path {
+    pub socket: ControlSocket,
+    pub process: Option<Process>,
+}
+
+/// Where the other side of one of this process's rings went (a `Moved`
+/// record), kept until the holder of this side follows it.
+#[derive(Debug)]
+pub(crate) struct Moved {
+    /// The pipe region's inode.
+    pub region: u64,
+    /// The side that moved.
+    pub part: Part,
+    /// The ring position from which frames name handles sent over `path`.
+    pub boundary: u64,
+    /// The path to the side's new holder.
+    pub path: Path,
+}
+
+/// A record as read off the socket: a plain one or a routing one.
+enum AnyRecord {
+    Plain(Record),
+    Route(RouteRecord),
 }
 
 /// What a message frame claimed by id: a pipe end or a descriptor.
@@ -75,9 +110,22 @@ pub(super) struct Inbox {
     pub refused: HashSet<u64>,
     /// The peer's blocks and release table.
     pub blocks: PeerBlocks,
+    /// Moves of the other sides of this process's rings, not yet
+    /// followed (at most [`MAX_PENDING`]).
+    pub moves: Vec<Moved>,
 }
 
 impl Inbox {
+    /// Drops everything filed and not yet claimed: the link broke the
+    /// rules, and nothing more of it will be taken. Descriptors go to the
+    /// closer; pipe ends unmap (their memory objects are sealed memfds,
+    /// whose close never waits).
+    pub(super) fn forget_pending(&mut self) {
+        self.fds.clear();
+        self.pipes.clear();
+        self.moves.clear();
+    }
+
     /// Whether a pipe end or descriptor with this id waits here.
     pub(super) fn knows(&self, id: u64) -> bool {
         self.pipes.contains_key(&id) || self.fds.contains_key(&id) || self.refused.contains(&id)
@@ -139,7 +187,7 @@ impl Reader<'_> {
 
     /// Reads one record into `inbox` if one is queued.
     pub(super) fn read_queued(&self, inbox: &mut Inbox) -> Result<Queued, Fault> {
-        let mut buf = [0u8; RECORD_LEN + 1];
+        let mut buf = [0u8; ROUTE_RECORD_LEN + 1];
         let (record, fds) = match self.peek(&mut buf)? {
             Ok(read) => read,
             Err(nothing) => return Ok(nothing),
@@ -171,7 +219,7 @@ impl Reader<'_> {
     /// The next record, decoded, with duplicates of its descriptors (the
     /// record stays queued), or why there is none.
     #[allow(clippy::type_complexity)]
-    fn peek(&self, buf: &mut [u8]) -> Result<Result<(Record, Vec<PeerFd>), Queued>, Fault> {
+    fn peek(&self, buf: &mut [u8]) -> Result<Result<(AnyRecord, Vec<PeerFd>), Queued>, Fault> {
         match self.socket.peek(buf) {
             Ok(Received::Record {
                 len,
@@ -180,7 +228,13 @@ impl Reader<'_> {
             }) => {
                 let fds: Vec<PeerFd> = fds.into_iter().map(PeerFd::new).collect();
                 match (len, truncated) {
-                    (RECORD_LEN, false) => Ok(Ok((Record::decode(&buf[..len])?, fds))),
+                    (RECORD_LEN, false) => {
+                        Ok(Ok((AnyRecord::Plain(Record::decode(&buf[..len])?), fds)))
+                    }
+                    (ROUTE_RECORD_LEN, false) => Ok(Ok((
+                        AnyRecord::Route(RouteRecord::decode(&buf[..len])?),
+                        fds,
+                    ))),
                     _ => Err(Fault::Violation(Violation::MalformedRecord)),
                 }
             }
@@ -200,9 +254,13 @@ impl Reader<'_> {
     fn apply(
         &self,
         inbox: &mut Inbox,
-        record: Record,
+        record: AnyRecord,
         mut fds: Vec<PeerFd>,
     ) -> Result<Option<Arc<Ringer>>, Fault> {
+        let record = match record {
+            AnyRecord::Plain(record) => record,
+            AnyRecord::Route(record) => return self.apply_route(inbox, record, fds).map(|()| None),
+        };
         if let Record::Retire { id } = record {
             return match fds.is_empty() {
                 true => Ok(inbox.blocks.retire(id).map(|()| None)?),
@@ -214,7 +272,9 @@ impl Reader<'_> {
             .filter(|_| fds.is_empty())
             .ok_or(Fault::Violation(Violation::RecordDescriptorCount))?;
         match record {
-            Record::PipeEnd { end, id } => self.file_pipe_end(inbox, fd, end, id).map(|()| None),
+            Record::PipeEnd { end, id } => {
+                self.file_pipe_end(inbox, fd, end, id, None).map(|()| None)
+            }
             Record::Block { class, id } => {
                 inbox
                     .blocks
@@ -294,12 +354,70 @@ impl Reader<'_> {
         }
     }
 
+    /// Checks a routing record and files what it says: a move to follow,
+    /// or a pipe end that travels with a path to its other side's holder.
+    /// Only the records a move sends today are accepted (see
+    /// `wire/route.rs`); the rest break the rules.
+    fn apply_route(
+        &self,
+        inbox: &mut Inbox,
+        record: RouteRecord,
+        fds: Vec<PeerFd>,
+    ) -> Result<(), Fault> {
+        match record {
+            RouteRecord::Moved {
+                ring,
+                consumer,
+                region,
+                boundary,
+                ..
+            } => {
+                if inbox.moves.len() >= MAX_PENDING {
+                    return Err(Fault::Violation(Violation::TooManyPendingEnds));
+                }
+                let ring = usize::from(ring);
+                inbox.moves.push(Moved {
+                    region,
+                    part: match consumer {
+                        true => Part::Consumer(ring),
+                        false => Part::Producer(ring),
+                    },
+                    boundary,
+                    path: path_of(fds)?,
+                });
+                Ok(())
+            }
+            RouteRecord::Routed {
+                ring,
+                consumer: false,
+                id,
+                boundary: _,
+                ..
+            } => {
+                let mut fds = fds.into_iter();
+                let region = fds
+                    .next()
+                    .ok_or(Fault::Violation(Violation::RouteDescriptors))?;
+                let path = path_of(fds.collect())?;
+                self.file_pipe_end(inbox, region, Carried::Sender { ring }, id, Some(path))
+            }
+            RouteRecord::Routed { consumer: true, .. } => {
+                Err(Fault::Violation(Violation::RouteUnexpected))
+            }
+            RouteRecord::Introduce { .. }
+            | RouteRecord::Attach { .. }
+            | RouteRecord::StopProxying { .. }
+            | RouteRecord::Done { .. } => Err(Fault::Violation(Violation::RouteUnexpected)),
+        }
+    }
+
     fn file_pipe_end(
         &self,
         inbox: &mut Inbox,
         fd: PeerFd,
         end: Carried,
         id: u64,
+        route: Option<Path>,
     ) -> Result<(), Fault> {
         if inbox.pipes.len() + inbox.refused.len() >= MAX_PENDING {
             return Err(Fault::Violation(Violation::TooManyPendingEnds));
@@ -307,7 +425,15 @@ impl Reader<'_> {
         if inbox.knows(id) {
             return Err(Fault::Violation(Violation::PipeEndIdTwice));
         }
-        let region = Region::from_peer(fd)?;
+        // A sending half that arrived alone keeps its region's descriptor,
+        // to be forwarded (see `Region::object`): charged as any the peer
+        // sends, so a peer cannot make this process hold more.
+        let keep = matches!(end, Carried::Sender { .. });
+        let fd_charge = match keep {
+            true => Some(self.fds.charge().map_err(Fault::Local)?),
+            false => None,
+        };
+        let region = Region::from_peer(fd, keep)?;
         // Records are read under the inbox lock, so nothing else charges
         // this budget between the look and the charge below.
         if region.len() > self.budget.remaining() {
@@ -322,10 +448,30 @@ impl Reader<'_> {
                 region,
                 end,
                 charge,
+                route,
+                _fd: fd_charge,
             },
         );
         Ok(())
     }
+}
+
+/// The path a routing record's descriptors make: a control socket, and the
+/// handle on the process at its other end if the sender had one.
+fn path_of(fds: Vec<PeerFd>) -> Result<Path, Fault> {
+    if !(1..=2).contains(&fds.len()) {
+        return Err(Fault::Violation(Violation::RouteDescriptors));
+    }
+    let mut fds = fds.into_iter();
+    let socket = fds
+        .next()
+        .map(ControlSocket::from_peer)
+        .and_then(Result::ok)
+        .ok_or(Fault::Violation(Violation::RouteDescriptors))?;
+    Ok(Path {
+        socket,
+        process: fds.next().map(Process::from_peer),
+    })
 }
 
 /// The ring sides a pipe end record of kind `end` hands over.

@@ -36,7 +36,7 @@ mod watcher;
 pub(crate) use deadline::Deadline;
 #[cfg(test)]
 pub(crate) use deadline::GRACE;
-pub(crate) use inbox::{Claimed, PeerEnd, PendingFd};
+pub(crate) use inbox::{Claimed, Moved, Path, PeerEnd, PendingFd};
 
 use crate::base::sync::{AtomicBool, AtomicU64, Ordering};
 use crate::base::wire::Violation;
@@ -48,6 +48,7 @@ use std::time::{Duration, Instant};
 use crate::base::sys::{ControlSocket, OffThread, PeerFd, Process, Ringer};
 use crate::base::wire::frame::BlockRef;
 use crate::base::wire::record::{Carried, Record};
+use crate::base::wire::route::RouteRecord;
 use crate::transport::pool::budget::MapBudget;
 use crate::transport::pool::per_link::{Announce, Held, SendPool};
 use crate::transport::ring::Region;
@@ -118,6 +119,8 @@ pub(crate) struct Link {
     pool: Mutex<Option<SendPool>>,
     /// Most bytes of blocks mapped per direction.
     pool_cap: usize,
+    /// As the link was set up (links it introduces get the same).
+    limits: LinkLimits,
     /// Bytes of the peer's memory this process may map for this link.
     budget: Arc<MapBudget>,
     /// Retire records the socket had no room for yet.
@@ -148,6 +151,7 @@ impl Link {
             inbox: Mutex::new(Inbox::default()),
             pool: Mutex::new(None),
             pool_cap: limits.pool_cap,
+            limits,
             budget: MapBudget::new(limits.max_mapped),
             unsent_retires: Mutex::new(Vec::new()),
             rings: Mutex::new(Vec::new()),
@@ -203,6 +207,73 @@ impl Link {
             None => {}
         }
         Ok(())
+    }
+
+    /// A link to a third process over `path`, which this link's peer
+    /// introduced (see `docs/notes/2026-11-27-routing-design.md`), set up as
+    /// this one. Its peer is the process the introducer named: its death is
+    /// watched through the handle the introducer sent, where it sent one,
+    /// and through the socket's hang-up. A handle that cannot be watched
+    /// leaves the hang-up alone to tell.
+    pub(crate) fn introduced(&self, path: Path) -> Arc<Self> {
+        let link = Self::new(path.socket, self.limits);
+        if let Some(process) = path.process {
+            let _ = link.watch_peer(Ok(Some(process)));
+        }
+        link
+    }
+
+    /// The handle on the peer process, where there is one (to vouch for it
+    /// to a third process).
+    pub(crate) fn peer_process(&self) -> Option<&Process> {
+        self.peer.get()
+    }
+
+    /// A fresh id for a record a frame will claim.
+    pub(crate) fn next_id(&self) -> u64 {
+        // Relaxed: ids need only be unique, not ordered with anything.
+        self.next_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Sends a routing record with its descriptors, waiting for room until
+    /// `deadline`.
+    pub(crate) fn send_route(
+        &self,
+        record: RouteRecord,
+        fds: &[BorrowedFd<'_>],
+        deadline: Option<Instant>,
+    ) -> io::Result<()> {
+        self.send_record(&record.encode(), fds, deadline)
+    }
+
+    /// Takes the move of side `part` of the region with inode `region`, if
+    /// the peer sent one: reads every record the socket holds first (the
+    /// peer sends the move's record before it says, in the ring, that the
+    /// side moved). `Err` for a local failure (the records stay queued) or
+    /// a violation (the link is failed).
+    pub(crate) fn take_move(&self, region: u64, part: Part) -> Result<Option<Moved>, Fault> {
+        let mut inbox = self.lock_inbox();
+        loop {
+            match self.reader().read_queued(&mut inbox) {
+                Ok(Queued::Read) => {}
+                Ok(Queued::Nothing) => break,
+                Ok(Queued::HungUp) => {
+                    self.fail(Failure::HungUp);
+                    break;
+                }
+                Err(Fault::Violation(why)) => {
+                    inbox.forget_pending();
+                    self.fail(Failure::Protocol(why));
+                    return Err(Fault::Violation(why));
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        let found = inbox
+            .moves
+            .iter()
+            .position(|m| m.region == region && m.part == part);
+        Ok(found.map(|i| inbox.moves.remove(i)))
     }
 
     /// Whether the peer's hang-up is pushed to this link's waiters by the
@@ -284,7 +355,7 @@ impl Link {
         if let Failure::Protocol(_) = failure {
             self.socket.shutdown();
             if let Ok(mut inbox) = self.inbox.try_lock() {
-                inbox.fds.clear();
+                inbox.forget_pending();
             }
         }
     }
@@ -349,12 +420,14 @@ impl Link {
     /// region, checked as any peer's, and charges it to this link's
     /// budget.
     pub(crate) fn adopt_opening(&self, fd: PeerFd) -> Result<Claimed, Fault> {
-        let region = Region::from_peer(fd)?;
+        let region = Region::from_peer(fd, false)?;
         let charge = self.budget.charge(region.len())?;
         Ok(Claimed::Handle(PeerEnd {
             region,
             end: Carried::Pipe { role: 1 },
             charge,
+            route: None,
+            _fd: None,
         }))
     }
 
@@ -422,7 +495,7 @@ impl Link {
         // A thread that failed the link while this one read could not
         // drop what was pending: hand it to the closer now.
         if let Some(Failure::Protocol(_)) = self.failure() {
-            inbox.fds.clear();
+            inbox.forget_pending();
         }
         Ok((ends, held))
     }
@@ -570,7 +643,7 @@ impl Link {
                 Ok(Queued::Nothing) | Err(Fault::Local(_) | Fault::Late) => return,
                 Ok(Queued::HungUp) => return self.fail(Failure::HungUp),
                 Err(Fault::Violation(why)) => {
-                    inbox.fds.clear();
+                    inbox.forget_pending();
                     return self.fail(Failure::Protocol(why));
                 }
             }

@@ -192,7 +192,7 @@ pub fn a_sleeper_is_woken_through_another_mapping<B: Bell + Sync>(bell: B) {
         Ok(())
     })
     .expect("the region's object is held");
-    let again = Region::from_peer(crate::base::sys::PeerFd::new(copy.expect("a copy")))
+    let again = Region::from_peer(crate::base::sys::PeerFd::new(copy.expect("a copy")), false)
         .expect("map the region a second time");
     let (mine, theirs) = (made.control(0), again.control(0));
     assert_ne!(

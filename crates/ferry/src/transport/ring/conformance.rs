@@ -77,7 +77,7 @@ impl Kind for Remapped {
             Ok(())
         })
         .expect("the region's object is held");
-        let received = Region::from_peer(PeerFd::new(copy.expect("a copy")))
+        let received = Region::from_peer(PeerFd::new(copy.expect("a copy")), false)
             .expect("map the region as its peer would");
         fill_neighbour(&made.ring(1));
         (made.ring(0), received.ring(0))

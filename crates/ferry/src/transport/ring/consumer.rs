@@ -29,6 +29,11 @@ impl Frame {
         self.tag
     }
 
+    /// Where the frame starts in the ring (bytes written before it).
+    pub fn at(&self) -> u64 {
+        self.at
+    }
+
     /// Body length in bytes.
     pub fn len(&self) -> usize {
         self.len as usize

@@ -34,6 +34,10 @@ pub struct Side {
     /// Non-zero while this side waits on its doorbell, which the other side
     /// then rings after every change (see [`crate::transport::ring::wake`]).
     pub doorbell: AtomicU32,
+    /// Bumped (wrapping) each time this side leaves for another process
+    /// while the other side is held elsewhere: the other side's holder
+    /// then reads its link for the record saying where it went.
+    pub moved: AtomicU32,
 }
 
 /// Both sides of one single-producer, single-consumer ring.
@@ -64,4 +68,5 @@ const _: () = {
     assert!(offset_of!(Side, cpu) == wire::CPU);
     assert!(offset_of!(Side, handles) == wire::HANDLES);
     assert!(offset_of!(Side, doorbell) == wire::DOORBELL);
+    assert!(offset_of!(Side, moved) == wire::MOVED);
 };

@@ -43,6 +43,9 @@ pub(crate) struct Region {
     capacity: usize,
     /// The memory object, kept only while this region may still be sent to
     /// another process; dropped once it has been, to keep descriptors few.
+    /// A peer's is kept only for a sending half that arrived alone: it may
+    /// be forwarded (see `Half::forward`); other ends do not move on yet,
+    /// and keep no descriptor per pipe.
     object: Mutex<Option<SharedMemory>>,
     /// The memory object's identity (device, inode).
     identity: (u64, u64),
@@ -150,7 +153,7 @@ impl Region {
     /// `MAX_REGION_LEN` of address space and never touched beyond its
     /// control blocks), so that its holder can close the sides it was sent
     /// ([`Region::close_sides`]) and the pipe's other end sees it gone.
-    pub(crate) fn from_peer(fd: PeerFd) -> Result<Arc<Self>, MapError> {
+    pub(crate) fn from_peer(fd: PeerFd, keep: bool) -> Result<Arc<Self>, MapError> {
         let object =
             SharedMemory::from_peer(fd, MIN_REGION_LEN, MAX_REGION_LEN, PeerAccess::Shared)?;
         let identity = object.identity().map_err(|_| Violation::StatFailed)?;
@@ -164,7 +167,7 @@ impl Region {
         Ok(Arc::new(Self {
             map,
             capacity: header.ring_capacity(),
-            object: Mutex::new(None),
+            object: Mutex::new(keep.then_some(object)),
             identity,
             bells: Default::default(),
             moving: AtomicU8::new(0),
@@ -256,6 +259,15 @@ impl Region {
             *object = None;
         }
         Ok(())
+    }
+
+    /// Whether this process still has the memory object, so the region can
+    /// be sent (see `object`).
+    pub(crate) fn may_send(&self) -> bool {
+        self.object
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some()
     }
 
     /// The control block of ring `index` (0 or 1).
@@ -439,7 +451,7 @@ mod tests {
     #[test]
     fn a_peer_region_is_mapped_with_the_capacity_its_header_names() {
         let region = Region::create(8192).unwrap();
-        let peer = Region::from_peer(as_received(region)).unwrap();
+        let peer = Region::from_peer(as_received(region), false).unwrap();
         assert_eq!(peer.capacity(), 8192);
     }
 
@@ -453,7 +465,7 @@ mod tests {
                 Ok(())
             })
             .unwrap();
-        let again = Region::from_peer(PeerFd::new(copy.unwrap())).unwrap();
+        let again = Region::from_peer(PeerFd::new(copy.unwrap()), false).unwrap();
         let end = region.hold(Part::Producer(0)).expect("producer 0 is free");
         assert!(
             again.hold(Part::Producer(0)).is_none(),
@@ -475,7 +487,7 @@ mod tests {
         // SAFETY: the mapping is more than HEADER_LEN bytes, and this test
         // alone uses it.
         unsafe { std::ptr::copy_nonoverlapping(forged.as_ptr(), region.map.as_ptr(), HEADER_LEN) };
-        let refused = Region::from_peer(as_received(region));
+        let refused = Region::from_peer(as_received(region), false);
         assert!(
             matches!(refused, Err(MapError::Violation(why)) if why == Violation::RegionCapacityMismatch),
             "{refused:?}"

@@ -101,7 +101,9 @@ pub(crate) struct Scope<'a> {
     /// Whether the waiting half writes the ring (else it reads it, and
     /// frames the peer committed before going are still wanted).
     pub(crate) producer: bool,
-    pub(crate) link: Option<&'a Link>,
+    /// The waiting half: its link (followed to wherever the other side
+    /// moved) ends the wait when it fails.
+    pub(super) half: &'a super::half::Half,
     /// The pipe end's record that a call already saw the peer gone.
     pub(crate) hung_up: &'a AtomicBool,
     /// A receiver's frames taken so far (`Consumer::taken`), for its
@@ -110,6 +112,11 @@ pub(crate) struct Scope<'a> {
 }
 
 impl<'a> Scope<'a> {
+    /// The link to the process holding the other side now, if any.
+    fn link(&self) -> Option<&'a Link> {
+        self.half.link()
+    }
+
     /// The waiting side.
     pub(crate) fn me(&self) -> &'a Side {
         self.sides.me()
@@ -179,16 +186,17 @@ impl<'a> Scope<'a> {
         if self.hung_up.load(Ordering::Relaxed) {
             return Some(Failure::HungUp);
         }
-        self.link.and_then(Link::failure)
+        self.link().and_then(Link::failure)
     }
 
     /// [`Scope::gone`], after asking the kernel; also reads what the peer
     /// left on the link's socket (see [`Link::drain`]).
     fn check_gone(&self) -> Option<Failure> {
-        if let Some(link) = self.link {
+        if let Some(link) = self.link() {
             link.drain();
         }
-        self.gone().or_else(|| self.link.and_then(Link::check_peer))
+        self.gone()
+            .or_else(|| self.link().and_then(Link::check_peer))
     }
 
     /// Ends a wait on a gone peer: a receiver takes one last look.
@@ -274,7 +282,7 @@ impl Waiter {
         if deadline.is_some_and(|d| d <= Instant::now()) {
             // A `try_` call: no wait, but a peer found gone is said so.
             return match scope
-                .link
+                .link()
                 .and_then(|l| l.check_peer_every(LIVENESS))
                 .or_else(|| scope.gone())
             {
@@ -420,7 +428,7 @@ impl<R, P: FnMut() -> Result<Option<R>, Corrupt>> wake::Sleeper for Blocked<'_, 
         // The watcher pushes a hang-up to this sleeper, so it needs no nap
         // to notice one, and an idle wait makes no wakeups.
         self.ran_out += u32::from(ran_out);
-        let mut nap = match self.scope.link.is_none_or(Link::watched) {
+        let mut nap = match self.scope.link().is_none_or(Link::watched) {
             true if self.ran_out < self.warm_naps => WARM_NAP,
             true => Duration::MAX,
             false => LIVENESS,
@@ -438,7 +446,7 @@ impl<R, P: FnMut() -> Result<Option<R>, Corrupt>> wake::Sleeper for Blocked<'_, 
     /// Woken for nothing in the ring: perhaps a nudge to read the link's
     /// socket, which the peer found full.
     fn woken_for_nothing(&mut self) {
-        if let Some(link) = self.scope.link {
+        if let Some(link) = self.scope.link() {
             link.drain();
         }
     }

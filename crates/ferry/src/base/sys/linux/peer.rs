@@ -99,6 +99,16 @@ impl Process {
         Ok(Some(Self { fd }))
     }
 
+    /// The handle a peer sent on a process it vouches for (an
+    /// introduction). Not checked to be a pidfd: whatever it is, it is
+    /// watched once (one-shot) and polled, so a false one can only make the
+    /// links it stands for look down, and those are the sender's own.
+    pub(crate) fn from_peer(fd: crate::base::sys::PeerFd) -> Self {
+        Self {
+            fd: fd.into_owned(),
+        }
+    }
+
     /// Whether the process has exited, without blocking (one `poll`).
     pub(crate) fn exited(&self) -> bool {
         let mut fds = [PollFd::new(&self.fd, PollFlags::IN)];

@@ -8,7 +8,7 @@ use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::time::{Duration, Instant};
 
-use crate::base::sys::Received;
+use crate::base::sys::{PeerFd, Received};
 
 use rustix::event::{PollFd, PollFlags};
 use rustix::net::{
@@ -39,6 +39,19 @@ pub(crate) fn socket_pair() -> io::Result<(ControlSocket, ControlSocket)> {
 impl ControlSocket {
     pub(crate) fn from_fd(fd: OwnedFd) -> Self {
         Self { fd }
+    }
+
+    /// A control socket a peer sent (to a third process it introduces),
+    /// if it is one: a Unix `SOCK_SEQPACKET` socket; else handed back.
+    pub(crate) fn from_peer(fd: PeerFd) -> Result<Self, PeerFd> {
+        let unix = rustix::net::sockopt::socket_domain(&fd).ok() == Some(AddressFamily::UNIX);
+        let packets = rustix::net::sockopt::socket_type(&fd).ok() == Some(SocketType::SEQPACKET);
+        match unix && packets {
+            true => Ok(Self {
+                fd: fd.into_owned(),
+            }),
+            false => Err(fd),
+        }
     }
 
     pub(crate) fn as_fd(&self) -> BorrowedFd<'_> {

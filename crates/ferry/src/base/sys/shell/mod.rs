@@ -219,6 +219,9 @@ pub(crate) mod peer {
         pub(crate) fn of_peer(_socket: BorrowedFd<'_>) -> io::Result<Option<Self>> {
             Ok(None)
         }
+        pub(crate) fn from_peer(_fd: crate::base::sys::PeerFd) -> Self {
+            unreachable!("no descriptor reaches this backend: socket_pair and adopt_inherited fail")
+        }
         pub(crate) fn exited(&self) -> bool {
             match self.0 {}
         }
@@ -327,6 +330,11 @@ pub(crate) mod socket {
     impl ControlSocket {
         pub(crate) fn from_fd(_fd: OwnedFd) -> Self {
             unreachable!("no descriptor reaches this backend: socket_pair and adopt_inherited fail")
+        }
+        pub(crate) fn from_peer(
+            fd: crate::base::sys::PeerFd,
+        ) -> Result<Self, crate::base::sys::PeerFd> {
+            Err(fd)
         }
         pub(crate) fn as_fd(&self) -> BorrowedFd<'_> {
             match self.0 {}

@@ -1,0 +1,284 @@
+//! Sending a sender on: a `Sender` whose receiver is in another process is
+//! forwarded by whoever holds it, any number of hops, and then talks to its
+//! receiver directly (the processes in between may exit at once).
+//!
+//! Each test's process tree is a chain: the test process keeps the
+//! receiver and hands the sender to its child, each hop forwards it to a
+//! child of its own, and the last one sends. Messages carry descriptors and
+//! pool blocks across the moves; order, content and the end of the pipe
+//! (the sender's process gone, or the receiver dropped) are checked at the
+//! other end.
+
+use std::io::{Read, Write};
+use std::os::fd::OwnedFd;
+use std::os::unix::net::UnixStream;
+use std::time::{Duration, Instant};
+
+use ferry::{Handle, Pipe, PipeOptions, RecvError, SendError, Sender};
+use ferry_testkit::{secs, this_test};
+
+/// Messages the last hop sends.
+const ROUNDS: u64 = 300;
+/// Messages each forwarding hop sends before it forwards.
+const BEFORE: u64 = 5;
+/// Every this many messages, one carries a descriptor.
+const FD_EVERY: u64 = 2;
+/// Every this many messages, one is a large one (a pool block).
+const BIG_EVERY: u64 = 50;
+const BIG: usize = 1 << 20;
+
+/// The bytes of message `i` from hop `from`.
+fn message(from: u32, i: u64) -> Vec<u8> {
+    let len = if i % BIG_EVERY == BIG_EVERY - 1 {
+        BIG
+    } else {
+        16 + (i as usize * 13) % 300
+    };
+    let mut bytes = ferry_testkit::XorShift::new(u64::from(from) << 32 | (i + 1)).bytes(len);
+    bytes[..8].copy_from_slice(&i.to_le_bytes());
+    bytes[8..12].copy_from_slice(&from.to_le_bytes());
+    bytes
+}
+
+/// Sends `count` messages from hop `from` through `tx`: in order, every
+/// other one with a socket that carries its own number.
+fn send_some(tx: &Sender, from: u32, count: u64) {
+    for i in 0..count {
+        let bytes = message(from, i);
+        if i % FD_EVERY == 0 {
+            let (mut mine, theirs) = UnixStream::pair().expect("socket pair");
+            mine.write_all(&i.to_le_bytes()).expect("write the number");
+            tx.send_with(&bytes, vec![OwnedFd::from(theirs)])
+                .expect("send with a descriptor");
+        } else {
+            tx.send(&bytes).expect("send");
+        }
+    }
+}
+
+/// Receives `count` messages from hop `from` on `rx`'s end and checks each.
+fn receive_some(rx: &Pipe, from: u32, count: u64) {
+    for i in 0..count {
+        let mut msg = rx.receiver().recv_with().expect("a message");
+        assert_eq!(msg.bytes, message(from, i), "message {i} from hop {from}");
+        if i % FD_EVERY == 0 {
+            let fd = msg.fds.pop().expect("the descriptor");
+            let mut number = [0u8; 8];
+            UnixStream::from(fd)
+                .read_exact(&mut number)
+                .expect("read the number");
+            assert_eq!(u64::from_le_bytes(number), i, "descriptor of message {i}");
+        } else {
+            assert!(msg.fds.is_empty(), "message {i} carries no descriptor");
+        }
+    }
+}
+
+/// A hop: takes the sender from its parent. At the end of the chain
+/// (`hops` 0), it says it starts (up the chain) and sends. Otherwise it
+/// sends a few messages, then forwards the sender to a child of its own
+/// playing the next hop (once the child has taken its bootstrap pipe,
+/// which needs its parent alive), and either exits right after
+/// (`exit_at_once`) or passes the last hop's start up the chain.
+fn hop(test: &str, hops: u32, exit_at_once: bool) {
+    let (dog, main) = ferry_testkit::child_pipe(&format!("hop {hops}"), secs(60));
+    // Its parent may exit once it has forwarded: the bootstrap is done.
+    main.send(b"ready").expect("ready");
+    let mut msg = main.receiver().recv_with().expect("the sender");
+    let tx = msg.senders.pop().expect("a sender");
+    if hops == 0 {
+        main.send(b"start").ok();
+        send_some(&tx, 0, ROUNDS);
+        main.send(b"sent").ok();
+        return;
+    }
+    send_some(&tx, hops, BEFORE);
+    let next = format!("hop{}{}", hops - 1, if exit_at_once { "!" } else { "" });
+    let (child, down) = ferry_testkit::spawn_child(&dog, test, &next, &PipeOptions::new());
+    assert_eq!(down.recv().expect("the child's start"), b"ready");
+    down.sender()
+        .send_with(b"take this sender", vec![Handle::from(tx)])
+        .expect("forward the sender");
+    if exit_at_once {
+        // No destructor runs: the child lives on, the messages and
+        // records already sent stay queued for it.
+        std::process::exit(0);
+    }
+    assert_eq!(down.recv().expect("the last hop's start"), b"start");
+    main.send(b"start").expect("pass the start on");
+    assert_eq!(down.recv().expect("the child's report"), b"sent");
+    child.wait_ok();
+    main.send(b"sent").ok();
+}
+
+/// In a child: plays its hop (the role is `hop<N>`, `!` for exiting at
+/// once). `true` if this process was a child.
+fn play(test: &str) -> bool {
+    let Some(role) = ferry_testkit::role() else {
+        return false;
+    };
+    let rest = role.strip_prefix("hop").expect("a hop role");
+    let exit_at_once = rest.ends_with('!');
+    let hops = rest.trim_end_matches('!').parse().expect("hops left");
+    hop(test, hops, exit_at_once);
+    true
+}
+
+/// Makes a pipe, hands its sender down a chain of `hops` forwards, and
+/// receives what the last process sends; then that process is gone and
+/// the receiver says so.
+fn chain(test: &str, hops: u32, exit_at_once: bool) {
+    let dog = ferry_testkit::Watchdog::start(test, secs(90));
+    let first = format!("hop{}{}", hops - 1, if exit_at_once { "!" } else { "" });
+    let (mut child, main) = ferry_testkit::spawn_child(&dog, test, &first, &PipeOptions::new());
+    assert_eq!(main.recv().expect("the child's start"), b"ready");
+    let (a, b) = ferry::pipe().expect("pipe");
+    let (a_tx, _a_rx) = a.split();
+    main.sender()
+        .send_with(b"take this sender", vec![a_tx])
+        .expect("send the sender");
+    if !exit_at_once {
+        // Every forward is done before the first message is read: frames
+        // written before a move are read after it (their handles are on
+        // the old links).
+        assert_eq!(main.recv().expect("the last hop's start"), b"start");
+    }
+    for from in (1..hops).rev() {
+        receive_some(&b, from, BEFORE);
+    }
+    receive_some(&b, 0, ROUNDS);
+    if !exit_at_once {
+        assert_eq!(main.recv().expect("the chain's report"), b"sent");
+        assert!(child.wait().success(), "the chain's first hop failed");
+    }
+    // The last sender's process exits once it has sent: its death is seen
+    // over the link its forwarder introduced.
+    let since = Instant::now();
+    match b.receiver().recv_timeout(Duration::from_secs(20)) {
+        Err(ferry::RecvTimeoutError::Disconnected) => {}
+        other => panic!("after the last message: {other:?}"),
+    }
+    assert!(since.elapsed() < Duration::from_secs(20));
+    if exit_at_once {
+        child.wait();
+    }
+}
+
+/// ipcz's `MultipleHops`, for a sender: one forward, then the sender's
+/// messages (descriptors and blocks too) reach the receiver in order.
+#[test]
+fn a_sender_forwarded_once_reaches_its_receiver() {
+    if play(this_test!()) {
+        return;
+    }
+    chain(this_test!(), 2, false);
+}
+
+/// Three forwards.
+#[test]
+fn a_sender_forwarded_three_times_reaches_its_receiver() {
+    if play(this_test!()) {
+        return;
+    }
+    chain(this_test!(), 4, false);
+}
+
+/// Each forwarder exits as soon as it has sent the sender on: nothing
+/// passes through it afterwards.
+#[test]
+fn forwarders_may_exit_at_once() {
+    if play(this_test!()) {
+        return;
+    }
+    chain(this_test!(), 3, true);
+}
+
+/// The receiver goes first: the forwarded sender's next send says
+/// `Disconnected`.
+#[test]
+fn a_forwarded_sender_sees_its_receiver_dropped() {
+    if let Some(role) = ferry_testkit::role() {
+        let (dog, main) = ferry_testkit::child_pipe(&role, secs(30));
+        let mut msg = main.receiver().recv_with().expect("the sender");
+        let tx = msg.senders.pop().expect("a sender");
+        if role == "forwarder" {
+            let (child, down) =
+                ferry_testkit::spawn_child(&dog, this_test!(), "sender", &PipeOptions::new());
+            down.sender()
+                .send_with(b"take this sender", vec![Handle::from(tx)])
+                .expect("forward the sender");
+            assert_eq!(down.recv().expect("report"), b"disconnected");
+            child.wait_ok();
+            main.send(b"disconnected").expect("report");
+            return;
+        }
+        tx.send(b"hello").expect("first send");
+        let since = Instant::now();
+        loop {
+            match tx.send(b"more") {
+                Ok(()) if since.elapsed() < Duration::from_secs(20) => {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                Err(SendError::Disconnected) => break,
+                other => panic!("after the receiver went: {other:?}"),
+            }
+        }
+        main.send(b"disconnected").expect("report");
+        return;
+    }
+    let dog = ferry_testkit::Watchdog::start(this_test!(), secs(60));
+    let (child, main) =
+        ferry_testkit::spawn_child(&dog, this_test!(), "forwarder", &PipeOptions::new());
+    let (a, b) = ferry::pipe().expect("pipe");
+    let (a_tx, _a_rx) = a.split();
+    main.sender()
+        .send_with(b"take this sender", vec![a_tx])
+        .expect("send the sender");
+    assert_eq!(b.recv().expect("first message"), b"hello");
+    drop(b);
+    assert_eq!(main.recv().expect("report"), b"disconnected");
+    child.wait_ok();
+}
+
+/// The sending process is killed mid-stream: the receiver takes what was
+/// sent, then sees `Disconnected`, and never hangs.
+#[test]
+fn a_forwarded_sender_killed_mid_stream_disconnects_its_receiver() {
+    if let Some(role) = ferry_testkit::role() {
+        let (dog, main) = ferry_testkit::child_pipe(&role, secs(30));
+        let mut msg = main.receiver().recv_with().expect("the sender");
+        let tx = msg.senders.pop().expect("a sender");
+        if role == "forwarder" {
+            let (mut child, down) =
+                ferry_testkit::spawn_child(&dog, this_test!(), "sender", &PipeOptions::new());
+            down.sender()
+                .send_with(b"take this sender", vec![Handle::from(tx)])
+                .expect("forward the sender");
+            let _ = child.reap();
+            main.send(b"reaped").expect("report");
+            // Stays until the parent has seen the end, so the link through
+            // this process is not what tells.
+            let _ = main.recv();
+            return;
+        }
+        for i in 0..100u64 {
+            tx.send(&i.to_le_bytes()).expect("send");
+        }
+        std::process::abort();
+    }
+    let dog = ferry_testkit::Watchdog::start(this_test!(), secs(60));
+    let (child, main) =
+        ferry_testkit::spawn_child(&dog, this_test!(), "forwarder", &PipeOptions::new());
+    let (a, b) = ferry::pipe().expect("pipe");
+    let (a_tx, _a_rx) = a.split();
+    main.sender()
+        .send_with(b"take this sender", vec![a_tx])
+        .expect("send the sender");
+    for i in 0..100u64 {
+        assert_eq!(b.recv().expect("a message"), i.to_le_bytes());
+    }
+    assert_eq!(main.recv().expect("report"), b"reaped");
+    assert!(matches!(b.recv(), Err(RecvError::Disconnected)));
+    main.send(b"seen").expect("release the forwarder");
+    child.wait_ok();
+}

@@ -14,7 +14,10 @@ use std::os::fd::OwnedFd;
 use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
 
-use ferry::{Handle, Pipe, PipeOptions, RecvError, SendError, Sender};
+use ferry::{
+    Handle, Message, Pipe, PipeOptions, Receiver, RecvError, Select, SendError, Sender,
+    TryRecvError,
+};
 use ferry_testkit::{secs, this_test};
 
 /// Messages the last hop sends.
@@ -58,8 +61,17 @@ fn send_some(tx: &Sender, from: u32, count: u64) {
 
 /// Receives `count` messages from hop `from` on `rx`'s end and checks each.
 fn receive_some(rx: &Pipe, from: u32, count: u64) {
+    check_some(
+        &mut || rx.receiver().recv_with().expect("a message"),
+        from,
+        count,
+    );
+}
+
+/// Checks the next `count` messages `next` gives: from hop `from`, in order.
+fn check_some(next: &mut dyn FnMut() -> Message, from: u32, count: u64) {
     for i in 0..count {
-        let mut msg = rx.receiver().recv_with().expect("a message");
+        let mut msg = next();
         assert_eq!(msg.bytes, message(from, i), "message {i} from hop {from}");
         if i % FD_EVERY == 0 {
             let fd = msg.fds.pop().expect("the descriptor");
@@ -281,4 +293,46 @@ fn a_forwarded_sender_killed_mid_stream_disconnects_its_receiver() {
     assert!(matches!(b.recv(), Err(RecvError::Disconnected)));
     main.send(b"seen").expect("release the forwarder");
     child.wait_ok();
+}
+
+/// Both halves of the receiving end wait in a `Select` made before the
+/// sender left: its doorbell goes with the sender to the forwarder, and on
+/// to the last hop, whose messages ring it directly; its exit too.
+#[test]
+fn a_select_wakes_for_a_forwarded_senders_messages() {
+    if play(this_test!()) {
+        return;
+    }
+    let test = this_test!();
+    let dog = ferry_testkit::Watchdog::start(test, secs(90));
+    let (child, main) = ferry_testkit::spawn_child(&dog, test, "hop1", &PipeOptions::new());
+    assert_eq!(main.recv().expect("the child's start"), b"ready");
+    let (a, b) = ferry::pipe().expect("pipe");
+    let (a_tx, _a_rx) = a.split();
+    let (_b_tx, b_rx) = b.split();
+    let mut select = Select::new().expect("a select");
+    let key = select.add(b_rx).expect("add the receiver");
+    main.sender()
+        .send_with(b"take this sender", vec![a_tx])
+        .expect("send the sender");
+    // A member is ready once a message and its handles have arrived: the
+    // receive then takes it without waiting.
+    let mut next = || {
+        let ready = select
+            .ready_timeout(Duration::from_secs(20))
+            .expect("ready");
+        assert_eq!(ready, key);
+        let rx: &Receiver = select.get(key).expect("the receiver");
+        rx.recv_with().expect("a ready receiver's message")
+    };
+    check_some(&mut next, 1, BEFORE);
+    check_some(&mut next, 0, ROUNDS);
+    assert_eq!(main.recv().expect("the chain's report"), b"start");
+    assert_eq!(main.recv().expect("the chain's report"), b"sent");
+    child.wait_ok();
+    let ready = select
+        .ready_timeout(Duration::from_secs(20))
+        .expect("ready at the end");
+    let rx: &Receiver = select.get(ready).expect("the receiver");
+    assert!(matches!(rx.try_recv(), Err(TryRecvError::Disconnected)));
 }

@@ -31,6 +31,7 @@
 //! - [`server`]: a named server's handshake, both ways;
 //! - [`death`]: the victim's sense of its peer's death, by a peer that
 //!   hides it;
+//! - [`routes`]: the routing records of a forwarder that lies;
 //! - [`local_faults`]: two local faults with an honest peer (out of
 //!   descriptors, `Disconnected` sticky).
 //!
@@ -53,5 +54,6 @@ mod frames;
 mod handles;
 mod local_faults;
 mod ring;
+mod routes;
 mod server;
 mod wakes;

@@ -27,14 +27,12 @@
 //! `send`) after each frame while the `Select` waits; a doorbell that rang
 //! is cleared (a `recv` per datagram) before the next wait.
 //!
-//! A limit: a doorbell reaches the other side of a ring over the link
-//! between the two processes that hold its sides. When the two halves of
-//! one pipe were sent from the process that made it to two *different*
-//! processes, those two share no link: the receiving one's doorbell never
-//! reaches the sending one, so a `Select`, `ready_fd` or async receive
-//! there is not woken by that peer's messages (a blocking `recv` is, on the
-//! shared futex). Until pipes learn to reach a peer through another
-//! process (proxy bypass), wait on such a receiver with `recv`.
+//! A doorbell reaches the other side of a ring over the link between the
+//! two processes that hold its sides. A sender forwarded to a third process
+//! gets a link of its own to its receiver's process (see [`Sender::send_with`](super::Sender::send_with),
+//! *Forwarding a sender*), and the doorbell follows it there, so a `Select`
+//! is woken by its messages wherever it went. A receiver whose sender is
+//! in another process cannot be sent on yet.
 
 use std::any::Any;
 use std::fmt;

@@ -425,10 +425,11 @@ impl Sender {
     /// way, so a program tested in one process runs split across two.
     ///
     /// Each attached end must have its twin in this process (as both ends of
-    /// [`crate::pipe()`] do; for a half, the other side of its ring). To
-    /// another process, the moved end and its twin then talk through shared
-    /// memory, watched over by this pipe's link; no descriptor stays open
-    /// per pipe. Within this process nothing crosses a socket: the ends
+    /// [`crate::pipe()`] do; for a half, the other side of its ring), or be
+    /// a [`Sender`] whose receiver is in another process (see *Forwarding a
+    /// sender* below). To another process, the moved end and its twin then
+    /// talk through shared memory, watched over by this pipe's link; no
+    /// descriptor stays open per pipe. Within this process nothing crosses a socket: the ends
     /// wait in the pipe's own queue, in order with the messages, and arrive
     /// as they left (an end sent to its own twin is a local pipe again).
     /// The receiver takes them with [`Receiver::recv_with`].
@@ -463,6 +464,26 @@ impl Sender {
     /// renaming it in frames already published in shared memory, which the
     /// receiver may be reading.) Moving it to another place in this process
     /// is always allowed: the queue goes with the pipe.
+    ///
+    /// # Forwarding a sender
+    ///
+    /// A [`Sender`] whose receiver is in another process can be sent on, to
+    /// any process, any number of times (a broker handing a worker's input
+    /// to a client, a plugin host wiring two plugins). It arrives with a
+    /// link of its own to the receiver's process, which this process
+    /// introduces (a socket pair, and each side's process handle, so each
+    /// sees the other die); from then on the two talk as if the pipe had
+    /// been made between them (shared memory, the futex, doorbells, fds
+    /// and pool blocks over the new link), and nothing passes through this
+    /// process: it may exit as soon as the send returns. Messages it sent
+    /// before, and their descriptors and blocks, still arrive first, in
+    /// order. It forwards a sender that arrived here alone, or one split
+    /// from a pipe made here; a sender split from a whole end that arrived,
+    /// a receiver or a whole end whose other side is in another process
+    /// cannot be sent on yet ([`SendError::NotTransferable`]). Forwarding
+    /// costs one socket pair and a few records, and one descriptor per
+    /// such sender in each process it passes (its pipe's memory, kept so
+    /// it can be sent on).
     ///
     /// An end can never travel over the ring it receives from (it could
     /// never receive itself); ends that hold each other in a longer loop

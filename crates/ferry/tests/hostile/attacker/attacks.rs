@@ -39,6 +39,7 @@ pub fn run(role: &str) {
         "doorbell-pipe" => doorbells(false),
         "doorbell-flood" => doorbells(true),
         fd if super::fd_records::ATTACKS.contains(&fd) => super::fd_records::run(fd),
+        route if super::routes::ATTACKS.contains(&route) => super::routes::run(route),
         other => panic!("no attack named {other:?}"),
     }
 }

@@ -11,6 +11,7 @@
 //! - [`fd_records`]: the attacks with descriptor records.
 //! - [`hide_death`]: a peer that sends its own control socket, then dies.
 //! - [`linger`]: descriptors whose close blocks.
+//! - [`routes`]: a forwarder that lies in its routing records.
 //!
 //! [`RawPeer::from_bootstrap`] starts an attacker the way `Pipe::from_parent`
 //! starts an honest child: it takes the socket named in `FERRY_BOOTSTRAP`,
@@ -26,6 +27,7 @@ pub mod named;
 pub mod region;
 pub mod report;
 pub mod ring;
+pub mod routes;
 pub mod socket;
 pub mod wire;
 

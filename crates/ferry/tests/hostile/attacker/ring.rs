@@ -13,7 +13,7 @@ use std::marker::PhantomData;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering, fence};
 
-use super::wire::{self, CONSUMER_SIDE, FRAME_HEADER, POS, SIGNAL, WAITING};
+use super::wire::{self, CONSUMER_SIDE, FRAME_HEADER, MOVED, POS, SIGNAL, WAITING};
 
 /// Which side of a ring a word belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -100,6 +100,14 @@ impl<'a> RawRing<'a> {
         // Release: pairs with the victim producer's Acquire load of the head.
         self.word64(Side::Consumer, POS)
             .store(pos, Ordering::Release);
+    }
+
+    /// Bumps `side`'s `moved` count, as a holder that sent the side on
+    /// does (after its `Moved` record), and wakes the other side.
+    pub fn bump_moved(&self, side: Side) {
+        // Release: after the record was sent, as ferry's mover.
+        self.word32(side, MOVED).fetch_add(1, Ordering::Release);
+        self.wake(side);
     }
 
     /// Whether `side` says it is about to sleep or asleep.

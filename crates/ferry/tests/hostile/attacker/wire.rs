@@ -192,3 +192,23 @@ pub fn refusal(code: u8) -> [u8; REFUSAL_LEN] {
     out[5] = code;
     out
 }
+
+/// Bytes in a routing record (`wire/route.rs`).
+pub const ROUTE_RECORD_LEN: usize = 40;
+/// "FRR" and the version, opening every routing record.
+pub const ROUTE_MAGIC: [u8; 4] = [b'F', b'R', b'R', 1];
+/// Offset of a side's `moved` word.
+pub const MOVED: usize = 88;
+
+/// Encodes a routing record: magic, kind u16, arg u16, a token (never all
+/// zero here), `a` u64, `b` u64.
+pub fn route_record(kind: u16, arg: u16, a: u64, b: u64) -> [u8; ROUTE_RECORD_LEN] {
+    let mut out = [0u8; ROUTE_RECORD_LEN];
+    out[..4].copy_from_slice(&ROUTE_MAGIC);
+    out[4..6].copy_from_slice(&kind.to_le_bytes());
+    out[6..8].copy_from_slice(&arg.to_le_bytes());
+    out[8..24].copy_from_slice(&[0x5a; 16]);
+    out[24..32].copy_from_slice(&a.to_le_bytes());
+    out[32..].copy_from_slice(&b.to_le_bytes());
+    out
+}

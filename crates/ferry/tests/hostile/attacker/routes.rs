@@ -1,0 +1,114 @@
+//! The attacks with routing records: a forwarder that lies about where the
+//! sending side of the bootstrap pipe's ring 1 went (the attacker holds it;
+//! the victim reads that ring). Each waits for the victim's "go" (its
+//! descriptors counted), sends its records, bumps the side's `moved` count
+//! as a mover does, then publishes a message after them.
+
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+
+use super::RawPeer;
+use super::ring::Side;
+use super::wire;
+use ferry_testkit::secs;
+
+/// The attacks this file plays.
+pub const ATTACKS: &[&str] = &[
+    "route-boundary",
+    "route-no-socket",
+    "route-pipe-not-socket",
+    "route-routed-consumer",
+    "route-bump-only",
+    "route-dead-end",
+    "route-moved-flood",
+];
+
+/// The payload of the message published after the records.
+pub const AFTER: &[u8] = b"after the move";
+/// Moves the flood sends: past the most a link keeps unfollowed (4096).
+pub const FLOOD_MOVES: u64 = 4200;
+/// Kinds of routing record.
+const MOVED: u16 = 2;
+const ROUTED: u16 = 6;
+/// `2 * ring + side` for the producer side of ring 1 (the attacker's).
+const RING1_PRODUCER: u16 = 2;
+
+/// Plays `attack`, one of [`ATTACKS`].
+pub fn run(attack: &str) {
+    let peer = RawPeer::from_bootstrap();
+    let go = peer.wait_for_frame(secs(10));
+    assert!(
+        matches!(&go, Some((_, body)) if body == b"go"),
+        "the victim never said go: {go:?}"
+    );
+    let inode = rustix::fs::fstat(peer.region.fd())
+        .expect("fstat the region")
+        .st_ino;
+    let tail = peer.outbound().tail();
+    let (kept, theirs) = seqpacket_pair();
+    match attack {
+        // A boundary past everything the ring holds.
+        "route-boundary" => moved(&peer, inode, tail + 4096, &[theirs.as_fd()]),
+        "route-no-socket" => moved(&peer, inode, tail, &[]),
+        "route-pipe-not-socket" => {
+            let (read, _write) = rustix::pipe::pipe().expect("a pipe");
+            moved(&peer, inode, tail, &[read.as_fd()]);
+        }
+        // A receiving side routed to the victim (not sent by ferry yet),
+        // named by the message after it.
+        "route-routed-consumer" => {
+            let record = wire::route_record(ROUTED, 1, 9, tail);
+            peer.socket
+                .send_record(&record, &[peer.region.fd(), theirs.as_fd()])
+                .expect("send a routed record");
+            peer.send_message(&[9], AFTER);
+            peer.wait_for_hangup(secs(20));
+            return;
+        }
+        // The count bumped with no record behind it.
+        "route-bump-only" => {}
+        // An introduction to nowhere: the other end of the socket is
+        // closed at once.
+        "route-dead-end" => moved(&peer, inode, tail, &[theirs.as_fd()]),
+        "route-moved-flood" => {
+            peer.socket.grow_send_buffer();
+            for n in 0..FLOOD_MOVES {
+                let record = wire::route_record(MOVED, RING1_PRODUCER, n + 1, tail);
+                if !peer
+                    .socket
+                    .try_send_record(&record, &[theirs.as_fd()])
+                    .unwrap_or(false)
+                {
+                    break;
+                }
+            }
+        }
+        other => panic!("no routing attack named {other:?}"),
+    }
+    // The socket's other end closes here, so a victim that followed the
+    // move finds the new path gone, while this process lives on: its own
+    // death is not what tells.
+    drop(kept);
+    peer.outbound().bump_moved(Side::Producer);
+    peer.send_message(&[], AFTER);
+    peer.wait_for_hangup(secs(20));
+}
+
+/// Sends a `Moved` record for ring 1's producer side of the region with
+/// `inode`, from `boundary`, with `fds`.
+fn moved(peer: &RawPeer, inode: u64, boundary: u64, fds: &[BorrowedFd<'_>]) {
+    let record = wire::route_record(MOVED, RING1_PRODUCER, inode, boundary);
+    peer.socket
+        .send_record(&record, fds)
+        .expect("send a moved record");
+}
+
+/// A Unix packet socket pair: the end kept here and the end sent.
+fn seqpacket_pair() -> (OwnedFd, OwnedFd) {
+    rustix::net::socketpair(
+        rustix::net::AddressFamily::UNIX,
+        rustix::net::SocketType::SEQPACKET,
+        rustix::net::SocketFlags::CLOEXEC,
+        None,
+    )
+    .expect("a socket pair")
+}

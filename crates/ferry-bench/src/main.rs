@@ -102,6 +102,9 @@ enum Command {
     /// A child of the server workload (started by it).
     #[command(hide = true)]
     ServerChild(server::ChildArgs),
+    /// The forwarder of the forwarded-sender pipes (started by them).
+    #[command(hide = true)]
+    Forwarder,
 }
 
 /// Flags every workload takes.
@@ -530,6 +533,7 @@ fn main() -> ExitCode {
         Some(Command::InstructionsRun(args)) => instructions::count_here(args),
         Some(Command::LivenessChild) => liveness::serve_child(),
         Some(Command::ServerChild(args)) => server::serve_child(args),
+        Some(Command::Forwarder) => transport::ferry_forwarded::serve_forwarder(),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -318,9 +318,16 @@ fn a_select_wakes_for_a_forwarded_senders_messages() {
     // A member is ready once a message and its handles have arrived: the
     // receive then takes it without waiting.
     let mut next = || {
+        // A lost wakeup would show as a wait to the timeout (the select's
+        // last look then finds the message): the sender sends at once.
+        let since = Instant::now();
         let ready = select
-            .ready_timeout(Duration::from_secs(20))
+            .ready_timeout(Duration::from_secs(10))
             .expect("ready");
+        assert!(
+            since.elapsed() < Duration::from_secs(5),
+            "a wakeup was lost"
+        );
         assert_eq!(ready, key);
         let rx: &Receiver = select.get(key).expect("the receiver");
         rx.recv_with().expect("a ready receiver's message")
@@ -335,4 +342,93 @@ fn a_select_wakes_for_a_forwarded_senders_messages() {
         .expect("ready at the end");
     let rx: &Receiver = select.get(ready).expect("the receiver");
     assert!(matches!(rx.try_recv(), Err(TryRecvError::Disconnected)));
+}
+
+/// Sends message `n` (with a socket carrying `n`) through `tx`.
+fn send_numbered(tx: &Sender, n: u64) {
+    let (mut mine, theirs) = UnixStream::pair().expect("socket pair");
+    mine.write_all(&n.to_le_bytes()).expect("write the number");
+    tx.send_with(&message(9, n), vec![OwnedFd::from(theirs)])
+        .expect("send a numbered message");
+}
+
+/// Receives message `n` on `rx` and checks it and its socket.
+fn receive_numbered(rx: &Receiver, n: u64) {
+    let mut msg = rx.recv_with().expect("a numbered message");
+    assert_eq!(msg.bytes, message(9, n), "message {n}");
+    let fd = msg.fds.pop().expect("its descriptor");
+    let mut number = [0u8; 8];
+    UnixStream::from(fd)
+        .read_exact(&mut number)
+        .expect("read the number");
+    assert_eq!(u64::from_le_bytes(number), n, "descriptor of message {n}");
+}
+
+/// ipcz's `TransferBackAndForth`, for a sender: bounced between two
+/// processes a hundred times, each holder sending a message with a
+/// descriptor before passing it on. Each time it comes back here it is a
+/// pipe within this process again (its descriptors through the ring's
+/// queue, no socket); each time it leaves, a plain move. The receiver here
+/// gets every message in order, those whose frames name the link read
+/// after the sender came home; and the bounces leave no descriptor
+/// behind.
+#[test]
+fn a_sender_bounced_back_and_forth_a_hundred_times() {
+    const BOUNCES: u64 = 100;
+    if let Some(role) = ferry_testkit::role() {
+        let (_dog, main) = ferry_testkit::child_pipe(&role, secs(60));
+        let mut fds_half_way = 0;
+        for i in 0..BOUNCES {
+            let mut msg = main.receiver().recv_with().expect("the sender");
+            let tx = msg.senders.pop().expect("a sender");
+            send_numbered(&tx, 2 * i + 1);
+            main.sender()
+                .send_with(b"back", vec![Handle::from(tx)])
+                .expect("send the sender back");
+            if i == BOUNCES / 2 {
+                fds_half_way = ferry_testkit::settled_fd_count();
+            }
+        }
+        // This process does nothing else: its count is the bounces' alone.
+        let fds = ferry_testkit::settled_fd_count();
+        let report = format!("{fds_half_way} {fds}");
+        main.send(report.as_bytes()).expect("report");
+        return;
+    }
+    let dog = ferry_testkit::Watchdog::start(this_test!(), secs(60));
+    let (child, main) =
+        ferry_testkit::spawn_child(&dog, this_test!(), "bouncer", &PipeOptions::new());
+    let (a, b) = ferry::pipe().expect("pipe");
+    let (mut tx, _a_rx) = a.split();
+    let (_b_tx, rx) = b.split();
+    for i in 0..BOUNCES {
+        // Sent here, through the queue, and received before the sender
+        // leaves (an end cannot leave while ends or descriptors sent over
+        // its pipe within the process wait in the queue).
+        send_numbered(&tx, 2 * i);
+        receive_numbered(&rx, 2 * i);
+        main.sender()
+            .send_with(b"there", vec![Handle::from(tx)])
+            .expect("send the sender there");
+        let mut msg = main.receiver().recv_with().expect("the sender back");
+        tx = msg.senders.pop().expect("a sender");
+        // Sent there, over the link, and read once the sender is home.
+        receive_numbered(&rx, 2 * i + 1);
+    }
+    // Home again: a send here names its descriptor in the ring's queue.
+    send_numbered(&tx, 2 * BOUNCES);
+    receive_numbered(&rx, 2 * BOUNCES);
+    let report = String::from_utf8(main.recv().expect("the child's count")).expect("text");
+    let (half, all) = report.split_once(' ').expect("two counts");
+    let (half, all): (usize, usize) = (
+        half.parse().expect("a count"),
+        all.parse().expect("a count"),
+    );
+    assert!(
+        all <= half,
+        "the child's descriptors grew with bounces: {half} half way, {all} after {BOUNCES}"
+    );
+    drop(tx);
+    assert!(matches!(rx.try_recv(), Err(TryRecvError::Disconnected)));
+    child.wait_ok();
 }

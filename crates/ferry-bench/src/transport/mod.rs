@@ -8,6 +8,7 @@
 mod ferry;
 #[cfg(feature = "tokio")]
 mod ferry_async;
+pub(crate) mod ferry_forwarded;
 mod ferry_typed;
 mod ferry_zero_copy;
 mod framed;
@@ -126,6 +127,8 @@ pub const ENGINES: &[&dyn Engine] = &[
     &ferry::Ferry::IN_PLACE,
     &server::ferry::Ferry::SELECT,
     &ferry::Ferry::TYPED,
+    &ferry_forwarded::FerryForwarded::ONCE,
+    &ferry_forwarded::FerryForwarded::THRICE,
     #[cfg(feature = "tokio")]
     &ferry_async::FerryAsync,
     &unix_stream::UnixStream,
@@ -170,6 +173,7 @@ macro_rules! engines_that_are {
 
 engines_that_are!(
     pipe -> Transport:
+    ferry_forwarded::FerryForwarded,
     #[cfg(feature = "tokio")]
     ferry_async::FerryAsync,
     unix_stream::UnixStream,

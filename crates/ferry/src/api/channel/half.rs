@@ -3,14 +3,14 @@
 //! the process holding the other side, and the flags that remember how
 //! the pipe ended.
 
-use std::collections::VecDeque;
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, OnceLock};
 
+use super::PipeOptions;
 use super::error::SendFault;
+use super::route::{HOMES, LinkCell};
 use super::wait::{self, Wait};
-use super::{Handle, PipeOptions};
 use crate::base::lock::Missed;
-use crate::base::sync::{AtomicBool, AtomicU8, AtomicU32, Ordering};
+use crate::base::sync::{AtomicBool, AtomicU8, Ordering};
 use crate::base::sys::{Doorbell, Ringer};
 use crate::base::wire::Violation;
 use crate::base::wire::route::{RouteRecord, Token};
@@ -21,155 +21,6 @@ use crate::transport::ring::region::{EndHold, Part, SidesView};
 use crate::transport::ring::{Corrupt, Region, wake};
 use std::os::fd::AsFd;
 use std::time::Instant;
-
-/// The route a ring's two sides talk over: no link while both are in this
-/// process, a link once one of them moves to another, and a later one
-/// each time the other side moves on. Shared by the two sides while they
-/// are both here.
-pub(super) type LinkCell = Arc<RingLink>;
-
-/// What the two sides of one ring share in this process: the route to the
-/// process holding the other side once there is one, and until then the
-/// ring's handle queue.
-///
-/// The route only grows. Its first link is set once, when a side leaves
-/// (or arrives); each later one, when the other side moved on to another
-/// process, comes with a **boundary**: the ring position from which frames
-/// name handles sent over it (frames before it name handles on the link
-/// before). So a frame's handles are always looked for on the one link its
-/// writer sent them on, however the side moved meanwhile, and a link
-/// borrowed by a call stays valid for as long as the ring is held (see
-/// `docs/notes/2026-11-27-routing-design.md`).
-#[derive(Debug, Default)]
-pub(super) struct RingLink {
-    link: OnceLock<Arc<Link>>,
-    later: OnceLock<Box<Hop>>,
-    /// The other side's `moved` count this route has followed up to.
-    seen: AtomicU32,
-    /// Held by the one thread following a move.
-    following: Mutex<()>,
-    /// Ends and descriptors sent over the ring while both its sides are in
-    /// this process, not yet claimed by the receiver: they never leave the
-    /// process, so no socket carries them. Each frame that names handles
-    /// names them by the id given here, in the order they were queued.
-    local: Mutex<LocalHandles>,
-}
-
-/// The handle queue of a ring whose two sides are in this process.
-#[derive(Debug, Default)]
-pub(super) struct LocalHandles {
-    /// The id the next queued handle gets (wrapping).
-    next: u64,
-    queued: VecDeque<(u64, Handle)>,
-}
-
-impl LocalHandles {
-    /// Queues `end`; returns the id a frame names it by.
-    pub(super) fn push(&mut self, end: Handle) -> u64 {
-        let id = self.next;
-        self.next = self.next.wrapping_add(1);
-        self.queued.push_back((id, end));
-        id
-    }
-
-    /// Takes the oldest queued handle, if it is the one `id` names.
-    pub(super) fn take(&mut self, id: u64) -> Option<Handle> {
-        match self.queued.front() {
-            Some((first, _)) if *first == id => self.queued.pop_front().map(|(_, end)| end),
-            _ => None,
-        }
-    }
-
-    /// Takes back the newest queued handle (one whose frame was not sent).
-    pub(super) fn take_back(&mut self) -> Option<Handle> {
-        self.queued.pop_back().map(|(_, end)| end)
-    }
-
-    /// Whether handles are queued and not yet claimed.
-    pub(super) fn is_empty(&self) -> bool {
-        self.queued.is_empty()
-    }
-}
-
-/// A later link of a route, and where on the ring it takes over.
-#[derive(Debug)]
-struct Hop {
-    boundary: u64,
-    link: Arc<Link>,
-    later: OnceLock<Box<Hop>>,
-}
-
-impl RingLink {
-    /// The cell of a ring whose other side is held over `link`.
-    pub(super) fn linked(link: &Arc<Link>) -> Arc<Self> {
-        let cell = Self::default();
-        let _ = cell.link.set(Arc::clone(link));
-        Arc::new(cell)
-    }
-
-    /// The later links of the route, oldest first.
-    fn hops(&self) -> impl Iterator<Item = &Hop> {
-        std::iter::successors(self.later.get(), |hop| hop.later.get()).map(|hop| &**hop)
-    }
-
-    /// The link to the other side's holder now: `None` while both sides
-    /// are in this process.
-    #[inline]
-    pub(super) fn get(&self) -> Option<&Arc<Link>> {
-        match self.later.get() {
-            None => self.link.get(),
-            Some(_) => self.hops().last().map(|hop| &hop.link),
-        }
-    }
-
-    /// Sets the route's first link (a side left this process); `false` if
-    /// it had one.
-    fn set(&self, link: &Arc<Link>) -> bool {
-        self.link.set(Arc::clone(link)).is_ok()
-    }
-
-    /// The link a frame at ring position `at` names its handles on.
-    pub(super) fn at(&self, at: u64) -> Option<&Arc<Link>> {
-        let later = self.hops().take_while(|hop| hop.boundary <= at);
-        later
-            .last()
-            .map(|hop| &hop.link)
-            .or_else(|| self.link.get())
-    }
-
-    /// Where the latest link took over (0 for the first).
-    fn boundary(&self) -> u64 {
-        self.hops().last().map_or(0, |hop| hop.boundary)
-    }
-
-    /// Adds a later link, taking over at `boundary`. Called by the one
-    /// thread following a move (under `following`).
-    fn push(&self, boundary: u64, link: Arc<Link>) {
-        let hop = Box::new(Hop {
-            boundary,
-            link,
-            later: OnceLock::new(),
-        });
-        let slot = match self.hops().last() {
-            Some(last) => &last.later,
-            None => &self.later,
-        };
-        let _ = slot.set(hop);
-    }
-
-    /// The ring's handle queue, locked.
-    pub(super) fn local(&self) -> MutexGuard<'_, LocalHandles> {
-        self.local.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Drops every handle still queued (its receiver is gone): the twins
-    /// of the ends see them gone, as when a peer drops what it never
-    /// received. Dropped outside the lock: an end may hold rings of its own.
-    fn drop_queued(&self) {
-        let queued = std::mem::take(&mut self.local().queued);
-        drop(queued);
-    }
-}
 
 /// One side of one ring, as a half of a pipe end holds it.
 #[derive(Debug)]
@@ -205,10 +56,6 @@ pub(super) struct Half {
     /// holder of this half's lock to ring when a `try_` call gave up on
     /// the lock meanwhile (see [`Missed`]).
     own_ringer: OnceLock<Arc<Ringer>>,
-    /// Set once this half looked for the peer's doorbell on the link and
-    /// found none (the peer's side is held in a process this link does not
-    /// reach): it does not look again on every send.
-    bell_search_done: AtomicBool,
     /// This process's claim on its side of the ring: held once at most.
     _hold: EndHold,
 }
@@ -221,6 +68,12 @@ impl Half {
         options: &PipeOptions,
     ) -> Result<Self, Corrupt> {
         let hold = region.hold(part).ok_or(Corrupt(Violation::EndHeldTwice))?;
+        if let Part::Consumer(ring) = part {
+            let mut homes = HOMES.lock().unwrap_or_else(|e| e.into_inner());
+            homes.retain(|_, (region, _)| region.strong_count() > 0);
+            let home = (Arc::downgrade(&region), Arc::downgrade(&link));
+            homes.insert((region.identity(), ring), home);
+        }
         Ok(Self {
             _hold: hold,
             view: region.sides(part),
@@ -236,7 +89,6 @@ impl Half {
             own_ringer: OnceLock::new(),
             charge: None,
             bell: OnceLock::new(),
-            bell_search_done: AtomicBool::new(false),
         })
     }
 
@@ -273,12 +125,11 @@ impl Half {
             return bell.ring();
         }
         // The peer sends its doorbell before it waits on it: the record is
-        // on the link's socket. Read it in, once.
+        // on the link's socket (or, when the peer made it while this side
+        // was being forwarded here, on its way: the peer sends it again
+        // once it follows the move). Read in what is there; a later send
+        // looks again, until it has come.
         let Some(link) = self.link() else { return };
-        // Relaxed: a flag only this half's own calls read.
-        if self.bell_search_done.swap(true, Ordering::Relaxed) {
-            return;
-        }
         link.drain_all();
         if let Some(bell) = self.region.bell(twin) {
             bell.ring();
@@ -423,13 +274,18 @@ impl Half {
         if route.boundary < self.link.boundary() || route.boundary > tail {
             return Err(Violation::RouteBoundary);
         }
-        let new = link.introduced(route.path);
+        // No path: the other side came to this process. The route turns
+        // to the handle queue only when the side itself is taken here
+        // (`RingLink::come_home`): a record alone, which a peer could send
+        // without the side, changes nothing (the link still watches it).
+        let Some(path) = route.path else {
+            return Ok(());
+        };
+        let new = link.introduced(path);
         new.watch(&self.region, self.part);
-        self.link.push(route.boundary, Arc::clone(&new));
-        // The other side's doorbell comes over the new link now, and this
-        // side's, if it made one, went to the old holder: hand it on.
-        // Relaxed: a flag only this half's own calls read.
-        self.bell_search_done.store(false, Ordering::Relaxed);
+        self.link.push(route.boundary, Some(Arc::clone(&new)));
+        // This side's doorbell, if it made one, went to the old holder:
+        // hand it on.
         if let Some(bell) = self.own_ringer.get() {
             let _ = new.send_doorbell(&self.region, self.part, bell);
         }
@@ -535,7 +391,6 @@ impl Half {
             .get()
             .cloned()
             .ok_or_else(|| std::io::Error::other("the other side is in this process"))?;
-        let (to_twin, to_dest) = crate::base::sys::socket_pair()?;
         let mut token = Token([0; 16]);
         while token.0 == [0; 16] {
             crate::base::sys::random_bytes(&mut token.0)?;
@@ -543,6 +398,10 @@ impl Half {
         // Acquire: this side's own tail, published by its last frame.
         let boundary = self.sides().0.pos.load(Ordering::Acquire);
         let (ring, consumer) = (ring as u8, false);
+        if std::ptr::eq(dest, &*twin) {
+            return self.send_home(&twin, token, boundary, deadline);
+        }
+        let (to_twin, to_dest) = crate::base::sys::socket_pair()?;
         let moved = RouteRecord::Moved {
             token,
             ring,
@@ -582,9 +441,12 @@ impl Half {
                 .following
                 .lock()
                 .unwrap_or_else(|e| e.into_inner());
-            self.link.push(boundary, interim);
+            self.link.push(boundary, Some(interim));
             return Err(e);
         }
+        // The other side's doorbell came with this side (its record right
+        // after the end's), or since: read it in, and hand it on.
+        twin.drain_all();
         let facing = self.part.twin();
         if let Some(bell) = self.region.bell(facing) {
             dest.send_doorbell(&self.region, facing, &bell)?;
@@ -592,10 +454,62 @@ impl Half {
         Ok(id)
     }
 
+    /// [`Half::forward`] to the process holding the other side (over
+    /// `twin`, the ring's link): the side comes home, and the two make a
+    /// pipe within that process again. No socket: `Routed` goes with the
+    /// region alone, then `Moved` with nothing, then the count is bumped.
+    /// In that order, a failure leaves nothing changed: `Moved` is what
+    /// switches the receiver, and the end `Routed` names lies unclaimed
+    /// there until the link goes (a failed send names no frame for it).
+    fn send_home(
+        &self,
+        twin: &Link,
+        token: Token,
+        boundary: u64,
+        deadline: Option<Instant>,
+    ) -> std::io::Result<u64> {
+        let Part::Producer(ring) = self.part else {
+            return Err(std::io::Error::other("only a sending half comes home"));
+        };
+        let (ring, consumer) = (ring as u8, false);
+        let id = twin.next_id();
+        let routed = RouteRecord::Routed {
+            token,
+            ring,
+            consumer,
+            id,
+            boundary,
+        };
+        self.region
+            .send_object(false, |region| twin.send_route(routed, &[region], deadline))?;
+        let moved = RouteRecord::Moved {
+            token,
+            ring,
+            consumer,
+            region: self.region.inode(),
+            boundary,
+        };
+        twin.send_route(moved, &[], deadline)?;
+        // Release: after the record went; pairs with `follow_moves`.
+        self.sides().0.moved.fetch_add(1, Ordering::Release);
+        self.ring_peer();
+        Ok(id)
+    }
+
+    /// Where this side stands as it leaves: taken before its record goes,
+    /// since its new holder may write (or read) the ring as soon as it has
+    /// it, before [`Half::moved_over`] runs here.
+    pub(super) fn leaving_at(&self) -> u64 {
+        // Acquire: this side's own position, as every read of it.
+        self.sides().0.pos.load(Ordering::Acquire)
+    }
+
     /// Completes a move: this half is forgotten without closing anything,
-    /// and the side left here (if its twin is here) answers to `link`.
-    pub(super) fn moved_over(&self, link: &Arc<Link>) {
-        if self.link.set(link) {
+    /// and the side left here (if its twin is here) answers to `link`
+    /// from `boundary` on (its position as it left, [`Half::leaving_at`]).
+    pub(super) fn moved_over(&self, link: &Arc<Link>, boundary: u64) {
+        if self.link.get().is_none() {
+            self.link.leave_over(boundary, link);
             link.watch(&self.region, self.part.twin());
         }
         // The new holder makes its own doorbell if it needs one.
@@ -621,6 +535,16 @@ impl Missed for Half {
 
 impl Drop for Half {
     fn drop(&mut self) {
+        if let Part::Consumer(ring) = self.part {
+            let mut homes = HOMES.lock().unwrap_or_else(|e| e.into_inner());
+            let key = (self.region.identity(), ring);
+            if homes
+                .get(&key)
+                .is_some_and(|(_, link)| std::ptr::eq(link.as_ptr(), Arc::as_ptr(&self.link)))
+            {
+                homes.remove(&key);
+            }
+        }
         // Relaxed: `moved` is only written through `&self` by this half's owner.
         if self.moved.load(Ordering::Relaxed) {
             return;

@@ -12,6 +12,7 @@ mod loan;
 mod options;
 mod out_of_line;
 mod receiver;
+mod route;
 mod select;
 mod sender;
 mod spare;
@@ -52,10 +53,11 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::base::wire::record::Carried;
-use crate::transport::link::{Claimed, Link, PeerEnd, PendingFd};
+use crate::transport::link::{Claimed, Link, PeerEnd, PendingFd, Route};
 use crate::transport::ring::region::{MoveClaim, Part};
 use crate::transport::ring::{Corrupt, Region};
-use half::{Half, LinkCell};
+use half::Half;
+use route::LinkCell;
 
 /// One end of a bidirectional message pipe: a [`Sender`] and a
 /// [`Receiver`] together.
@@ -256,6 +258,16 @@ impl Handle {
         Some((carried, &half.region))
     }
 
+    /// Where each of its halves stands as it leaves (see
+    /// [`Half::leaving_at`]), in the order of [`Handle::halves`].
+    fn leaving_at(&self) -> [u64; 2] {
+        let mut at = [0; 2];
+        for (slot, half) in at.iter_mut().zip(self.halves()) {
+            *slot = half.leaving_at();
+        }
+        at
+    }
+
     /// Sends this end's shared memory (or descriptor) over `link` (the
     /// first step of moving it), waiting for room until `deadline`;
     /// returns the id the peer claims it by.
@@ -277,9 +289,9 @@ impl Handle {
 
     /// Completes a move: the sides left here now answer to `link`, and this
     /// end is forgotten without closing anything.
-    fn moved_over(self, link: &Arc<Link>) {
-        for half in self.halves() {
-            half.moved_over(link);
+    fn moved_over(self, link: &Arc<Link>, boundaries: [u64; 2]) {
+        for (half, boundary) in self.halves().zip(boundaries) {
+            half.moved_over(link, boundary);
         }
     }
 
@@ -297,14 +309,21 @@ impl Handle {
             _fd: _,
         } = end;
         // A side whose other side is held by a third process came with a
-        // path to it: its route starts there.
-        let route = route.map(|path| link.introduced(path));
+        // path to it: its route starts there. One that came home joins its
+        // receiver here.
+        let route = match (route, end) {
+            (Some(Route::Home { boundary }), Carried::Sender { ring }) => {
+                return Self::come_home(region, usize::from(ring), boundary, options);
+            }
+            (Some(Route::Via(path)), _) => Some(link.introduced(path)),
+            (_, _) => None,
+        };
         let via = route.as_ref().unwrap_or(link);
         let charge = Arc::new(charge);
         let half = |part| {
             via.watch(&region, part);
             // One route per ring: the two rings of an end may part.
-            let cell: LinkCell = half::RingLink::linked(via);
+            let cell: LinkCell = route::RingLink::linked(via);
             let mut half = Half::new(Arc::clone(&region), part, cell, options)?;
             half.charge = Some(Arc::clone(&charge));
             Ok::<_, Corrupt>(half)
@@ -324,6 +343,30 @@ impl Handle {
                 Self::Receiver(Receiver::new(half(Part::Consumer(usize::from(ring)))?)?)
             }
         })
+    }
+
+    /// A sender forwarded back to the process holding its receiver (a
+    /// `Routed` record with no path): it joins the receiver's region and
+    /// route, and from `boundary` on the two make a pipe within this
+    /// process (its handles through the ring's queue). If the receiver is
+    /// gone meanwhile, the sender has no one to send to: every send says
+    /// `Disconnected`.
+    fn come_home(
+        region: Arc<Region>,
+        ring: usize,
+        boundary: u64,
+        options: &PipeOptions,
+    ) -> Result<Self, Corrupt> {
+        let (region, cell) = match route::home(&region, ring) {
+            Some((home, cell)) => {
+                home.keep_object_of(&region);
+                cell.come_home(boundary);
+                (home, cell)
+            }
+            None => (region, LinkCell::default()),
+        };
+        let half = Half::new(region, Part::Producer(ring), cell, options)?;
+        Ok(Self::Sender(Sender::new(half, options)?))
     }
 
     /// The whole pipe end, if this is one.
@@ -447,7 +490,8 @@ impl Pipe {
         let end = Handle::Pipe(self);
         let (carried, region) = end.carried().expect("a pipe end has a region");
         let region = Arc::clone(region);
-        end.moved_over(link);
+        let at = end.leaving_at();
+        end.moved_over(link, at);
         link.send_pipe_end(&region, carried, true, Some(id), deadline)?;
         Ok(())
     }
@@ -477,7 +521,8 @@ impl Pipe {
                 ));
             }
         };
-        end.moved_over(link);
+        let at = end.leaving_at();
+        end.moved_over(link, at);
         link.send_opening(&region, opening, deadline)
     }
 

@@ -603,6 +603,9 @@ impl Sender {
             }
         };
         let mut id_bytes = Vec::with_capacity(ends.len() * HANDLE_ID);
+        // Where each end's sides stand as they leave: once its record is
+        // out, its new holder may use them before this call ends.
+        let leaving: Vec<[u64; 2]> = ends.iter().map(Handle::leaving_at).collect();
         for (i, end) in ends.iter().enumerate() {
             match end.send_region(link, deadline) {
                 Ok(id) => id_bytes.extend_from_slice(&encode_handle_id(id)),
@@ -636,8 +639,8 @@ impl Sender {
                 handles: Vec::new(),
             });
         }
-        for end in ends {
-            end.moved_over(link);
+        for (end, at) in ends.into_iter().zip(leaving) {
+            end.moved_over(link, at);
         }
         Ok(())
     }

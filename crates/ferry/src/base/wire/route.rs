@@ -11,11 +11,11 @@
 //! | kind | `arg` | `a` | `b` | descriptors |
 //! |------|-------|-----|-----|-------------|
 //! | 1 [`RouteRecord::Introduce`] | 0 | the introduced process's pid | its uid | a socket to it, and its pidfd where there is one |
-//! | 2 [`RouteRecord::Moved`] | `2 * ring + side` (side 0 producer, 1 consumer): the side that moved | the pipe region's inode | the boundary: the ring position (bytes the producer had written) from which frames name handles sent over the new path | a socket to the side's new holder, and that holder's pidfd where there is one |
+//! | 2 [`RouteRecord::Moved`] | `2 * ring + side` (side 0 producer, 1 consumer): the side that moved | the pipe region's inode | the boundary: the ring position (bytes the producer had written) from which frames name handles sent over the new path | a socket to the side's new holder, and that holder's pidfd where there is one; none when the new holder is the receiving process itself |
 //! | 3 [`RouteRecord::Attach`] | 0 | 0 | 0 | none |
 //! | 4 [`RouteRecord::StopProxying`] | 0 | 0 | the final sequence the old path carries | none |
 //! | 5 [`RouteRecord::Done`] | 0 | 0 | 0 | none |
-//! | 6 [`RouteRecord::Routed`] | `2 * ring + side`: the side sent | the id a message frame claims it by | the boundary, as for `Moved` | the pipe region, a socket to the holder of the ring's other side, and that holder's pidfd where there is one |
+//! | 6 [`RouteRecord::Routed`] | `2 * ring + side`: the side sent | the id a message frame claims it by | the boundary, as for `Moved` | the pipe region, a socket to the holder of the ring's other side, and that holder's pidfd where there is one; the region alone when that holder is the receiving process (the side comes home) |
 //!
 //! Kinds 1 and 3–5 are decoded but not yet sent: they are for reusing one
 //! link per process pair and for moving a ring's consumer side, which come

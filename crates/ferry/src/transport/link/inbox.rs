@@ -50,12 +50,25 @@ pub(crate) struct PeerEnd {
     pub end: Carried,
     /// Held for as long as the region is mapped here.
     pub charge: Charge,
-    /// For a side whose other side is held by a third process (a
-    /// `Routed` record): the path to that process.
-    pub route: Option<Path>,
+    /// For a side sent on by a process that did not hold its other side
+    /// (a `Routed` record): where that other side is.
+    pub route: Option<Route>,
     /// The charge for the region's descriptor, where it is kept (a sending
     /// half, which may be forwarded), until a message claims the end.
     pub _fd: Option<FdCharge>,
+}
+
+/// Where the other side of a forwarded side is.
+#[derive(Debug)]
+pub(crate) enum Route {
+    /// In a third process, over this path.
+    Via(Path),
+    /// In this process: the side came home, and the two make a pipe
+    /// within this process again, from the ring position `boundary` on.
+    Home {
+        /// Where the handle queue takes over from the link.
+        boundary: u64,
+    },
 }
 
 /// A socket to a process this link's peer introduced, and that process's
@@ -76,8 +89,8 @@ pub(crate) struct Moved {
     pub part: Part,
     /// The ring position from which frames name handles sent over `path`.
     pub boundary: u64,
-    /// The path to the side's new holder.
-    pub path: Path,
+    /// The path to the side's new holder; `None` when it is this process.
+    pub path: Option<Path>,
 }
 
 /// A record as read off the socket: a plain one or a routing one.
@@ -383,7 +396,10 @@ impl Reader<'_> {
                         false => Part::Producer(ring),
                     },
                     boundary,
-                    path: path_of(fds)?,
+                    path: match fds.is_empty() {
+                        true => None,
+                        false => Some(path_of(fds)?),
+                    },
                 });
                 Ok(())
             }
@@ -391,15 +407,19 @@ impl Reader<'_> {
                 ring,
                 consumer: false,
                 id,
-                boundary: _,
+                boundary,
                 ..
             } => {
                 let mut fds = fds.into_iter();
                 let region = fds
                     .next()
                     .ok_or(Fault::Violation(Violation::RouteDescriptors))?;
-                let path = path_of(fds.collect())?;
-                self.file_pipe_end(inbox, region, Carried::Sender { ring }, id, Some(path))
+                let rest: Vec<PeerFd> = fds.collect();
+                let route = match rest.is_empty() {
+                    true => Route::Home { boundary },
+                    false => Route::Via(path_of(rest)?),
+                };
+                self.file_pipe_end(inbox, region, Carried::Sender { ring }, id, Some(route))
             }
             RouteRecord::Routed { consumer: true, .. } => {
                 Err(Fault::Violation(Violation::RouteUnexpected))
@@ -417,7 +437,7 @@ impl Reader<'_> {
         fd: PeerFd,
         end: Carried,
         id: u64,
-        route: Option<Path>,
+        route: Option<Route>,
     ) -> Result<(), Fault> {
         if inbox.pipes.len() + inbox.refused.len() >= MAX_PENDING {
             return Err(Fault::Violation(Violation::TooManyPendingEnds));

@@ -36,7 +36,7 @@ mod watcher;
 pub(crate) use deadline::Deadline;
 #[cfg(test)]
 pub(crate) use deadline::GRACE;
-pub(crate) use inbox::{Claimed, Moved, Path, PeerEnd, PendingFd};
+pub(crate) use inbox::{Claimed, Moved, Path, PeerEnd, PendingFd, Route};
 
 use crate::base::sync::{AtomicBool, AtomicU64, Ordering};
 use crate::base::wire::Violation;

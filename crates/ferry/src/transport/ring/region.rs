@@ -261,6 +261,25 @@ impl Region {
         Ok(())
     }
 
+    /// The memory object's identity (device, inode).
+    pub(crate) fn identity(&self) -> (u64, u64) {
+        self.identity
+    }
+
+    /// Keeps `other`'s memory object (another mapping of the same region)
+    /// if this one has none: a side that came home brings it, so the pipe
+    /// can be sent on again.
+    pub(crate) fn keep_object_of(&self, other: &Self) {
+        let mut mine = self.object.lock().unwrap_or_else(|e| e.into_inner());
+        if mine.is_none() && self.identity == other.identity {
+            *mine = other
+                .object
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .take();
+        }
+    }
+
     /// Whether this process still has the memory object, so the region can
     /// be sent (see `object`).
     pub(crate) fn may_send(&self) -> bool {

@@ -4,9 +4,10 @@
 //! (`ferry-fwd3`). Each trip is two forwards (parent to forwarder, whose
 //! receiver is in the child; and back), after which the sender talks to
 //! the child over a link the forwarder introduced, and the forwarder
-//! exits. The replies' direction is the pipe as made. Against the `ferry`
-//! rows, these show what a pipe costs in steady state once its sender has
-//! moved: the same, if the route is direct.
+//! exits. The replies' direction is the pipe as made. Against
+//! `ferry-halves` (the same halves, no trip), these show what a pipe costs
+//! in steady state once its sender has moved: the same, if the route is
+//! direct.
 
 use std::process::Command;
 
@@ -26,6 +27,13 @@ pub struct FerryForwarded {
 }
 
 impl FerryForwarded {
+    /// No trip: the same halves, the pipe as made (the baseline of the two
+    /// below: a pipe end used as two halves waits a little differently
+    /// from a whole one, which knows where the peer's other half runs).
+    pub const DIRECT: Self = Self {
+        name: "ferry-halves",
+        trips: 0,
+    };
     /// One trip through a forwarder (two forwards).
     pub const ONCE: Self = Self {
         name: "ferry-fwd1",
@@ -55,6 +63,9 @@ impl Transport for FerryForwarded {
             .send_with(b"halves", vec![Handle::from(far_tx), Handle::from(far_rx)])
             .context("handing the child its halves")?;
         let (mut tx, rx) = near.split();
+        if self.trips == 0 {
+            return Ok(Connection::new(child, Box::new(Halves::new(tx, rx))));
+        }
         let forwarder = child::rerun("forwarder", &[])?;
         let (mut forwarder, via) = spawn_with_pipe(forwarder, Wait::Adaptive)?;
         for _ in 0..self.trips {

@@ -127,6 +127,7 @@ pub const ENGINES: &[&dyn Engine] = &[
     &ferry::Ferry::IN_PLACE,
     &server::ferry::Ferry::SELECT,
     &ferry::Ferry::TYPED,
+    &ferry_forwarded::FerryForwarded::DIRECT,
     &ferry_forwarded::FerryForwarded::ONCE,
     &ferry_forwarded::FerryForwarded::THRICE,
     #[cfg(feature = "tokio")]

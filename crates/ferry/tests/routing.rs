@@ -432,3 +432,148 @@ fn a_sender_bounced_back_and_forth_a_hundred_times() {
     assert!(matches!(rx.try_recv(), Err(TryRecvError::Disconnected)));
     child.wait_ok();
 }
+
+/// Trials of [`a_forward_killed_anywhere_ends_in_messages_or_disconnected`].
+const KILL_TRIALS: u64 = 200;
+/// Messages the last hop of each trial sends, if it lives.
+const KILL_MESSAGES: u64 = 300;
+
+/// The forwarder or the last hop is killed (SIGKILL) at a random point of
+/// a forward and the stream after it, 200 times: the receiver takes the
+/// messages sent, in order, then sees `Disconnected`, never a hang; its
+/// process holds as many descriptors after every trial as before the
+/// first. The trials run in a child that does nothing else, so its count
+/// is theirs alone.
+#[test]
+fn a_forward_killed_anywhere_ends_in_messages_or_disconnected() {
+    let test = this_test!();
+    match ferry_testkit::role().as_deref() {
+        Some("trials") => return kill_trials(test),
+        Some("kill-forwarder") => return kill_forwarder(test),
+        Some("kill-sender") => return kill_sender(),
+        Some(other) => panic!("no role {other}"),
+        None => {}
+    }
+    let dog = ferry_testkit::Watchdog::start(test, secs(300));
+    let (child, main) = ferry_testkit::spawn_child(&dog, test, "trials", &PipeOptions::new());
+    let report = String::from_utf8(main.recv().expect("the trials' report")).expect("text");
+    eprintln!("{report}");
+    child.wait_ok();
+}
+
+/// The receiver's side: runs the trials and reports how they ended.
+fn kill_trials(test: &str) {
+    let (_dog, main) = ferry_testkit::child_pipe("trials", secs(280));
+    let mut rng = ferry_testkit::XorShift::new(34);
+    let mut baseline = None;
+    let (mut forwarder_killed, mut sender_killed, mut complete) = (0, 0, 0);
+    for trial in 0..KILL_TRIALS {
+        let dog = ferry_testkit::Watchdog::start(format!("trial {trial}"), secs(20));
+        let (mut forwarder, via) =
+            ferry_testkit::spawn_child(&dog, test, "kill-forwarder", &PipeOptions::new());
+        let sender_pid = u32::from_le_bytes(
+            via.recv().expect("the sender's pid")[..4]
+                .try_into()
+                .expect("four bytes"),
+        );
+        if trial == 1 {
+            // After one trial: what the first one opened for good (the
+            // watcher, the closer) is counted in.
+            baseline = Some(ferry_testkit::settled_fd_count());
+        }
+        let (a, b) = ferry::pipe().expect("pipe");
+        let (a_tx, _a_rx) = a.split();
+        let (_b_tx, rx) = b.split();
+        via.sender()
+            .send_with(b"take this sender", vec![a_tx])
+            .expect("send the sender");
+        // Kill one of the two at a random point: during the forward, or
+        // while the stream flows.
+        let delay = Duration::from_micros(rng.upto(4000) as u64);
+        let kill_sender = rng.next_u64().is_multiple_of(2);
+        std::thread::sleep(delay);
+        if kill_sender {
+            let pid = rustix::process::Pid::from_raw(sender_pid as i32).expect("a pid");
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+        } else {
+            forwarder.kill();
+        }
+        let mut next = 0u64;
+        loop {
+            match rx.recv_timeout(Duration::from_secs(10)) {
+                Ok(bytes) => {
+                    assert_eq!(bytes, next.to_le_bytes(), "trial {trial}: message {next}");
+                    next += 1;
+                }
+                Err(ferry::RecvTimeoutError::Disconnected) => break,
+                Err(e) => panic!("trial {trial}: after {next} messages: {e} (a hang)"),
+            }
+        }
+        match (next == KILL_MESSAGES, kill_sender) {
+            (true, _) => complete += 1,
+            (false, true) => sender_killed += 1,
+            (false, false) => forwarder_killed += 1,
+        }
+        drop(rx);
+        drop(via);
+        let _ = forwarder.reap();
+        // The sender, if it lives, ends once its stream or its parent is
+        // gone; its pid is not this process's child to reap.
+        if let Some(base) = baseline {
+            let now = ferry_testkit::fd_count_back_to(base);
+            assert!(
+                now <= base,
+                "trial {trial}: {now} descriptors, {base} before (kept by a dead route)"
+            );
+        }
+    }
+    let report = format!(
+        "{KILL_TRIALS} trials: {complete} streams whole, {sender_killed} cut by the sender's death, \
+         {forwarder_killed} by the forwarder's; every one ended in Disconnected"
+    );
+    main.send(report.as_bytes()).expect("report");
+}
+
+/// The forwarder: spawns the last hop, says its pid, forwards the sender
+/// to it, then waits to be killed or for the trial to end.
+fn kill_forwarder(test: &str) {
+    let (dog, main) = ferry_testkit::child_pipe("kill-forwarder", secs(20));
+    let (mut sender, down) =
+        ferry_testkit::spawn_child(&dog, test, "kill-sender", &PipeOptions::new());
+    main.send(&sender.id().to_le_bytes())
+        .expect("the sender's pid");
+    let mut msg = main.receiver().recv_with().expect("the sender");
+    let tx = msg.senders.pop().expect("a sender");
+    // The last hop may be dead already: the sender then comes back, and
+    // goes with this process.
+    let _ = down
+        .sender()
+        .send_with(b"take this sender", vec![Handle::from(tx)]);
+    let _ = main.recv();
+    drop(down);
+    let _ = sender.reap();
+}
+
+/// The last hop: takes the sender and streams numbered messages, until
+/// it has sent them all or its receiver is gone.
+fn kill_sender() {
+    let _dog = ferry_testkit::Watchdog::start("kill-sender", secs(20));
+    // The forwarder may have been killed before this process took its
+    // pipe: ferry then refuses the bootstrap, and there is nothing to do.
+    let Ok(main) = Pipe::from_parent() else {
+        return;
+    };
+    let Ok(mut msg) = main.receiver().recv_with() else {
+        return; // the forwarder died first
+    };
+    let tx = msg.senders.pop().expect("a sender");
+    for i in 0..KILL_MESSAGES {
+        if tx.send(&i.to_le_bytes()).is_err() {
+            return;
+        }
+        // Paced, so a kill can land anywhere in the stream.
+        if i % 16 == 15 {
+            std::thread::sleep(Duration::from_micros(100));
+        }
+    }
+}

@@ -140,10 +140,40 @@ pub fn serve_child() -> Result<(), Error> {
         if msg.bytes == b"done" {
             break;
         }
-        held.extend(msg.pipes);
+        held.extend(msg.pipes.into_iter().map(ferry::Handle::from));
+        held.extend(msg.senders.into_iter().map(ferry::Handle::from));
     }
     main.send(b"ready").context("saying ready")?;
     let _ = main.recv(); // until killed, or the parent goes
+    Ok(())
+}
+
+/// The forwarder of the forwarded death trials: starts the holder (the
+/// liveness child), says its pid, and forwards to it every sender the
+/// parent sends, then the parent's "done"; says "ready" once the holder
+/// has; stays until the parent goes (the holder's death is seen without
+/// it all the same).
+pub fn serve_forwarder() -> Result<(), Error> {
+    let main = ferry::Pipe::from_parent().context("taking the pipe from the parent")?;
+    let command = crate::child::rerun("liveness-child", &[])?;
+    let (mut holder, down) = ferry::spawn(command).context("starting the holder")?;
+    main.send(&holder.id().to_le_bytes())
+        .context("saying the holder's pid")?;
+    loop {
+        let msg = main.receiver().recv_with().context("receiving senders")?;
+        if msg.bytes == b"done" {
+            break;
+        }
+        down.sender()
+            .send_with(b"ends", msg.senders)
+            .context("forwarding senders to the holder")?;
+    }
+    down.send(b"done").context("telling the holder it has all")?;
+    let ready = down.recv().context("waiting for the holder")?;
+    main.send(&ready).context("passing the holder's answer on")?;
+    let _ = main.recv(); // until the parent goes
+    let _ = holder.kill();
+    let _ = holder.wait();
     Ok(())
 }
 
@@ -224,11 +254,75 @@ fn death_rows(trials: usize) -> Result<Vec<DeathRow>, Error> {
             extra.push(s.saturating_sub(eof));
         }
     }
+    let mut forwarded = Vec::new();
+    for trial in 0..trials {
+        if trial % 100 == 0 {
+            eprintln!("liveness: forwarded death trial {trial} of {trials}");
+        }
+        forwarded.extend(forwarded_death_trial()?);
+    }
     Ok(vec![
         summarize("ferry recv (8 threads, one link)", ferry),
         summarize("pipe read (the floor)", floor),
         summarize("ferry minus the floor, same trial", extra),
+        summarize("ferry recv, senders forwarded", forwarded),
     ])
+}
+
+/// One trial of a holder whose 8 senders came through a forwarder (its
+/// parent): µs from the kill of the holder to each waiter's
+/// `Disconnected` here, seen over the links the forwarder introduced.
+fn forwarded_death_trial() -> Result<Vec<Duration>, Error> {
+    let command = crate::child::rerun("liveness-forwarder", &[])?;
+    let (mut forwarder, main) = ferry::spawn(command).context("starting the forwarder")?;
+    let pid = main.recv().context("the holder's pid")?;
+    let pid = pid
+        .get(..4)
+        .and_then(|b| b.try_into().ok())
+        .map(u32::from_le_bytes)
+        .and_then(|p| rustix::process::Pid::from_raw(p as i32))
+        .ok_or_else(|| Error::new("the forwarder sent no pid"))?;
+    let mut near = Vec::new();
+    let mut senders = Vec::new();
+    for _ in 0..DEATH_PIPES {
+        let (a, b) = ferry::pipe().context("making a pipe")?;
+        let (tx, _rx) = a.split();
+        senders.push(tx);
+        near.push(b);
+    }
+    main.sender()
+        .send_with(b"senders", senders)
+        .context("sending the senders to the forwarder")?;
+    main.send(b"done").context("telling the forwarder it has all")?;
+    if main.recv().context("waiting for the holder")? != b"ready" {
+        return Err(Error::new("the holder said something other than ready"));
+    }
+    let waiters: Vec<_> = near
+        .into_iter()
+        .map(|pipe| {
+            thread::spawn(move || {
+                let gone = matches!(pipe.recv(), Err(ferry::RecvError::Disconnected));
+                (gone, Instant::now())
+            })
+        })
+        .collect();
+    thread::sleep(Duration::from_millis(20));
+    let killed = Instant::now();
+    rustix::process::kill_process(pid, rustix::process::Signal::KILL)
+        .context("killing the holder")?;
+    let mut seen = Vec::new();
+    for w in waiters {
+        let (gone, at) = w
+            .join()
+            .map_err(|_| Error::new("a waiter thread panicked"))?;
+        if !gone {
+            return Err(Error::new("a forwarded waiter ended without Disconnected"));
+        }
+        seen.push(at.saturating_duration_since(killed));
+    }
+    drop(main);
+    let _ = forwarder.wait();
+    Ok(seen)
 }
 
 /// One trial: µs from the kill to each ferry waiter's `Disconnected`, and

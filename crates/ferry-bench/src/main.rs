@@ -105,6 +105,9 @@ enum Command {
     /// The forwarder of the forwarded-sender pipes (started by them).
     #[command(hide = true)]
     Forwarder,
+    /// The forwarder of the liveness workload's forwarded death trials.
+    #[command(hide = true)]
+    LivenessForwarder,
 }
 
 /// Flags every workload takes.
@@ -534,6 +537,7 @@ fn main() -> ExitCode {
         Some(Command::LivenessChild) => liveness::serve_child(),
         Some(Command::ServerChild(args)) => server::serve_child(args),
         Some(Command::Forwarder) => transport::ferry_forwarded::serve_forwarder(),
+        Some(Command::LivenessForwarder) => liveness::serve_forwarder(),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -168,9 +168,11 @@ pub fn serve_forwarder() -> Result<(), Error> {
             .send_with(b"ends", msg.senders)
             .context("forwarding senders to the holder")?;
     }
-    down.send(b"done").context("telling the holder it has all")?;
+    down.send(b"done")
+        .context("telling the holder it has all")?;
     let ready = down.recv().context("waiting for the holder")?;
-    main.send(&ready).context("passing the holder's answer on")?;
+    main.send(&ready)
+        .context("passing the holder's answer on")?;
     let _ = main.recv(); // until the parent goes
     let _ = holder.kill();
     let _ = holder.wait();
@@ -293,7 +295,8 @@ fn forwarded_death_trial() -> Result<Vec<Duration>, Error> {
     main.sender()
         .send_with(b"senders", senders)
         .context("sending the senders to the forwarder")?;
-    main.send(b"done").context("telling the forwarder it has all")?;
+    main.send(b"done")
+        .context("telling the forwarder it has all")?;
     if main.recv().context("waiting for the holder")? != b"ready" {
         return Err(Error::new("the holder said something other than ready"));
     }

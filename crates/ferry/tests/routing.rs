@@ -577,3 +577,47 @@ fn kill_sender() {
         }
     }
 }
+
+/// A typed sender travels inside a typed value, and is forwarded the same
+/// way: the parent keeps the receiver of a `ferry::channel::<u64>`, the
+/// child takes the sender inside a message and sends it on inside another
+/// to its own child, which sends the values.
+#[test]
+fn a_typed_sender_forwarded_reaches_its_receiver() {
+    use ferry::typed::{Receiver as TypedReceiver, Sender as TypedSender};
+    const VALUES: u64 = 1000;
+    let test = this_test!();
+    if let Some(role) = ferry_testkit::role() {
+        let (dog, main) = ferry_testkit::child_pipe(&role, secs(60));
+        let (_, from_parent) = main.split();
+        let from_parent = TypedReceiver::<TypedSender<u64>>::from_bytes(from_parent);
+        let tx = from_parent.recv().expect("the typed sender");
+        if role == "typed-last" {
+            for v in 0..VALUES {
+                tx.send(v * 3).expect("send a value");
+            }
+            return;
+        }
+        let (child, down) =
+            ferry_testkit::spawn_child(&dog, test, "typed-last", &PipeOptions::new());
+        let (to_child, _) = down.split();
+        TypedSender::<TypedSender<u64>>::from_bytes(to_child)
+            .send(tx)
+            .expect("forward the typed sender");
+        child.wait_ok();
+        return;
+    }
+    let dog = ferry_testkit::Watchdog::start(test, secs(60));
+    let (child, main) =
+        ferry_testkit::spawn_child(&dog, test, "typed-forwarder", &PipeOptions::new());
+    let (to_child, _) = main.split();
+    let (tx, rx) = ferry::channel::<u64>(64).expect("a typed channel");
+    TypedSender::<TypedSender<u64>>::from_bytes(to_child)
+        .send(tx)
+        .expect("send the typed sender");
+    for v in 0..VALUES {
+        assert_eq!(rx.recv().expect("a value"), v * 3);
+    }
+    assert!(rx.recv().is_err(), "the last hop is gone: Disconnected");
+    child.wait_ok();
+}

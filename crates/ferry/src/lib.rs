@@ -45,9 +45,8 @@
 //! | `SendError(T)` | `IpcError::Disconnected` | [`typed::SendError::Disconnected`]`(T)`; `Protocol` when the peer broke the rules |
 //!
 //! Differences to know: a channel's halves may be in one process or two,
-//! and move between them inside messages (a sender whose receiver is in
-//! another process is forwarded: see [`Sender::send_with`]; a receiver
-//! whose sender is elsewhere does not move on yet); a sender that has clones does
+//! and move between them inside messages (a half whose other side is in
+//! another process is forwarded: see [`Sender::send_with`]); a sender that has clones does
 //! not travel yet (its clones would be left behind); a receive may say
 //! `Protocol` (the peer broke the rules: that link is shut down) or `Io`
 //! (this process is short of descriptors or memory: nothing was lost).

@@ -120,15 +120,23 @@ fn halves_that_cannot_travel_are_handed_back() {
     else {
         panic!("the ends come back in order");
     };
-    // One side of ring 0 leaves; the other may not follow it.
+    // One side of ring 0 leaves; the other may follow it (forwarded, see
+    // `tests/routing.rs`), and a whole end whose twin has left may not.
     main.sender()
         .send_with(b"", vec![a_tx])
         .expect("a_tx alone");
     assert_eq!(main.recv().unwrap(), [1]);
+    main.sender()
+        .send_with(b"", vec![b_rx])
+        .expect("its twin has left: b_rx is forwarded to it");
+    assert_eq!(main.recv().unwrap(), [1]);
+    let (c, d) = ferry::pipe().unwrap();
+    main.sender().send_with(b"", vec![c]).expect("c");
+    assert_eq!(main.recv().unwrap(), [1]);
     let refused = main
         .sender()
-        .send_with(b"", vec![b_rx])
-        .expect_err("its twin has left");
+        .send_with(b"", vec![d])
+        .expect_err("a whole end whose twin has left");
     assert!(
         matches!(refused.error, SendError::NotTransferable(_)),
         "{refused}"

@@ -621,3 +621,87 @@ fn a_typed_sender_forwarded_reaches_its_receiver() {
     assert!(rx.recv().is_err(), "the last hop is gone: Disconnected");
     child.wait_ok();
 }
+
+/// A receiver forwarded: the parent keeps the sender and hands the
+/// receiver to its child, which forwards it to its own child. A message
+/// with a descriptor already on its way makes the first forward refuse
+/// (`NotTransferable`: its records went to the forwarder), with the
+/// receiver handed back, working; the forwarder receives it, and the
+/// second forward goes through. Then the last hop receives, directly,
+/// everything the parent sends: descriptors and pool blocks, in order; and
+/// sees `Disconnected` once the parent drops its sender.
+#[test]
+fn a_receiver_forwarded_receives_from_its_sender() {
+    let test = this_test!();
+    match ferry_testkit::role().as_deref() {
+        Some("rx-forwarder") => {
+            let (dog, main) = ferry_testkit::child_pipe("rx-forwarder", secs(60));
+            let mut msg = main.receiver().recv_with().expect("the receiver");
+            let rx = msg.receivers.pop().expect("a receiver");
+            let (child, down) =
+                ferry_testkit::spawn_child(&dog, test, "rx-last", &PipeOptions::new());
+            assert_eq!(down.recv().expect("the child's start"), b"ready");
+            main.send(b"spawned").expect("say so");
+            assert_eq!(main.recv().expect("go"), b"sent one");
+            let refused = down
+                .sender()
+                .send_with(b"take this receiver", vec![Handle::from(rx)])
+                .expect_err("a message naming the old link is on its way");
+            assert!(
+                matches!(refused.error, SendError::NotTransferable(_)),
+                "{:?}",
+                refused.error
+            );
+            let rx = refused
+                .handles
+                .into_iter()
+                .next()
+                .and_then(|h| match h {
+                    Handle::Receiver(rx) => Some(rx),
+                    _ => None,
+                })
+                .expect("the receiver, handed back");
+            check_some(
+                &mut || rx.recv_with().expect("the message on its way"),
+                7,
+                1,
+            );
+            down.sender()
+                .send_with(b"take this receiver", vec![Handle::from(rx)])
+                .expect("forward the receiver");
+            main.send(b"forwarded").expect("say so");
+            assert_eq!(down.recv().expect("the last hop's report"), b"received");
+            main.send(b"received").expect("pass it on");
+            child.wait_ok();
+        }
+        Some("rx-last") => {
+            let (_dog, main) = ferry_testkit::child_pipe("rx-last", secs(60));
+            main.send(b"ready").expect("ready");
+            let mut msg = main.receiver().recv_with().expect("the receiver");
+            let rx = msg.receivers.pop().expect("a receiver");
+            check_some(&mut || rx.recv_with().expect("a message"), 0, ROUNDS);
+            assert!(matches!(rx.recv(), Err(RecvError::Disconnected)));
+            main.send(b"received").expect("report");
+        }
+        Some(other) => panic!("no role {other}"),
+        None => {
+            let dog = ferry_testkit::Watchdog::start(test, secs(60));
+            let (child, main) =
+                ferry_testkit::spawn_child(&dog, test, "rx-forwarder", &PipeOptions::new());
+            let (a, b) = ferry::pipe().expect("pipe");
+            let (tx, _a_rx) = a.split();
+            let (_b_tx, rx) = b.split();
+            main.sender()
+                .send_with(b"take this receiver", vec![Handle::from(rx)])
+                .expect("send the receiver");
+            assert_eq!(main.recv().expect("spawned"), b"spawned");
+            send_some(&tx, 7, 1);
+            main.send(b"sent one").expect("go");
+            assert_eq!(main.recv().expect("forwarded"), b"forwarded");
+            send_some(&tx, 0, ROUNDS);
+            drop(tx);
+            assert_eq!(main.recv().expect("the chain's report"), b"received");
+            child.wait_ok();
+        }
+    }
+}

@@ -20,12 +20,13 @@ use std::time::Duration;
 /// - a move with no socket at all, which says the side came to the
 ///   victim's own process: nothing changes until the side itself arrives
 ///   (the message after it arrives, the link still watches the attacker);
-/// - a receiving side routed to the victim, which ferry does not send yet
-///   (`RouteUnexpected`);
+/// - a receiving side routed to the victim without the socket to its
+///   sender's holder (only a sending side comes home, `RouteDescriptors`);
 /// - more moves than a link keeps unfollowed (`TooManyPendingEnds`);
 /// - a bumped `moved` count with no record: the message after it arrives;
-/// - an introduction to a socket whose other end is closed: the message
-///   already in the ring arrives, then `Disconnected` (not a hang).
+/// - an introduction to a socket whose other end is closed: `Disconnected`
+///   (after the message written after the move, if it is read first), not
+///   a hang.
 #[test]
 fn routing_lies() {
     let test = this_test!();
@@ -35,11 +36,12 @@ fn routing_lies() {
     let _serial = ferry_testkit::serial();
     let dog = Watchdog::start(test, secs(120));
     let mut verdict = Verdict::new();
+    naming_forever(&mut verdict, &dog, test);
     for (attack, got, then) in [
         ("route-boundary", "RouteBoundary", ""),
         ("route-no-socket", "Ok", "Timeout"),
         ("route-pipe-not-socket", "RouteDescriptors", ""),
-        ("route-routed-consumer", "RouteUnexpected", ""),
+        ("route-routed-consumer", "RouteDescriptors", ""),
         ("route-moved-flood", "TooManyPendingEnds", ""),
         ("route-bump-only", "Ok", "Timeout"),
         ("route-dead-end", "Ok", "Disconnected"),
@@ -52,6 +54,26 @@ fn routing_lies() {
     verdict.finish();
 }
 
+/// A sender that never leaves its naming section: the victim's forward of
+/// its receiver gives up within its bound (5 s), not a hang, and that
+/// pipe alone is broken (`RouteBoundary` on the receiver handed back).
+fn naming_forever(verdict: &mut Verdict, dog: &Watchdog, test: &str) {
+    let run = run_victim(dog, test, "victim-route-naming-forever", RUN_LIMIT, |_| {});
+    if !verdict.survived(&run) {
+        return;
+    }
+    verdict.no_fd_growth(&run);
+    let r = final_report(&run);
+    let (forward, then, ms) = (r.str("forward"), r.str("then"), r.u64("forward_ms"));
+    verdict.note(format!(
+        "route-naming-forever: the forward gave {forward} after {ms} ms, then recv {then}"
+    ));
+    verdict.check(
+        forward != "Ok" && ms < 8000 && then.starts_with("Protocol") && then.contains("RouteBoundary"),
+        || format!("route-naming-forever: expected a failed forward within 8 s, then RouteBoundary: {forward} after {ms} ms, then {then}"),
+    );
+}
+
 fn check(verdict: &mut Verdict, attack: &str, (want, then_want): (&str, &str), run: &VictimRun) {
     verdict.no_fd_growth(run);
     let r = final_report(run);
@@ -61,6 +83,12 @@ fn check(verdict: &mut Verdict, attack: &str, (want, then_want): (&str, &str), r
     // may arrive first; the lie is named by the call that follows the move.
     let named = |o: &str| o.starts_with("Protocol") && o.contains(want);
     let ok = match want {
+        // The new path is gone: the message written after the move may
+        // arrive first, or the pipe may be seen ended before it is read.
+        "Ok" if then_want == "Disconnected" => {
+            (got == "Ok" && r.str("bytes") == "after" && then.starts_with(then_want))
+                || got == "Disconnected"
+        }
         "Ok" => got == "Ok" && r.str("bytes") == "after" && then.starts_with(then_want),
         _ => named(got) || (got == "Ok" && r.str("bytes") == "after" && named(then)),
     };
@@ -73,6 +101,9 @@ fn route_victim(test: &str, role: &str) {
     let attack = role.trim_start_matches("victim-");
     let v = Victim::start(test, role, attack, &PipeOptions::new());
     v.boot.send(b"go").expect("go");
+    if attack == "route-naming-forever" {
+        return naming_victim(v);
+    }
     stage("recv");
     let got = v.boot.recv();
     let bytes = match &got {
@@ -90,4 +121,56 @@ fn route_victim(test: &str, role: &str) {
         .text("bytes", bytes)
         .text("then", then);
     v.finish(Vec::new(), report);
+}
+
+/// Forwards a receiving half whose sender the attacker holds (and never
+/// ends naming in) over the bootstrap pipe, and reports how the forward
+/// ended, how long it took, and what the receiver handed back says.
+fn naming_victim(v: Victim) {
+    let Victim {
+        dog,
+        fds_before,
+        vm_before,
+        attacker,
+        boot,
+    } = v;
+    // A pipe of its own: its sending half goes to the attacker, which then
+    // never leaves its naming section in it; its receiving half is then
+    // forwarded (to the attacker too: the way does not matter).
+    let (a, b) = ferry::pipe().expect("a pipe");
+    let (a_tx, rx) = a.split();
+    let (b_tx, b_rx) = b.split();
+    boot.sender()
+        .send_with(b"sender", vec![ferry::Handle::from(b_tx)])
+        .expect("send the sending half");
+    stage("naming");
+    let naming = boot.receiver().recv_timeout(Duration::from_secs(10));
+    assert!(
+        matches!(&naming, Ok(bytes) if bytes == b"naming"),
+        "the attacker never said it names: {naming:?}"
+    );
+    let (tx, _) = boot.split();
+    stage("forward");
+    let since = std::time::Instant::now();
+    let sent = tx.send_with(b"", vec![ferry::Handle::from(rx)]);
+    let ms = since.elapsed().as_millis() as u64;
+    let (forward, then) = match sent {
+        Ok(()) => ("Ok".to_string(), String::new()),
+        Err(e) => {
+            let then = match e.handles.into_iter().next() {
+                Some(ferry::Handle::Receiver(rx)) => {
+                    outcome(&rx.recv_timeout(Duration::from_secs(1)))
+                }
+                _ => "no receiver back".to_string(),
+            };
+            (format!("{:?}", e.error), then)
+        }
+    };
+    let report = Report::new()
+        .text("forward", forward)
+        .num("forward_ms", ms)
+        .text("then", then);
+    let vm_growth = ferry_testkit::vm_peak().saturating_sub(vm_before);
+    drop((tx, a_tx, b_rx));
+    crate::victim::end_attack(dog, fds_before, vm_growth, attacker, report);
 }

@@ -261,13 +261,44 @@ impl Half {
         self.link.seen.store(moved, Ordering::Relaxed);
     }
 
-    /// Takes the path a move of the other side names: from its boundary
-    /// on, this half's frames name handles on a link to the side's new
-    /// holder. Only a receiving half follows a move (a sending side's
-    /// receiver does not move on yet).
+    /// Begins a naming section of this sending half: it is about to name
+    /// its link (handles, a block) in a frame. Says so in the ring, then
+    /// follows the receiving side to wherever it moved: a mover that bumped
+    /// `moved` before the store below waits for the section to end and then
+    /// reads the tail (see [`Half::forward_receiver`]), so every frame past
+    /// that tail names the link chosen after this.
+    pub(super) fn begin_naming(&self) -> Naming<'_> {
+        let me = self.sides().0;
+        // Relaxed, then the fence: see below.
+        me.naming.store(1, Ordering::Relaxed);
+        // SeqCst: orders the store above before the load of the consumer's
+        // `moved` in `follow_moves`; the mover bumps `moved`, fences, and
+        // loads `naming`: one of the two sees the other.
+        crate::base::sync::fence(Ordering::SeqCst);
+        self.follow_moves();
+        Naming(me)
+    }
+
+    /// Takes the path a move of the other side names. A receiving half's
+    /// frames from the boundary on name handles on it; a sending half
+    /// names its link on it from now on (its receiver moved: the mover
+    /// fixed the boundary, see [`Half::forward_receiver`]).
     fn take_route(&self, link: &Link, route: Moved) -> Result<(), Violation> {
         if self.is_producer() {
-            return Err(Violation::RouteUnexpected);
+            let Some(path) = route.path else {
+                return Ok(());
+            };
+            let new = link.introduced(path);
+            new.watch(&self.region, self.part);
+            // Acquire: this side's own tail (the hop's boundary is not read
+            // by a sending half; it keeps the route in ring order).
+            let tail = self.sides().0.pos.load(Ordering::Acquire);
+            self.link
+                .push(tail.max(self.link.boundary()), Some(Arc::clone(&new)));
+            if let Some(bell) = self.own_ringer.get() {
+                let _ = new.send_doorbell(&self.region, self.part, bell);
+            }
+            return Ok(());
         }
         // Acquire: the producer's published tail, as every read of it.
         let tail = self.sides().1.pos.load(Ordering::Acquire);
@@ -454,6 +485,146 @@ impl Half {
         Ok(id)
     }
 
+    /// Sends this receiving half, whose sender is in another process (over
+    /// its current link), on to the process at the other end of `dest`;
+    /// returns the id the message frame names it by. As
+    /// [`Half::forward`], with one step more, since here the old holder is
+    /// the one the sender's records went to:
+    ///
+    /// 1. `Moved` (this side, a socket, `dest`'s process handle) goes to the
+    ///    sender's holder, and `moved` is bumped (SeqCst) with a wake.
+    /// 2. This waits until the sender is in no naming section (see
+    ///    [`Half::begin_naming`]), reading the old link meanwhile (the
+    ///    sender may wait for room on it), then reads the tail: every frame
+    ///    below it names the old link or nothing, every frame from it on
+    ///    names the new one.
+    /// 3. If a frame between this side's position and the tail names
+    ///    handles or a block (`names_link`), their records are on the old
+    ///    link: the move is refused (`InvalidInput`: receive them first).
+    /// 4. `Routed` goes to `dest` with the region, the other socket and the
+    ///    sender's holder's process handle, then the sender's doorbell.
+    ///
+    /// If 2 runs out of time (the caller's deadline, or [`NAMING_WAIT`]:
+    /// a sender that never leaves its section stops only its own pipe) or
+    /// 3 or 4 fails, this half stays here, answering over the socket it
+    /// kept from the tail on, which the sender follows: nothing is lost.
+    pub(super) fn forward_receiver(
+        &self,
+        dest: &Link,
+        deadline: Option<Instant>,
+        names_link: impl FnOnce(u64) -> Result<bool, Corrupt>,
+    ) -> std::io::Result<u64> {
+        let Part::Consumer(ring) = self.part else {
+            return Err(std::io::Error::other("not a receiving half"));
+        };
+        let twin = self
+            .link
+            .get()
+            .cloned()
+            .ok_or_else(|| std::io::Error::other("the other side is in this process"))?;
+        let mut token = Token([0; 16]);
+        while token.0 == [0; 16] {
+            crate::base::sys::random_bytes(&mut token.0)?;
+        }
+        let (ring, consumer) = (ring as u8, true);
+        let (to_twin, to_dest) = crate::base::sys::socket_pair()?;
+        let moved = RouteRecord::Moved {
+            token,
+            ring,
+            consumer,
+            region: self.region.inode(),
+            boundary: 0,
+        };
+        let mut fds = vec![to_twin.as_fd()];
+        fds.extend(dest.peer_process().map(AsFd::as_fd));
+        twin.send_route(moved, &fds, deadline)?;
+        drop(to_twin);
+        let (me, peer) = self.sides();
+        // SeqCst: pairs with `begin_naming`'s fence (see there).
+        me.moved.fetch_add(1, Ordering::SeqCst);
+        crate::base::sync::fence(Ordering::SeqCst);
+        self.ring_peer();
+        let give_up = Instant::now() + NAMING_WAIT;
+        let give_up = deadline.map_or(give_up, |d| d.min(give_up));
+        // Acquire: pairs with the Release clear after the sender's frame.
+        let ended = loop {
+            if peer.naming.load(Ordering::Acquire) == 0 {
+                break true;
+            }
+            if Instant::now() >= give_up {
+                break false;
+            }
+            twin.drain();
+            std::thread::sleep(std::time::Duration::from_micros(50));
+        };
+        // Acquire: the producer's published tail.
+        let tail = peer.pos.load(Ordering::Acquire);
+        let stay = |to_dest, why: std::io::Error| {
+            let interim = twin.introduced(Path {
+                socket: to_dest,
+                process: None,
+            });
+            interim.watch(&self.region, self.part);
+            let _following = self
+                .link
+                .following
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            self.link
+                .push(tail.max(self.link.boundary()), Some(interim));
+            Err(why)
+        };
+        if !ended {
+            // The sender's section goes on: its frames past `tail` may
+            // still name the old link, so no boundary is known here.
+            let _ = self.broken.set(Violation::RouteBoundary);
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "the sender did not finish naming its link in time: its pipe is broken",
+            ));
+        }
+        match names_link(tail) {
+            Ok(false) => {}
+            Ok(true) => {
+                return stay(
+                    to_dest,
+                    std::io::Error::new(
+                        std::io::ErrorKind::InvalidInput,
+                        "messages carrying descriptors, pipe ends or large payloads are on their way \
+                     to this receiver: receive them before sending it on",
+                    ),
+                );
+            }
+            Err(Corrupt(why)) => {
+                let _ = self.broken.set(why);
+                return Err(std::io::Error::other(why.to_string()));
+            }
+        }
+        let id = dest.next_id();
+        let routed = RouteRecord::Routed {
+            token,
+            ring,
+            consumer,
+            id,
+            boundary: tail,
+        };
+        let sent = self.region.send_object(false, |region| {
+            let mut fds = vec![region, to_dest.as_fd()];
+            fds.extend(twin.peer_process().map(AsFd::as_fd));
+            dest.send_route(routed, &fds, deadline)
+        });
+        if let Err(e) = sent {
+            return stay(to_dest, e);
+        }
+        drop(to_dest);
+        twin.drain_all();
+        let facing = self.part.twin();
+        if let Some(bell) = self.region.bell(facing) {
+            dest.send_doorbell(&self.region, facing, &bell)?;
+        }
+        Ok(id)
+    }
+
     /// [`Half::forward`] to the process holding the other side (over
     /// `twin`, the ring's link): the side comes home, and the two make a
     /// pipe within that process again. No socket: `Routed` goes with the
@@ -568,6 +739,22 @@ impl Drop for Half {
         if !self.is_producer() {
             self.link.drop_queued();
         }
+    }
+}
+
+/// Longest a receiving half's forward waits for its sender to leave a
+/// naming section (see [`Half::forward_receiver`]).
+const NAMING_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// A sending half's naming section (see [`Half::begin_naming`]), ended
+/// when dropped, after the frame naming the link was published.
+#[must_use]
+pub(super) struct Naming<'a>(&'a Side);
+
+impl Drop for Naming<'_> {
+    fn drop(&mut self) {
+        // Release: after the frame that names the link was published.
+        self.0.naming.store(0, Ordering::Release);
     }
 }
 

@@ -5,12 +5,12 @@
 //! message, so nothing at all is copied or allocated for it.
 
 use std::ops::{Deref, DerefMut};
-#[cfg(feature = "serde")]
 use std::sync::Arc;
 
 use super::error::SendFault;
 use super::receiver::Delivery;
 use super::{Pipe, Receiver, RecvError, SendError, Sender};
+use crate::transport::link::Link;
 use crate::transport::pool::block::Block;
 use crate::transport::pool::per_link::Held;
 
@@ -173,7 +173,9 @@ impl Sender {
             });
         }
         let block = match self.core.half.link.get() {
-            Some(link) => self.lend_block(link, len, None)?,
+            Some(link) => self
+                .lend_block(link, len, None)?
+                .map(|(id, block)| (id, block, Arc::clone(link))),
             None => None,
         };
         Ok(match block {
@@ -292,7 +294,8 @@ impl Drop for Shared {
 
 #[derive(Debug)]
 enum Slot {
-    Block((u32, Block)),
+    /// A block of the pool of `link`, the ring's link when it was lent.
+    Block((u32, Block, Arc<Link>)),
     Heap(Vec<u8>),
     Sent,
 }
@@ -342,33 +345,39 @@ impl Loan<'_> {
     #[inline(never)]
     fn send_block(mut self) -> Result<(), SendError> {
         // Only `send` of a block comes here.
-        let Slot::Block((id, block)) = std::mem::replace(&mut self.slot, Slot::Sent) else {
+        let Slot::Block((id, block, lent_by)) = std::mem::replace(&mut self.slot, Slot::Sent)
+        else {
             return Ok(());
         };
-        let link = self
-            .sender
-            .core
-            .half
-            .link()
-            .ok_or(SendError::Disconnected)?;
         let mut tx = match self.sender.begin_send(self.len, None) {
             Ok(tx) => tx,
             Err(e) => {
-                self.slot = Slot::Block((id, block));
+                self.slot = Slot::Block((id, block, lent_by));
                 return Err(e.into());
             }
         };
-        Ok(self
-            .sender
-            .push_block(&mut tx, link, id, block, self.len, None)?)
+        let naming = self.sender.core.half.begin_naming();
+        match self.sender.core.half.link.get() {
+            Some(link) if Arc::ptr_eq(link, &lent_by) => Ok(self
+                .sender
+                .push_block(&mut tx, link, id, block, self.len, None)?),
+            // The receiving side moved since the block was lent: its new
+            // holder does not have the old link's blocks. The bytes go as
+            // any message, and the block back to its pool.
+            _ => {
+                drop(naming);
+                drop(tx);
+                let bytes = block.bytes()[..self.len].to_vec();
+                let _ = lent_by.with_pool(|pool| pool.give_back(id, block));
+                Ok(self.sender.send(&bytes)?)
+            }
+        }
     }
 
     /// Gives an unsent loan's block back to the pool.
     #[inline(never)]
     fn give_block_back(&mut self) {
-        if let Slot::Block((id, block)) = std::mem::replace(&mut self.slot, Slot::Sent)
-            && let Some(link) = self.sender.core.half.link()
-        {
+        if let Slot::Block((id, block, link)) = std::mem::replace(&mut self.slot, Slot::Sent) {
             let _ = link.with_pool(|pool| pool.give_back(id, block));
         }
     }
@@ -379,7 +388,7 @@ impl Deref for Loan<'_> {
     #[inline]
     fn deref(&self) -> &[u8] {
         match &self.slot {
-            Slot::Block((_, block)) => &block.bytes()[..self.len],
+            Slot::Block((_, block, _)) => &block.bytes()[..self.len],
             Slot::Heap(bytes) => bytes,
             Slot::Sent => &[],
         }
@@ -390,7 +399,7 @@ impl DerefMut for Loan<'_> {
     #[inline]
     fn deref_mut(&mut self) -> &mut [u8] {
         match &mut self.slot {
-            Slot::Block((_, block)) => &mut block.bytes_mut()[..self.len],
+            Slot::Block((_, block, _)) => &mut block.bytes_mut()[..self.len],
             Slot::Heap(bytes) => bytes,
             Slot::Sent => &mut [],
         }

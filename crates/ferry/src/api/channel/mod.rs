@@ -193,12 +193,16 @@ impl Handle {
         self.is_local() || self.is_forwarded()
     }
 
-    /// Whether it is a sender whose receiver is in another process, and
-    /// whose region this process kept (a sender that arrived alone, or
-    /// was split from a pipe made here).
+    /// Whether it is a half (a sender, or a receiver) whose other side is
+    /// in another process, and whose region this process kept (a half
+    /// that arrived alone, or was split from a pipe made here).
     fn is_forwarded(&self) -> bool {
-        matches!(self, Self::Sender(sender)
-            if sender.core.half.link.get().is_some() && sender.core.half.region.may_send())
+        let forwardable = |half: &Half| half.link.get().is_some() && half.region.may_send();
+        match self {
+            Self::Sender(sender) => forwardable(&sender.core.half),
+            Self::Receiver(receiver) => forwardable(&receiver.half),
+            Self::Pipe(_) | Self::Fd(_) => false,
+        }
     }
 
     /// Claims the move of each of its rings' sides (in ring order, so two
@@ -275,10 +279,14 @@ impl Handle {
         if let Self::Fd(fd) = self {
             return link.send_fd(fd.as_fd(), deadline);
         }
-        if let Self::Sender(sender) = self
-            && self.is_forwarded()
-        {
-            return sender.core.half.forward(link, deadline);
+        match self {
+            Self::Sender(sender) if self.is_forwarded() => {
+                return sender.core.half.forward(link, deadline);
+            }
+            Self::Receiver(receiver) if self.is_forwarded() => {
+                return receiver.forward(link, deadline);
+            }
+            _ => {}
         }
         let (carried, region) = self.carried().expect("a pipe end has a region");
         // Once a whole end has left, its twin here can no longer move; a

@@ -101,6 +101,38 @@ impl<'a> Delivery<'a> {
     }
 }
 
+impl Receiver {
+    /// Sends this receiver, whose sender is in another process, on to the
+    /// process at the other end of `dest` (see [`Half::forward_receiver`]);
+    /// returns the id the message frame names it by. Refused while a
+    /// message is half received here (its first frames read, the rest
+    /// not): the new holder could not finish it.
+    pub(super) fn forward(
+        &self,
+        dest: &crate::transport::link::Link,
+        deadline: Option<Instant>,
+    ) -> std::io::Result<u64> {
+        let Some(rx) = self.rx.lock_until(deadline, &self.half) else {
+            return Err(std::io::ErrorKind::TimedOut.into());
+        };
+        if rx.partial.is_some() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "a message is half received on this receiver: receive it before sending the receiver on",
+            ));
+        }
+        let ring = &rx.ring;
+        self.half.forward_receiver(dest, deadline, |end| {
+            // Frames that name handles (`First`, `Whole` with ends) or a
+            // block: their records are on the old link, which the new
+            // holder does not read.
+            ring.any_tag_until(end, |tag| {
+                Tag::decode(tag).map_or(true, |t| t.handles > 0 || t.kind == Kind::Block)
+            })
+        })
+    }
+}
+
 /// The receiving half of a pipe end, behind its mutex.
 #[derive(Debug)]
 pub(super) struct Rx {

@@ -28,11 +28,11 @@
 //! is cleared (a `recv` per datagram) before the next wait.
 //!
 //! A doorbell reaches the other side of a ring over the link between the
-//! two processes that hold its sides. A sender forwarded to a third process
-//! gets a link of its own to its receiver's process (see [`Sender::send_with`](super::Sender::send_with),
-//! *Forwarding a sender*), and the doorbell follows it there, so a `Select`
-//! is woken by its messages wherever it went. A receiver whose sender is
-//! in another process cannot be sent on yet.
+//! two processes that hold its sides. A half forwarded to a third process
+//! gets a link of its own to the process holding the other side (see
+//! [`Sender::send_with`](super::Sender::send_with), *Forwarding a half*),
+//! and the doorbells follow it there, so a `Select` is woken wherever
+//! either side went.
 
 use std::any::Any;
 use std::fmt;

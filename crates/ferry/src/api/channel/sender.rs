@@ -23,9 +23,14 @@ use crate::transport::ring::{Corrupt, FRAME_HEADER, Producer, frame_size};
 
 /// Why an end with a side held by another process is refused: only a
 /// sender is forwarded so far.
-const NOT_YET_MOVABLE: &str = "a pipe end (or receiver) whose other side is in another process \
-     cannot be sent on yet; a sender can, if it arrived here alone or was split from a pipe made here \
+const NOT_YET_MOVABLE: &str = "a whole pipe end whose other side is in another process cannot be \
+     sent on yet; its halves can, if they arrived here alone or were split from a pipe made here \
      (not from a whole end that arrived)";
+
+/// Why a receiver whose sender is elsewhere stays: see
+/// [`Half::forward_receiver`](super::half::Half::forward_receiver).
+const RECEIVE_FIRST: &str = "messages carrying descriptors, pipe ends or large payloads are on their \
+     way to this receiver, or one is half received: receive them before sending it on";
 
 /// The sending half of a pipe end, behind its mutex.
 #[derive(Debug)]
@@ -426,8 +431,8 @@ impl Sender {
     ///
     /// Each attached end must have its twin in this process (as both ends of
     /// [`crate::pipe()`] do; for a half, the other side of its ring), or be
-    /// a [`Sender`] whose receiver is in another process (see *Forwarding a
-    /// sender* below). To another process, the moved end and its twin then
+    /// a half whose other side is in another process (see *Forwarding a
+    /// half* below). To another process, the moved end and its twin then
     /// talk through shared memory, watched over by this pipe's link; no
     /// descriptor stays open per pipe. Within this process nothing crosses a socket: the ends
     /// wait in the pipe's own queue, in order with the messages, and arrive
@@ -465,25 +470,35 @@ impl Sender {
     /// receiver may be reading.) Moving it to another place in this process
     /// is always allowed: the queue goes with the pipe.
     ///
-    /// # Forwarding a sender
+    /// # Forwarding a half
     ///
-    /// A [`Sender`] whose receiver is in another process can be sent on, to
-    /// any process, any number of times (a broker handing a worker's input
-    /// to a client, a plugin host wiring two plugins). It arrives with a
-    /// link of its own to the receiver's process, which this process
-    /// introduces (a socket pair, and each side's process handle, so each
-    /// sees the other die); from then on the two talk as if the pipe had
-    /// been made between them (shared memory, the futex, doorbells, fds
-    /// and pool blocks over the new link), and nothing passes through this
-    /// process: it may exit as soon as the send returns. Messages it sent
-    /// before, and their descriptors and blocks, still arrive first, in
-    /// order. It forwards a sender that arrived here alone, or one split
-    /// from a pipe made here; a sender split from a whole end that arrived,
-    /// a receiver or a whole end whose other side is in another process
-    /// cannot be sent on yet ([`SendError::NotTransferable`]). Forwarding
-    /// costs one socket pair and a few records, and one descriptor per
-    /// such sender in each process it passes (its pipe's memory, kept so
-    /// it can be sent on).
+    /// A [`Sender`] whose receiver is in another process, or a [`Receiver`]
+    /// whose sender is, can be sent on, to any process, any number of times
+    /// (a broker handing a worker's input to a client, a plugin host wiring
+    /// two plugins). It arrives with a link of its own to the process
+    /// holding the other side, which this process introduces (a socket
+    /// pair, and each side's process handle, so each sees the other die);
+    /// from then on the two talk as if the pipe had been made between them
+    /// (shared memory, the futex, doorbells, fds and pool blocks over the
+    /// new link), and nothing passes through this process: it may exit as
+    /// soon as the send returns. A sender sent back to its receiver's
+    /// process is a pipe within that process again.
+    ///
+    /// What was sent before the move still arrives first, in order: a
+    /// forwarded sender's earlier messages (with their descriptors and
+    /// blocks) on the old link; a forwarded receiver's unread messages from
+    /// the ring. A receiver is not forwarded while messages naming
+    /// descriptors, pipe ends or blocks of its old link are unread in it
+    /// (or one is half received): their records went to this process. That
+    /// send says [`SendError::NotTransferable`] and hands it back; receive
+    /// them, then send it again.
+    ///
+    /// A half forwards if it arrived here alone or was split from a pipe
+    /// made here; a half split from a whole end that arrived, and a whole
+    /// end whose other side is elsewhere, do not move on yet
+    /// ([`SendError::NotTransferable`]). Forwarding costs one socket pair
+    /// and a few records, and one descriptor per such half in each process
+    /// it passes (its pipe's memory, kept so it can be sent on).
     ///
     /// An end can never travel over the ring it receives from (it could
     /// never receive itself); ends that hold each other in a longer loop
@@ -569,7 +584,8 @@ impl Sender {
         };
         // The claims stay held until the ends have moved (their rings'
         // link cells set) or been handed back.
-        let (link, _claims) = match self.check_transfer(bytes, &ends) {
+        // The link is chosen again once the naming section has begun.
+        let (_, _claims) = match self.check_transfer(bytes, &ends) {
             Ok(checked) => checked,
             Err(error) => {
                 return Err(SendWithError {
@@ -593,6 +609,15 @@ impl Sender {
                 handles: ends,
             });
         }
+        // From here until the frame naming them is out, the records go on
+        // the link the receiving side's holder reads now.
+        let naming = self.core.half.begin_naming();
+        let Some(link) = self.core.half.link.get() else {
+            return Err(SendWithError {
+                error: SendFault::NotTransferable("the receiving side came back to this process"),
+                handles: ends,
+            });
+        };
         let mut block = match self.block_for(link, bytes, deadline) {
             Ok(block) => block,
             Err(error) => {
@@ -613,7 +638,14 @@ impl Sender {
                     if let Some((id, block)) = block.take() {
                         let _ = link.with_pool(|pool| pool.give_back(id, block));
                     }
-                    let error = self.core.half.io_error(e);
+                    // A receiver with messages naming the old link on their way
+                    // to it stays here: the caller receives them first.
+                    let error = match e.kind() {
+                        std::io::ErrorKind::InvalidInput => {
+                            SendFault::NotTransferable(RECEIVE_FIRST)
+                        }
+                        _ => self.core.half.io_error(e),
+                    };
                     // The ends already sent are named and dropped; the rest
                     // (this one included: its object is kept) go back.
                     let abandoned = self.abandon_ends(&mut tx, &id_bytes);
@@ -629,9 +661,12 @@ impl Sender {
                 let len = bytes.len();
                 self.push_block_naming(&mut tx, link, (id, block), len, &id_bytes, deadline)
             }
-            None => self
-                .push_ends(&mut tx, bytes.len(), &id_bytes, deadline)
-                .and_then(|()| self.push_rest(&mut tx, bytes, deadline)),
+            None => {
+                let named = self.push_ends(&mut tx, bytes.len(), &id_bytes, deadline);
+                // The rest of the message names nothing.
+                drop(naming);
+                named.and_then(|()| self.push_rest(&mut tx, bytes, deadline))
+            }
         };
         if let Err(error) = sent {
             return Err(SendWithError {
@@ -1080,10 +1115,13 @@ impl Sender {
             };
             return self.push(&mut tx, whole, &[bytes], deadline);
         }
-        if let Some(link) = self.core.half.link.get().filter(|_| !small)
-            && self.send_out_of_line(&mut tx, link, bytes, deadline)?
-        {
-            return Ok(());
+        if !small {
+            let _naming = self.core.half.begin_naming();
+            if let Some(link) = self.core.half.link.get()
+                && self.send_out_of_line(&mut tx, link, bytes, deadline)?
+            {
+                return Ok(());
+            }
         }
         if is_past(deadline) && !self.may_begin_pieces(&mut tx, bytes.len())? {
             return Err(SendFault::Timeout);

@@ -30,6 +30,7 @@
 //! | 80 | `handles: u32` | consumer: pipe ends claimed so far, wrapping |
 //! | 84 | `doorbell: u32` | non-zero while this side waits on its doorbell (a datagram socket it sent the other side, which then sends a byte through it after every change) |
 //! | 88 | `moved: u32` | bumped, wrapping, each time this side leaves for another process while the other side is held elsewhere: the other side then reads its link for the `Moved` record that says where it went (`wire/route.rs`) |
+//! | 92 | `naming: u32` | producer: non-zero while it names a link's handles or blocks in a frame it is about to publish (a receiving side's mover waits for it to clear, so no frame past the tail it then reads names the old link) |
 //!
 //! `ring/control.rs` declares the struct and asserts, at compile time, that
 //! its fields sit at these offsets.
@@ -78,6 +79,8 @@ pub const HANDLES: usize = 80;
 pub const DOORBELL: usize = 84;
 /// See [`POS`].
 pub const MOVED: usize = 88;
+/// See [`POS`].
+pub const NAMING: usize = 92;
 
 const _: () = {
     assert!(SIDE_SIZE.is_power_of_two() && DOORBELL + 4 <= SIDE_SIZE);

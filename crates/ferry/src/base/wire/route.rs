@@ -17,9 +17,10 @@
 //! | 5 [`RouteRecord::Done`] | 0 | 0 | 0 | none |
 //! | 6 [`RouteRecord::Routed`] | `2 * ring + side`: the side sent | the id a message frame claims it by | the boundary, as for `Moved` | the pipe region, a socket to the holder of the ring's other side, and that holder's pidfd where there is one; the region alone when that holder is the receiving process (the side comes home) |
 //!
-//! Kinds 1 and 3–5 are decoded but not yet sent: they are for reusing one
-//! link per process pair and for moving a ring's consumer side, which come
-//! next (see the design note).
+//! A receiving side's `Moved` carries boundary 0: its mover fixes the
+//! boundary afterwards (the sender's tail once it names no link) and sends
+//! it in `Routed`. Kinds 1 and 3–5 are decoded but not yet sent: they are
+//! for reusing one link per process pair (see the design note).
 //!
 //! A field a kind does not use must be zero, so every record that decodes
 //! encodes back to the same bytes.

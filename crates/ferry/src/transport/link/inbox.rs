@@ -405,7 +405,7 @@ impl Reader<'_> {
             }
             RouteRecord::Routed {
                 ring,
-                consumer: false,
+                consumer,
                 id,
                 boundary,
                 ..
@@ -415,14 +415,15 @@ impl Reader<'_> {
                     .next()
                     .ok_or(Fault::Violation(Violation::RouteDescriptors))?;
                 let rest: Vec<PeerFd> = fds.collect();
-                let route = match rest.is_empty() {
-                    true => Route::Home { boundary },
-                    false => Route::Via(path_of(rest)?),
+                let (end, route) = match (consumer, rest.is_empty()) {
+                    (false, true) => (Carried::Sender { ring }, Route::Home { boundary }),
+                    (false, false) => (Carried::Sender { ring }, Route::Via(path_of(rest)?)),
+                    // A receiving side comes home over a socket pair of its
+                    // own (not within the process yet): never without one.
+                    (true, true) => return Err(Fault::Violation(Violation::RouteDescriptors)),
+                    (true, false) => (Carried::Receiver { ring }, Route::Via(path_of(rest)?)),
                 };
-                self.file_pipe_end(inbox, region, Carried::Sender { ring }, id, Some(route))
-            }
-            RouteRecord::Routed { consumer: true, .. } => {
-                Err(Fault::Violation(Violation::RouteUnexpected))
+                self.file_pipe_end(inbox, region, end, id, Some(route))
             }
             RouteRecord::Introduce { .. }
             | RouteRecord::Attach { .. }
@@ -448,7 +449,7 @@ impl Reader<'_> {
         // A sending half that arrived alone keeps its region's descriptor,
         // to be forwarded (see `Region::object`): charged as any the peer
         // sends, so a peer cannot make this process hold more.
-        let keep = matches!(end, Carried::Sender { .. });
+        let keep = matches!(end, Carried::Sender { .. } | Carried::Receiver { .. });
         let fd_charge = match keep {
             true => Some(self.fds.charge().map_err(Fault::Local)?),
             false => None,

@@ -109,6 +109,50 @@ impl<S: Storage> Consumer<S> {
         Ok(available)
     }
 
+    /// Whether `pred` holds for the tag of any frame published between the
+    /// read position and `end` (at most the published tail), reading only
+    /// their headers and consuming none: for a mover that must know what
+    /// the frames it leaves unread name.
+    #[cfg_attr(loom, allow(dead_code))] // the channel layer's, which loom leaves out
+    pub(crate) fn any_tag_until(
+        &self,
+        end: u64,
+        mut pred: impl FnMut(u32) -> bool,
+    ) -> Result<bool, Corrupt> {
+        // Acquire: pairs with the producer's Release store of the tail, so
+        // the headers below it are visible.
+        let tail = self.storage.control().producer.pos.load(Ordering::Acquire);
+        let available = tail.wrapping_sub(self.head);
+        let wanted = end.wrapping_sub(self.head);
+        if available > self.storage.capacity() as u64
+            || !tail.is_multiple_of(FRAME_ALIGN as u64)
+            || wanted > available
+        {
+            return Err(Corrupt(Violation::BadWritePosition));
+        }
+        let mut pos = self.head;
+        while pos != end {
+            let left = end.wrapping_sub(pos);
+            if left < FRAME_HEADER as u64 {
+                return Err(Corrupt(Violation::FrameOverrun));
+            }
+            // SAFETY: `pos` is a multiple of 8 (the head is, and so is every
+            // frame's size) and `[pos, pos + 8)` lies in the published range
+            // (`left` >= 8 and `end` is at most the tail checked above).
+            let header = unsafe { read_header(&self.storage, pos) };
+            let (len, tag) = crate::base::wire::ring::decode_frame_header(header);
+            let frame = Frame { len, tag, at: pos };
+            if frame.size() > left {
+                return Err(Corrupt(Violation::FrameOverrun));
+            }
+            if pred(tag) {
+                return Ok(true);
+            }
+            pos = pos.wrapping_add(frame.size());
+        }
+        Ok(false)
+    }
+
     /// The next frame, if one is published. Its header is read once into
     /// locals and checked against the published range.
     #[inline]

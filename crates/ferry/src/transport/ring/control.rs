@@ -38,6 +38,9 @@ pub struct Side {
     /// while the other side is held elsewhere: the other side's holder
     /// then reads its link for the record saying where it went.
     pub moved: AtomicU32,
+    /// Producer: non-zero while it names a link's handles or blocks in a
+    /// frame it is about to publish (see `wire/ring.rs`).
+    pub naming: AtomicU32,
 }
 
 /// Both sides of one single-producer, single-consumer ring.
@@ -69,4 +72,5 @@ const _: () = {
     assert!(offset_of!(Side, handles) == wire::HANDLES);
     assert!(offset_of!(Side, doorbell) == wire::DOORBELL);
     assert!(offset_of!(Side, moved) == wire::MOVED);
+    assert!(offset_of!(Side, naming) == wire::NAMING);
 };

@@ -20,6 +20,7 @@ pub const ATTACKS: &[&str] = &[
     "route-bump-only",
     "route-dead-end",
     "route-moved-flood",
+    "route-naming-forever",
 ];
 
 /// The payload of the message published after the records.
@@ -53,12 +54,13 @@ pub fn run(attack: &str) {
             let (read, _write) = rustix::pipe::pipe().expect("a pipe");
             moved(&peer, inode, tail, &[read.as_fd()]);
         }
-        // A receiving side routed to the victim (not sent by ferry yet),
-        // named by the message after it.
+        // A receiving side routed to the victim with no socket (as if it
+        // came home, which only a sending side does), named by the message
+        // after it.
         "route-routed-consumer" => {
             let record = wire::route_record(ROUTED, 1, 9, tail);
             peer.socket
-                .send_record(&record, &[peer.region.fd(), theirs.as_fd()])
+                .send_record(&record, &[peer.region.fd()])
                 .expect("send a routed record");
             peer.send_message(&[9], AFTER);
             peer.wait_for_hangup(secs(20));
@@ -66,6 +68,25 @@ pub fn run(attack: &str) {
         }
         // The count bumped with no record behind it.
         "route-bump-only" => {}
+        // A sender that never leaves its naming section, so the victim's
+        // forward of its receiver can never fix its boundary.
+        "route-naming-forever" => {
+            // The victim sends the sending half of a pipe of its own; this
+            // side then says, in that pipe's ring 1, that it names its
+            // link, and never stops; then tells the victim so.
+            let sent = peer
+                .socket
+                .recv_within(secs(10))
+                .expect("read the socket")
+                .expect("the sending half's record");
+            let fd = sent.fds.into_iter().next().expect("its region");
+            let region = super::region::RawRegion::map(fd).expect("map its region");
+            region.ring(1).set_naming(true);
+            peer.send_message(&[], b"naming");
+            peer.wait_for_hangup(secs(20));
+            drop(region);
+            return;
+        }
         // An introduction to nowhere: the other end of the socket is
         // closed at once.
         "route-dead-end" => moved(&peer, inode, tail, &[theirs.as_fd()]),

@@ -300,29 +300,10 @@ fn forwarded_death_trial() -> Result<Vec<Duration>, Error> {
     if main.recv().context("waiting for the holder")? != b"ready" {
         return Err(Error::new("the holder said something other than ready"));
     }
-    let waiters: Vec<_> = near
-        .into_iter()
-        .map(|pipe| {
-            thread::spawn(move || {
-                let gone = matches!(pipe.recv(), Err(ferry::RecvError::Disconnected));
-                (gone, Instant::now())
-            })
-        })
-        .collect();
-    thread::sleep(Duration::from_millis(20));
-    let killed = Instant::now();
-    rustix::process::kill_process(pid, rustix::process::Signal::KILL)
-        .context("killing the holder")?;
-    let mut seen = Vec::new();
-    for w in waiters {
-        let (gone, at) = w
-            .join()
-            .map_err(|_| Error::new("a waiter thread panicked"))?;
-        if !gone {
-            return Err(Error::new("a forwarded waiter ended without Disconnected"));
-        }
-        seen.push(at.saturating_duration_since(killed));
-    }
+    let (seen, _) = time_disconnects(near, || {
+        rustix::process::kill_process(pid, rustix::process::Signal::KILL)
+            .context("killing the holder")
+    })?;
     drop(main);
     let _ = forwarder.wait();
     Ok(seen)
@@ -340,6 +321,21 @@ fn death_trial() -> Result<(Vec<Duration>, Duration), Error> {
         let _ = stdout.read(&mut [0u8; 16]);
         Instant::now()
     });
+    let (seen, killed) =
+        time_disconnects(near, || child.kill().context("killing the liveness child"))?;
+    let eof = floor
+        .join()
+        .map_err(|_| Error::new("the floor's thread panicked"))?;
+    let _ = child.wait();
+    Ok((seen, eof.saturating_duration_since(killed)))
+}
+
+/// A thread asleep in `recv` on each of `near`; then `kill`, and the time
+/// from it to each one's `Disconnected`, with when the kill was.
+fn time_disconnects(
+    near: Vec<ferry::Pipe>,
+    kill: impl FnOnce() -> Result<(), Error>,
+) -> Result<(Vec<Duration>, Instant), Error> {
     let waiters: Vec<_> = near
         .into_iter()
         .map(|pipe| {
@@ -351,7 +347,7 @@ fn death_trial() -> Result<(Vec<Duration>, Duration), Error> {
         .collect();
     thread::sleep(Duration::from_millis(20));
     let killed = Instant::now();
-    child.kill().context("killing the liveness child")?;
+    kill()?;
     let mut seen = Vec::new();
     for w in waiters {
         let (gone, at) = w
@@ -362,11 +358,7 @@ fn death_trial() -> Result<(Vec<Duration>, Duration), Error> {
         }
         seen.push(at.saturating_duration_since(killed));
     }
-    let eof = floor
-        .join()
-        .map_err(|_| Error::new("the floor's thread panicked"))?;
-    let _ = child.wait();
-    Ok((seen, eof.saturating_duration_since(killed)))
+    Ok((seen, killed))
 }
 
 fn summarize(waiter: &'static str, mut samples: Vec<Duration>) -> DeathRow {

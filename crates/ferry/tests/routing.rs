@@ -195,6 +195,16 @@ fn a_sender_forwarded_three_times_reaches_its_receiver() {
     chain(this_test!(), 4, false);
 }
 
+/// A chain of ten forwards (eleven processes): every hop's messages, then
+/// the last one's, in order.
+#[test]
+fn a_sender_forwarded_ten_times_reaches_its_receiver() {
+    if play(this_test!()) {
+        return;
+    }
+    chain(this_test!(), 11, false);
+}
+
 /// Each forwarder exits as soon as it has sent the sender on: nothing
 /// passes through it afterwards.
 #[test]

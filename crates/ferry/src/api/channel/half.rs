@@ -11,7 +11,7 @@ use super::route::{HOMES, LinkCell};
 use super::wait::{self, Wait};
 use crate::base::lock::Missed;
 use crate::base::sync::{AtomicBool, AtomicU8, Ordering};
-use crate::base::sys::{Doorbell, Ringer};
+use crate::base::sys::{ControlSocket, Doorbell, Ringer};
 use crate::base::wire::Violation;
 use crate::base::wire::route::{RouteRecord, Token};
 use crate::transport::link::{Failure, Fault, Link, Moved, Path};
@@ -412,77 +412,28 @@ impl Half {
     ///    side's doorbell if this process has it. If that fails, this half
     ///    stays here, answering over the socket it kept.
     pub(super) fn forward(&self, dest: &Link, deadline: Option<Instant>) -> std::io::Result<u64> {
-        let Part::Producer(ring) = self.part else {
-            return Err(std::io::Error::other(
-                "only a sending half is forwarded to a third process",
-            ));
-        };
-        let twin = self
-            .link
-            .get()
-            .cloned()
-            .ok_or_else(|| std::io::Error::other("the other side is in this process"))?;
-        let mut token = Token([0; 16]);
-        while token.0 == [0; 16] {
-            crate::base::sys::random_bytes(&mut token.0)?;
-        }
+        let step = Move::start(self, dest)?;
         // Acquire: this side's own tail, published by its last frame.
         let boundary = self.sides().0.pos.load(Ordering::Acquire);
-        let (ring, consumer) = (ring as u8, false);
-        if std::ptr::eq(dest, &*twin) {
-            return self.send_home(&twin, token, boundary, deadline);
+        if std::ptr::eq(dest, &*step.twin) {
+            return step.home(boundary, deadline);
         }
         let (to_twin, to_dest) = crate::base::sys::socket_pair()?;
-        let moved = RouteRecord::Moved {
-            token,
-            ring,
-            consumer,
-            region: self.region.inode(),
-            boundary,
-        };
-        let mut fds = vec![to_twin.as_fd()];
-        fds.extend(dest.peer_process().map(AsFd::as_fd));
-        twin.send_route(moved, &fds, deadline)?;
+        step.send_moved(boundary, Some(&to_twin), deadline)?;
         drop(to_twin);
         // Release: after the record went; pairs with `follow_moves`.
         self.sides().0.moved.fetch_add(1, Ordering::Release);
         self.ring_peer();
-        let id = dest.next_id();
-        let routed = RouteRecord::Routed {
-            token,
-            ring,
-            consumer,
-            id,
-            boundary,
-        };
-        let sent = self.region.send_object(false, |region| {
-            let mut fds = vec![region, to_dest.as_fd()];
-            fds.extend(twin.peer_process().map(AsFd::as_fd));
-            dest.send_route(routed, &fds, deadline)
-        });
-        if let Err(e) = sent {
-            // The other side follows to `to_dest` now: this half stays
-            // here and answers over it.
-            let interim = twin.introduced(Path {
-                socket: to_dest,
-                process: None,
-            });
-            let _following = self
-                .link
-                .following
-                .lock()
-                .unwrap_or_else(|e| e.into_inner());
-            self.link.push(boundary, Some(interim));
-            return Err(e);
+        match step.send_routed(boundary, Some(&to_dest), deadline) {
+            Ok(id) => {
+                step.hand_on_doorbell(dest)?;
+                Ok(id)
+            }
+            Err(e) => {
+                step.stay(boundary, to_dest);
+                Err(e)
+            }
         }
-        // The other side's doorbell came with this side (its record right
-        // after the end's), or since: read it in, and hand it on.
-        twin.drain_all();
-        let facing = self.part.twin();
-        if let Some(bell) = self.region.bell(facing) {
-            dest.send_doorbell(&self.region, facing, &bell)?;
-        }
-        Ok(id)
     }
 
     /// Sends this receiving half, whose sender is in another process (over
@@ -514,30 +465,10 @@ impl Half {
         deadline: Option<Instant>,
         names_link: impl FnOnce(u64) -> Result<bool, Corrupt>,
     ) -> std::io::Result<u64> {
-        let Part::Consumer(ring) = self.part else {
-            return Err(std::io::Error::other("not a receiving half"));
-        };
-        let twin = self
-            .link
-            .get()
-            .cloned()
-            .ok_or_else(|| std::io::Error::other("the other side is in this process"))?;
-        let mut token = Token([0; 16]);
-        while token.0 == [0; 16] {
-            crate::base::sys::random_bytes(&mut token.0)?;
-        }
-        let (ring, consumer) = (ring as u8, true);
+        let step = Move::start(self, dest)?;
         let (to_twin, to_dest) = crate::base::sys::socket_pair()?;
-        let moved = RouteRecord::Moved {
-            token,
-            ring,
-            consumer,
-            region: self.region.inode(),
-            boundary: 0,
-        };
-        let mut fds = vec![to_twin.as_fd()];
-        fds.extend(dest.peer_process().map(AsFd::as_fd));
-        twin.send_route(moved, &fds, deadline)?;
+        // Boundary 0: fixed below, and sent to the new holder.
+        step.send_moved(0, Some(&to_twin), deadline)?;
         drop(to_twin);
         let (me, peer) = self.sides();
         // SeqCst: pairs with `begin_naming`'s fence (see there).
@@ -546,36 +477,19 @@ impl Half {
         self.ring_peer();
         let give_up = Instant::now() + NAMING_WAIT;
         let give_up = deadline.map_or(give_up, |d| d.min(give_up));
-        // Acquire: pairs with the Release clear after the sender's frame.
         let ended = loop {
+            // Acquire: pairs with the Release clear after the sender's frame.
             if peer.naming.load(Ordering::Acquire) == 0 {
                 break true;
             }
             if Instant::now() >= give_up {
                 break false;
             }
-            twin.drain();
+            step.twin.drain();
             std::thread::sleep(std::time::Duration::from_micros(50));
         };
-        // Acquire: the producer's published tail.
-        let tail = peer.pos.load(Ordering::Acquire);
-        let stay = |to_dest, why: std::io::Error| {
-            let interim = twin.introduced(Path {
-                socket: to_dest,
-                process: None,
-            });
-            interim.watch(&self.region, self.part);
-            let _following = self
-                .link
-                .following
-                .lock()
-                .unwrap_or_else(|e| e.into_inner());
-            self.link
-                .push(tail.max(self.link.boundary()), Some(interim));
-            Err(why)
-        };
         if !ended {
-            // The sender's section goes on: its frames past `tail` may
+            // The sender's section goes on: its frames past the tail may
             // still name the old link, so no boundary is known here.
             let _ = self.broken.set(Violation::RouteBoundary);
             return Err(std::io::Error::new(
@@ -583,88 +497,32 @@ impl Half {
                 "the sender did not finish naming its link in time: its pipe is broken",
             ));
         }
+        // Acquire: the producer's published tail.
+        let tail = peer.pos.load(Ordering::Acquire);
         match names_link(tail) {
             Ok(false) => {}
             Ok(true) => {
-                return stay(
-                    to_dest,
-                    std::io::Error::new(
-                        std::io::ErrorKind::InvalidInput,
-                        "messages carrying descriptors, pipe ends or large payloads are on their way \
-                     to this receiver: receive them before sending it on",
-                    ),
-                );
+                step.stay(tail, to_dest);
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    "messages naming the old link are on their way to this receiver",
+                ));
             }
             Err(Corrupt(why)) => {
                 let _ = self.broken.set(why);
                 return Err(std::io::Error::other(why.to_string()));
             }
         }
-        let id = dest.next_id();
-        let routed = RouteRecord::Routed {
-            token,
-            ring,
-            consumer,
-            id,
-            boundary: tail,
-        };
-        let sent = self.region.send_object(false, |region| {
-            let mut fds = vec![region, to_dest.as_fd()];
-            fds.extend(twin.peer_process().map(AsFd::as_fd));
-            dest.send_route(routed, &fds, deadline)
-        });
-        if let Err(e) = sent {
-            return stay(to_dest, e);
+        match step.send_routed(tail, Some(&to_dest), deadline) {
+            Ok(id) => {
+                step.hand_on_doorbell(dest)?;
+                Ok(id)
+            }
+            Err(e) => {
+                step.stay(tail, to_dest);
+                Err(e)
+            }
         }
-        drop(to_dest);
-        twin.drain_all();
-        let facing = self.part.twin();
-        if let Some(bell) = self.region.bell(facing) {
-            dest.send_doorbell(&self.region, facing, &bell)?;
-        }
-        Ok(id)
-    }
-
-    /// [`Half::forward`] to the process holding the other side (over
-    /// `twin`, the ring's link): the side comes home, and the two make a
-    /// pipe within that process again. No socket: `Routed` goes with the
-    /// region alone, then `Moved` with nothing, then the count is bumped.
-    /// In that order, a failure leaves nothing changed: `Moved` is what
-    /// switches the receiver, and the end `Routed` names lies unclaimed
-    /// there until the link goes (a failed send names no frame for it).
-    fn send_home(
-        &self,
-        twin: &Link,
-        token: Token,
-        boundary: u64,
-        deadline: Option<Instant>,
-    ) -> std::io::Result<u64> {
-        let Part::Producer(ring) = self.part else {
-            return Err(std::io::Error::other("only a sending half comes home"));
-        };
-        let (ring, consumer) = (ring as u8, false);
-        let id = twin.next_id();
-        let routed = RouteRecord::Routed {
-            token,
-            ring,
-            consumer,
-            id,
-            boundary,
-        };
-        self.region
-            .send_object(false, |region| twin.send_route(routed, &[region], deadline))?;
-        let moved = RouteRecord::Moved {
-            token,
-            ring,
-            consumer,
-            region: self.region.inode(),
-            boundary,
-        };
-        twin.send_route(moved, &[], deadline)?;
-        // Release: after the record went; pairs with `follow_moves`.
-        self.sides().0.moved.fetch_add(1, Ordering::Release);
-        self.ring_peer();
-        Ok(id)
     }
 
     /// Where this side stands as it leaves: taken before its record goes,
@@ -739,6 +597,141 @@ impl Drop for Half {
         if !self.is_producer() {
             self.link.drop_queued();
         }
+    }
+}
+
+/// One forward of a half (see [`Half::forward`] and
+/// [`Half::forward_receiver`]): the half, the link to the other side's
+/// holder, the link to the new holder, and the records' common fields.
+struct Move<'a> {
+    half: &'a Half,
+    twin: Arc<Link>,
+    dest: &'a Link,
+    token: Token,
+    ring: u8,
+    consumer: bool,
+}
+
+impl<'a> Move<'a> {
+    /// A forward of `half` to the process at the other end of `dest`.
+    fn start(half: &'a Half, dest: &'a Link) -> std::io::Result<Self> {
+        let twin = half
+            .link
+            .get()
+            .cloned()
+            .ok_or_else(|| std::io::Error::other("the other side is in this process"))?;
+        let mut token = Token([0; 16]);
+        while token.0 == [0; 16] {
+            crate::base::sys::random_bytes(&mut token.0)?;
+        }
+        let (ring, consumer) = match half.part {
+            Part::Producer(ring) => (ring as u8, false),
+            Part::Consumer(ring) => (ring as u8, true),
+        };
+        Ok(Self {
+            half,
+            twin,
+            dest,
+            token,
+            ring,
+            consumer,
+        })
+    }
+
+    /// `Moved` to the other side's holder: the socket to the new holder
+    /// and its process handle (none: the side comes to that holder).
+    fn send_moved(
+        &self,
+        boundary: u64,
+        socket: Option<&ControlSocket>,
+        deadline: Option<Instant>,
+    ) -> std::io::Result<()> {
+        let moved = RouteRecord::Moved {
+            token: self.token,
+            ring: self.ring,
+            consumer: self.consumer,
+            region: self.half.region.inode(),
+            boundary,
+        };
+        let mut fds = Vec::new();
+        if let Some(socket) = socket {
+            fds.push(socket.as_fd());
+            fds.extend(self.dest.peer_process().map(AsFd::as_fd));
+        }
+        self.twin.send_route(moved, &fds, deadline)
+    }
+
+    /// `Routed` to the new holder, with the region, and the socket to the
+    /// other side's holder and its process handle (none: the side comes
+    /// home); returns the id the message frame names it by.
+    fn send_routed(
+        &self,
+        boundary: u64,
+        socket: Option<&ControlSocket>,
+        deadline: Option<Instant>,
+    ) -> std::io::Result<u64> {
+        let id = self.dest.next_id();
+        let routed = RouteRecord::Routed {
+            token: self.token,
+            ring: self.ring,
+            consumer: self.consumer,
+            id,
+            boundary,
+        };
+        self.half.region.send_object(false, |region| {
+            let mut fds = vec![region];
+            if let Some(socket) = socket {
+                fds.push(socket.as_fd());
+                fds.extend(self.twin.peer_process().map(AsFd::as_fd));
+            }
+            self.dest.send_route(routed, &fds, deadline)
+        })?;
+        Ok(id)
+    }
+
+    /// The other side's doorbell, handed on to the new holder: it came
+    /// with the side (its record right after the end's), or since.
+    fn hand_on_doorbell(&self, dest: &Link) -> std::io::Result<()> {
+        self.twin.drain_all();
+        let facing = self.half.part.twin();
+        match self.half.region.bell(facing) {
+            Some(bell) => dest.send_doorbell(&self.half.region, facing, &bell),
+            None => Ok(()),
+        }
+    }
+
+    /// A forward that did not complete after `Moved` went: the other side
+    /// follows to `kept`'s peer, so the half stays here and answers over
+    /// `kept` from `boundary` on; nothing is lost.
+    fn stay(&self, boundary: u64, kept: ControlSocket) {
+        let interim = self.twin.introduced(Path {
+            socket: kept,
+            process: None,
+        });
+        interim.watch(&self.half.region, self.half.part);
+        let route = &self.half.link;
+        let _following = route.following.lock().unwrap_or_else(|e| e.into_inner());
+        route.push(boundary.max(route.boundary()), Some(interim));
+    }
+
+    /// The forward to the process holding the other side (the new holder
+    /// is the other side's holder): a sending side comes home, and the two
+    /// make a pipe within that process again. No socket: `Routed` goes with
+    /// the region alone, then `Moved` with nothing, then the count is
+    /// bumped. In that order, a failure leaves nothing changed: `Moved` is
+    /// what switches the receiver, and the end `Routed` names lies
+    /// unclaimed there until the link goes (a failed send names no frame
+    /// for it).
+    fn home(&self, boundary: u64, deadline: Option<Instant>) -> std::io::Result<u64> {
+        if self.consumer {
+            return Err(std::io::Error::other("only a sending half comes home"));
+        }
+        let id = self.send_routed(boundary, None, deadline)?;
+        self.send_moved(boundary, None, deadline)?;
+        // Release: after the record went; pairs with `follow_moves`.
+        self.half.sides().0.moved.fetch_add(1, Ordering::Release);
+        self.half.ring_peer();
+        Ok(id)
     }
 }
 

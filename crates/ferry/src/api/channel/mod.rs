@@ -367,8 +367,14 @@ impl Handle {
     ) -> Result<Self, Corrupt> {
         let (region, cell) = match route::home(&region, ring) {
             Some((home, cell)) => {
+                // Acquire: the producer's published tail, as every read of it.
+                let tail = home
+                    .control(ring & 1)
+                    .producer
+                    .pos
+                    .load(crate::base::sync::Ordering::Acquire);
+                cell.come_home(boundary, tail).map_err(Corrupt)?;
                 home.keep_object_of(&region);
-                cell.come_home(boundary);
                 (home, cell)
             }
             None => (region, LinkCell::default()),

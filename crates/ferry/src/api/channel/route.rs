@@ -17,6 +17,7 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 
 use super::Handle;
 use crate::base::sync::{AtomicU32, AtomicUsize, Ordering};
+use crate::base::wire::Violation;
 use crate::transport::link::Link;
 use crate::transport::ring::Region;
 
@@ -214,12 +215,18 @@ pub(super) fn home(region: &Region, ring: usize) -> Option<(Arc<Region>, Arc<Rin
 
 impl RingLink {
     /// The other side came back to this process: from `boundary` on, the
-    /// ring's handles go through the handle queue. Idempotent (the
-    /// receiver also follows the move's record to the same place).
-    pub(super) fn come_home(&self, boundary: u64) {
+    /// ring's handles go through the handle queue. Checked first, as any
+    /// boundary a peer names: between the route's last one and `tail`, what
+    /// the ring holds (`RouteBoundary` otherwise).
+    pub(super) fn come_home(&self, boundary: u64, tail: u64) -> Result<(), Violation> {
         let _following = self.following.lock().unwrap_or_else(|e| e.into_inner());
-        if self.get().is_some() {
-            self.push(boundary, None);
+        if self.get().is_none() {
+            return Ok(());
         }
+        if boundary < self.boundary() || boundary > tail {
+            return Err(Violation::RouteBoundary);
+        }
+        self.push(boundary, None);
+        Ok(())
     }
 }

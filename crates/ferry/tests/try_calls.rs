@@ -120,7 +120,7 @@ fn a_refilled_buffer_is_another_message() {
 }
 
 /// How long the `sleeper` child leaves its socket unread.
-const SLEEP: Duration = Duration::from_secs(4);
+const SLEEP: Duration = Duration::from_secs(5);
 /// Pipe ends each filling message carries (the most one may).
 const FILL: usize = 253;
 
@@ -161,14 +161,18 @@ fn readable(fd: &impl AsFd, limit: Duration) -> bool {
     poll(&mut fds, Some(&timeout)).expect("poll") == 1
 }
 
-/// Sends a message carrying [`FILL`] pipe ends (their twins dropped).
-fn fill(pipe: &ferry::Pipe) -> Result<(), ferry::SendError> {
-    let ends: Vec<ferry::Pipe> = (0..FILL)
+/// [`FILL`] pipe ends, their twins dropped.
+fn fill_ends() -> Vec<ferry::Pipe> {
+    (0..FILL)
         .map(|_| {
             let (_near, far) = PipeOptions::new().ring_size(4096).pipe().expect("pipe");
             far
         })
-        .collect();
+        .collect()
+}
+
+/// Sends a message carrying `ends`.
+fn fill(pipe: &ferry::Pipe, ends: Vec<ferry::Pipe>) -> Result<(), ferry::SendError> {
     pipe.sender().send_with(b"fill", ends).map_err(|e| e.error)
 }
 
@@ -189,6 +193,10 @@ fn a_try_call_never_waits_behind_a_send_stuck_on_the_socket() {
         ferry_testkit::spawn_child(&dog, this_test!(), "sleeper", &PipeOptions::new());
     let (here_1, there_1) = ferry::pipe().expect("pipe");
     let (here_2, there_2) = ferry::pipe().expect("pipe");
+    // The filling ends are made before the child starts its sleep: making
+    // 759 pipes takes long on a loaded machine, and the sleep must cover
+    // the whole of what follows.
+    let [ends_1, ends_2, ends_main] = [(); 3].map(|()| fill_ends());
     main.sender()
         .send_with(b"extra", vec![there_1, there_2])
         .expect("send the extra pipes");
@@ -198,9 +206,12 @@ fn a_try_call_never_waits_behind_a_send_stuck_on_the_socket() {
     std::thread::scope(|s| {
         // Two pipes' worth of records fill most of the socket (it holds a
         // few hundred); the third message, on `main`, waits on it.
-        let first = [s.spawn(|| fill(&here_1)), s.spawn(|| fill(&here_2))];
+        let first = [
+            s.spawn(|| fill(&here_1, ends_1)),
+            s.spawn(|| fill(&here_2, ends_2)),
+        ];
         std::thread::sleep(Duration::from_millis(300));
-        let stuck = s.spawn(|| fill(&main));
+        let stuck = s.spawn(|| fill(&main, ends_main));
         std::thread::sleep(Duration::from_millis(300));
         assert!(!stuck.is_finished(), "the socket never filled");
 

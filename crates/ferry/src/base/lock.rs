@@ -13,6 +13,17 @@
 //! then sleeps: a pipe's holder may wait for a full ring or an empty one
 //! for as long as its deadline allows. The lock knows nothing of how pipes
 //! wait; a `try_` call that gives up tells the holder's [`Missed`].
+//!
+//! Fair in the end, as Go's `sync.Mutex`: a released lock is free to
+//! whoever takes it first, usually the thread that gave it back and
+//! loops to send again (no hand-over, no context switch per message), so
+//! a sleeper woken by the release may find it taken again, and again: one
+//! thread of eight sending through clones of one sender could keep the
+//! lock for all its messages. A sleeper that has waited [`STARVE_AFTER`]
+//! marks the word [`STARVING`]; the next release then keeps the lock held
+//! and hands it to a sleeper it wakes ([`HANDED`]), which only a thread
+//! that slept may take. Should the wake find no one asleep (the waiters
+//! left at their deadlines), the releaser gives the lock back as free.
 #![allow(unsafe_code)]
 
 use std::cell::UnsafeCell;
@@ -34,6 +45,17 @@ const SLEEPERS: u32 = 2;
 /// Bit: a `try_` call gave up on the held lock; the holder tells its
 /// [`Missed`] once it gives the lock back.
 const MISSED: u32 = 4;
+/// Bit: a sleeper has waited [`STARVE_AFTER`]; releases hand the lock
+/// over (only ever set while [`LOCKED`] is).
+const STARVING: u32 = 8;
+/// Bit: the releaser handed the lock to a sleeper: it stays [`LOCKED`],
+/// and only a thread that slept on it may take it (clearing this bit and
+/// [`STARVING`]).
+const HANDED: u32 = 16;
+/// How long a sleeper waits for the lock before releases hand it over
+/// (Go's `sync.Mutex` uses the same bound): a bound on unfairness, not on
+/// speed; short holds never reach it.
+const STARVE_AFTER: Duration = Duration::from_millis(1);
 /// Polls of a held lock before sleeping on it (a holder that only pushes a
 /// frame gives it back within these).
 const SPINS: u32 = 100;
@@ -283,10 +305,23 @@ impl<T, const BRIEF: bool> Lock<T, BRIEF> {
         if try_call {
             return self.lock_or_mark();
         }
+        let mut slept = false;
         loop {
-            let before = self.state.fetch_or(LOCKED | SLEEPERS, Ordering::Acquire);
-            if before & LOCKED == 0 {
-                return true;
+            let state = self.state.load(Ordering::Relaxed);
+            if let Some(taken) = self.take(state, slept) {
+                match taken {
+                    true => return true,
+                    false => continue,
+                }
+            }
+            let starving = now.elapsed() >= STARVE_AFTER;
+            let asleep = state | SLEEPERS | if starving { STARVING } else { 0 };
+            if asleep != state
+                && (self.state)
+                    .compare_exchange(state, asleep, Ordering::Relaxed, Ordering::Relaxed)
+                    .is_err()
+            {
+                continue;
             }
             let timeout = match deadline {
                 None => Duration::MAX,
@@ -295,34 +330,73 @@ impl<T, const BRIEF: bool> Lock<T, BRIEF> {
                     _ => return false,
                 },
             };
-            sys::private_wait(&self.state, before | LOCKED | SLEEPERS, timeout);
+            sys::private_wait(&self.state, asleep, timeout);
+            slept = true;
         }
     }
 
+    /// Takes the lock if `state` lets this thread: free, or handed over
+    /// and this thread `slept` on it. `None`: it may not (the lock is
+    /// held); `Some(false)`: the word changed under the attempt (look
+    /// again); `Some(true)`: taken.
+    #[inline]
+    fn take(&self, state: u32, slept: bool) -> Option<bool> {
+        let taken = if state & LOCKED == 0 {
+            // Free (so neither STARVING nor HANDED): keep SLEEPERS, as
+            // the word may have other sleepers.
+            state | LOCKED | SLEEPERS
+        } else if state & HANDED != 0 && slept {
+            // Handed over: this sleeper is served; the lock stays held.
+            state & !(HANDED | STARVING)
+        } else {
+            return None;
+        };
+        // Acquire: what the last holder wrote before giving it back (or
+        // handing it over) is seen.
+        Some(
+            (self.state)
+                .compare_exchange(state, taken, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok(),
+        )
+    }
+
     /// A `try_` call's wait for a held lock (see [`Lock::lock_until`]):
-    /// one nap of at most [`TRY_NAP`]; then the lock is taken if free, or
-    /// marked [`MISSED`] (in one step, so the holder's release either
-    /// finds the mark or came first and left the lock free to take).
+    /// one nap of at most [`TRY_NAP`]; then the lock is taken if free (or
+    /// handed over: the nap may have taken the release's wake), or marked
+    /// [`MISSED`] (in one step, so the holder's release either finds the
+    /// mark or came first and left the lock free to take).
     fn lock_or_mark(&self) -> bool {
-        let before = self.state.fetch_or(LOCKED | SLEEPERS, Ordering::Acquire);
+        let before = self.state.fetch_or(SLEEPERS, Ordering::Relaxed);
         if before & LOCKED == 0 {
-            return true;
+            // Freed meanwhile: take it as any waiter would.
+            let mut state = before | SLEEPERS;
+            loop {
+                match self.take(state, false) {
+                    Some(true) => return true,
+                    Some(false) => state = self.state.load(Ordering::Relaxed),
+                    None => break,
+                }
+            }
+        } else {
+            sys::private_wait(&self.state, before | SLEEPERS, TRY_NAP);
         }
-        sys::private_wait(&self.state, before | LOCKED | SLEEPERS, TRY_NAP);
-        let mut state = self.state.load(Ordering::Relaxed);
         loop {
-            let taken = state & LOCKED == 0;
-            let new = match taken {
-                true => LOCKED | SLEEPERS,
-                false => state | MISSED | SLEEPERS,
-            };
-            // Acquire: as in `lock_until`, when taken.
-            match self
-                .state
-                .compare_exchange(state, new, Ordering::Acquire, Ordering::Relaxed)
+            let state = self.state.load(Ordering::Relaxed);
+            match self.take(state, true) {
+                Some(true) => return true,
+                Some(false) => continue,
+                None => {}
+            }
+            if (self.state)
+                .compare_exchange(
+                    state,
+                    state | MISSED | SLEEPERS,
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                )
+                .is_ok()
             {
-                Ok(_) => return taken,
-                Err(now) => state = now,
+                return false;
             }
         }
     }
@@ -379,20 +453,62 @@ impl<T, const BRIEF: bool> Drop for Guard<'_, T, BRIEF> {
             self.lock.state.store(FREE, Ordering::Release);
             return;
         }
-        let before = self.lock.state.swap(FREE, Ordering::Release);
-        if before != LOCKED {
-            released_contended(&self.lock.state, before, self.missed);
+        if (self.lock.state)
+            .compare_exchange(LOCKED, FREE, Ordering::Release, Ordering::Relaxed)
+            .is_err()
+        {
+            release_contended(&self.lock.state, self.missed);
         }
     }
 }
 
-/// A release that finds sleepers or a `try_` call's mark on the word
-/// (`before`, now FREE): wakes a sleeper, tells `missed`.
+/// A release that finds sleepers, a starving one, or a `try_` call's mark
+/// on the word: hands the lock over to a sleeper if one starves, else
+/// frees it, wakes a sleeper, tells `missed`.
 #[cold]
 #[inline(never)]
-fn released_contended(state: &AtomicU32, before: u32, missed: &dyn Missed) {
+fn release_contended(word: &AtomicU32, missed: &dyn Missed) {
+    let mut state = word.load(Ordering::Relaxed);
+    loop {
+        if state & STARVING != 0 {
+            // Release: this holder's writes are seen by the sleeper that
+            // takes the lock over. MISSED stays for the next release
+            // that frees it: the lock is not free to a `try_` call now.
+            if let Err(now) =
+                word.compare_exchange(state, state | HANDED, Ordering::Release, Ordering::Relaxed)
+            {
+                state = now;
+                continue;
+            }
+            if sys::private_wake(word, 1) > 0 {
+                // The woken sleeper takes it (or another that slept does,
+                // and the woken one sleeps again).
+                return;
+            }
+            // No one was asleep (the starving waiter left at its
+            // deadline): free it, unless a sleeper just took it.
+            state |= HANDED;
+            loop {
+                if state & HANDED == 0 {
+                    return;
+                }
+                match word.compare_exchange(state, FREE, Ordering::Release, Ordering::Relaxed) {
+                    Ok(_) => return released(word, state, missed),
+                    Err(now) => state = now,
+                }
+            }
+        }
+        match word.compare_exchange(state, FREE, Ordering::Release, Ordering::Relaxed) {
+            Ok(_) => return released(word, state, missed),
+            Err(now) => state = now,
+        }
+    }
+}
+
+/// The lock was freed from `before`: wakes a sleeper, tells `missed`.
+fn released(word: &AtomicU32, before: u32, missed: &dyn Missed) {
     if before & SLEEPERS != 0 {
-        sys::private_wake(state, 1);
+        sys::private_wake(word, 1);
     }
     if before & MISSED != 0 {
         missed.missed();

@@ -41,10 +41,11 @@ pub(crate) fn private_wait(word: &AtomicU32, expected: u32, timeout: Duration) {
     let _ = futex::wait(word.as_std(), futex::Flags::PRIVATE, expected, ts.as_ref());
 }
 
-/// Wakes up to `n` sleepers of [`private_wait`] on `word`.
-pub(crate) fn private_wake(word: &AtomicU32, n: u32) {
+/// Wakes up to `n` sleepers of [`private_wait`] on `word`; returns how
+/// many it woke.
+pub(crate) fn private_wake(word: &AtomicU32, n: u32) -> usize {
     // Errors are impossible for a valid, aligned address we hold a reference to.
-    let _ = futex::wake(word.as_std(), futex::Flags::PRIVATE, n);
+    futex::wake(word.as_std(), futex::Flags::PRIVATE, n).unwrap_or(0)
 }
 
 /// A futex wait's relative timeout: `None` for `Duration::MAX` (no timeout).

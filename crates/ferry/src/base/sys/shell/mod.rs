@@ -81,7 +81,10 @@ pub(crate) mod futex {
         std::thread::sleep(timeout.min(Duration::from_micros(100)));
     }
 
-    pub(crate) fn private_wake(_word: &AtomicU32, _n: u32) {}
+    /// Wakes no one (no thread sleeps in `private_wait` here).
+    pub(crate) fn private_wake(_word: &AtomicU32, _n: u32) -> usize {
+        0
+    }
 }
 
 pub(crate) mod memory {

@@ -715,3 +715,69 @@ fn a_receiver_forwarded_receives_from_its_sender() {
         }
     }
 }
+
+/// Takes the one whole pipe end a message on `main` carries.
+fn take_pipe(main: &Pipe) -> Pipe {
+    let mut msg = main.receiver().recv_with().expect("a pipe end");
+    assert_eq!(msg.pipes.len(), 1, "one whole end");
+    msg.pipes.pop().expect("a pipe end")
+}
+
+/// Whole pipe ends: the two ends of one pipe go to two processes (the
+/// second forwarded, its twin already in the first), which then talk
+/// directly; and a whole end whose twin stays here is forwarded on by the
+/// first to the second, exits at once, and this process and the second
+/// talk directly, descriptors and pool blocks both ways, until the second
+/// drops its end.
+#[test]
+fn whole_ends_go_to_two_processes_and_on() {
+    let test = this_test!();
+    match ferry_testkit::role().as_deref() {
+        Some("whole-b") => {
+            let (_dog, main) = ferry_testkit::child_pipe("whole-b", secs(60));
+            let x = take_pipe(&main);
+            send_some(x.sender(), 3, 10);
+            receive_some(&x, 4, 10);
+            let b = take_pipe(&main);
+            x.sender()
+                .send_with(b"take this end", vec![Handle::from(b)])
+                .expect("forward the whole end");
+            // Gone at once: nothing passes through this process.
+        }
+        Some("whole-c") => {
+            let (_dog, main) = ferry_testkit::child_pipe("whole-c", secs(60));
+            let y = take_pipe(&main);
+            receive_some(&y, 3, 10);
+            send_some(y.sender(), 4, 10);
+            let b = take_pipe(&y);
+            receive_some(&b, 1, ROUNDS);
+            send_some(b.sender(), 2, ROUNDS);
+            assert_eq!(b.recv().expect("the last word"), b"done");
+            drop(b);
+            main.send(b"dropped").expect("report");
+        }
+        Some(other) => panic!("no role {other}"),
+        None => {
+            let dog = ferry_testkit::Watchdog::start(test, secs(60));
+            let (child_b, main_b) =
+                ferry_testkit::spawn_child(&dog, test, "whole-b", &PipeOptions::new());
+            let (child_c, main_c) =
+                ferry_testkit::spawn_child(&dog, test, "whole-c", &PipeOptions::new());
+            let (x, y) = ferry::pipe().expect("pipe");
+            main_b.sender().send_with(b"x", vec![x]).expect("x to b");
+            main_c
+                .sender()
+                .send_with(b"y", vec![y])
+                .expect("y to c, its twin in b");
+            let (a, b) = ferry::pipe().expect("pipe");
+            main_b.sender().send_with(b"b", vec![b]).expect("b to b");
+            child_b.wait_ok();
+            send_some(a.sender(), 1, ROUNDS);
+            receive_some(&a, 2, ROUNDS);
+            a.send(b"done").expect("the last word");
+            assert_eq!(main_c.recv().expect("c's report"), b"dropped");
+            assert!(matches!(a.recv(), Err(RecvError::Disconnected)));
+            child_c.wait_ok();
+        }
+    }
+}

@@ -26,7 +26,10 @@ use std::time::Duration;
 /// - a bumped `moved` count with no record: the message after it arrives;
 /// - an introduction to a socket whose other end is closed: `Disconnected`
 ///   (after the message written after the move, if it is read first), not
-///   a hang.
+///   a hang;
+/// - a whole end routed as its receiving side twice (`RouteJoin`), or
+///   whose sending side never follows: the message naming it finds the end
+///   never sent (`NeverSent`), not a hang.
 #[test]
 fn routing_lies() {
     let test = this_test!();
@@ -45,6 +48,8 @@ fn routing_lies() {
         ("route-moved-flood", "TooManyPendingEnds", ""),
         ("route-bump-only", "Ok", "Timeout"),
         ("route-dead-end", "Ok", "Disconnected"),
+        ("route-join-same-ring", "RouteJoin", ""),
+        ("route-join-unfinished", "NeverSent", ""),
     ] {
         let run = run_victim(&dog, test, &format!("victim-{attack}"), RUN_LIMIT, |_| {});
         if verdict.survived(&run) {

@@ -265,7 +265,7 @@ impl Half {
     /// its link (handles, a block) in a frame. Says so in the ring, then
     /// follows the receiving side to wherever it moved: a mover that bumped
     /// `moved` before the store below waits for the section to end and then
-    /// reads the tail (see [`Half::forward_receiver`]), so every frame past
+    /// reads the tail (see [`Half::begin_forward_receiver`]), so every frame past
     /// that tail names the link chosen after this.
     pub(super) fn begin_naming(&self) -> Naming<'_> {
         let me = self.sides().0;
@@ -282,7 +282,7 @@ impl Half {
     /// Takes the path a move of the other side names. A receiving half's
     /// frames from the boundary on name handles on it; a sending half
     /// names its link on it from now on (its receiver moved: the mover
-    /// fixed the boundary, see [`Half::forward_receiver`]).
+    /// fixed the boundary, see [`Half::begin_forward_receiver`]).
     fn take_route(&self, link: &Link, route: Moved) -> Result<(), Violation> {
         if self.is_producer() {
             let Some(path) = route.path else {
@@ -413,27 +413,34 @@ impl Half {
     ///    stays here, answering over the socket it kept.
     pub(super) fn forward(&self, dest: &Link, deadline: Option<Instant>) -> std::io::Result<u64> {
         let step = Move::start(self, dest)?;
-        // Acquire: this side's own tail, published by its last frame.
-        let boundary = self.sides().0.pos.load(Ordering::Acquire);
         if std::ptr::eq(dest, &*step.twin) {
+            // Acquire: this side's own tail, published by its last frame.
+            let boundary = self.sides().0.pos.load(Ordering::Acquire);
             return step.home(boundary, deadline);
         }
+        self.begin_forward(step, deadline)?.finish(deadline)
+    }
+
+    /// Steps 1 and 2 of [`Half::forward`], to any process (one holding
+    /// the other side too: the two then talk over a socket pair).
+    fn begin_forward<'a>(
+        &'a self,
+        step: Move<'a>,
+        deadline: Option<Instant>,
+    ) -> std::io::Result<Begun<'a>> {
+        // Acquire: this side's own tail, published by its last frame.
+        let boundary = self.sides().0.pos.load(Ordering::Acquire);
         let (to_twin, to_dest) = crate::base::sys::socket_pair()?;
         step.send_moved(boundary, Some(&to_twin), deadline)?;
         drop(to_twin);
         // Release: after the record went; pairs with `follow_moves`.
         self.sides().0.moved.fetch_add(1, Ordering::Release);
         self.ring_peer();
-        match step.send_routed(boundary, Some(&to_dest), deadline) {
-            Ok(id) => {
-                step.hand_on_doorbell(dest)?;
-                Ok(id)
-            }
-            Err(e) => {
-                step.stay(boundary, to_dest);
-                Err(e)
-            }
-        }
+        Ok(Begun {
+            step,
+            to_dest,
+            boundary,
+        })
     }
 
     /// Sends this receiving half, whose sender is in another process (over
@@ -459,12 +466,14 @@ impl Half {
     /// a sender that never leaves its section stops only its own pipe) or
     /// 3 or 4 fails, this half stays here, answering over the socket it
     /// kept from the tail on, which the sender follows: nothing is lost.
-    pub(super) fn forward_receiver(
-        &self,
-        dest: &Link,
+    ///
+    /// This does steps 1 to 3; [`Begun::finish`] does 4.
+    pub(super) fn begin_forward_receiver<'a>(
+        &'a self,
+        dest: &'a Link,
         deadline: Option<Instant>,
         names_link: impl FnOnce(u64) -> Result<bool, Corrupt>,
-    ) -> std::io::Result<u64> {
+    ) -> std::io::Result<Begun<'a>> {
         let step = Move::start(self, dest)?;
         let (to_twin, to_dest) = crate::base::sys::socket_pair()?;
         // Boundary 0: fixed below, and sent to the new holder.
@@ -513,13 +522,47 @@ impl Half {
                 return Err(std::io::Error::other(why.to_string()));
             }
         }
-        match step.send_routed(tail, Some(&to_dest), deadline) {
+        Ok(Begun {
+            step,
+            to_dest,
+            boundary: tail,
+        })
+    }
+
+    /// Forwards a whole pipe end, both of whose rings have their other
+    /// sides in other processes: its receiving half `rx` (begun by the
+    /// caller, under its receive lock: [`Half::begin_forward_receiver`])
+    /// and its sending half `tx`, each as a half is, over a socket pair
+    /// of its own. `Routed` goes for the receiving side first, marked as
+    /// joined, then for the sending side under the same id: the new holder
+    /// files the end whole once the second arrives. If either record
+    /// cannot go, both halves stay here, over the sockets they kept.
+    pub(super) fn forward_pair(
+        rx: Begun<'_>,
+        tx: &Half,
+        dest: &Link,
+        deadline: Option<Instant>,
+    ) -> std::io::Result<u64> {
+        let tx = match Move::start(tx, dest).and_then(|step| tx.begin_forward(step, deadline)) {
+            Ok(tx) => tx,
+            Err(e) => {
+                rx.stay();
+                return Err(e);
+            }
+        };
+        let sent = rx.routed(None, true, deadline).and_then(|id| {
+            tx.routed(Some(id), false, deadline)?;
+            Ok(id)
+        });
+        match sent {
             Ok(id) => {
-                step.hand_on_doorbell(dest)?;
+                rx.step.hand_on_doorbell(dest)?;
+                tx.step.hand_on_doorbell(dest)?;
                 Ok(id)
             }
             Err(e) => {
-                step.stay(tail, to_dest);
+                rx.stay();
+                tx.stay();
                 Err(e)
             }
         }
@@ -600,8 +643,52 @@ impl Drop for Half {
     }
 }
 
+/// A forward whose `Moved` went and whose boundary is fixed: `Routed` to
+/// the new holder is what is left (see [`Half::forward`]).
+pub(super) struct Begun<'a> {
+    step: Move<'a>,
+    /// The new holder's socket to the other side's holder.
+    to_dest: ControlSocket,
+    /// Where the new path takes over.
+    boundary: u64,
+}
+
+impl Begun<'_> {
+    /// Sends `Routed` and the doorbell; if the record cannot go, the half
+    /// stays here. Returns the id the message frame names it by.
+    pub(super) fn finish(self, deadline: Option<Instant>) -> std::io::Result<u64> {
+        match self.routed(None, false, deadline) {
+            Ok(id) => {
+                self.step.hand_on_doorbell(self.step.dest)?;
+                Ok(id)
+            }
+            Err(e) => {
+                self.stay();
+                Err(e)
+            }
+        }
+    }
+
+    /// `Routed` to the new holder (under `id`, or a new one), with
+    /// `joins` (see [`RouteRecord::Routed`]).
+    fn routed(
+        &self,
+        id: Option<u64>,
+        joins: bool,
+        deadline: Option<Instant>,
+    ) -> std::io::Result<u64> {
+        (self.step).send_routed(self.boundary, Some(&self.to_dest), id, joins, deadline)
+    }
+
+    /// The forward does not complete: the half stays here (see
+    /// [`Move::stay`]).
+    pub(super) fn stay(self) {
+        self.step.stay(self.boundary, self.to_dest);
+    }
+}
+
 /// One forward of a half (see [`Half::forward`] and
-/// [`Half::forward_receiver`]): the half, the link to the other side's
+/// [`Half::begin_forward_receiver`]): the half, the link to the other side's
 /// holder, the link to the new holder, and the records' common fields.
 struct Move<'a> {
     half: &'a Half,
@@ -668,15 +755,18 @@ impl<'a> Move<'a> {
         &self,
         boundary: u64,
         socket: Option<&ControlSocket>,
+        id: Option<u64>,
+        joins: bool,
         deadline: Option<Instant>,
     ) -> std::io::Result<u64> {
-        let id = self.dest.next_id();
+        let id = id.unwrap_or_else(|| self.dest.next_id());
         let routed = RouteRecord::Routed {
             token: self.token,
             ring: self.ring,
             consumer: self.consumer,
             id,
             boundary,
+            joins,
         };
         self.half.region.send_object(false, |region| {
             let mut fds = vec![region];
@@ -726,7 +816,7 @@ impl<'a> Move<'a> {
         if self.consumer {
             return Err(std::io::Error::other("only a sending half comes home"));
         }
-        let id = self.send_routed(boundary, None, deadline)?;
+        let id = self.send_routed(boundary, None, None, false, deadline)?;
         self.send_moved(boundary, None, deadline)?;
         // Release: after the record went; pairs with `follow_moves`.
         self.half.sides().0.moved.fetch_add(1, Ordering::Release);
@@ -736,7 +826,7 @@ impl<'a> Move<'a> {
 }
 
 /// Longest a receiving half's forward waits for its sender to leave a
-/// naming section (see [`Half::forward_receiver`]).
+/// naming section (see [`Half::begin_forward_receiver`]).
 const NAMING_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// A sending half's naming section (see [`Half::begin_naming`]), ended

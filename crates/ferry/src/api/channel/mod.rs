@@ -185,23 +185,29 @@ impl Handle {
         self.halves().all(|h| h.link.get().is_none())
     }
 
-    /// Whether it may move now: its rings' other sides are here, or it is
-    /// a sender whose receiver is in another process (it is forwarded; see
-    /// [`Half::forward`]). A receiving side whose sender is elsewhere does
-    /// not move on yet.
-    fn may_move(&self) -> bool {
-        self.is_local() || self.is_forwarded()
+    /// Why it may not move now (`None`: it may): it moves if its rings'
+    /// other sides are here, or all are elsewhere and this process kept the
+    /// region's memory object (it is forwarded; see [`Half::forward`]).
+    pub(super) fn why_unmovable(&self) -> Option<&'static str> {
+        if self.is_local() || self.is_forwarded() {
+            return None;
+        }
+        let elsewhere = |half: &Half| half.link.get().is_some();
+        Some(match self.halves().all(elsewhere) {
+            true => sender::NOT_KEPT,
+            false => sender::NOT_YET_MOVABLE,
+        })
     }
 
-    /// Whether it is a half (a sender, or a receiver) whose other side is
-    /// in another process, and whose region this process kept (a half
-    /// that arrived alone, or was split from a pipe made here).
+    /// Whether it is an end or a half each of whose rings has its other
+    /// side in another process, and whose region this process kept (it
+    /// arrived with a message, or was made here; not a spawned child's
+    /// bootstrap pipe or a server's connection).
     fn is_forwarded(&self) -> bool {
         let forwardable = |half: &Half| half.link.get().is_some() && half.region.may_send();
         match self {
-            Self::Sender(sender) => forwardable(&sender.core.half),
-            Self::Receiver(receiver) => forwardable(&receiver.half),
-            Self::Pipe(_) | Self::Fd(_) => false,
+            Self::Fd(_) => false,
+            end => end.halves().all(forwardable),
         }
     }
 
@@ -286,13 +292,13 @@ impl Handle {
             Self::Receiver(receiver) if self.is_forwarded() => {
                 return receiver.forward(link, deadline);
             }
+            Self::Pipe(pipe) if self.is_forwarded() => return pipe.forward(link, deadline),
             _ => {}
         }
         let (carried, region) = self.carried().expect("a pipe end has a region");
-        // Once a whole end has left, its twin here can no longer move; a
-        // half leaves the rest of its pipe movable, so the object stays.
-        let last = matches!(self, Self::Pipe(_));
-        link.send_pipe_end(region, carried, last, None, deadline)
+        // Past a whole end, the object stays only within its bound.
+        let whole = matches!(self, Self::Pipe(_));
+        link.send_pipe_end(region, carried, whole, None, deadline)
     }
 
     /// Completes a move: the sides left here now answer to `link`, and this
@@ -314,7 +320,7 @@ impl Handle {
             end,
             charge,
             route,
-            _fd: _,
+            rx_route,
         } = end;
         // A side whose other side is held by a third process came with a
         // path to it: its route starts there. One that came home joins its
@@ -326,9 +332,19 @@ impl Handle {
             (Some(Route::Via(path)), _) => Some(link.introduced(path)),
             (_, _) => None,
         };
-        let via = route.as_ref().unwrap_or(link);
+        // A whole end sent on: its receiving side's own path (the inbox
+        // takes no other route for it).
+        let rx_route = match rx_route {
+            Some(Route::Via(path)) => Some(link.introduced(path)),
+            _ => None,
+        };
         let charge = Arc::new(charge);
         let half = |part| {
+            let via = match part {
+                Part::Consumer(_) => rx_route.as_ref().or(route.as_ref()),
+                Part::Producer(_) => route.as_ref(),
+            };
+            let via = via.unwrap_or(link);
             via.watch(&region, part);
             // One route per ring: the two rings of an end may part.
             let cell: LinkCell = route::RingLink::linked(via);
@@ -441,6 +457,16 @@ impl Arrived {
 }
 
 impl Pipe {
+    /// Sends this whole end, each of whose rings has its other side in
+    /// another process, on to the process at the other end of `dest`: its
+    /// receiving half as [`Receiver::forward`] (refused the same way), then
+    /// its sending half, joined on the wire (see [`Half::forward_pair`]);
+    /// returns the id the message frame names it by.
+    fn forward(&self, dest: &Link, deadline: Option<Instant>) -> std::io::Result<u64> {
+        let rx = self.rx.begin_forward(dest, deadline)?;
+        Half::forward_pair(rx, &self.tx.core.half, dest, deadline)
+    }
+
     /// End `role` of the pipe in `region`, whose rings' link cells are
     /// `links`.
     fn new(

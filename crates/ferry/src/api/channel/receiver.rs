@@ -103,7 +103,7 @@ impl<'a> Delivery<'a> {
 
 impl Receiver {
     /// Sends this receiver, whose sender is in another process, on to the
-    /// process at the other end of `dest` (see [`Half::forward_receiver`]);
+    /// process at the other end of `dest` (see [`Half::begin_forward_receiver`]);
     /// returns the id the message frame names it by. Refused while a
     /// message is half received here (its first frames read, the rest
     /// not): the new holder could not finish it.
@@ -112,6 +112,16 @@ impl Receiver {
         dest: &crate::transport::link::Link,
         deadline: Option<Instant>,
     ) -> std::io::Result<u64> {
+        self.begin_forward(dest, deadline)?.finish(deadline)
+    }
+
+    /// [`Receiver::forward`] up to the `Routed` record (see
+    /// [`Half::begin_forward_receiver`]).
+    pub(super) fn begin_forward<'a>(
+        &'a self,
+        dest: &'a crate::transport::link::Link,
+        deadline: Option<Instant>,
+    ) -> std::io::Result<super::half::Begun<'a>> {
         let Some(rx) = self.rx.lock_until(deadline, &self.half) else {
             return Err(std::io::ErrorKind::TimedOut.into());
         };
@@ -122,7 +132,7 @@ impl Receiver {
             ));
         }
         let ring = &rx.ring;
-        self.half.forward_receiver(dest, deadline, |end| {
+        self.half.begin_forward_receiver(dest, deadline, |end| {
             // Frames that name handles (`First`, `Whole` with ends) or a
             // block: their records are on the old link, which the new
             // holder does not read.

@@ -21,14 +21,20 @@ use crate::transport::ring::RingView;
 use crate::transport::ring::region::MoveClaim;
 use crate::transport::ring::{Corrupt, FRAME_HEADER, Producer, frame_size};
 
-/// Why an end with a side held by another process is refused: only a
-/// sender is forwarded so far.
-const NOT_YET_MOVABLE: &str = "a whole pipe end whose other side is in another process cannot be \
-     sent on yet; its halves can, if they arrived here alone or were split from a pipe made here \
-     (not from a whole end that arrived)";
+/// Why an end with a side held by another process is refused: one half's
+/// other side is here and the other's is not.
+pub(super) const NOT_YET_MOVABLE: &str = "a pipe end one of whose halves has its other side in this process \
+     and the other in another cannot be sent on yet: split it, or send the halves apart";
+
+/// Why an end with a side held by another process is refused: this
+/// process kept no memory object for it (see `Region::object`).
+pub(super) const NOT_KEPT: &str = "this process keeps the memory of at most a quarter of its descriptor \
+     limit (RLIMIT_NOFILE) of pipes to send them on, and this end came past that bound (or is a \
+     server's connection made before it): it stays here; raise the limit, or drop or send on \
+     other ends first";
 
 /// Why a receiver whose sender is elsewhere stays: see
-/// [`Half::forward_receiver`](super::half::Half::forward_receiver).
+/// [`Half::begin_forward_receiver`](super::half::Half::forward_receiver).
 const RECEIVE_FIRST: &str = "messages carrying descriptors, pipe ends or large payloads are on their \
      way to this receiver, or one is half received: receive them before sending it on";
 
@@ -913,8 +919,8 @@ impl Sender {
                 "a sender with clones cannot travel to another process (clones in two processes come with routing); drop the other clones first",
             ));
         }
-        if !ends.iter().all(Handle::may_move) {
-            return Err(SendFault::NotTransferable(NOT_YET_MOVABLE));
+        if let Some(why) = ends.iter().find_map(Handle::why_unmovable) {
+            return Err(SendFault::NotTransferable(why));
         }
         let twins = |(i, e): (usize, &Handle)| ends[..i].iter().any(|f| e.shares_a_ring(f));
         if ends.iter().enumerate().any(twins) {
@@ -945,8 +951,8 @@ impl Sender {
         }
         // Checked again under the claims: a move that finished between the
         // first check and the claims has set its rings' links.
-        if !ends.iter().all(Handle::may_move) {
-            return Err(SendFault::NotTransferable(NOT_YET_MOVABLE));
+        if let Some(why) = ends.iter().find_map(Handle::why_unmovable) {
+            return Err(SendFault::NotTransferable(why));
         }
         Ok(claims)
     }

@@ -15,7 +15,13 @@
 //! | 3 [`RouteRecord::Attach`] | 0 | 0 | 0 | none |
 //! | 4 [`RouteRecord::StopProxying`] | 0 | 0 | the final sequence the old path carries | none |
 //! | 5 [`RouteRecord::Done`] | 0 | 0 | 0 | none |
-//! | 6 [`RouteRecord::Routed`] | `2 * ring + side`: the side sent | the id a message frame claims it by | the boundary, as for `Moved` | the pipe region, a socket to the holder of the ring's other side, and that holder's pidfd where there is one; the region alone when that holder is the receiving process (the side comes home) |
+//! | 6 [`RouteRecord::Routed`] | `2 * ring + side`: the side sent, plus 4 when the other side of a whole end follows in a second `Routed` with the same id (see below) | the id a message frame claims it by | the boundary, as for `Moved` | the pipe region, a socket to the holder of the ring's other side, and that holder's pidfd where there is one; the region alone when that holder is the receiving process (the side comes home) |
+//!
+//! A whole pipe end whose twin is in another process travels as its two
+//! sides: first its receiving side's `Routed` with 4 added to `arg` (the
+//! end is not complete yet: no message may claim the id), then its sending
+//! side's, with the same id, the same region, the other ring, and a socket
+//! of its own; the second completes the end.
 //!
 //! A receiving side's `Moved` carries boundary 0: its mover fixes the
 //! boundary afterwards (the sender's tail once it names no link) and sends
@@ -99,6 +105,9 @@ pub enum RouteRecord {
         /// The ring position from which frames name handles sent over the
         /// new path.
         boundary: u64,
+        /// The other side of a whole end follows, in a `Routed` record
+        /// with the same id, which completes the end.
+        joins: bool,
     },
 }
 
@@ -139,8 +148,14 @@ impl RouteRecord {
                 consumer,
                 id,
                 boundary,
+                joins,
                 ..
-            } => (6, 2 * u16::from(ring) + u16::from(consumer), id, boundary),
+            } => (
+                6,
+                2 * u16::from(ring) + u16::from(consumer) + 4 * u16::from(joins),
+                id,
+                boundary,
+            ),
         };
         let mut out = [0u8; ROUTE_RECORD_LEN];
         out[..4].copy_from_slice(&ROUTE_MAGIC.to_le_bytes());
@@ -197,12 +212,13 @@ impl RouteRecord {
             3 => unused(&[a, b]).map(|()| Self::Attach { token }),
             4 => unused(&[a]).map(|()| Self::StopProxying { token, last: b }),
             5 => unused(&[a, b]).map(|()| Self::Done { token }),
-            6 if arg < 4 => Ok(Self::Routed {
+            6 if arg < 8 => Ok(Self::Routed {
                 token,
-                ring: (arg / 2) as u8,
+                ring: (arg / 2 % 2) as u8,
                 consumer: arg % 2 == 1,
                 id: a,
                 boundary: b,
+                joins: arg >= 4,
             }),
             6 => Err(Violation::RouteSide),
             _ => Err(Violation::UnknownRecordKind),
@@ -216,7 +232,7 @@ mod tests {
 
     const T: Token = Token([7; 16]);
 
-    fn every_kind() -> [RouteRecord; 7] {
+    fn every_kind() -> [RouteRecord; 8] {
         [
             RouteRecord::Introduce {
                 token: T,
@@ -246,6 +262,15 @@ mod tests {
                 consumer: false,
                 id: 3,
                 boundary: 4096,
+                joins: false,
+            },
+            RouteRecord::Routed {
+                token: T,
+                ring: 0,
+                consumer: true,
+                id: 9,
+                boundary: 0,
+                joins: true,
             },
         ]
     }
@@ -298,7 +323,7 @@ mod tests {
             ("a bad magic", bad_magic, Violation::RecordMagic),
             ("kind 0", raw(0, 0, 0, 0), Violation::UnknownRecordKind),
             ("kind 7", raw(7, 0, 0, 0), Violation::UnknownRecordKind),
-            ("routed side 4", raw(6, 4, 1, 1), Violation::RouteSide),
+            ("routed side 8", raw(6, 8, 1, 1), Violation::RouteSide),
             ("pid 0", raw(1, 0, 0, 5), Violation::RouteRecordFields),
             (
                 "pid past u32",

@@ -153,6 +153,11 @@ pub enum Violation {
     RouteDescriptors = 68,
     /// Routing record of a kind not expected here.
     RouteUnexpected = 69,
+    /// The two sides of a whole pipe end sent as two `Routed` records
+    /// (see `wire/route.rs`) do not make one end: another region, the same
+    /// ring twice, a side that arrives home, or a second side with no
+    /// first.
+    RouteJoin = 70,
 }
 
 impl Violation {
@@ -243,6 +248,7 @@ impl Violation {
                 "routing record without the descriptors its kind carries (a socket, a region)"
             }
             Self::RouteUnexpected => "routing record of a kind not expected here",
+            Self::RouteJoin => "the two routed sides of a pipe end do not make one end",
         }
     }
 }

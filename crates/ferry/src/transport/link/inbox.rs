@@ -51,11 +51,13 @@ pub(crate) struct PeerEnd {
     /// Held for as long as the region is mapped here.
     pub charge: Charge,
     /// For a side sent on by a process that did not hold its other side
-    /// (a `Routed` record): where that other side is.
+    /// (a `Routed` record): where that other side is. For a whole end
+    /// sent on so (two `Routed` records): where its sending side's other
+    /// side is.
     pub route: Option<Route>,
-    /// The charge for the region's descriptor, where it is kept (a sending
-    /// half, which may be forwarded), until a message claims the end.
-    pub _fd: Option<FdCharge>,
+    /// For a whole end sent on as two `Routed` records: where its
+    /// receiving side's other side is.
+    pub rx_route: Option<Route>,
 }
 
 /// Where the other side of a forwarded side is.
@@ -126,6 +128,11 @@ pub(super) struct Inbox {
     /// Moves of the other sides of this process's rings, not yet
     /// followed (at most [`MAX_PENDING`]).
     pub moves: Vec<Moved>,
+    /// The receiving sides of whole ends sent as two `Routed` records, by
+    /// id, until the sending side's record completes the end (`None`: it
+    /// was refused for the map budget; the end will be). Counted with
+    /// `pipes` against [`MAX_PENDING`]; no message claims them.
+    pub joining: HashMap<u64, Option<PeerEnd>>,
 }
 
 impl Inbox {
@@ -137,11 +144,23 @@ impl Inbox {
         self.fds.clear();
         self.pipes.clear();
         self.moves.clear();
+        self.joining.clear();
     }
 
-    /// Whether a pipe end or descriptor with this id waits here.
-    pub(super) fn knows(&self, id: u64) -> bool {
+    /// Whether a pipe end or descriptor with this id waits here, for a
+    /// message to claim.
+    pub(super) fn has(&self, id: u64) -> bool {
         self.pipes.contains_key(&id) || self.fds.contains_key(&id) || self.refused.contains(&id)
+    }
+
+    /// Whether this id is taken: claimable, or half of a whole end.
+    fn knows(&self, id: u64) -> bool {
+        self.has(id) || self.joining.contains_key(&id)
+    }
+
+    /// Pipe ends filed here (claimable, refused, or half of a whole one).
+    pub(super) fn pending_ends(&self) -> usize {
+        self.pipes.len() + self.refused.len() + self.joining.len()
     }
 
     /// Takes what waits here under `id`.
@@ -408,6 +427,7 @@ impl Reader<'_> {
                 consumer,
                 id,
                 boundary,
+                joins,
                 ..
             } => {
                 let mut fds = fds.into_iter();
@@ -415,6 +435,11 @@ impl Reader<'_> {
                     .next()
                     .ok_or(Fault::Violation(Violation::RouteDescriptors))?;
                 let rest: Vec<PeerFd> = fds.collect();
+                let second = inbox.joining.contains_key(&id);
+                // The sides of a whole end each come with a socket.
+                if (joins || second) && rest.is_empty() {
+                    return Err(Fault::Violation(Violation::RouteJoin));
+                }
                 let (end, route) = match (consumer, rest.is_empty()) {
                     (false, true) => (Carried::Sender { ring }, Route::Home { boundary }),
                     (false, false) => (Carried::Sender { ring }, Route::Via(path_of(rest)?)),
@@ -423,7 +448,13 @@ impl Reader<'_> {
                     (true, true) => return Err(Fault::Violation(Violation::RouteDescriptors)),
                     (true, false) => (Carried::Receiver { ring }, Route::Via(path_of(rest)?)),
                 };
-                self.file_pipe_end(inbox, region, end, id, Some(route))
+                match (joins, second) {
+                    // The first side of a whole end: its receiving one.
+                    (true, false) if consumer => self.file_joining(inbox, region, end, id, route),
+                    (true, _) => Err(Fault::Violation(Violation::RouteJoin)),
+                    (false, true) => self.join(inbox, region, ring, consumer, id, route),
+                    (false, false) => self.file_pipe_end(inbox, region, end, id, Some(route)),
+                }
             }
             RouteRecord::Introduce { .. }
             | RouteRecord::Attach { .. }
@@ -432,6 +463,8 @@ impl Reader<'_> {
         }
     }
 
+    /// Files a pipe end (or half) a record sent under `id`, for the
+    /// message that names it.
     fn file_pipe_end(
         &self,
         inbox: &mut Inbox,
@@ -440,40 +473,106 @@ impl Reader<'_> {
         id: u64,
         route: Option<Route>,
     ) -> Result<(), Fault> {
-        if inbox.pipes.len() + inbox.refused.len() >= MAX_PENDING {
+        self.check_new(inbox, id)?;
+        match self.map_end(fd, end, route)? {
+            Some(end) => {
+                inbox.pipes.insert(id, end);
+            }
+            None => {
+                inbox.refused.insert(id);
+            }
+        }
+        Ok(())
+    }
+
+    /// Files the receiving side of a whole end sent as two `Routed`
+    /// records, until its sending side's record completes it.
+    fn file_joining(
+        &self,
+        inbox: &mut Inbox,
+        fd: PeerFd,
+        end: Carried,
+        id: u64,
+        route: Route,
+    ) -> Result<(), Fault> {
+        self.check_new(inbox, id)?;
+        let first = self.map_end(fd, end, Some(route))?;
+        inbox.joining.insert(id, first);
+        Ok(())
+    }
+
+    /// The sending side of a whole end whose receiving side waits under
+    /// `id` in `joining`: the other ring of the same region, with a path of
+    /// its own. Files the whole end for the message that names it.
+    fn join(
+        &self,
+        inbox: &mut Inbox,
+        fd: PeerFd,
+        ring: u8,
+        consumer: bool,
+        id: u64,
+        route: Route,
+    ) -> Result<(), Fault> {
+        let Some(first) = inbox.joining.remove(&id) else {
+            return Err(Fault::Violation(Violation::RouteJoin));
+        };
+        // Mapped only to see it is the same memory object; unmapped here.
+        let second = Region::from_peer(fd, false)?;
+        let Some(mut first) = first else {
+            // The receiving side was refused: so is the end.
+            second.close_sides(&sides_of(Carried::Sender { ring }));
+            inbox.refused.insert(id);
+            return Ok(());
+        };
+        let same = second.identity();
+        let Carried::Receiver { ring: rx_ring } = first.end else {
+            return Err(Fault::Violation(Violation::RouteJoin));
+        };
+        if consumer || ring == rx_ring || same != first.region.identity() {
+            return Err(Fault::Violation(Violation::RouteJoin));
+        }
+        first.end = Carried::Pipe { role: ring };
+        first.rx_route = first.route.replace(route);
+        inbox.pipes.insert(id, first);
+        Ok(())
+    }
+
+    /// Checks a new pipe end may be filed under `id`.
+    fn check_new(&self, inbox: &Inbox, id: u64) -> Result<(), Fault> {
+        if inbox.pending_ends() >= MAX_PENDING {
             return Err(Fault::Violation(Violation::TooManyPendingEnds));
         }
         if inbox.knows(id) {
             return Err(Fault::Violation(Violation::PipeEndIdTwice));
         }
-        // A sending half that arrived alone keeps its region's descriptor,
-        // to be forwarded (see `Region::object`): charged as any the peer
-        // sends, so a peer cannot make this process hold more.
-        let keep = matches!(end, Carried::Sender { .. } | Carried::Receiver { .. });
-        let fd_charge = match keep {
-            true => Some(self.fds.charge().map_err(Fault::Local)?),
-            false => None,
-        };
-        let region = Region::from_peer(fd, keep)?;
+        Ok(())
+    }
+
+    /// Maps a pipe end's region, charged to the link; `None` if it does not
+    /// fit the map budget (its sides are closed: the end is refused).
+    fn map_end(
+        &self,
+        fd: PeerFd,
+        end: Carried,
+        route: Option<Route>,
+    ) -> Result<Option<PeerEnd>, Fault> {
+        // An end keeps its region's descriptor, to be sent on, within the
+        // process's bound for them (see `Region::object`).
+        let region = Region::from_peer(fd, true)?;
         // Records are read under the inbox lock, so nothing else charges
         // this budget between the look and the charge below.
         if region.len() > self.budget.remaining() {
             region.close_sides(&sides_of(end));
-            inbox.refused.insert(id);
-            return Ok(());
+            return Ok(None);
         }
         let charge = self.budget.charge(region.len())?;
-        inbox.pipes.insert(
-            id,
-            PeerEnd {
-                region,
-                end,
-                charge,
-                route,
-                _fd: fd_charge,
-            },
-        );
-        Ok(())
+        Ok(Some(PeerEnd {
+            region,
+            end,
+            charge,
+            route,
+            rx_route: None,
+        }))
     }
 }
 

@@ -373,13 +373,13 @@ impl Link {
 
     /// Sends the shared memory of a pipe with what of it (`end`) the peer
     /// now holds, waiting for room in the socket until `deadline`, and
-    /// returns the id a message frame must name to claim it. `last`: no
-    /// other part of this pipe can travel after this one.
+    /// returns the id a message frame must name to claim it. `whole`: a
+    /// whole end goes (see [`Region::send_object`]).
     pub(crate) fn send_pipe_end(
         &self,
         region: &Region,
         end: Carried,
-        last: bool,
+        whole: bool,
         id: Option<u64>,
         deadline: Option<Instant>,
     ) -> io::Result<u64> {
@@ -387,7 +387,7 @@ impl Link {
         let id = id.unwrap_or_else(|| self.next_id.fetch_add(1, Ordering::Relaxed));
         let record = Record::PipeEnd { end, id }.encode();
         region
-            .send_object(last, |fd| self.send_record(&record, &[fd], deadline))
+            .send_object(whole, |fd| self.send_record(&record, &[fd], deadline))
             .inspect_err(|e| self.note_io(e))?;
         // The receiver will ring the doorbells of the sides it faces: hand
         // over those known here (ours, or ones a peer sent us).
@@ -420,14 +420,14 @@ impl Link {
     /// region, checked as any peer's, and charges it to this link's
     /// budget.
     pub(crate) fn adopt_opening(&self, fd: PeerFd) -> Result<Claimed, Fault> {
-        let region = Region::from_peer(fd, false)?;
+        let region = Region::from_peer(fd, true)?;
         let charge = self.budget.charge(region.len())?;
         Ok(Claimed::Handle(PeerEnd {
             region,
             end: Carried::Pipe { role: 1 },
             charge,
             route: None,
-            _fd: None,
+            rx_route: None,
         }))
     }
 
@@ -524,7 +524,7 @@ impl Link {
         deadline: &mut Deadline,
     ) -> Result<bool, Fault> {
         let named = |inbox: &Inbox| {
-            ids.iter().all(|&id| inbox.knows(id)) && block.is_none_or(|b| inbox.blocks.knows(b.id))
+            ids.iter().all(|&id| inbox.has(id)) && block.is_none_or(|b| inbox.blocks.knows(b.id))
         };
         while !named(inbox) {
             if !deadline.step() {
@@ -633,9 +633,7 @@ impl Link {
     /// pipe ends unclaimed (held or refused).
     fn read_queued(&self, inbox: &mut Inbox, most: usize, pending: usize) {
         for _ in 0..most {
-            if inbox.pipes.len() + inbox.refused.len() >= pending
-                || inbox.fds.len() >= inbox::MAX_PENDING_FDS / 2
-            {
+            if inbox.pending_ends() >= pending || inbox.fds.len() >= inbox::MAX_PENDING_FDS / 2 {
                 return;
             }
             match self.reader().read_queued(inbox) {

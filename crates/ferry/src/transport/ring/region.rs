@@ -26,7 +26,7 @@ use std::os::fd::BorrowedFd;
 use std::ptr::NonNull;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::base::sync::{AtomicU8, Ordering};
+use crate::base::sync::{AtomicU8, AtomicUsize, Ordering};
 use crate::base::sys::MapError;
 use crate::base::sys::{Mapping, PeerAccess, PeerFd, Ringer, SharedMemory};
 use crate::base::wire::region::{
@@ -41,12 +41,13 @@ use crate::transport::ring::{CONTROL_SIZE, Control, Storage};
 pub(crate) struct Region {
     map: Mapping,
     capacity: usize,
-    /// The memory object, kept only while this region may still be sent to
-    /// another process; dropped once it has been, to keep descriptors few.
-    /// A peer's is kept only for a sending half that arrived alone: it may
-    /// be forwarded (see `Half::forward`); other ends do not move on yet,
-    /// and keep no descriptor per pipe.
-    object: Mutex<Option<SharedMemory>>,
+    /// The memory object, kept while this region may still be sent to
+    /// another process. A pipe made here keeps it until an end has been
+    /// sent whole; past that (an end that arrived, or the end left here),
+    /// it is kept only within [`kept_regions`]' bound, so an end can be sent
+    /// on (see `Half::forward`) without the descriptors of a process growing
+    /// with the number of pipe ends it holds.
+    object: Mutex<Option<Object>>,
     /// The memory object's identity (device, inode).
     identity: (u64, u64),
     /// What rings the doorbell of each side of each ring
@@ -96,6 +97,48 @@ impl Part {
     }
 }
 
+/// A region's memory object, and whether it counts against
+/// [`kept_regions`]' bound.
+#[derive(Debug)]
+struct Object {
+    memory: SharedMemory,
+    counted: bool,
+}
+
+impl Drop for Object {
+    fn drop(&mut self) {
+        if self.counted {
+            KEPT.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Memory objects kept past what sending a pipe's ends needs (see
+/// `Region::object`), in this process.
+static KEPT: AtomicUsize = AtomicUsize::new(0);
+
+/// The most memory objects kept for ends to be sent on: a quarter of the
+/// soft descriptor limit, read each time (a process that raises it gets
+/// the room at once; a read costs less than the mapping it goes with).
+/// With the usual limit of 1,024, 256 ends may be sent on; one more stays
+/// where it is (`NotTransferable`) until others are dropped or sent. A
+/// peer's ends count as this process's own: a peer sending many can make
+/// ends here stay where they are, never break one.
+pub(crate) fn kept_regions() -> usize {
+    let limit = crate::base::sys::descriptor_limit().unwrap_or(1 << 20);
+    usize::try_from(limit / 4).unwrap_or(usize::MAX)
+}
+
+/// Counts one more kept memory object, if [`kept_regions`] allows.
+fn count_kept() -> bool {
+    // Relaxed: a count, ordering nothing else.
+    if KEPT.fetch_add(1, Ordering::Relaxed) < kept_regions() {
+        return true;
+    }
+    KEPT.fetch_sub(1, Ordering::Relaxed);
+    false
+}
+
 /// The ring sides held in this process: (object identity, side). A ring
 /// has one producer and one consumer; a peer that sends back a pipe end or
 /// half whose side this process already holds (under another id, or the
@@ -136,7 +179,10 @@ impl Region {
         Ok(Arc::new(Self {
             map,
             capacity,
-            object: Mutex::new(Some(object)),
+            object: Mutex::new(Some(Object {
+                memory: object,
+                counted: false,
+            })),
             identity,
             bells: Default::default(),
             moving: AtomicU8::new(0),
@@ -167,7 +213,11 @@ impl Region {
         Ok(Arc::new(Self {
             map,
             capacity: header.ring_capacity(),
-            object: Mutex::new(keep.then_some(object)),
+            // Lazily: an `Object` made and dropped would uncount itself.
+            object: Mutex::new((keep && count_kept()).then(|| Object {
+                memory: object,
+                counted: true,
+            })),
             identity,
             bells: Default::default(),
             moving: AtomicU8::new(0),
@@ -241,22 +291,25 @@ impl Region {
     }
 
     /// Sends the region's memory object with `send`, if it may still be
-    /// sent; once `send` succeeds and `last` says no other part of the pipe
-    /// can travel any more, forgets it (to keep descriptors few). On
-    /// failure the object is kept, so the region can still be sent later.
+    /// sent. Once `send` succeeds and `whole` says a whole end went, the
+    /// object is kept only within [`kept_regions`]' bound (so the end left
+    /// here may be sent on), else forgotten. On failure the object is kept,
+    /// so the region can still be sent later.
     pub(crate) fn send_object(
         &self,
-        last: bool,
+        whole: bool,
         send: impl FnOnce(BorrowedFd<'_>) -> io::Result<()>,
     ) -> io::Result<()> {
         let mut object = self.object.lock().unwrap_or_else(|e| e.into_inner());
-        let fd = object
-            .as_ref()
-            .ok_or_else(|| io::Error::other("pipe region was already sent"))?
-            .fd();
-        send(fd)?;
-        if last {
-            *object = None;
+        let kept = object
+            .as_mut()
+            .ok_or_else(|| io::Error::other("pipe region was already sent"))?;
+        send(kept.memory.fd())?;
+        if whole && !kept.counted {
+            match count_kept() {
+                true => kept.counted = true,
+                false => *object = None,
+            }
         }
         Ok(())
     }

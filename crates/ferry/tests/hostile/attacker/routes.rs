@@ -21,6 +21,8 @@ pub const ATTACKS: &[&str] = &[
     "route-dead-end",
     "route-moved-flood",
     "route-naming-forever",
+    "route-join-same-ring",
+    "route-join-unfinished",
 ];
 
 /// The payload of the message published after the records.
@@ -32,6 +34,11 @@ const MOVED: u16 = 2;
 const ROUTED: u16 = 6;
 /// `2 * ring + side` for the producer side of ring 1 (the attacker's).
 const RING1_PRODUCER: u16 = 2;
+/// `2 * ring + side` for the consumer side of ring 0 (the victim's).
+const RING0_CONSUMER: u16 = 1;
+/// Added to a `Routed` record's `arg`: the other side of a whole end
+/// follows under the same id.
+const JOINS: u16 = 4;
 
 /// Plays `attack`, one of [`ATTACKS`].
 pub fn run(attack: &str) {
@@ -62,6 +69,23 @@ pub fn run(attack: &str) {
             peer.socket
                 .send_record(&record, &[peer.region.fd()])
                 .expect("send a routed record");
+            peer.send_message(&[9], AFTER);
+            peer.wait_for_hangup(secs(20));
+            return;
+        }
+        // A whole end whose two routed sides are the same side twice, or
+        // whose second side never comes, named by the message after them.
+        "route-join-same-ring" | "route-join-unfinished" => {
+            let first = wire::route_record(ROUTED, RING0_CONSUMER + JOINS, 9, 0);
+            peer.socket
+                .send_record(&first, &[peer.region.fd(), theirs.as_fd()])
+                .expect("send the first side");
+            if attack == "route-join-same-ring" {
+                let second = wire::route_record(ROUTED, RING0_CONSUMER, 9, 0);
+                peer.socket
+                    .send_record(&second, &[peer.region.fd(), theirs.as_fd()])
+                    .expect("send the same side again");
+            }
             peer.send_message(&[9], AFTER);
             peer.wait_for_hangup(secs(20));
             return;

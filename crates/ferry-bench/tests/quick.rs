@@ -191,7 +191,7 @@ fn check_pingpong_row(row: &Value, count: u64) {
     check_count(row, count);
     let wait = row["wait"].as_str().unwrap_or_default();
     assert!(
-        ["adaptive", "tuned", "spin", "sleep", "tokio"].contains(&wait),
+        ["adaptive", "tuned", "spin", "sleep", "tokio", "select"].contains(&wait),
         "{row}"
     );
 }

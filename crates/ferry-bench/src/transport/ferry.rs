@@ -68,7 +68,7 @@ impl Ferry {
     /// The typed channels, default wait.
     pub const TYPED: Self = Self::new("ferry-typed", Wait::Adaptive, Payload::Typed);
 
-    fn endpoint(&self, pipe: Pipe) -> Box<dyn Endpoint> {
+    pub(super) fn endpoint(&self, pipe: Pipe) -> Box<dyn Endpoint> {
         match self.payload {
             Payload::Copied => Box::new(FerryEndpoint {
                 pipe,

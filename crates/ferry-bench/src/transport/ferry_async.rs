@@ -38,7 +38,7 @@ impl Transport for FerryAsync {
 
 /// A pipe end split into its async halves, with the runtime that drives
 /// them.
-struct AsyncEndpoint {
+pub(super) struct AsyncEndpoint {
     runtime: Runtime,
     tx: AsyncSender,
     rx: AsyncReceiver,
@@ -47,7 +47,7 @@ struct AsyncEndpoint {
 }
 
 impl AsyncEndpoint {
-    fn new(pipe: ::ferry::Pipe) -> Result<Self, Error> {
+    pub(super) fn new(pipe: ::ferry::Pipe) -> Result<Self, Error> {
         let runtime = runtime()?;
         let (tx, rx) = pipe.split();
         let (tx, rx) = {

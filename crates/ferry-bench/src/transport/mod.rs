@@ -130,6 +130,15 @@ pub const ENGINES: &[&dyn Engine] = &[
     &ferry_forwarded::FerryForwarded::DIRECT,
     &ferry_forwarded::FerryForwarded::ONCE,
     &ferry_forwarded::FerryForwarded::THRICE,
+    &ferry_forwarded::FerryForwarded::END,
+    &ferry_forwarded::FerryForwarded::END_ONCE,
+    &ferry_forwarded::FerryForwarded::END_THRICE,
+    &ferry_forwarded::FerryForwarded::SELECT_END,
+    &ferry_forwarded::FerryForwarded::SELECT_END_THRICE,
+    #[cfg(feature = "tokio")]
+    &ferry_forwarded::FerryForwarded::ASYNC_END,
+    #[cfg(feature = "tokio")]
+    &ferry_forwarded::FerryForwarded::ASYNC_END_THRICE,
     #[cfg(feature = "tokio")]
     &ferry_async::FerryAsync,
     &unix_stream::UnixStream,

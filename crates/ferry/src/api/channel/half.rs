@@ -149,9 +149,27 @@ impl Half {
             return Ok(bell);
         }
         let (bell, ringer) = Doorbell::new()?;
-        if let Some(link) = self.link() {
-            link.send_doorbell(&self.region, self.part, &ringer)
-                .map_err(|e| doorbell_error(self.io_error(e)))?;
+        while let Some(link) = self.link() {
+            let Err(e) = link.send_doorbell(&self.region, self.part, &ringer) else {
+                break;
+            };
+            if !matches!(
+                e.kind(),
+                std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::ConnectionReset
+            ) {
+                return Err(doorbell_error(self.io_error(e)));
+            }
+            // The holder there is gone. If the other side moved on first
+            // (its `Moved` went before that holder did), follow it and hand
+            // the doorbell on there; if not, the pipe is over, which the
+            // doorbell says (the hang-up watcher rings it).
+            match self.link() {
+                Some(now) if !std::ptr::eq(now, link) => {}
+                _ => {
+                    link.note_io(&e);
+                    break;
+                }
+            }
         }
         // Kept here too: a peer in this process, and the hang-up watcher,
         // ring it; and this half's lock holders (see `Missed`), before the
@@ -412,7 +430,7 @@ impl Half {
     ///    side's doorbell if this process has it. If that fails, this half
     ///    stays here, answering over the socket it kept.
     pub(super) fn forward(&self, dest: &Link, deadline: Option<Instant>) -> std::io::Result<u64> {
-        let step = Move::start(self, dest)?;
+        let step = Move::start(self, dest, deadline)?;
         if std::ptr::eq(dest, &*step.twin) {
             // Acquire: this side's own tail, published by its last frame.
             let boundary = self.sides().0.pos.load(Ordering::Acquire);
@@ -425,7 +443,7 @@ impl Half {
     /// the other side too: the two then talk over a socket pair).
     fn begin_forward<'a>(
         &'a self,
-        step: Move<'a>,
+        mut step: Move<'a>,
         deadline: Option<Instant>,
     ) -> std::io::Result<Begun<'a>> {
         // Acquire: this side's own tail, published by its last frame.
@@ -435,6 +453,7 @@ impl Half {
         drop(to_twin);
         // Release: after the record went; pairs with `follow_moves`.
         self.sides().0.moved.fetch_add(1, Ordering::Release);
+        step.unmark();
         self.ring_peer();
         Ok(Begun {
             step,
@@ -474,7 +493,7 @@ impl Half {
         deadline: Option<Instant>,
         names_link: impl FnOnce(u64) -> Result<bool, Corrupt>,
     ) -> std::io::Result<Begun<'a>> {
-        let step = Move::start(self, dest)?;
+        let mut step = Move::start(self, dest, deadline)?;
         let (to_twin, to_dest) = crate::base::sys::socket_pair()?;
         // Boundary 0: fixed below, and sent to the new holder.
         step.send_moved(0, Some(&to_twin), deadline)?;
@@ -522,6 +541,7 @@ impl Half {
                 return Err(std::io::Error::other(why.to_string()));
             }
         }
+        step.unmark();
         Ok(Begun {
             step,
             to_dest,
@@ -543,7 +563,9 @@ impl Half {
         dest: &Link,
         deadline: Option<Instant>,
     ) -> std::io::Result<u64> {
-        let tx = match Move::start(tx, dest).and_then(|step| tx.begin_forward(step, deadline)) {
+        let tx = match Move::start(tx, dest, deadline)
+            .and_then(|step| tx.begin_forward(step, deadline))
+        {
             Ok(tx) => tx,
             Err(e) => {
                 rx.stay();
@@ -564,6 +586,52 @@ impl Half {
                 rx.stay();
                 tx.stay();
                 Err(e)
+            }
+        }
+    }
+
+    /// Marks this side as moving (its `moving` word), so the other side's
+    /// holder does not move its side at the same time: two moves of one
+    /// ring that cross would each follow the other to where it left. Of two
+    /// sides that would move at once, the producer's goes first; the
+    /// consumer's mover stands back until the producer's has said where
+    /// it went, then marks again (and, in [`Move::start`], follows it
+    /// first). Dekker's pair of SeqCst fences: of two marks, at least one
+    /// sees the other. Gives up (`TimedOut`, nothing sent, this side
+    /// unchanged) if the other side stays marked past `deadline` or
+    /// [`NAMING_WAIT`]: a peer can stop the moves of its own pipes, no other.
+    fn mark_moving(&self, deadline: Option<Instant>) -> std::io::Result<Marked<'_>> {
+        let (me, peer) = self.sides();
+        let give_up = Instant::now() + NAMING_WAIT;
+        let give_up = deadline.map_or(give_up, |d| d.min(give_up));
+        loop {
+            me.moving.store(1, Ordering::SeqCst);
+            crate::base::sync::fence(Ordering::SeqCst);
+            let marked = Marked(me);
+            if peer.moving.load(Ordering::SeqCst) == 0 {
+                return Ok(marked);
+            }
+            // The consumer's mover stands back (its mark goes with
+            // `marked`, dropped here); the producer's keeps its mark.
+            let kept = self.is_producer().then_some(marked);
+            // Acquire: pairs with the Release clear after the other's
+            // `Moved` went and its `moved` was bumped.
+            while peer.moving.load(Ordering::Acquire) != 0 {
+                if Instant::now() >= give_up {
+                    return Err(std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        "the other side of this pipe is being moved by its holder, which did not \
+                         finish in time: this end stays here",
+                    ));
+                }
+                // The other mover may wait for room on the socket.
+                if let Some(link) = self.link.get() {
+                    link.drain();
+                }
+                std::thread::sleep(std::time::Duration::from_micros(50));
+            }
+            if let Some(marked) = kept {
+                return Ok(marked);
             }
         }
     }
@@ -692,6 +760,9 @@ impl Begun<'_> {
 /// holder, the link to the new holder, and the records' common fields.
 struct Move<'a> {
     half: &'a Half,
+    /// This side marked as moving, until the boundary is fixed and the
+    /// other side may follow (see [`Half::mark_moving`]).
+    marked: Option<Marked<'a>>,
     twin: Arc<Link>,
     dest: &'a Link,
     token: Token,
@@ -700,8 +771,12 @@ struct Move<'a> {
 }
 
 impl<'a> Move<'a> {
-    /// A forward of `half` to the process at the other end of `dest`.
-    fn start(half: &'a Half, dest: &'a Link) -> std::io::Result<Self> {
+    /// A forward of `half` to the process at the other end of `dest`: the
+    /// side marked as moving, and any move of the other side followed
+    /// first (see [`Half::mark_moving`]).
+    fn start(half: &'a Half, dest: &'a Link, deadline: Option<Instant>) -> std::io::Result<Self> {
+        let marked = half.mark_moving(deadline)?;
+        half.follow_moves();
         let twin = half
             .link
             .get()
@@ -717,12 +792,19 @@ impl<'a> Move<'a> {
         };
         Ok(Self {
             half,
+            marked: Some(marked),
             twin,
             dest,
             token,
             ring,
             consumer,
         })
+    }
+
+    /// The boundary is fixed and `Moved` is out (and `moved` bumped): the
+    /// other side may move now, following this one first.
+    fn unmark(&mut self) {
+        self.marked = None;
     }
 
     /// `Moved` to the other side's holder: the socket to the new holder
@@ -812,7 +894,7 @@ impl<'a> Move<'a> {
     /// what switches the receiver, and the end `Routed` names lies
     /// unclaimed there until the link goes (a failed send names no frame
     /// for it).
-    fn home(&self, boundary: u64, deadline: Option<Instant>) -> std::io::Result<u64> {
+    fn home(mut self, boundary: u64, deadline: Option<Instant>) -> std::io::Result<u64> {
         if self.consumer {
             return Err(std::io::Error::other("only a sending half comes home"));
         }
@@ -820,8 +902,21 @@ impl<'a> Move<'a> {
         self.send_moved(boundary, None, deadline)?;
         // Release: after the record went; pairs with `follow_moves`.
         self.half.sides().0.moved.fetch_add(1, Ordering::Release);
+        self.unmark();
         self.half.ring_peer();
         Ok(id)
+    }
+}
+
+/// A side marked as moving (see [`Half::mark_moving`]); the mark goes
+/// when this drops.
+struct Marked<'a>(&'a Side);
+
+impl Drop for Marked<'_> {
+    fn drop(&mut self) {
+        // Release: after this side's `Moved` went and `moved` was bumped
+        // (or nothing was sent); pairs with `mark_moving`'s Acquire.
+        self.0.moving.store(0, Ordering::Release);
     }
 }
 

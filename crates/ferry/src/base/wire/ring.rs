@@ -31,6 +31,7 @@
 //! | 84 | `doorbell: u32` | non-zero while this side waits on its doorbell (a datagram socket it sent the other side, which then sends a byte through it after every change) |
 //! | 88 | `moved: u32` | bumped, wrapping, each time this side leaves for another process while the other side is held elsewhere: the other side then reads its link for the `Moved` record that says where it went (`wire/route.rs`) |
 //! | 92 | `naming: u32` | producer: non-zero while it names a link's handles or blocks in a frame it is about to publish (a receiving side's mover waits for it to clear, so no frame past the tail it then reads names the old link) |
+//! | 96 | `moving: u32` | non-zero while this side's holder moves it on to another process, from before it reads where the other side is until its `Moved` record is out and `moved` bumped: the two sides of a ring never move at once (if both would, the producer's goes first and the consumer's waits, then follows it) |
 //!
 //! `ring/control.rs` declares the struct and asserts, at compile time, that
 //! its fields sit at these offsets.
@@ -81,6 +82,8 @@ pub const DOORBELL: usize = 84;
 pub const MOVED: usize = 88;
 /// See [`POS`].
 pub const NAMING: usize = 92;
+/// See [`POS`].
+pub const MOVING: usize = 96;
 
 const _: () = {
     assert!(SIDE_SIZE.is_power_of_two() && DOORBELL + 4 <= SIDE_SIZE);

@@ -41,6 +41,9 @@ pub struct Side {
     /// Producer: non-zero while it names a link's handles or blocks in a
     /// frame it is about to publish (see `wire/ring.rs`).
     pub naming: AtomicU32,
+    /// Non-zero while this side's holder moves it to another process
+    /// (see `wire/ring.rs`).
+    pub moving: AtomicU32,
 }
 
 /// Both sides of one single-producer, single-consumer ring.
@@ -73,4 +76,5 @@ const _: () = {
     assert!(offset_of!(Side, doorbell) == wire::DOORBELL);
     assert!(offset_of!(Side, moved) == wire::MOVED);
     assert!(offset_of!(Side, naming) == wire::NAMING);
+    assert!(offset_of!(Side, moving) == wire::MOVING);
 };

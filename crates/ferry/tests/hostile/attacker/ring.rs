@@ -13,7 +13,7 @@ use std::marker::PhantomData;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering, fence};
 
-use super::wire::{self, CONSUMER_SIDE, FRAME_HEADER, MOVED, NAMING, POS, SIGNAL, WAITING};
+use super::wire::{self, CONSUMER_SIDE, FRAME_HEADER, MOVED, MOVING, NAMING, POS, SIGNAL, WAITING};
 
 /// Which side of a ring a word belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -108,6 +108,13 @@ impl<'a> RawRing<'a> {
         // Release: after the record was sent, as ferry's mover.
         self.word32(side, MOVED).fetch_add(1, Ordering::Release);
         self.wake(side);
+    }
+
+    /// Says the producer's holder moves it (and never stops).
+    pub fn set_moving(&self, on: bool) {
+        // Release: as ferry's mover clears it.
+        self.word32(Side::Producer, MOVING)
+            .store(u32::from(on), Ordering::Release);
     }
 
     /// Says the producer names its link in a frame (and never stops).

@@ -21,6 +21,7 @@ pub const ATTACKS: &[&str] = &[
     "route-dead-end",
     "route-moved-flood",
     "route-naming-forever",
+    "route-moving-forever",
     "route-join-same-ring",
     "route-join-unfinished",
 ];
@@ -94,7 +95,7 @@ pub fn run(attack: &str) {
         "route-bump-only" => {}
         // A sender that never leaves its naming section, so the victim's
         // forward of its receiver can never fix its boundary.
-        "route-naming-forever" => {
+        "route-naming-forever" | "route-moving-forever" => {
             // The victim sends the sending half of a pipe of its own; this
             // side then says, in that pipe's ring 1, that it names its
             // link, and never stops; then tells the victim so.
@@ -105,7 +106,10 @@ pub fn run(attack: &str) {
                 .expect("the sending half's record");
             let fd = sent.fds.into_iter().next().expect("its region");
             let region = super::region::RawRegion::map(fd).expect("map its region");
-            region.ring(1).set_naming(true);
+            match attack {
+                "route-naming-forever" => region.ring(1).set_naming(true),
+                _ => region.ring(1).set_moving(true),
+            }
             peer.send_message(&[], b"naming");
             peer.wait_for_hangup(secs(20));
             drop(region);

@@ -201,6 +201,8 @@ pub const ROUTE_MAGIC: [u8; 4] = [b'F', b'R', b'R', 1];
 pub const MOVED: usize = 88;
 /// Offset of a producer side's `naming` word.
 pub const NAMING: usize = 92;
+/// A ring side's `moving` word.
+pub const MOVING: usize = 96;
 
 /// Encodes a routing record: magic, kind u16, arg u16, a token (never all
 /// zero here), `a` u64, `b` u64.

@@ -51,9 +51,7 @@ fn send_some(tx: &Sender, from: u32, count: u64) {
     for i in 0..count {
         let bytes = message(from, i);
         if i % FD_EVERY == 0 {
-            let (mut mine, theirs) = UnixStream::pair().expect("socket pair");
-            mine.write_all(&i.to_le_bytes()).expect("write the number");
-            tx.send_with(&bytes, vec![OwnedFd::from(theirs)])
+            tx.send_with(&bytes, vec![numbered_fd(i)])
                 .expect("send with a descriptor");
         } else {
             tx.send(&bytes).expect("send");
@@ -77,11 +75,7 @@ fn check_some(next: &mut dyn FnMut() -> Message, from: u32, count: u64) {
         assert_eq!(msg.bytes, message(from, i), "message {i} from hop {from}");
         if i % FD_EVERY == 0 {
             let fd = msg.fds.pop().expect("the descriptor");
-            let mut number = [0u8; 8];
-            UnixStream::from(fd)
-                .read_exact(&mut number)
-                .expect("read the number");
-            assert_eq!(u64::from_le_bytes(number), i, "descriptor of message {i}");
+            assert_eq!(number_of(fd), i, "descriptor of message {i}");
         } else {
             assert!(msg.fds.is_empty(), "message {i} carries no descriptor");
         }
@@ -358,9 +352,7 @@ fn a_select_wakes_for_a_forwarded_senders_messages() {
 
 /// Sends message `n` (with a socket carrying `n`) through `tx`.
 fn send_numbered(tx: &Sender, n: u64) {
-    let (mut mine, theirs) = UnixStream::pair().expect("socket pair");
-    mine.write_all(&n.to_le_bytes()).expect("write the number");
-    tx.send_with(&message(9, n), vec![OwnedFd::from(theirs)])
+    tx.send_with(&message(9, n), vec![numbered_fd(n)])
         .expect("send a numbered message");
 }
 
@@ -369,11 +361,7 @@ fn receive_numbered(rx: &Receiver, n: u64) {
     let mut msg = rx.recv_with().expect("a numbered message");
     assert_eq!(msg.bytes, message(9, n), "message {n}");
     let fd = msg.fds.pop().expect("its descriptor");
-    let mut number = [0u8; 8];
-    UnixStream::from(fd)
-        .read_exact(&mut number)
-        .expect("read the number");
-    assert_eq!(u64::from_le_bytes(number), n, "descriptor of message {n}");
+    assert_eq!(number_of(fd), n, "descriptor of message {n}");
 }
 
 /// ipcz's `TransferBackAndForth`, for a sender: bounced between two
@@ -789,7 +777,8 @@ const PAIRS: usize = 3;
 /// Its swaps.
 const SWAPS: u64 = 100;
 
-/// A socket pair's far end, carrying `n`.
+/// A socket pair's far end, carrying `n` (the descriptor every numbered
+/// message takes along).
 fn numbered_fd(n: u64) -> OwnedFd {
     let (mut mine, theirs) = UnixStream::pair().expect("socket pair");
     mine.write_all(&n.to_le_bytes()).expect("write the number");

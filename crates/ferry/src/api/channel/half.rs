@@ -597,7 +597,7 @@ impl Half {
     /// consumer's mover stands back until the producer's has said where
     /// it went, then marks again (and, in [`Move::start`], follows it
     /// first). Dekker's pair of SeqCst fences: of two marks, at least one
-    /// sees the other. Gives up (`TimedOut`, nothing sent, this side
+    /// sees the other. Gives up (`ResourceBusy`, nothing sent, this side
     /// unchanged) if the other side stays marked past `deadline` or
     /// [`NAMING_WAIT`]: a peer can stop the moves of its own pipes, no other.
     fn mark_moving(&self, deadline: Option<Instant>) -> std::io::Result<Marked<'_>> {
@@ -618,11 +618,9 @@ impl Half {
             // `Moved` went and its `moved` was bumped.
             while peer.moving.load(Ordering::Acquire) != 0 {
                 if Instant::now() >= give_up {
-                    return Err(std::io::Error::new(
-                        std::io::ErrorKind::TimedOut,
-                        "the other side of this pipe is being moved by its holder, which did not \
-                         finish in time: this end stays here",
-                    ));
+                    // `ResourceBusy`: the send refuses this end (see
+                    // `sender::OTHER_SIDE_MOVING`), which stays here.
+                    return Err(std::io::ErrorKind::ResourceBusy.into());
                 }
                 // The other mover may wait for room on the socket.
                 if let Some(link) = self.link.get() {

@@ -33,6 +33,11 @@ pub(super) const NOT_KEPT: &str = "this process keeps the memory of at most a qu
      server's connection made before it): it stays here; raise the limit, or drop or send on \
      other ends first";
 
+/// Why an end whose other side's holder keeps moving that side stays (see
+/// `Half::mark_moving`).
+const OTHER_SIDE_MOVING: &str = "the other side of this pipe end is being sent on by its holder, \
+     which did not finish within 5 s (or the call's deadline): this end stays here; try again";
+
 /// Why a receiver whose sender is elsewhere stays: see
 /// [`Half::begin_forward_receiver`](super::half::Half::forward_receiver).
 const RECEIVE_FIRST: &str = "messages carrying descriptors, pipe ends or large payloads are on their \
@@ -649,6 +654,9 @@ impl Sender {
                     let error = match e.kind() {
                         std::io::ErrorKind::InvalidInput => {
                             SendFault::NotTransferable(RECEIVE_FIRST)
+                        }
+                        std::io::ErrorKind::ResourceBusy => {
+                            SendFault::NotTransferable(OTHER_SIDE_MOVING)
                         }
                         _ => self.core.half.io_error(e),
                     };

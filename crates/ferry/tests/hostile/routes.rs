@@ -70,7 +70,7 @@ fn routing_lies() {
 /// handed back still works (its receive waits, as for any quiet sender).
 fn naming_forever(verdict: &mut Verdict, dog: &Watchdog, test: &str) {
     for (attack, forward_want, then_want) in [
-        ("route-naming-forever", "Io", "RouteBoundary"),
+        ("route-naming-forever", "NotTransferable", "RouteBoundary"),
         ("route-moving-forever", "NotTransferable", "Timeout"),
     ] {
         let run = run_victim(dog, test, &format!("victim-{attack}"), RUN_LIMIT, |_| {});

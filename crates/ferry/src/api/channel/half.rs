@@ -520,10 +520,9 @@ impl Half {
             // The sender's section goes on: its frames past the tail may
             // still name the old link, so no boundary is known here.
             let _ = self.broken.set(Violation::RouteBoundary);
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::TimedOut,
-                "the sender did not finish naming its link in time: its pipe is broken",
-            ));
+            // `InvalidData`: the send refuses this end, broken by its peer
+            // (see `sender::NAMING_NEVER_ENDED`).
+            return Err(std::io::ErrorKind::InvalidData.into());
         }
         // Acquire: the producer's published tail.
         let tail = peer.pos.load(Ordering::Acquire);

@@ -38,6 +38,12 @@ pub(super) const NOT_KEPT: &str = "this process keeps the memory of at most a qu
 const OTHER_SIDE_MOVING: &str = "the other side of this pipe end is being sent on by its holder, \
      which did not finish within 5 s (or the call's deadline): this end stays here; try again";
 
+/// Why a receiver whose sender never ends naming its link stays, broken
+/// (see `Half::begin_forward_receiver`).
+const NAMING_NEVER_ENDED: &str = "the sender of this receiver did not finish naming its link \
+     within 5 s (or the call's deadline), so no boundary for the move could be fixed: the \
+     receiver stays here, and its pipe is broken (its calls say RouteBoundary)";
+
 /// Why a receiver whose sender is elsewhere stays: see
 /// [`Half::begin_forward_receiver`](super::half::Half::forward_receiver).
 const RECEIVE_FIRST: &str = "messages carrying descriptors, pipe ends or large payloads are on their \
@@ -657,6 +663,9 @@ impl Sender {
                         }
                         std::io::ErrorKind::ResourceBusy => {
                             SendFault::NotTransferable(OTHER_SIDE_MOVING)
+                        }
+                        std::io::ErrorKind::InvalidData => {
+                            SendFault::NotTransferable(NAMING_NEVER_ENDED)
                         }
                         _ => self.core.half.io_error(e),
                     };

@@ -433,6 +433,162 @@ fn a_sender_bounced_back_and_forth_a_hundred_times() {
     child.wait_ok();
 }
 
+/// Bounces of [`a_receiver_polling_while_its_sender_bounces_sees_no_false_end`].
+const POLLED_BOUNCES: u64 = 1000;
+
+/// A receiver that looks for messages without pause (`try_recv`, then a
+/// poll of its ready descriptor or a short timed wait, in turns) while
+/// its sender is bounced a thousand times between two other
+/// processes: each forward closes the link the receiver was reading (its
+/// old holder lets it go at once), and a look that finds that link hung up
+/// just as the `Moved` record lands must follow the move, not report the
+/// pipe gone. Every message arrives in order, and `Disconnected` comes
+/// only once the sender is dropped.
+#[test]
+fn a_receiver_polling_while_its_sender_bounces_sees_no_false_end() {
+    let test = this_test!();
+    match ferry_testkit::role().as_deref() {
+        Some("bouncer") => {
+            let (_dog, main) = ferry_testkit::child_pipe("bouncer", secs(60));
+            for i in 0..POLLED_BOUNCES {
+                let mut msg = main.receiver().recv_with().expect("the sender");
+                let tx = msg.senders.pop().expect("a sender");
+                tx.send(&(2 * i + 1).to_le_bytes()).expect("send");
+                main.sender()
+                    .send_with(b"back", vec![Handle::from(tx)])
+                    .expect("send the sender back");
+            }
+        }
+        Some("poller") => {
+            let (_dog, main) = ferry_testkit::child_pipe("poller", secs(60));
+            let mut msg = main.receiver().recv_with().expect("the receiver");
+            let rx = msg.receivers.pop().expect("a receiver");
+            rx.set_wait(ferry::Wait::Sleep);
+            let ready = rx.ready_fd().expect("a ready descriptor");
+            let mut next = 0u64;
+            let end = loop {
+                let got = match rx.try_recv() {
+                    Err(TryRecvError::Empty) if next.is_multiple_of(2) => {
+                        let mut fds = [rustix::event::PollFd::new(
+                            &ready,
+                            rustix::event::PollFlags::IN,
+                        )];
+                        rustix::event::poll(&mut fds, None).expect("poll");
+                        continue;
+                    }
+                    Err(TryRecvError::Empty) => match rx.recv_timeout(Duration::from_micros(300)) {
+                        Err(ferry::RecvTimeoutError::Timeout) => continue,
+                        other => other.map_err(|e| format!("{e:?}")),
+                    },
+                    other => other.map_err(|e| format!("{e:?}")),
+                };
+                match got {
+                    Ok(bytes) => {
+                        assert_eq!(bytes, next.to_le_bytes(), "message {next}");
+                        next += 1;
+                    }
+                    Err(end) => break end,
+                }
+            };
+            main.send(format!("{next} {end}").as_bytes())
+                .expect("report");
+        }
+        Some(other) => panic!("no role {other}"),
+        None => {
+            let dog = ferry_testkit::Watchdog::start(test, secs(60));
+            let (bouncer, there) =
+                ferry_testkit::spawn_child(&dog, test, "bouncer", &PipeOptions::new());
+            let (poller, watching) =
+                ferry_testkit::spawn_child(&dog, test, "poller", &PipeOptions::new());
+            let (a, b) = ferry::pipe().expect("pipe");
+            let (mut tx, _a_rx) = a.split();
+            let (_b_tx, rx) = b.split();
+            watching
+                .sender()
+                .send_with(b"poll this", vec![Handle::from(rx)])
+                .expect("send the receiver");
+            for i in 0..POLLED_BOUNCES {
+                tx.send(&(2 * i).to_le_bytes()).expect("send");
+                there
+                    .sender()
+                    .send_with(b"there", vec![Handle::from(tx)])
+                    .expect("send the sender there");
+                let mut msg = there.receiver().recv_with().expect("the sender back");
+                tx = msg.senders.pop().expect("a sender");
+            }
+            drop(tx);
+            bouncer.wait_ok();
+            let report =
+                String::from_utf8(watching.recv().expect("the poller's report")).expect("text");
+            assert_eq!(
+                report,
+                format!("{} Disconnected", 2 * POLLED_BOUNCES),
+                "every message, then the end"
+            );
+            poller.wait_ok();
+        }
+    }
+}
+
+/// An end whose other side's holder has died cannot be sent on (its holder
+/// cannot be told where the end went): the send is refused with the end
+/// handed back, which still gives what the dead holder sent and then
+/// `Disconnected`; the pipe that was to carry it is not harmed.
+#[test]
+fn an_end_whose_other_side_died_is_refused_and_its_carrier_works() {
+    let test = this_test!();
+    match ferry_testkit::role().as_deref() {
+        Some("dies") => {
+            let (_dog, main) = ferry_testkit::child_pipe("dies", secs(60));
+            let end = take_pipe(&main);
+            end.send(b"last words").expect("send");
+            main.send(b"sent").expect("say so");
+            // Gone with the end held (nothing dropped, nothing closed).
+            std::process::exit(0);
+        }
+        Some("carrier") => {
+            let (_dog, main) = ferry_testkit::child_pipe("carrier", secs(60));
+            assert_eq!(main.recv().expect("a message"), b"still here");
+            main.send(b"and here").expect("answer");
+        }
+        Some(other) => panic!("no role {other}"),
+        None => {
+            let dog = ferry_testkit::Watchdog::start(test, secs(60));
+            let (dies, to_dies) =
+                ferry_testkit::spawn_child(&dog, test, "dies", &PipeOptions::new());
+            let (carrier, main) =
+                ferry_testkit::spawn_child(&dog, test, "carrier", &PipeOptions::new());
+            let (a, b) = ferry::pipe().expect("pipe");
+            to_dies
+                .sender()
+                .send_with(b"yours", vec![b])
+                .expect("send the end");
+            assert_eq!(to_dies.recv().expect("sent"), b"sent");
+            dies.wait_ok();
+            let refused = main
+                .sender()
+                .send_with(b"take this end", vec![a])
+                .expect_err("its other side's holder is gone");
+            assert!(
+                matches!(refused.error, SendError::NotTransferable(_)),
+                "{:?}",
+                refused.error
+            );
+            let a = refused
+                .handles
+                .into_iter()
+                .next()
+                .and_then(|h| h.into_pipe())
+                .expect("the end, handed back");
+            assert_eq!(a.recv().expect("what it sent"), b"last words");
+            assert!(matches!(a.recv(), Err(RecvError::Disconnected)));
+            main.send(b"still here").expect("the carrier works");
+            assert_eq!(main.recv().expect("its answer"), b"and here");
+            carrier.wait_ok();
+        }
+    }
+}
+
 /// Trials of [`a_forward_killed_anywhere_ends_in_messages_or_disconnected`].
 const KILL_TRIALS: u64 = 200;
 /// Messages the last hop of each trial sends, if it lives.

@@ -16,8 +16,7 @@
 //!   waiting for its messages in a `Select` (woken by the doorbell the
 //!   other side rings, which travels with the end).
 //! - `ferry-async-end`, `ferry-async-end-fwd3` (the `tokio` feature): the
-//!   same, each side awaiting on a current-thread tokio runtime; out of the
-//!   run for now (see `ENGINES`).
+//!   same, each side awaiting on a current-thread tokio runtime.
 
 use std::process::Command;
 
@@ -48,7 +47,6 @@ enum Shape {
     WholeSelect,
     /// The whole end; each side awaits on tokio.
     #[cfg(feature = "tokio")]
-    #[allow(dead_code)]
     WholeAsync,
 }
 
@@ -75,14 +73,11 @@ impl FerryForwarded {
     pub const SELECT_END: Self = Self::new("ferry-select-end", 0, Shape::WholeSelect);
     /// A whole end waited on in a `Select`, three trips.
     pub const SELECT_END_THRICE: Self = Self::new("ferry-select-end-fwd3", 3, Shape::WholeSelect);
-    /// A whole end awaited on tokio, no trip (out of the run for now: see
-    /// `ENGINES`).
+    /// A whole end awaited on tokio, no trip.
     #[cfg(feature = "tokio")]
-    #[allow(dead_code)]
     pub const ASYNC_END: Self = Self::new("ferry-async-end", 0, Shape::WholeAsync);
-    /// A whole end awaited on tokio, three trips (out of the run for now).
+    /// A whole end awaited on tokio, three trips.
     #[cfg(feature = "tokio")]
-    #[allow(dead_code)]
     pub const ASYNC_END_THRICE: Self = Self::new("ferry-async-end-fwd3", 3, Shape::WholeAsync);
 
     /// Sends `end` to a forwarder and takes it back, `trips` times.

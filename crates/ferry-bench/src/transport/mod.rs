@@ -135,9 +135,10 @@ pub const ENGINES: &[&dyn Engine] = &[
     &ferry_forwarded::FerryForwarded::END_THRICE,
     &ferry_forwarded::FerryForwarded::SELECT_END,
     &ferry_forwarded::FerryForwarded::SELECT_END_THRICE,
-    // `ferry-async-end` and `ferry-async-end-fwd3` are out of the run: a
-    // child making its doorbell while the parent's end travels can make
-    // the parent's next forward fail (see the routing design note).
+    #[cfg(feature = "tokio")]
+    &ferry_forwarded::FerryForwarded::ASYNC_END,
+    #[cfg(feature = "tokio")]
+    &ferry_forwarded::FerryForwarded::ASYNC_END_THRICE,
     #[cfg(feature = "tokio")]
     &ferry_async::FerryAsync,
     &unix_stream::UnixStream,

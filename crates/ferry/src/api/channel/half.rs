@@ -346,12 +346,30 @@ impl Half {
         if let Some(why) = self.broken.get() {
             return Some(Failure::Protocol(*why));
         }
-        let link = self.link().and_then(Link::failure);
+        let link = self.link_failure(Link::failure);
         // Relaxed: a sticky flag; what it stands for was seen by this
         // process already.
         match (link, self.hung_up.load(Ordering::Relaxed)) {
             (None, true) => Some(Failure::HungUp),
             (link, _) => link,
+        }
+    }
+
+    /// Why the link to the other side's holder is down, if it is, as
+    /// `check` says (a flag's load, or a question to the kernel). A
+    /// hang-up of a link the other side has moved off is not the pipe's:
+    /// the mover sends its `Moved` on that link and bumps `moved` before
+    /// it lets the link go, so a hang-up seen here with a move not yet
+    /// followed is a side gone on. Follow it, and ask again of the new
+    /// link (each turn needs a move the peer made: bounded by its moves).
+    pub(super) fn link_failure(&self, check: impl Fn(&Link) -> Option<Failure>) -> Option<Failure> {
+        let mut link = self.link()?;
+        loop {
+            let failure = check(link)?;
+            match self.link() {
+                Some(now) if failure == Failure::HungUp && !std::ptr::eq(now, link) => link = now,
+                _ => return Some(failure),
+            }
         }
     }
 

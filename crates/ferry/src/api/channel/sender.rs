@@ -44,6 +44,12 @@ const NAMING_NEVER_ENDED: &str = "the sender of this receiver did not finish nam
      within 5 s (or the call's deadline), so no boundary for the move could be fixed: the \
      receiver stays here, and its pipe is broken (its calls say RouteBoundary)";
 
+/// Why an end whose other side's holder has gone stays: the record that
+/// would have told that holder where the end went found its socket closed.
+const OTHER_SIDE_GONE: &str = "the process holding the other side of this pipe end has gone, so \
+     the end cannot be sent on: it stays here (receive what it still holds; its calls then say \
+     Disconnected)";
+
 /// Why a receiver whose sender is elsewhere stays: see
 /// [`Half::begin_forward_receiver`](super::half::Half::forward_receiver).
 const RECEIVE_FIRST: &str = "messages carrying descriptors, pipe ends or large payloads are on their \
@@ -666,6 +672,14 @@ impl Sender {
                         }
                         std::io::ErrorKind::InvalidData => {
                             SendFault::NotTransferable(NAMING_NEVER_ENDED)
+                        }
+                        // A closed socket that is not this pipe's link is
+                        // the end's own (its other side's holder gone):
+                        // this pipe is fine.
+                        std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::ConnectionReset
+                            if link.failure().is_none() =>
+                        {
+                            SendFault::NotTransferable(OTHER_SIDE_GONE)
                         }
                         _ => self.core.half.io_error(e),
                     };

@@ -186,7 +186,7 @@ impl<'a> Scope<'a> {
         if self.hung_up.load(Ordering::Relaxed) {
             return Some(Failure::HungUp);
         }
-        self.link().and_then(Link::failure)
+        self.half.link_failure(Link::failure)
     }
 
     /// [`Scope::gone`], after asking the kernel; also reads what the peer
@@ -196,7 +196,7 @@ impl<'a> Scope<'a> {
             link.drain();
         }
         self.gone()
-            .or_else(|| self.link().and_then(Link::check_peer))
+            .or_else(|| self.half.link_failure(Link::check_peer))
     }
 
     /// Ends a wait on a gone peer: a receiver takes one last look.
@@ -282,8 +282,8 @@ impl Waiter {
         if deadline.is_some_and(|d| d <= Instant::now()) {
             // A `try_` call: no wait, but a peer found gone is said so.
             return match scope
-                .link()
-                .and_then(|l| l.check_peer_every(LIVENESS))
+                .half
+                .link_failure(|l| l.check_peer_every(LIVENESS))
                 .or_else(|| scope.gone())
             {
                 Some(failure) => scope.after_gone(failure, poll),

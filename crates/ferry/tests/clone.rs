@@ -1,11 +1,12 @@
 //! Senders that clone: many threads send into one receiver through clones
 //! of one byte sender, each clone's messages in order, none lost, none
 //! starved; the receiver sees the end only when the last clone is gone;
-//! a sender with clones does not travel.
+//! a sender with clones travels as a clone of its own, in as many
+//! processes as hold one.
 
 use std::time::Duration;
 
-use ferry::{Handle, PipeOptions, RecvError, RecvTimeoutError, SendError};
+use ferry::{PipeOptions, RecvError, RecvTimeoutError, SendError};
 use ferry_testkit::{secs, this_test};
 
 const CLONES: usize = 8;
@@ -169,10 +170,12 @@ fn a_clone_outlives_its_pipe_end() {
     assert!(matches!(b.recv(), Err(RecvError::Disconnected)));
 }
 
-/// A sender (or a pipe end) with clones is refused with every end handed
-/// back; once its clones are gone it travels.
+/// A sender with clones travels as a clone of its own: the child sends
+/// through it into the receiver here, beside the clone that stayed; the
+/// receiver sees the end once both are gone. A pipe end whose sender has
+/// clones is still refused, handed back whole.
 #[test]
-fn a_sender_with_clones_does_not_travel() {
+fn a_sender_with_clones_travels_as_a_clone_of_its_own() {
     if ferry_testkit::role().is_some() {
         let (_dog, main) = ferry_testkit::child_pipe("child", secs(30));
         let mut msg = main.receiver().recv_with().expect("the sender");
@@ -185,29 +188,103 @@ fn a_sender_with_clones_does_not_travel() {
         ferry_testkit::spawn_child(&dog, this_test!(), "child", &PipeOptions::new());
     let (tx, rx) = ferry::bytes::channel(4).unwrap();
     let clone = tx.clone();
-    let refused = main
-        .sender()
+    main.sender()
         .send_with(b"the sender", vec![tx])
-        .unwrap_err();
+        .expect("a sender with clones travels");
+    clone.send(b"from here").unwrap();
+    let mut got = vec![rx.recv().unwrap(), rx.recv().unwrap()];
+    got.sort();
+    assert_eq!(got, [b"from here".to_vec(), b"from the child".to_vec()]);
+    child.wait_ok();
+    // The child's clone is gone, this one is not: no end yet.
+    assert!(matches!(
+        rx.recv_timeout(Duration::from_millis(50)),
+        Err(RecvTimeoutError::Timeout)
+    ));
+    drop(clone);
+    assert!(matches!(rx.recv(), Err(RecvError::Disconnected)));
+
+    let (child, main) =
+        ferry_testkit::spawn_child(&dog, this_test!(), "child", &PipeOptions::new());
+    let (a, _b) = ferry::pipe().unwrap();
+    let pipe_clone = a.sender().clone();
+    let refused = main.sender().send_with(b"the pipe", vec![a]).unwrap_err();
     assert!(
         matches!(refused.error, SendError::NotTransferable(why) if why.contains("clones")),
         "{:?}",
         refused.error
     );
-    let (a, _b) = ferry::pipe().unwrap();
-    let pipe_clone = a.sender().clone();
-    let refused_pipe = main.sender().send_with(b"the pipe", vec![a]).unwrap_err();
-    assert!(matches!(refused_pipe.error, SendError::NotTransferable(_)));
-    assert_eq!(refused_pipe.handles.len(), 1);
+    assert_eq!(refused.handles.len(), 1);
     drop(pipe_clone);
-    // Handed back whole: drop the clone and it goes.
-    let Some(Handle::Sender(tx)) = refused.handles.into_iter().next() else {
-        panic!("the sender was not handed back");
-    };
-    drop(clone);
+    let (tx, rx) = ferry::bytes::channel(4).unwrap();
     main.sender().send_with(b"the sender", vec![tx]).unwrap();
     assert_eq!(rx.recv().unwrap(), b"from the child");
     child.wait_ok();
+}
+
+/// Eight processes each hold a clone of one sender (each sent from here,
+/// where the sender and its receiver stay), and send 100,000 messages
+/// each, starting together: the receiver here takes them all, each
+/// clone's in order, none starved (when the first clone is done, the
+/// slowest has sent at least half as many as the fastest), then sees the
+/// end once the last clone anywhere is gone.
+#[test]
+fn eight_clones_in_eight_processes_send_into_one_receiver() {
+    if let Some(role) = ferry_testkit::role() {
+        let (_dog, main) = ferry_testkit::child_pipe(&role, secs(120));
+        let mut msg = main.receiver().recv_with().expect("the clone");
+        let id: u8 = msg.bytes[0];
+        let tx = msg.senders.pop().expect("a clone");
+        main.send(b"ready").unwrap();
+        assert_eq!(main.recv().unwrap(), b"go");
+        let mut message = [id, 0, 0, 0, 0];
+        for seq in 0..EACH {
+            message[1..].copy_from_slice(&seq.to_le_bytes());
+            tx.send(&message).expect("send through a clone");
+        }
+        return;
+    }
+    let test = this_test!();
+    let dog = ferry_testkit::Watchdog::start(test, secs(120));
+    let (tx, rx) = ferry::bytes::channel(64).unwrap();
+    let children: Vec<_> = (0..CLONES)
+        .map(|id| {
+            let (child, main) =
+                ferry_testkit::spawn_child(&dog, test, &format!("clone-{id}"), &PipeOptions::new());
+            main.sender()
+                .send_with(&[id as u8], vec![tx.clone()])
+                .expect("send a clone");
+            (child, main)
+        })
+        .collect();
+    drop(tx);
+    for (_, main) in &children {
+        assert_eq!(main.recv().unwrap(), b"ready");
+    }
+    for (_, main) in &children {
+        main.send(b"go").unwrap();
+    }
+    let mut tally = Tally::default();
+    let mut at_first_done = None;
+    for _ in 0..CLONES as u64 * u64::from(EACH) {
+        tally.take(&rx.recv().expect("receive"));
+        if at_first_done.is_none() && tally.next.contains(&EACH) {
+            at_first_done = Some(tally.next);
+        }
+        pace();
+    }
+    eprintln!("{}", tally.check());
+    let counts = at_first_done.expect("a clone finished");
+    let (slowest, fastest) = (counts.iter().min().unwrap(), counts.iter().max().unwrap());
+    eprintln!("when the first clone was done: {counts:?}");
+    assert!(
+        2 * slowest >= *fastest,
+        "a clone was starved: {counts:?} when the first was done"
+    );
+    for (child, _) in children {
+        child.wait_ok();
+    }
+    assert!(matches!(rx.recv(), Err(RecvError::Disconnected)));
 }
 
 /// Clones of one sender, each made async in one runtime, wait for room on
@@ -270,4 +347,110 @@ async fn futures_join_all<F: std::future::Future<Output = ()>>(futures: impl Ite
         }
     })
     .await;
+}
+
+/// Messages each holder sends in
+/// [`clones_made_anywhere_reach_a_receiver_waiting_in_a_select`].
+const SPREAD: u32 = 2_000;
+
+/// Sends `SPREAD` messages `[id, seq]` through `tx`.
+fn send_tagged(tx: &ferry::Sender, id: u8) {
+    let mut message = [id, 0, 0, 0, 0];
+    for seq in 0..SPREAD {
+        message[1..].copy_from_slice(&seq.to_le_bytes());
+        tx.send(&message).expect("send through a clone");
+    }
+}
+
+/// The receiver lives in a child that waits for it in a `Select`; a clone
+/// goes from here to a second child, which clones it again and sends that
+/// to a grandchild: the sender here, its clone and the clone's clone all
+/// reach the receiver (the last one's ring attached through the ring of
+/// the one before), each in order, and the receiver's one descriptor
+/// wakes for all of them; it sees the end once all three are gone.
+#[test]
+fn clones_made_anywhere_reach_a_receiver_waiting_in_a_select() {
+    let test = this_test!();
+    match ferry_testkit::role().as_deref() {
+        Some("receiver") => {
+            let (_dog, main) = ferry_testkit::child_pipe("receiver", secs(60));
+            let mut msg = main.receiver().recv_with().expect("the receiver");
+            let rx = msg.receivers.pop().expect("a receiver");
+            let mut select = ferry::Select::new().expect("a select");
+            let key = select.add(rx).map_err(|e| e.to_string()).expect("add");
+            let mut next = [0u32; 3];
+            let end = loop {
+                select
+                    .ready_timeout(Duration::from_secs(20))
+                    .expect("a wake");
+                let rx: &ferry::Receiver = select.get(key).expect("the receiver");
+                let mut ended = None;
+                loop {
+                    match rx.try_recv() {
+                        Ok(m) => {
+                            let id = usize::from(m[0]);
+                            let seq = u32::from_le_bytes(m[1..].try_into().unwrap());
+                            assert_eq!(seq, next[id], "holder {id}: out of order");
+                            next[id] += 1;
+                        }
+                        Err(ferry::TryRecvError::Empty) => break,
+                        Err(e) => {
+                            ended = Some(format!("{e:?}"));
+                            break;
+                        }
+                    }
+                }
+                if let Some(end) = ended {
+                    break end;
+                }
+            };
+            main.send(format!("{next:?} {end}").as_bytes()).unwrap();
+        }
+        Some("cloner") => {
+            let (dog, main) = ferry_testkit::child_pipe("cloner", secs(60));
+            let mut msg = main.receiver().recv_with().expect("the clone");
+            let tx = msg.senders.pop().expect("a clone");
+            let (grandchild, down) =
+                ferry_testkit::spawn_child(&dog, test, "grandchild", &PipeOptions::new());
+            down.sender()
+                .send_with(b"yours", vec![tx.clone()])
+                .expect("send the clone's clone");
+            send_tagged(&tx, 1);
+            drop(tx);
+            grandchild.wait_ok();
+        }
+        Some("grandchild") => {
+            let (_dog, main) = ferry_testkit::child_pipe("grandchild", secs(60));
+            let mut msg = main.receiver().recv_with().expect("the clone's clone");
+            let tx = msg.senders.pop().expect("a clone");
+            send_tagged(&tx, 2);
+        }
+        Some(other) => panic!("no role {other}"),
+        None => {
+            let dog = ferry_testkit::Watchdog::start(test, secs(60));
+            let (receiver, to_receiver) =
+                ferry_testkit::spawn_child(&dog, test, "receiver", &PipeOptions::new());
+            let (cloner, to_cloner) =
+                ferry_testkit::spawn_child(&dog, test, "cloner", &PipeOptions::new());
+            let (tx, rx) = ferry::bytes::channel(64).unwrap();
+            to_receiver
+                .sender()
+                .send_with(b"the receiver", vec![rx])
+                .expect("send the receiver");
+            to_cloner
+                .sender()
+                .send_with(b"a clone", vec![tx.clone()])
+                .expect("send a clone");
+            send_tagged(&tx, 0);
+            drop(tx);
+            cloner.wait_ok();
+            let report = String::from_utf8(to_receiver.recv().expect("the receiver's report"))
+                .expect("text");
+            assert_eq!(
+                report,
+                format!("[{SPREAD}, {SPREAD}, {SPREAD}] Disconnected")
+            );
+            receiver.wait_ok();
+        }
+    }
 }

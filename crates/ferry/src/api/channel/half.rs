@@ -144,11 +144,31 @@ impl Half {
         if let Some(bell) = self.bell.get() {
             return Ok(bell);
         }
+        let (bell, ringer) = Doorbell::new()?;
+        self.install_doorbell(Arc::new(bell), Arc::new(ringer))
+    }
+
+    /// This half's doorbell and what rings it, if it has one.
+    pub(super) fn doorbell_pair(&self) -> Option<(Arc<Doorbell>, Arc<Ringer>)> {
+        Some((
+            Arc::clone(self.bell.get()?),
+            Arc::clone(self.own_ringer.get()?),
+        ))
+    }
+
+    /// Makes `bell` this half's doorbell (unless it has one already), and
+    /// hands `ringer` to whoever holds the other side. A receiver shares
+    /// its own with the rings it reads along with its own (see `Attach`),
+    /// so one descriptor says any of them changed.
+    pub(super) fn install_doorbell(
+        &self,
+        bell: Arc<Doorbell>,
+        ringer: Arc<Ringer>,
+    ) -> std::io::Result<&Arc<Doorbell>> {
         let mut slot = self.region.bell_slot(self.part);
         if let Some(bell) = self.bell.get() {
             return Ok(bell);
         }
-        let (bell, ringer) = Doorbell::new()?;
         while let Some(link) = self.link() {
             let Err(e) = link.send_doorbell(&self.region, self.part, &ringer) else {
                 break;
@@ -174,10 +194,9 @@ impl Half {
         // Kept here too: a peer in this process, and the hang-up watcher,
         // ring it; and this half's lock holders (see `Missed`), before the
         // doorbell can be armed.
-        let ringer = Arc::new(ringer);
         let _ = self.own_ringer.set(Arc::clone(&ringer));
         *slot = Some(ringer);
-        Ok(self.bell.get_or_init(|| Arc::new(bell)))
+        Ok(self.bell.get_or_init(|| bell))
     }
 
     /// This half's doorbell, if it has made one.

@@ -6,6 +6,7 @@
 //! its policies are `crate::transport::wait`), the send and receive locks are `crate::base::lock`.
 
 pub mod bytes;
+mod clones;
 mod error;
 mod half;
 mod loan;
@@ -177,6 +178,16 @@ impl Handle {
             Self::Pipe(pipe) => pipe.tx.has_clones(),
             Self::Sender(sender) => sender.has_clones(),
             Self::Receiver(_) | Self::Fd(_) => false,
+        }
+    }
+
+    /// Whether it is a receiver (or a pipe end whose receiver is) that
+    /// reads rings its sender's clones attached (see `clones.rs`).
+    fn reads_clones(&self) -> bool {
+        match self {
+            Self::Pipe(pipe) => pipe.rx.clones.any(),
+            Self::Receiver(receiver) => receiver.clones.any(),
+            Self::Sender(_) | Self::Fd(_) => false,
         }
     }
 

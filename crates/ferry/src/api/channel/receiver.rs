@@ -5,6 +5,7 @@ use crate::base::wire::Violation;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::time::{Duration, Instant};
 
+use super::clones::Clones;
 use super::error::RecvFault;
 use super::half::Half;
 use super::wait::{Scope, Stop, Waiter};
@@ -75,6 +76,9 @@ struct Assembly {
     ends: Vec<Arrived>,
     /// Pipe ends refused so far (see [`Message::refused`]).
     refused: usize,
+    /// An `Attach` frame was taken: the receive starts over, reading the
+    /// attached ring too.
+    attached: bool,
 }
 
 /// Where a received message goes.
@@ -212,6 +216,9 @@ pub struct Receiver {
     /// Set once a receive has returned the end (`Disconnected`, or
     /// `Protocol`): readiness (a `Select`) no longer reports it.
     ended: AtomicBool,
+    /// The rings of this receiver's sender's clones in other processes,
+    /// read along with this one (see `clones.rs`).
+    pub(super) clones: Clones,
 }
 
 impl Receiver {
@@ -221,6 +228,7 @@ impl Receiver {
             half,
             rx: Lock::new(Rx::new(ring)),
             ended: AtomicBool::new(false),
+            clones: Clones::default(),
         })
     }
 
@@ -343,6 +351,14 @@ impl Receiver {
     /// another thread of this end receives, it says no (that receive rings
     /// this end's doorbell when it is done).
     pub(crate) fn is_ready(&self) -> bool {
+        match self.clones.any() {
+            true => self.merged_ready(),
+            false => self.ready_alone(),
+        }
+    }
+
+    /// [`Receiver::is_ready`] for this ring alone.
+    pub(super) fn ready_alone(&self) -> bool {
         let (me, peer) = self.half.sides();
         // Acquire (all): pair with the producer's Release publication of
         // its position and of `closed`.
@@ -384,6 +400,9 @@ impl Receiver {
     /// found nothing does this, then looks once more); whether it had.
     #[cfg(feature = "serde")]
     pub(crate) fn arm(&self) -> bool {
+        if self.clones.any() {
+            return self.arm_all(true);
+        }
         match self.half.armable_bell() {
             Some(bell) => {
                 self.half.arm_bell(bell);
@@ -405,6 +424,7 @@ impl Receiver {
                     total: Some(p.total),
                     ends: p.ends,
                     refused: p.refused,
+                    attached: false,
                 },
             ),
             None => (Vec::new(), Assembly::default()),
@@ -425,7 +445,7 @@ impl Receiver {
             let piece = match Tag::decode(frame.tag()) {
                 Ok(tag) => matches!(
                     (asm.total, tag.kind),
-                    (None, Kind::First) | (Some(_), Kind::More | Kind::Abort)
+                    (None, Kind::First | Kind::Attach) | (Some(_), Kind::More | Kind::Abort)
                 ),
                 Err(_) => false,
             };
@@ -514,7 +534,12 @@ impl Receiver {
     /// has a doorbell, arms it and looks once more (so a frame published
     /// before the sender saw it armed is not missed).
     fn try_message(&self, out: &mut Delivery<'_>) -> Result<(), RecvFault> {
+        if self.clones.any() {
+            return self.recv_message(out, Some(Instant::now()));
+        }
         match self.recv_message(out, Some(Instant::now())) {
+            // An `Attach` was read: the merged receive armed every ring.
+            Err(RecvFault::Timeout) if self.clones.any() => Err(RecvFault::Timeout),
             Err(RecvFault::Timeout) => match self.half.armable_bell() {
                 Some(bell) => {
                     self.half.arm_bell(bell);
@@ -661,7 +686,14 @@ impl Receiver {
         out: &mut Delivery<'_>,
         deadline: Option<Instant>,
     ) -> Result<(), RecvFault> {
-        let received = self.receive(out, deadline);
+        let received = match self.clones.any() {
+            true => self.recv_merged(out, deadline),
+            false => match self.receive(out, deadline) {
+                // An `Attach` read (or one read before, by a racing call).
+                Err(RecvFault::Timeout) if self.clones.any() => self.recv_merged(out, deadline),
+                other => other,
+            },
+        };
         if let Err(fault) = &received {
             self.note_end(fault);
         }
@@ -669,7 +701,11 @@ impl Receiver {
     }
 
     #[inline(always)]
-    fn receive(&self, out: &mut Delivery<'_>, deadline: Option<Instant>) -> Result<(), RecvFault> {
+    pub(super) fn receive(
+        &self,
+        out: &mut Delivery<'_>,
+        deadline: Option<Instant>,
+    ) -> Result<(), RecvFault> {
         let mut rx = self.begin_recv(deadline)?;
         let rx = &mut *rx;
         if rx.partial.is_some() {
@@ -704,6 +740,9 @@ impl Receiver {
         &self,
         read: F,
     ) -> Result<Result<R, F>, RecvFault> {
+        if self.clones.any() {
+            return Ok(Err(read));
+        }
         let mut rx = self
             .begin_recv(None)
             .inspect_err(|fault| self.note_end(fault))?;
@@ -751,6 +790,7 @@ impl Receiver {
                 total: Some(partial.total),
                 ends: partial.ends,
                 refused: partial.refused,
+                attached: false,
             };
         }
         // Every frame is a step: a peer that keeps publishing frames that
@@ -786,6 +826,11 @@ impl Receiver {
                 }
             };
             self.finish_frame(rx, frame);
+            if asm.attached {
+                // Not a message: the caller's receive starts over, over
+                // every ring (see `recv_message`).
+                return Err(RecvFault::Timeout);
+            }
             if done {
                 rx.waiter.received(out.bytes.len());
                 if let Some(ends) = out.ends.as_deref_mut() {
@@ -857,6 +902,17 @@ impl Receiver {
             (Some(_), Kind::Abort) => {
                 out.bytes.clear();
                 *asm = Assembly::default();
+                Ok(false)
+            }
+            (None, Kind::Attach) if payload == 0 => {
+                if tag.handles != 1 {
+                    return Err(self.half.corrupt(Violation::BadAttach).into());
+                }
+                let mut attached = Assembly::default();
+                self.take_handles(ring, frame, 0, 1, None, &mut attached, out, budget)?;
+                self.attach(attached.ends, attached.refused)
+                    .map_err(|why| self.half.corrupt(why))?;
+                asm.attached = true;
                 Ok(false)
             }
             (None, Kind::Block) if payload == 0 => {

@@ -91,6 +91,10 @@ impl sealed::Source for Receiver {
     }
 
     fn source_arm(&self, rung: bool) {
+        if self.clones.any() {
+            self.arm_all(rung);
+            return;
+        }
         if let Some(bell) = self.half.armable_bell() {
             if rung {
                 bell.clear();
@@ -100,7 +104,10 @@ impl sealed::Source for Receiver {
     }
 
     fn source_disarm(&self) {
-        self.half.disarm_bell();
+        match self.clones.any() {
+            true => self.disarm_all(),
+            false => self.half.disarm_bell(),
+        }
     }
 
     fn source_ended(&self) -> bool {

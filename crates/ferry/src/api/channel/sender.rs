@@ -139,7 +139,15 @@ impl InFlight {
 
 /// Whether a frame of `kind` ends a message the receiver will deliver.
 fn ends_message(kind: Kind) -> bool {
-    matches!(kind, Kind::Whole | Kind::Last | Kind::Block)
+    matches!(kind, Kind::Whole | Kind::Last | Kind::Block | Kind::Attach)
+}
+
+/// What a send that moves ends writes to name them: a message, or (a
+/// clone of this sender setting out) an `Attach` frame alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Naming {
+    Message,
+    Attach,
 }
 
 /// A message sent in pieces, part way: which message (its length, the
@@ -221,9 +229,21 @@ fn stop_to_error(half: &Half, stop: Stop) -> SendFault {
 /// sleeps until its holder gives it back and wakes one sleeper, which
 /// then races any sender just arriving. So no clone waits while the lock
 /// is free, and how often each one gets it is the OS scheduler's
-/// fairness, not a strict turn. A sender that has clones cannot travel to
-/// another process ([`SendError::NotTransferable`]); the last one left
-/// can.
+/// fairness, not a strict turn.
+///
+/// A clone can travel to another process (in [`Sender::send_with`]), and
+/// on from there, as a clone of its own: two processes never share the
+/// sending side of one ring (a dead or hostile holder of its lock could
+/// stop the others), so the clone that is sent is given up for the sending
+/// half of a new ring, whose receiving half first goes, over the ring the
+/// clones share, to their receiver. The receiver reads every such ring
+/// along with its own, one message from each in turn, so a clone that
+/// floods its ring cannot starve the others; each clone's messages stay in
+/// order; and it sees `Disconnected` once every clone, in any process, is
+/// gone. Its [`ready_fd`](super::Receiver::ready_fd) (and so a `Select`
+/// or tokio) wakes for all of them. Such a receiver cannot itself travel
+/// to another process yet; a [`Pipe`](super::Pipe) end whose sender has
+/// clones does not travel either (split it, and send the halves).
 ///
 /// ```
 /// let (tx, rx) = ferry::bytes::channel(16)?;
@@ -325,7 +345,8 @@ impl Sender {
         })
     }
 
-    /// Whether other clones of this sender exist (then it cannot travel).
+    /// Whether other clones of this sender exist (then it travels as a
+    /// clone of its own: see [Clones](Sender#clones)).
     pub(super) fn has_clones(&self) -> bool {
         Arc::strong_count(&self.core) > 1
     }
@@ -542,7 +563,7 @@ impl Sender {
         bytes: &[u8],
         ends: Vec<E>,
     ) -> Result<(), SendWithError> {
-        self.send_with_deadline(bytes, into_ends(ends), None)
+        self.send_with_deadline(bytes, into_ends(ends), None, Naming::Message)
             .map_err(SendWithError::convert)
     }
 
@@ -558,8 +579,13 @@ impl Sender {
         bytes: &[u8],
         ends: Vec<E>,
     ) -> Result<(), SendWithError<TrySendError>> {
-        self.send_with_deadline(bytes, into_ends(ends), Some(Instant::now()))
-            .map_err(SendWithError::convert)
+        self.send_with_deadline(
+            bytes,
+            into_ends(ends),
+            Some(Instant::now()),
+            Naming::Message,
+        )
+        .map_err(SendWithError::convert)
     }
 
     /// [`Sender::send_with`], waiting at most `timeout` for room.
@@ -575,7 +601,8 @@ impl Sender {
         ends: Vec<E>,
         timeout: Duration,
     ) -> Result<(), SendWithError<SendTimeoutError>> {
-        self.send_with_deadline(bytes, into_ends(ends), Some(Instant::now() + timeout))
+        let deadline = Some(Instant::now() + timeout);
+        self.send_with_deadline(bytes, into_ends(ends), deadline, Naming::Message)
             .map_err(SendWithError::convert)
     }
 
@@ -592,19 +619,24 @@ impl Sender {
     /// (given back if one fails), and one `Block` frame names the block and
     /// the ends. Over a pipe within this process, see
     /// [`Sender::send_with_local`].
+    ///
+    /// A sender with clones among `ends` sets out as a clone of its own
+    /// (see [`Sender::clone_to_travel`]).
     fn send_with_deadline(
         &self,
         bytes: &[u8],
         ends: Vec<Handle>,
         deadline: Option<Instant>,
+        kind: Naming,
     ) -> Result<(), SendWithError<SendFault>> {
         let ends = match self.core.half.link.get() {
-            None => match self.send_with_local(bytes, ends, deadline) {
+            None => match self.send_with_local(bytes, ends, deadline, kind) {
                 Local::Done(result) => return result,
                 Local::Linked(ends) => ends,
             },
             Some(_) => ends,
         };
+        let ends = clones_to_travel(ends, deadline)?;
         // The claims stay held until the ends have moved (their rings'
         // link cells set) or been handed back.
         // The link is chosen again once the naming section has begun.
@@ -698,6 +730,11 @@ impl Sender {
                 let len = bytes.len();
                 self.push_block_naming(&mut tx, link, (id, block), len, &id_bytes, deadline)
             }
+            None if kind == Naming::Attach => {
+                let named = self.push_attach(&mut tx, &id_bytes, deadline);
+                drop(naming);
+                named
+            }
             None => {
                 let named = self.push_ends(&mut tx, bytes.len(), &id_bytes, deadline);
                 // The rest of the message names nothing.
@@ -726,7 +763,13 @@ impl Sender {
     /// queued and is refused (see the docs of [`Sender::send_with`]), or
     /// this finds the ring linked and sends over the link.
     /// `Local::Linked` hands the ends back for that.
-    fn send_with_local(&self, bytes: &[u8], ends: Vec<Handle>, deadline: Option<Instant>) -> Local {
+    fn send_with_local(
+        &self,
+        bytes: &[u8],
+        ends: Vec<Handle>,
+        deadline: Option<Instant>,
+        kind: Naming,
+    ) -> Local {
         let fail = |error, ends| {
             Local::Done(Err(SendWithError {
                 error,
@@ -756,7 +799,11 @@ impl Sender {
             Ok(id_bytes) => id_bytes,
             Err((error, ends)) => return fail(error, ends),
         };
-        if let Err(error) = self.push_ends(&mut tx, bytes.len(), &id_bytes, deadline) {
+        let named = match kind {
+            Naming::Message => self.push_ends(&mut tx, bytes.len(), &id_bytes, deadline),
+            Naming::Attach => self.push_attach(&mut tx, &id_bytes, deadline),
+        };
+        if let Err(error) = named {
             // No frame names them: they come back, in order.
             let mut local = self.core.half.link.local();
             let mut back: Vec<Handle> = (0..count).map_while(|_| local.take_back()).collect();
@@ -764,6 +811,9 @@ impl Sender {
             return fail(error, back);
         }
         drop(own);
+        if kind == Naming::Attach {
+            return Local::Done(Ok(()));
+        }
         let sent = self.push_rest(&mut tx, bytes, deadline);
         Local::Done(sent.map_err(|error| SendWithError {
             error,
@@ -826,6 +876,52 @@ impl Sender {
         self.push(tx, first, &[&total, id_bytes], deadline)?;
         tx.count_handles_sent(handles);
         Ok(())
+    }
+
+    /// Names the receiving half in `id_bytes` (its record went out, or it
+    /// is queued within this process) in an `Attach` frame: the receiver
+    /// reads it along with this ring from then on.
+    fn push_attach(
+        &self,
+        tx: &mut Tx,
+        id_bytes: &[u8],
+        deadline: Option<Instant>,
+    ) -> Result<(), SendFault> {
+        let handles = (id_bytes.len() / HANDLE_ID) as u16;
+        let attach = Tag {
+            kind: Kind::Attach,
+            handles,
+        };
+        self.push(tx, attach, &[id_bytes], deadline)?;
+        tx.count_handles_sent(handles);
+        Ok(())
+    }
+
+    /// A clone of this sender to send to another process, this one given
+    /// up for it: the sending half of a new ring (this ring's size, wait
+    /// and limits), whose receiving half goes first, in an `Attach` frame
+    /// over this ring, to the receiver this sender's clones send to. That
+    /// receiver reads the new ring along with theirs (in turns: no clone
+    /// can starve another), and sees the end once every clone's ring has
+    /// (see [`Sender#clones`]). On failure this sender comes back.
+    fn clone_to_travel(self, deadline: Option<Instant>) -> Result<Sender, (SendFault, Sender)> {
+        let options = super::PipeOptions::new().ring_size(self.ring_size());
+        let (a, b) = match options.pipe() {
+            Ok(pipe) => pipe,
+            Err(e) => return Err((SendFault::Io(e), self)),
+        };
+        let (tx, back_rx) = a.split();
+        let (back_tx, rx) = b.split();
+        // One way only: the ring back is closed at once.
+        drop((back_rx, back_tx));
+        tx.set_wait(self.wait());
+        tx.limit.set(self.limit.get());
+        tx.out_of_line.set(self.out_of_line.get());
+        let attach = vec![Handle::Receiver(rx)];
+        match self.send_with_deadline(&[], attach, deadline, Naming::Attach) {
+            Ok(()) => Ok(tx),
+            Err(refused) => Err((refused.error, self)),
+        }
     }
 
     /// Names the ends in `id_bytes`, whose records went out, in a message
@@ -945,9 +1041,16 @@ impl Sender {
                 "more than 253 pipe ends in one message",
             ));
         }
-        if ends.iter().any(Handle::has_clones) {
+        if self.is_linked() && ends.iter().any(Handle::has_clones) {
             return Err(SendFault::NotTransferable(
-                "a sender with clones cannot travel to another process (clones in two processes come with routing); drop the other clones first",
+                "a pipe end whose sender has clones cannot travel to another process: split it \
+                 and send its halves (a sender with clones travels as a clone of its own)",
+            ));
+        }
+        if self.is_linked() && ends.iter().any(Handle::reads_clones) {
+            return Err(SendFault::NotTransferable(
+                "a receiver that reads the rings of its sender's clones in other processes \
+                 cannot travel to another process yet",
             ));
         }
         if let Some(why) = ends.iter().find_map(Handle::why_unmovable) {
@@ -1397,6 +1500,43 @@ fn is_past(deadline: Option<Instant>) -> bool {
 
 fn into_ends<E: Into<Handle>>(ends: Vec<E>) -> Vec<Handle> {
     ends.into_iter().map(Into::into).collect()
+}
+
+/// `ends` with each sender that has clones replaced by a clone made to
+/// travel ([`Sender::clone_to_travel`]); on a failure, the ends as they
+/// stand then (those replaced so far as their new clones).
+fn clones_to_travel(
+    ends: Vec<Handle>,
+    deadline: Option<Instant>,
+) -> Result<Vec<Handle>, SendWithError<SendFault>> {
+    if !ends
+        .iter()
+        .any(|end| matches!(end, Handle::Sender(s) if s.has_clones()))
+    {
+        return Ok(ends);
+    }
+    let mut out = Vec::with_capacity(ends.len());
+    let mut rest = ends.into_iter();
+    while let Some(end) = rest.next() {
+        let end = match end {
+            Handle::Sender(sender) if sender.has_clones() => {
+                match sender.clone_to_travel(deadline) {
+                    Ok(clone) => Handle::Sender(clone),
+                    Err((error, sender)) => {
+                        out.push(Handle::Sender(sender));
+                        out.extend(rest);
+                        return Err(SendWithError {
+                            error,
+                            handles: out,
+                        });
+                    }
+                }
+            }
+            end => end,
+        };
+        out.push(end);
+    }
+    Ok(out)
 }
 
 /// A message [`Sender::send_written`] lends its writer while the bytes go

@@ -69,12 +69,38 @@ fn forged_frames_are_protocol_errors() {
             tag(Kind::Whole, 200),
             vec![0; 8],
         ),
+        ("attach with no handle", tag(Kind::Attach, 0), vec![]),
+        ("attach with two handles", tag(Kind::Attach, 2), vec![0; 16]),
+        ("attach with a payload", tag(Kind::Attach, 1), vec![0; 16]),
+        (
+            "attach naming a handle never queued",
+            tag(Kind::Attach, 1),
+            vec![0; 8],
+        ),
     ];
     for (what, raw, body) in cases {
         let (_a, mut forger, b) = hostile();
         assert!(forger.try_push(raw, &[&body]).unwrap());
         expect_protocol(&b, what);
     }
+}
+
+/// An `Attach` frame must carry a receiving half: one naming a sender
+/// (or a whole end) breaks the rules, and the end it named is dropped
+/// (its other side sees the pipe gone).
+#[test]
+fn an_attach_of_anything_but_a_receiver_is_a_protocol_error() {
+    let (a, mut forger, b) = hostile();
+    let (x, y) = pipe().unwrap();
+    let (x_tx, _x_rx) = x.split();
+    let id = a.tx.core.half.link.local().push(Handle::Sender(x_tx));
+    assert!(
+        forger
+            .try_push(tag(Kind::Attach, 1), &[&id.to_le_bytes()])
+            .unwrap()
+    );
+    expect_protocol(&b, "attach of a sender");
+    assert!(matches!(y.recv(), Err(RecvError::Disconnected)));
 }
 
 #[test]

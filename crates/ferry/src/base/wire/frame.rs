@@ -13,6 +13,12 @@
 //! | `Last`  | the final piece                                         |
 //! | `Abort` | empty: drop the message begun by `First`                |
 //! | `Block` | `id: u32`, `generation: u32`, `len: u64` of a pool block holding the whole payload, then handle ids |
+//! | `Attach` | one handle id: a receiving half the receiver reads with this ring from now on (no message) |
+//!
+//! `Attach` is how a sender with clones travels: its clone goes as the
+//! sending half of a new ring, whose receiving half the sender first
+//! attaches, through the ring it shares with its clones, to the receiver
+//! they all send to (see `Sender::send_with`).
 
 use super::{MAX_HANDLES, VERSION, Violation};
 
@@ -31,6 +37,9 @@ pub enum Kind {
     Abort = 5,
     /// A whole message whose payload sits in a pool block (out of line).
     Block = 6,
+    /// Not a message: a receiving half for the receiver to read along
+    /// with this ring (a clone of its sender's ring).
+    Attach = 7,
 }
 
 /// Bytes of one handle id in a frame body.
@@ -54,8 +63,8 @@ pub const PLAIN_WHOLE: u32 = Tag {
 pub struct Tag {
     /// The frame's kind.
     pub kind: Kind,
-    /// Handles attached to the message (only on `Whole`, `First` and
-    /// `Block`), at most [`MAX_HANDLES`].
+    /// Handles attached to the message (only on `Whole`, `First`,
+    /// `Block` and `Attach`), at most [`MAX_HANDLES`].
     pub handles: u16,
 }
 
@@ -76,6 +85,7 @@ impl Tag {
             4 => Kind::Last,
             5 => Kind::Abort,
             6 => Kind::Block,
+            7 => Kind::Attach,
             _ => return Err(Violation::UnknownFrameKind),
         };
         if (raw >> 8) & 0xff != u32::from(VERSION) {
@@ -85,7 +95,7 @@ impl Tag {
         if usize::from(handles) > MAX_HANDLES {
             return Err(Violation::TooManyHandles);
         }
-        if handles != 0 && !matches!(kind, Kind::Whole | Kind::First | Kind::Block) {
+        if handles != 0 && !matches!(kind, Kind::Whole | Kind::First | Kind::Block | Kind::Attach) {
             return Err(Violation::HandlesOnContinuation);
         }
         Ok(Self { kind, handles })
@@ -166,17 +176,18 @@ pub fn decode_handle_id(bytes: &[u8; HANDLE_ID]) -> u64 {
 mod tests {
     use super::*;
 
-    const KINDS: [Kind; 6] = [
+    const KINDS: [Kind; 7] = [
         Kind::Whole,
         Kind::First,
         Kind::More,
         Kind::Last,
         Kind::Abort,
         Kind::Block,
+        Kind::Attach,
     ];
 
     fn carries_handles(kind: Kind) -> bool {
-        matches!(kind, Kind::Whole | Kind::First | Kind::Block)
+        matches!(kind, Kind::Whole | Kind::First | Kind::Block | Kind::Attach)
     }
 
     #[test]
@@ -205,7 +216,7 @@ mod tests {
 
     #[test]
     fn unknown_kinds_are_refused() {
-        for kind in (0..=255u32).filter(|k| !(1..=6).contains(k)) {
+        for kind in (0..=255u32).filter(|k| !(1..=7).contains(k)) {
             let raw = kind | u32::from(VERSION) << 8;
             assert_eq!(
                 Tag::decode(raw),

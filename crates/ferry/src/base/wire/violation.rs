@@ -158,6 +158,9 @@ pub enum Violation {
     /// ring twice, a side that arrives home, or a second side with no
     /// first.
     RouteJoin = 70,
+    /// An `Attach` frame that does not carry exactly one receiving half
+    /// (see `wire/frame.rs`).
+    BadAttach = 71,
 }
 
 impl Violation {
@@ -249,6 +252,7 @@ impl Violation {
             }
             Self::RouteUnexpected => "routing record of a kind not expected here",
             Self::RouteJoin => "the two routed sides of a pipe end do not make one end",
+            Self::BadAttach => "an attach frame that does not carry exactly one receiving half",
         }
     }
 }

@@ -1,0 +1,261 @@
+//! A receiver that reads the rings of its sender's clones in other
+//! processes along with its own.
+//!
+//! Two processes cannot share the sending side of one ring (a lock in
+//! shared memory would let a dead or hostile holder stop the others), so
+//! a sender with clones travels as a clone of its own: the sending half of
+//! a new ring, whose receiving half goes first, in an `Attach` frame over
+//! the ring the clones share, to the receiver they all send to
+//! (`Sender::clone_to_travel`). The receiver keeps the attached rings in a
+//! set and, once it has one:
+//!
+//! - takes one message from each ring in turn (its own first in the
+//!   first round, then where the last turn ended): a clone that floods its
+//!   ring gets one message in each round, so it cannot starve the others;
+//!   each clone's messages stay in order (each has its own ring);
+//! - waits on one doorbell, its own, which every attached ring shares
+//!   (`Half::install_doorbell`): one descriptor for `ready_fd`, `Select`
+//!   and tokio, readable when any ring changes;
+//! - drops a clone's ring once it has ended (its sender gone and the ring
+//!   drained) or broke the rules (that clone alone is cut off), and says
+//!   `Disconnected` once its own ring and every attached one have ended.
+//!
+//! Rings attached to an attached ring (a travelled clone cloned again and
+//! sent on) join the same set: it stays flat. At most [`MOST_ATTACHED`]
+//! rings join; one more is dropped (its clone sees `Disconnected`), so a
+//! peer making clones costs this process a bounded amount. Each attached
+//! ring's memory is charged to the link it came over, as any received end.
+
+use std::os::fd::AsFd;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use super::error::RecvFault;
+use super::receiver::Delivery;
+use super::{Arrived, Handle, Receiver};
+use crate::base::sync::{AtomicBool, Ordering};
+use crate::base::wire::Violation;
+use crate::transport::ring::wake;
+
+/// The most rings a receiver reads besides its own.
+pub(super) const MOST_ATTACHED: usize = 1024;
+
+/// How long a merged wait sleeps at a time while one of its rings has no
+/// doorbell (handing it to the ring's sender failed: out of descriptors).
+const UNBELLED_NAP: Duration = Duration::from_millis(10);
+
+/// The rings attached to a receiver.
+#[derive(Debug, Default)]
+pub(super) struct Clones {
+    /// Set once a ring was attached: receives go the merged way from then
+    /// on.
+    any: AtomicBool,
+    /// Rings whose `Attach` frames were read (under the receive lock of
+    /// the ring they came on) and not yet taken into the set.
+    arrived: Mutex<Vec<Receiver>>,
+    set: Mutex<Set>,
+}
+
+#[derive(Debug, Default)]
+struct Set {
+    rings: Vec<Receiver>,
+    /// Whose turn is next: 0 the receiver's own ring, `i` `rings[i - 1]`.
+    next: usize,
+    /// The receiver's own ring has ended (its sender gone, drained).
+    own_done: bool,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Clones {
+    /// Whether a ring was attached.
+    #[inline]
+    pub(super) fn any(&self) -> bool {
+        // Relaxed: set by this process under the receive lock; a receive
+        // that misses it reads its own ring as before and sees it next time.
+        self.any.load(Ordering::Relaxed)
+    }
+}
+
+impl Receiver {
+    /// Takes what an `Attach` frame carried (`ends`, and `refused` ends
+    /// this process did not map): one receiving half, read with this ring
+    /// from now on. Anything else breaks the rules.
+    pub(super) fn attach(&self, ends: Vec<Arrived>, refused: usize) -> Result<(), Violation> {
+        let mut ends = ends.into_iter();
+        let (end, more) = (ends.next(), ends.next());
+        match (end, more, refused) {
+            // The ring did not fit the link's map budget: dropped, its
+            // clone sees `Disconnected`.
+            (None, None, 1) => Ok(()),
+            (Some(end), None, 0) => match end.into_end() {
+                Handle::Receiver(rx) => {
+                    rx.set_max_message(self.max_message());
+                    lock(&self.clones.arrived).push(rx);
+                    // Relaxed: see `Clones::any`.
+                    self.clones.any.store(true, Ordering::Relaxed);
+                    Ok(())
+                }
+                _ => Err(Violation::BadAttach),
+            },
+            _ => Err(Violation::BadAttach),
+        }
+    }
+
+    /// Moves the rings attached since into the set, sharing this
+    /// receiver's doorbell with them if it has one; past the bound, drops
+    /// them.
+    fn take_arrived(&self, set: &mut Set, from: &Receiver) {
+        let arrived = std::mem::take(&mut *lock(&from.clones.arrived));
+        for rx in arrived {
+            if set.rings.len() >= MOST_ATTACHED {
+                continue;
+            }
+            if let Some((bell, ringer)) = self.half.doorbell_pair() {
+                // A failure leaves the ring without it: waits then nap.
+                let _ = rx.half.install_doorbell(bell, ringer);
+            }
+            set.rings.push(rx);
+        }
+    }
+
+    /// One turn for each ring, from where the last turn ended, without
+    /// waiting: `Ok(true)` once one gave a message into `out`.
+    fn merged_round(&self, out: &mut Delivery<'_>) -> Result<bool, RecvFault> {
+        let mut set = lock(&self.clones.set);
+        self.take_arrived(&mut set, self);
+        let now = Some(Instant::now());
+        let turns = set.rings.len() + 1;
+        let mut ended = Vec::new();
+        let mut got = false;
+        for k in 0..turns {
+            let i = (set.next + k) % turns;
+            let result = match i {
+                0 if set.own_done => continue,
+                0 => self.receive(out, now),
+                _ => set.rings[i - 1].receive(out, now),
+            };
+            // A ring attached to an attached one joins this set.
+            if i > 0 {
+                let arrived = std::mem::take(&mut *lock(&set.rings[i - 1].clones.arrived));
+                if !arrived.is_empty() {
+                    lock(&self.clones.arrived).extend(arrived);
+                }
+            }
+            match result {
+                Ok(()) => {
+                    set.next = i + 1;
+                    got = true;
+                    break;
+                }
+                Err(RecvFault::Timeout) => {}
+                Err(RecvFault::Disconnected) if i == 0 => set.own_done = true,
+                Err(fault @ RecvFault::Protocol(_)) if i == 0 => return Err(fault),
+                // A clone's ring that ended, or broke the rules: dropped,
+                // and that clone alone is cut off.
+                Err(RecvFault::Disconnected | RecvFault::Protocol(_)) => ended.push(i - 1),
+                Err(fault @ RecvFault::Io(_)) => return Err(fault),
+            }
+        }
+        // Highest first, so each index still names its ring.
+        ended.sort_unstable();
+        for &i in ended.iter().rev() {
+            set.rings.remove(i);
+        }
+        self.take_arrived(&mut set, self);
+        if got {
+            return Ok(true);
+        }
+        if set.own_done && set.rings.is_empty() {
+            return Err(RecvFault::Disconnected);
+        }
+        Ok(false)
+    }
+
+    /// A receive once rings are attached: a round of turns, then (none
+    /// having a message) every ring's doorbell armed, another round, and
+    /// a wait on the doorbell until `deadline`.
+    pub(super) fn recv_merged(
+        &self,
+        out: &mut Delivery<'_>,
+        deadline: Option<Instant>,
+    ) -> Result<(), RecvFault> {
+        let past = |deadline: Option<Instant>| deadline.is_some_and(|d| d <= Instant::now());
+        loop {
+            if self.merged_round(out)? {
+                return Ok(());
+            }
+            // A `try_` call makes no descriptor; with one made (a poll
+            // loop, `Select`, tokio), it arms it as a single ring's does.
+            if self.half.armable_bell().is_none() && past(deadline) {
+                return Err(RecvFault::Timeout);
+            }
+            let bell = Arc::clone(self.half.doorbell().map_err(RecvFault::Io)?);
+            let belled = self.arm_all(true);
+            if self.merged_round(out)? {
+                return Ok(());
+            }
+            if past(deadline) {
+                return Err(RecvFault::Timeout);
+            }
+            let until = match belled {
+                true => deadline,
+                false => {
+                    let nap = Instant::now() + UNBELLED_NAP;
+                    Some(deadline.map_or(nap, |d| d.min(nap)))
+                }
+            };
+            crate::base::sys::wait_readable(&[bell.as_fd()], until).map_err(RecvFault::Io)?;
+        }
+    }
+
+    /// Arms the doorbell of this ring and every attached one (clearing it
+    /// first if `rung`), handing it to rings that lack it; whether every
+    /// ring has it.
+    pub(super) fn arm_all(&self, rung: bool) -> bool {
+        let Some((bell, ringer)) = self.half.doorbell_pair() else {
+            return false;
+        };
+        let mut set = lock(&self.clones.set);
+        self.take_arrived(&mut set, self);
+        if rung {
+            bell.clear();
+        }
+        wake::announce_doorbell(self.half.sides().0);
+        let mut belled = true;
+        for rx in &set.rings {
+            if rx.half.armable_bell().is_none()
+                && rx
+                    .half
+                    .install_doorbell(Arc::clone(&bell), Arc::clone(&ringer))
+                    .is_err()
+            {
+                belled = false;
+                continue;
+            }
+            wake::announce_doorbell(rx.half.sides().0);
+        }
+        wake::settle();
+        belled
+    }
+
+    /// Says no ring of this receiver waits on the doorbell any more.
+    pub(super) fn disarm_all(&self) {
+        self.half.disarm_bell();
+        for rx in &lock(&self.clones.set).rings {
+            rx.half.disarm_bell();
+        }
+    }
+
+    /// Whether a receive would not wait now, over every ring.
+    pub(super) fn merged_ready(&self) -> bool {
+        let mut set = lock(&self.clones.set);
+        self.take_arrived(&mut set, self);
+        if !set.own_done && self.ready_alone() {
+            return true;
+        }
+        set.rings.iter().any(Receiver::ready_alone) || (set.own_done && set.rings.is_empty())
+    }
+}

@@ -263,6 +263,70 @@ fn a_receiver_moved_while_values_are_queued() {
     child.wait_ok();
 }
 
+/// A typed sender whose receiver has gone to a child can be cloned and a
+/// clone sent to a second child: both children's values, and this
+/// process's own, reach the receiver, each in order, and it sees the end
+/// once all three are gone. While the receiver was here, the clone was
+/// refused (the clones shared an in-process queue) with the value handed
+/// back.
+#[test]
+fn a_typed_clone_travels_once_its_receiver_has() {
+    const EACH: u32 = 500;
+    match ferry_testkit::role().as_deref() {
+        Some("reader") => {
+            let (_dog, main) = ferry_testkit::child_pipe("reader", secs(60));
+            let (back, inbox) = main.split();
+            let rx = Receiver::<Receiver<(u8, u32)>>::from_bytes(inbox)
+                .recv()
+                .expect("the receiver");
+            let mut next = [0u32; 2];
+            for (id, i) in rx.iter() {
+                assert_eq!(i, next[usize::from(id)], "sender {id} out of order");
+                next[usize::from(id)] += 1;
+            }
+            back.send(format!("{next:?}").as_bytes()).expect("counts");
+        }
+        Some("writer") => {
+            let (_dog, main) = ferry_testkit::child_pipe("writer", secs(60));
+            let (_back, inbox) = main.split();
+            let tx = Receiver::<Sender<(u8, u32)>>::from_bytes(inbox)
+                .recv()
+                .expect("the clone");
+            for i in 0..EACH {
+                tx.send((1, i)).expect("send from the clone");
+            }
+        }
+        Some(other) => panic!("no role {other}"),
+        None => {
+            let dog = ferry_testkit::Watchdog::start(this_test!(), secs(60));
+            let (reader, to_reader) =
+                ferry_testkit::spawn_child(&dog, this_test!(), "reader", &PipeOptions::new());
+            let (writer, to_writer) =
+                ferry_testkit::spawn_child(&dog, this_test!(), "writer", &PipeOptions::new());
+            let (tx, rx) = ferry::channel::<(u8, u32)>(64).unwrap();
+            let (to_writer, _) = to_writer.split();
+            let to_writer = Sender::<Sender<(u8, u32)>>::from_bytes(to_writer);
+            let refused = to_writer
+                .send(tx.clone())
+                .expect_err("clones share a queue while the receiver is here");
+            drop(refused);
+            let (to_reader, from_reader) = to_reader.split();
+            Sender::<Receiver<(u8, u32)>>::from_bytes(to_reader)
+                .send(rx)
+                .expect("send the receiver");
+            to_writer.send(tx.clone()).expect("send a clone");
+            for i in 0..EACH {
+                tx.send((0, i)).expect("send from here");
+            }
+            drop(tx);
+            writer.wait_ok();
+            let counts = String::from_utf8(from_reader.recv().expect("the counts")).unwrap();
+            assert_eq!(counts, format!("[{EACH}, {EACH}]"));
+            reader.wait_ok();
+        }
+    }
+}
+
 /// A hostile child sends byte messages that are not valid encodings of
 /// the parent's type. Each is refused with the documented reason, nothing
 /// beyond the message's size is allocated for it, and the valid message

@@ -50,8 +50,12 @@ pub(super) enum Mode<T> {
 /// values arriving in the order it sent them. The clones share one path to
 /// the receiver (a lock: one send at a time), and the receiver sees
 /// [`Disconnected`](super::RecvError::Disconnected) once the last clone is
-/// gone and every value has been received. A sender that has clones cannot
-/// itself go to another process (its send hands the value back).
+/// gone and every value has been received. Once either half has gone to
+/// another process, a clone can go too (inside a value): it travels as a
+/// clone of its own, with a ring of its own to the receiver (see the byte
+/// [`Sender`](crate::Sender#clones)). While the receiver is in this
+/// process the clones share a queue, and one that is sent hands the value
+/// back.
 ///
 /// ```
 /// let (tx, rx) = ferry::channel::<(u32, u32)>(400).unwrap();
@@ -453,11 +457,13 @@ impl<T> Sender<T> {
     }
 }
 
-/// Why a sender with clones cannot travel.
+/// Why a sender with clones cannot travel: its receiver is in this
+/// process, and the clones share a queue there, not a ring.
 fn has_clones() -> EncodeError {
     EncodeError::Handle(
-        "this sender has clones in this process, and a sender with clones cannot go to \
-         another process (the clones would lose their way to the receiver)"
+        "this sender has clones and its receiver is in this process (the clones share an \
+         in-process queue): it cannot go to another process until one of the two halves has \
+         (then a clone travels as a clone of its own)"
             .into(),
     )
 }
@@ -490,9 +496,11 @@ fn take_bytes<T: Serialize + Send + 'static>(
 
 impl<T: Serialize + Send + 'static> Serialize for Sender<T> {
     /// A sender inside a value travels as a handle; it can be serialized
-    /// only by a ferry typed send, at most once per value, and not while it
-    /// has clones. If the send fails, the sender is put back as it was
-    /// (sending through the byte half it took, if it was in-process).
+    /// only by a ferry typed send, at most once per value. One with clones
+    /// sends a clone of its byte half, which travels as a clone of its own
+    /// (while the receiver is in this process, clones share a queue and
+    /// none can travel). If the send fails, the sender is put back as it
+    /// was (sending through the byte half it took, if it was in-process).
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         // Never wait for the lock here: a thread sending on this sender
         // while another sends it could each wait for the other.
@@ -505,7 +513,33 @@ impl<T: Serialize + Send + 'static> Serialize for Sender<T> {
             return serializer.serialize_u32(index);
         }
         if Arc::strong_count(&self.shared) > 1 {
-            return Err(serde::ser::Error::custom(has_clones()));
+            // The clones here keep the byte half; a clone of it goes, and
+            // travels as a clone of its own (see `Sender#clones` of the
+            // byte layer). In-process clones share a queue, not a ring.
+            if let Mode::Local(queue) = &*mode {
+                // The receiver has left and what was queued for it has
+                // gone after it: the clones send over the byte half now.
+                let queue = Arc::clone(queue);
+                let mut state = queue.lock();
+                if matches!(state.receiver, Presence::Moved)
+                    && let Some(tx) = state.forward.take()
+                {
+                    drop(state);
+                    *mode = Mode::Remote {
+                        tx,
+                        scratch: remote::Scratch::default(),
+                    };
+                }
+            }
+            let Mode::Remote { tx, .. } = &*mode else {
+                return Err(serde::ser::Error::custom(has_clones()));
+            };
+            // A copy, as a descriptor is: made on the encode's first pass,
+            // named by the same index on a second.
+            let tx = tx.clone();
+            let index =
+                handles::push_fd(|| Ok(Handle::Sender(tx))).map_err(serde::ser::Error::custom)?;
+            return serializer.serialize_u32(index);
         }
         handles::room().map_err(serde::ser::Error::custom)?;
         let tx = take_bytes(&mut mode).map_err(serde::ser::Error::custom)?;

@@ -433,14 +433,19 @@ fn a_sender_bounced_back_and_forth_a_hundred_times() {
     child.wait_ok();
 }
 
-/// Bounces of [`a_receiver_polling_while_its_sender_bounces_sees_no_false_end`].
-const POLLED_BOUNCES: u64 = 1000;
+/// Rounds of [`a_receiver_polling_while_its_sender_bounces_sees_no_false_end`],
+/// each a new pipe whose sender bounces [`POLLED_BOUNCES`] times (the
+/// receiver keeps a link per move of its sender until the pipe is
+/// dropped, two descriptors each: 150 bounces stay well inside a soft
+/// `RLIMIT_NOFILE` of 1,024).
+const POLLED_ROUNDS: u64 = 6;
+const POLLED_BOUNCES: u64 = 150;
 
 /// A receiver that looks for messages without pause (`try_recv`, then a
 /// poll of its ready descriptor or a short timed wait, in turns) while
-/// its sender is bounced a thousand times between two other
-/// processes: each forward closes the link the receiver was reading (its
-/// old holder lets it go at once), and a look that finds that link hung up
+/// its sender is bounced between two other processes, 900 times over six
+/// pipes: each forward closes the link the receiver was reading (its old
+/// holder lets it go at once), and a look that finds that link hung up
 /// just as the `Moved` record lands must follow the move, not report the
 /// pipe gone. Every message arrives in order, and `Disconnected` comes
 /// only once the sender is dropped.
@@ -450,10 +455,11 @@ fn a_receiver_polling_while_its_sender_bounces_sees_no_false_end() {
     match ferry_testkit::role().as_deref() {
         Some("bouncer") => {
             let (_dog, main) = ferry_testkit::child_pipe("bouncer", secs(60));
-            for i in 0..POLLED_BOUNCES {
+            for i in 0..POLLED_ROUNDS * POLLED_BOUNCES {
                 let mut msg = main.receiver().recv_with().expect("the sender");
                 let tx = msg.senders.pop().expect("a sender");
-                tx.send(&(2 * i + 1).to_le_bytes()).expect("send");
+                tx.send(&(2 * (i % POLLED_BOUNCES) + 1).to_le_bytes())
+                    .expect("send");
                 main.sender()
                     .send_with(b"back", vec![Handle::from(tx)])
                     .expect("send the sender back");
@@ -461,37 +467,12 @@ fn a_receiver_polling_while_its_sender_bounces_sees_no_false_end() {
         }
         Some("poller") => {
             let (_dog, main) = ferry_testkit::child_pipe("poller", secs(60));
-            let mut msg = main.receiver().recv_with().expect("the receiver");
-            let rx = msg.receivers.pop().expect("a receiver");
-            rx.set_wait(ferry::Wait::Sleep);
-            let ready = rx.ready_fd().expect("a ready descriptor");
-            let mut next = 0u64;
-            let end = loop {
-                let got = match rx.try_recv() {
-                    Err(TryRecvError::Empty) if next.is_multiple_of(2) => {
-                        let mut fds = [rustix::event::PollFd::new(
-                            &ready,
-                            rustix::event::PollFlags::IN,
-                        )];
-                        rustix::event::poll(&mut fds, None).expect("poll");
-                        continue;
-                    }
-                    Err(TryRecvError::Empty) => match rx.recv_timeout(Duration::from_micros(300)) {
-                        Err(ferry::RecvTimeoutError::Timeout) => continue,
-                        other => other.map_err(|e| format!("{e:?}")),
-                    },
-                    other => other.map_err(|e| format!("{e:?}")),
-                };
-                match got {
-                    Ok(bytes) => {
-                        assert_eq!(bytes, next.to_le_bytes(), "message {next}");
-                        next += 1;
-                    }
-                    Err(end) => break end,
-                }
-            };
-            main.send(format!("{next} {end}").as_bytes())
-                .expect("report");
+            for _ in 0..POLLED_ROUNDS {
+                let mut msg = main.receiver().recv_with().expect("the receiver");
+                let rx = msg.receivers.pop().expect("a receiver");
+                main.send(poll_until_the_end(&rx).as_bytes())
+                    .expect("report");
+            }
         }
         Some(other) => panic!("no role {other}"),
         None => {
@@ -500,34 +481,70 @@ fn a_receiver_polling_while_its_sender_bounces_sees_no_false_end() {
                 ferry_testkit::spawn_child(&dog, test, "bouncer", &PipeOptions::new());
             let (poller, watching) =
                 ferry_testkit::spawn_child(&dog, test, "poller", &PipeOptions::new());
-            let (a, b) = ferry::pipe().expect("pipe");
-            let (mut tx, _a_rx) = a.split();
-            let (_b_tx, rx) = b.split();
-            watching
-                .sender()
-                .send_with(b"poll this", vec![Handle::from(rx)])
-                .expect("send the receiver");
-            for i in 0..POLLED_BOUNCES {
-                tx.send(&(2 * i).to_le_bytes()).expect("send");
-                there
+            for _ in 0..POLLED_ROUNDS {
+                let (a, b) = ferry::pipe().expect("pipe");
+                let (mut tx, _a_rx) = a.split();
+                let (_b_tx, rx) = b.split();
+                watching
                     .sender()
-                    .send_with(b"there", vec![Handle::from(tx)])
-                    .expect("send the sender there");
-                let mut msg = there.receiver().recv_with().expect("the sender back");
-                tx = msg.senders.pop().expect("a sender");
+                    .send_with(b"poll this", vec![Handle::from(rx)])
+                    .expect("send the receiver");
+                for i in 0..POLLED_BOUNCES {
+                    tx.send(&(2 * i).to_le_bytes()).expect("send");
+                    there
+                        .sender()
+                        .send_with(b"there", vec![Handle::from(tx)])
+                        .expect("send the sender there");
+                    let mut msg = there.receiver().recv_with().expect("the sender back");
+                    tx = msg.senders.pop().expect("a sender");
+                }
+                drop(tx);
+                let report =
+                    String::from_utf8(watching.recv().expect("the poller's report")).expect("text");
+                assert_eq!(
+                    report,
+                    format!("{} Disconnected", 2 * POLLED_BOUNCES),
+                    "every message, then the end"
+                );
             }
-            drop(tx);
             bouncer.wait_ok();
-            let report =
-                String::from_utf8(watching.recv().expect("the poller's report")).expect("text");
-            assert_eq!(
-                report,
-                format!("{} Disconnected", 2 * POLLED_BOUNCES),
-                "every message, then the end"
-            );
             poller.wait_ok();
         }
     }
+}
+
+/// Receives on `rx` without pause until it ends: `try_recv`, then (in
+/// turns) a poll of its ready descriptor or a short timed wait. Says how
+/// many messages came, in order, and how it ended.
+fn poll_until_the_end(rx: &Receiver) -> String {
+    rx.set_wait(ferry::Wait::Sleep);
+    let ready = rx.ready_fd().expect("a ready descriptor");
+    let mut next = 0u64;
+    let end = loop {
+        let got = match rx.try_recv() {
+            Err(TryRecvError::Empty) if next.is_multiple_of(2) => {
+                let mut fds = [rustix::event::PollFd::new(
+                    &ready,
+                    rustix::event::PollFlags::IN,
+                )];
+                rustix::event::poll(&mut fds, None).expect("poll");
+                continue;
+            }
+            Err(TryRecvError::Empty) => match rx.recv_timeout(Duration::from_micros(300)) {
+                Err(ferry::RecvTimeoutError::Timeout) => continue,
+                other => other.map_err(|e| format!("{e:?}")),
+            },
+            other => other.map_err(|e| format!("{e:?}")),
+        };
+        match got {
+            Ok(bytes) => {
+                assert_eq!(bytes, next.to_le_bytes(), "message {next}");
+                next += 1;
+            }
+            Err(end) => break end,
+        }
+    };
+    format!("{next} {end}")
 }
 
 /// An end whose other side's holder has died cannot be sent on (its holder

@@ -298,6 +298,8 @@ fn a_typed_clone_travels_once_its_receiver_has() {
         }
         Some(other) => panic!("no role {other}"),
         None => {
+            // Descriptor counts are compared in this binary: one test at a time.
+            let _serial = ferry_testkit::serial();
             let dog = ferry_testkit::Watchdog::start(this_test!(), secs(60));
             let (reader, to_reader) =
                 ferry_testkit::spawn_child(&dog, this_test!(), "reader", &PipeOptions::new());

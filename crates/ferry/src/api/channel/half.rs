@@ -381,12 +381,29 @@ impl Half {
     /// it lets the link go, so a hang-up seen here with a move not yet
     /// followed is a side gone on. Follow it, and ask again of the new
     /// link (each turn needs a move the peer made: bounded by its moves).
+    #[inline]
     pub(super) fn link_failure(&self, check: impl Fn(&Link) -> Option<Failure>) -> Option<Failure> {
-        let mut link = self.link()?;
+        let link = self.link()?;
+        let failure = check(link)?;
+        self.failure_past_moves(link, failure, check)
+    }
+
+    /// [`Half::link_failure`] once `link` said `failure`: a hang-up of a
+    /// link the other side has since moved off is asked again of the new.
+    #[cold]
+    #[inline(never)]
+    fn failure_past_moves<'a>(
+        &'a self,
+        mut link: &'a Link,
+        mut failure: Failure,
+        check: impl Fn(&Link) -> Option<Failure>,
+    ) -> Option<Failure> {
         loop {
-            let failure = check(link)?;
             match self.link() {
-                Some(now) if failure == Failure::HungUp && !std::ptr::eq(now, link) => link = now,
+                Some(now) if failure == Failure::HungUp && !std::ptr::eq(now, link) => {
+                    link = now;
+                    failure = check(link)?;
+                }
                 _ => return Some(failure),
             }
         }

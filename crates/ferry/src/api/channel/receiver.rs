@@ -686,14 +686,30 @@ impl Receiver {
         out: &mut Delivery<'_>,
         deadline: Option<Instant>,
     ) -> Result<(), RecvFault> {
-        let received = match self.clones.any() {
-            true => self.recv_merged(out, deadline),
-            false => match self.receive(out, deadline) {
-                // An `Attach` read (or one read before, by a racing call).
-                Err(RecvFault::Timeout) if self.clones.any() => self.recv_merged(out, deadline),
-                other => other,
-            },
-        };
+        if self.clones.any() {
+            return self.recv_merged_noted(out, deadline);
+        }
+        let received = self.receive(out, deadline);
+        if let Err(fault) = &received {
+            // An `Attach` read (or one read before, by a racing call): the
+            // receive starts over, over every ring.
+            if matches!(fault, RecvFault::Timeout) && self.clones.any() {
+                return self.recv_merged_noted(out, deadline);
+            }
+            self.note_end(fault);
+        }
+        received
+    }
+
+    /// [`Receiver::recv_merged`], noting the end it may report.
+    #[cold]
+    #[inline(never)]
+    fn recv_merged_noted(
+        &self,
+        out: &mut Delivery<'_>,
+        deadline: Option<Instant>,
+    ) -> Result<(), RecvFault> {
+        let received = self.recv_merged(out, deadline);
         if let Err(fault) = &received {
             self.note_end(fault);
         }

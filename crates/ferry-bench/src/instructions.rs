@@ -110,6 +110,7 @@ pub fn run(args: &InstructionsArgs) -> Result<(), Error> {
         calls: Vec::new(),
         server: Vec::new(),
         instructions: rows,
+        moves: Vec::new(),
         run: info,
     };
     let write: JsonRows = |path, report| report::write_json(path, &report.instructions);

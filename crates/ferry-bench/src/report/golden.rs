@@ -172,6 +172,7 @@ fn report(repeat: usize) -> Report {
         calls: Vec::new(),
         server: Vec::new(),
         instructions: Vec::new(),
+        moves: Vec::new(),
         run: RunInfo {
             command: "ferry-bench --golden".to_string(),
             quick: repeat == 1,

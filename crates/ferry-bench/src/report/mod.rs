@@ -15,6 +15,7 @@ mod golden;
 mod instructions;
 mod json;
 mod markdown;
+mod moves;
 mod rows;
 mod server;
 mod table;
@@ -30,6 +31,7 @@ use crate::runner::Runs;
 
 pub use instructions::InstructionsRow;
 pub use json::write_json;
+pub use moves::MoveRow;
 pub use rows::{CallsRow, PingpongRow, ThroughputRow};
 pub use server::ServerRow;
 pub use table::Table;
@@ -112,6 +114,10 @@ pub struct Report {
     /// (`ferry-bench instructions`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub instructions: Vec<InstructionsRow>,
+    /// What moving a pipe end cost, one row per forwarded transport: its
+    /// setups' forwards, timed.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub moves: Vec<MoveRow>,
     /// How the run was made.
     pub run: RunInfo,
 }
@@ -136,6 +142,7 @@ impl Report {
             calls: rows(&results.calls, CallsRow::of),
             server: rows(&results.server, ServerRow::of),
             instructions: Vec::new(),
+            moves: moves::rows(&crate::transport::ferry_forwarded::travels()),
             run: info,
         }
     }
@@ -148,6 +155,7 @@ impl Report {
         tables.extend(columns::calls(&self.calls, repeat));
         tables.extend(server::tables(&self.server, repeat));
         tables.extend(instructions::table(&self.instructions));
+        tables.extend(moves::table(&self.moves));
         tables
     }
 

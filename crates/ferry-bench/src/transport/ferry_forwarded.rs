@@ -50,6 +50,41 @@ enum Shape {
     WholeAsync,
 }
 
+impl Shape {
+    /// What of the parent's end travels, and how the two sides wait.
+    fn travels(self) -> &'static str {
+        match self {
+            Self::Halves => "sending half",
+            Self::Whole => "whole end",
+            Self::WholeSelect => "whole end, Select",
+            #[cfg(feature = "tokio")]
+            Self::WholeAsync => "whole end, tokio",
+        }
+    }
+}
+
+/// One setup's trips of the parent's end, timed (see
+/// [`FerryForwarded::travel`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Travel {
+    /// The row's transport.
+    pub transport: &'static str,
+    /// What travelled.
+    pub what: &'static str,
+    /// Forwards made (two a trip).
+    pub forwards: u32,
+    /// From the first send to the end's last arrival back.
+    pub took: std::time::Duration,
+}
+
+/// Every setup's trips in this process so far, for the report.
+static TRAVELS: std::sync::Mutex<Vec<Travel>> = std::sync::Mutex::new(Vec::new());
+
+/// The trips timed so far in this process (see [`Travel`]).
+pub fn travels() -> Vec<Travel> {
+    TRAVELS.lock().unwrap_or_else(|e| e.into_inner()).clone()
+}
+
 impl FerryForwarded {
     const fn new(name: &'static str, trips: u32, shape: Shape) -> Self {
         Self { name, trips, shape }
@@ -101,6 +136,15 @@ impl FerryForwarded {
         // trip also makes the links; later ones make theirs too).
         let took = started.elapsed();
         let forwards = 2 * self.trips;
+        TRAVELS
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(Travel {
+                transport: self.name,
+                what: self.shape.travels(),
+                forwards,
+                took,
+            });
         eprintln!(
             "{}: {forwards} forwards of the parent's end (there and back) took {} µs, {} µs each",
             self.name,

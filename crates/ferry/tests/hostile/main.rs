@@ -32,6 +32,8 @@
 //! - [`death`]: the victim's sense of its peer's death, by a peer that
 //!   hides it;
 //! - [`routes`]: the routing records of a forwarder that lies;
+//! - [`clones`]: a receiver's rings, by a travelled clone that floods its
+//!   own;
 //! - [`local_faults`]: two local faults with an honest peer (out of
 //!   descriptors, `Disconnected` sticky).
 //!
@@ -45,6 +47,7 @@ mod attacker;
 mod victim;
 
 mod bootstrap;
+mod clones;
 mod control_socket;
 mod death;
 mod doorbells;

@@ -38,6 +38,7 @@ pub fn run(role: &str) {
         "wake-storm" => wake_storm(),
         "doorbell-pipe" => doorbells(false),
         "doorbell-flood" => doorbells(true),
+        "clone-flood" => clone_flood(),
         fd if super::fd_records::ATTACKS.contains(&fd) => super::fd_records::run(fd),
         route if super::routes::ATTACKS.contains(&route) => super::routes::run(route),
         other => panic!("no attack named {other:?}"),
@@ -365,6 +366,51 @@ fn doorbells(flood: bool) {
         let end = RawRegion::create(4096).expect("make a region");
         peer.send_pipe_end(end.fd(), 1, id);
         peer.send_message(&[id], &sent.to_le_bytes());
+    }
+    peer.wait_for_hangup(secs(20));
+}
+
+/// Messages on the victim's own ring in the clone flood.
+pub const OWN_MESSAGES: u64 = 10;
+
+/// Attaches a ring of its own to the victim's receiver (a receiving half
+/// sent with an `Attach` frame, as a travelled clone of the sender is),
+/// floods it with messages as fast as the victim makes room, and puts
+/// [`OWN_MESSAGES`] messages on the bootstrap ring itself meanwhile; until
+/// the victim hangs up.
+fn clone_flood() {
+    let peer = RawPeer::from_bootstrap();
+    let clone = RawRegion::create(4096).expect("make the clone's region");
+    // The victim reads ring 0 of it: a receiving half (`arg` 4 + ring).
+    let record = wire::record(RecordKind::PipeEnd, 4, END_ID);
+    peer.socket
+        .send_record(&record, &[clone.fd()])
+        .expect("send the clone's ring");
+    let attach = END_ID.to_le_bytes();
+    assert!(
+        peer.outbound()
+            .publish_frame_within(tag(Kind::Attach, 1), &attach, secs(5)),
+        "no room for the attach frame"
+    );
+    let ring = clone.ring(0);
+    let mut sent = 0u64;
+    let publish_clone = |sent: &mut u64| {
+        let body = format!("clone {sent}");
+        if ring.publish_frame(tag(Kind::Whole, 0), body.as_bytes()) {
+            *sent += 1;
+        }
+    };
+    // The clone's ring full first, then the victim's own messages.
+    for _ in 0..512 {
+        publish_clone(&mut sent);
+    }
+    for i in 0..OWN_MESSAGES {
+        peer.send_message(&[], format!("own {i}").as_bytes());
+    }
+    let start = Instant::now();
+    while !peer.done(start, FLOOD) {
+        publish_clone(&mut sent);
+        std::hint::spin_loop();
     }
     peer.wait_for_hangup(secs(20));
 }

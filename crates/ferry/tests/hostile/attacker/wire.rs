@@ -60,6 +60,8 @@ pub enum Kind {
     Abort = 5,
     /// A message in a pool block: id u32, generation u32, len u64, ids.
     Block = 6,
+    /// Not a message: one id, a receiving half to read with this ring.
+    Attach = 7,
 }
 
 /// A frame tag: `kind | version << 8 | handles << 16`.

@@ -55,7 +55,7 @@ pub(super) fn watch(link: &Arc<Link>) -> Option<u64> {
     let mut links = watcher.links.lock().unwrap_or_else(|e| e.into_inner());
     links.insert(key, Arc::downgrade(link));
     if (watcher.poller)
-        .add(link.socket.as_fd(), key, Interest::HangUp)
+        .add_or_take_over(link.socket.as_fd(), key, Interest::HangUp)
         .is_err()
     {
         links.remove(&key);
@@ -68,7 +68,7 @@ pub(super) fn watch(link: &Arc<Link>) -> Option<u64> {
 /// is reported as the socket's hang-up is.
 pub(super) fn watch_process(key: u64, process: &Process) -> std::io::Result<()> {
     match watcher() {
-        Some(watcher) => (watcher.poller).add(process.as_fd(), key, Interest::Exited),
+        Some(watcher) => (watcher.poller).add_or_take_over(process.as_fd(), key, Interest::Exited),
         None => Ok(()),
     }
 }

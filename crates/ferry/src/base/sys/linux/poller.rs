@@ -47,12 +47,35 @@ impl Poller {
     /// Watches `fd` for `interest`, reported under `key`
     /// ([`epoll_ctl(2)`](https://man7.org/linux/man-pages/man2/epoll_ctl.2.html)).
     pub(crate) fn add(&self, fd: BorrowedFd<'_>, key: u64, interest: Interest) -> io::Result<()> {
-        let flags = match interest {
-            Interest::HangUp => EventFlags::RDHUP | EventFlags::ONESHOT,
-            Interest::Readable => EventFlags::IN,
-            Interest::Exited => EventFlags::IN | EventFlags::ONESHOT,
-        };
-        Ok(epoll::add(&self.epoll, fd, EventData::new_u64(key), flags)?)
+        Ok(epoll::add(
+            &self.epoll,
+            fd,
+            EventData::new_u64(key),
+            flags(interest),
+        )?)
+    }
+
+    /// [`Poller::add`], taking over a registration of the same descriptor
+    /// number and file left by a watch that ended without removing it. The
+    /// kernel keeps a registration until the file's last descriptor is
+    /// closed, not the one registered: a process handle received again
+    /// (the same file) may land on the number an old one had, and `add`
+    /// would fail with `EEXIST` while the old watch, keyed to a link that
+    /// is gone, stays. Only the hang-up watcher uses this, whose
+    /// registrations are never removed one by one (see its `unwatch`).
+    pub(crate) fn add_or_take_over(
+        &self,
+        fd: BorrowedFd<'_>,
+        key: u64,
+        interest: Interest,
+    ) -> io::Result<()> {
+        let data = EventData::new_u64(key);
+        match epoll::add(&self.epoll, fd, data, flags(interest)) {
+            Err(rustix::io::Errno::EXIST) => {
+                Ok(epoll::modify(&self.epoll, fd, data, flags(interest))?)
+            }
+            done => Ok(done?),
+        }
     }
 
     /// Stops watching `fd` ([`epoll_ctl(2)`](https://man7.org/linux/man-pages/man2/epoll_ctl.2.html),
@@ -82,8 +105,49 @@ impl Poller {
     }
 }
 
+/// The epoll flags for `interest`.
+fn flags(interest: Interest) -> EventFlags {
+    match interest {
+        Interest::HangUp => EventFlags::RDHUP | EventFlags::ONESHOT,
+        Interest::Readable => EventFlags::IN,
+        Interest::Exited => EventFlags::IN | EventFlags::ONESHOT,
+    }
+}
+
 impl AsFd for Poller {
     fn as_fd(&self) -> BorrowedFd<'_> {
         self.epoll.as_fd()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A registration of the same descriptor and file (as a process
+    /// handle received again on the number an old one had leaves it) is
+    /// taken over under the new key, and reports there; a plain `add` is
+    /// refused.
+    #[test]
+    fn a_stale_registration_is_taken_over_under_the_new_key() {
+        let poller = Poller::new().unwrap();
+        let (a, b) = rustix::net::socketpair(
+            rustix::net::AddressFamily::UNIX,
+            rustix::net::SocketType::SEQPACKET,
+            rustix::net::SocketFlags::CLOEXEC,
+            None,
+        )
+        .unwrap();
+        poller.add(a.as_fd(), 1, Interest::HangUp).unwrap();
+        assert!(poller.add(a.as_fd(), 2, Interest::HangUp).is_err());
+        poller
+            .add_or_take_over(a.as_fd(), 2, Interest::HangUp)
+            .unwrap();
+        drop(b);
+        let mut keys = Vec::new();
+        poller
+            .wait(&mut keys, Some(Duration::from_secs(5)))
+            .unwrap();
+        assert_eq!(keys, [2]);
     }
 }

@@ -390,6 +390,14 @@ pub(crate) mod poller {
         pub(crate) fn add(&self, _fd: BorrowedFd<'_>, _key: u64, _i: Interest) -> io::Result<()> {
             match self.0 {}
         }
+        pub(crate) fn add_or_take_over(
+            &self,
+            _fd: BorrowedFd<'_>,
+            _key: u64,
+            _i: Interest,
+        ) -> io::Result<()> {
+            match self.0 {}
+        }
         pub(crate) fn delete(&self, _fd: BorrowedFd<'_>) -> io::Result<()> {
             match self.0 {}
         }

@@ -10,7 +10,7 @@ use super::error::SendFault;
 use super::route::{HOMES, LinkCell};
 use super::wait::{self, Wait};
 use crate::base::lock::Missed;
-use crate::base::sync::{AtomicBool, AtomicU8, Ordering};
+use crate::base::sync::{AtomicBool, AtomicU8, AtomicU32, Ordering};
 use crate::base::sys::{ControlSocket, Doorbell, Ringer};
 use crate::base::wire::Violation;
 use crate::base::wire::route::{RouteRecord, Token};
@@ -557,19 +557,7 @@ impl Half {
         me.moved.fetch_add(1, Ordering::SeqCst);
         crate::base::sync::fence(Ordering::SeqCst);
         self.ring_peer();
-        let give_up = Instant::now() + NAMING_WAIT;
-        let give_up = deadline.map_or(give_up, |d| d.min(give_up));
-        let ended = loop {
-            // Acquire: pairs with the Release clear after the sender's frame.
-            if peer.naming.load(Ordering::Acquire) == 0 {
-                break true;
-            }
-            if Instant::now() >= give_up {
-                break false;
-            }
-            step.twin.drain();
-            std::thread::sleep(std::time::Duration::from_micros(50));
-        };
+        let ended = wait_for_clear(&peer.naming, deadline, Some(&*step.twin));
         if !ended {
             // The sender's section goes on: its frames past the tail may
             // still name the old link, so no boundary is known here.
@@ -655,8 +643,7 @@ impl Half {
     /// [`NAMING_WAIT`]: a peer can stop the moves of its own pipes, no other.
     fn mark_moving(&self, deadline: Option<Instant>) -> std::io::Result<Marked<'_>> {
         let (me, peer) = self.sides();
-        let give_up = Instant::now() + NAMING_WAIT;
-        let give_up = deadline.map_or(give_up, |d| d.min(give_up));
+        let give_up = give_up_at(deadline);
         loop {
             me.moving.store(1, Ordering::SeqCst);
             crate::base::sync::fence(Ordering::SeqCst);
@@ -667,19 +654,12 @@ impl Half {
             // The consumer's mover stands back (its mark goes with
             // `marked`, dropped here); the producer's keeps its mark.
             let kept = self.is_producer().then_some(marked);
-            // Acquire: pairs with the Release clear after the other's
-            // `Moved` went and its `moved` was bumped.
-            while peer.moving.load(Ordering::Acquire) != 0 {
-                if Instant::now() >= give_up {
-                    // `ResourceBusy`: the send refuses this end (see
-                    // `sender::OTHER_SIDE_MOVING`), which stays here.
-                    return Err(std::io::ErrorKind::ResourceBusy.into());
-                }
-                // The other mover may wait for room on the socket.
-                if let Some(link) = self.link.get() {
-                    link.drain();
-                }
-                std::thread::sleep(std::time::Duration::from_micros(50));
+            // The other mover may wait for room on the socket: drained
+            // meanwhile.
+            if !wait_for_clear(&peer.moving, Some(give_up), self.link.get().map(|l| &**l)) {
+                // `ResourceBusy`: the send refuses this end (see
+                // `sender::OTHER_SIDE_MOVING`), which stays here.
+                return Err(std::io::ErrorKind::ResourceBusy.into());
             }
             if let Some(marked) = kept {
                 return Ok(marked);
@@ -974,6 +954,34 @@ impl Drop for Marked<'_> {
 /// Longest a receiving half's forward waits for its sender to leave a
 /// naming section (see [`Half::begin_forward_receiver`]).
 const NAMING_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// How long a mover polls a word of the other side: until `deadline` or
+/// [`NAMING_WAIT`] from now, whichever comes first.
+fn give_up_at(deadline: Option<Instant>) -> Instant {
+    let bound = Instant::now() + NAMING_WAIT;
+    deadline.map_or(bound, |d| d.min(bound))
+}
+
+/// Waits until the other side's `word` (its `naming` or `moving`) is 0,
+/// reading `link` meanwhile (its holder may wait for room on the socket
+/// before it can clear the word); `false` if it is still set at
+/// [`give_up_at`]`(deadline)`. Polls every 50 µs: a move's wait, not a
+/// message's, and one a peer that never clears its word bounds.
+fn wait_for_clear(word: &AtomicU32, deadline: Option<Instant>, link: Option<&Link>) -> bool {
+    let give_up = give_up_at(deadline);
+    // Acquire: pairs with the Release clear after the other side's frame,
+    // or after its `Moved` went and its `moved` was bumped.
+    while word.load(Ordering::Acquire) != 0 {
+        if Instant::now() >= give_up {
+            return false;
+        }
+        if let Some(link) = link {
+            link.drain();
+        }
+        std::thread::sleep(std::time::Duration::from_micros(50));
+    }
+    true
+}
 
 /// A sending half's naming section (see [`Half::begin_naming`]), ended
 /// when dropped, after the frame naming the link was published.

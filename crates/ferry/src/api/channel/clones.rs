@@ -33,7 +33,7 @@ use std::time::{Duration, Instant};
 use super::error::RecvFault;
 use super::receiver::Delivery;
 use super::{Arrived, Handle, Receiver};
-use crate::base::sync::{AtomicBool, Ordering};
+use crate::base::sync::Ordering;
 use crate::base::wire::Violation;
 use crate::transport::ring::wake;
 
@@ -47,9 +47,6 @@ const UNBELLED_NAP: Duration = Duration::from_millis(10);
 /// The rings attached to a receiver.
 #[derive(Debug, Default)]
 pub(super) struct Clones {
-    /// Set once a ring was attached: receives go the merged way from then
-    /// on.
-    any: AtomicBool,
     /// Rings whose `Attach` frames were read (under the receive lock of
     /// the ring they came on) and not yet taken into the set.
     arrived: Mutex<Vec<Receiver>>,
@@ -69,17 +66,17 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-impl Clones {
-    /// Whether a ring was attached.
+impl Receiver {
+    /// Whether a ring was attached: receives go over the set from then on.
+    /// The flag is the half's, beside what every receive reads first (its
+    /// failure flags), so the common receive touches no other cache line.
     #[inline]
-    pub(super) fn any(&self) -> bool {
+    pub(super) fn attached(&self) -> bool {
         // Relaxed: set by this process under the receive lock; a receive
         // that misses it reads its own ring as before and sees it next time.
-        self.any.load(Ordering::Relaxed)
+        self.half.attached.load(Ordering::Relaxed)
     }
-}
 
-impl Receiver {
     /// Takes what an `Attach` frame carried (`ends`, and `refused` ends
     /// this process did not map): one receiving half, read with this ring
     /// from now on. Anything else breaks the rules.
@@ -94,8 +91,8 @@ impl Receiver {
                 Handle::Receiver(rx) => {
                     rx.set_max_message(self.max_message());
                     lock(&self.clones.arrived).push(rx);
-                    // Relaxed: see `Clones::any`.
-                    self.clones.any.store(true, Ordering::Relaxed);
+                    // Relaxed: see `Receiver::attached`.
+                    self.half.attached.store(true, Ordering::Relaxed);
                     Ok(())
                 }
                 _ => Err(Violation::BadAttach),

@@ -46,6 +46,9 @@ pub(super) struct Half {
     /// Set once any call on this half has seen the peer gone: every later
     /// call says so too (after the messages still queued are received).
     hung_up: AtomicBool,
+    /// A receiving half: set once a ring was attached to it (see
+    /// `clones.rs`).
+    pub(super) attached: AtomicBool,
     /// For a half the peer sent: its region's charge to the link's map
     /// budget, given back when the last half of it (and its mapping) goes.
     pub(super) charge: Option<Arc<Charge>>,
@@ -86,6 +89,7 @@ impl Half {
             moved: AtomicBool::new(false),
             broken: OnceLock::new(),
             hung_up: AtomicBool::new(false),
+            attached: AtomicBool::new(false),
             own_ringer: OnceLock::new(),
             charge: None,
             bell: OnceLock::new(),

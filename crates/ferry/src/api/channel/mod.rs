@@ -185,8 +185,8 @@ impl Handle {
     /// reads rings its sender's clones attached (see `clones.rs`).
     fn reads_clones(&self) -> bool {
         match self {
-            Self::Pipe(pipe) => pipe.rx.clones.any(),
-            Self::Receiver(receiver) => receiver.clones.any(),
+            Self::Pipe(pipe) => pipe.rx.attached(),
+            Self::Receiver(receiver) => receiver.attached(),
             Self::Sender(_) | Self::Fd(_) => false,
         }
     }

@@ -351,7 +351,7 @@ impl Receiver {
     /// another thread of this end receives, it says no (that receive rings
     /// this end's doorbell when it is done).
     pub(crate) fn is_ready(&self) -> bool {
-        match self.clones.any() {
+        match self.attached() {
             true => self.merged_ready(),
             false => self.ready_alone(),
         }
@@ -400,7 +400,7 @@ impl Receiver {
     /// found nothing does this, then looks once more); whether it had.
     #[cfg(feature = "serde")]
     pub(crate) fn arm(&self) -> bool {
-        if self.clones.any() {
+        if self.attached() {
             return self.arm_all(true);
         }
         match self.half.armable_bell() {
@@ -534,12 +534,12 @@ impl Receiver {
     /// has a doorbell, arms it and looks once more (so a frame published
     /// before the sender saw it armed is not missed).
     fn try_message(&self, out: &mut Delivery<'_>) -> Result<(), RecvFault> {
-        if self.clones.any() {
+        if self.attached() {
             return self.recv_message(out, Some(Instant::now()));
         }
         match self.recv_message(out, Some(Instant::now())) {
             // An `Attach` was read: the merged receive armed every ring.
-            Err(RecvFault::Timeout) if self.clones.any() => Err(RecvFault::Timeout),
+            Err(RecvFault::Timeout) if self.attached() => Err(RecvFault::Timeout),
             Err(RecvFault::Timeout) => match self.half.armable_bell() {
                 Some(bell) => {
                     self.half.arm_bell(bell);
@@ -686,14 +686,14 @@ impl Receiver {
         out: &mut Delivery<'_>,
         deadline: Option<Instant>,
     ) -> Result<(), RecvFault> {
-        if self.clones.any() {
+        if self.attached() {
             return self.recv_merged_noted(out, deadline);
         }
         let received = self.receive(out, deadline);
         if let Err(fault) = &received {
             // An `Attach` read (or one read before, by a racing call): the
             // receive starts over, over every ring.
-            if matches!(fault, RecvFault::Timeout) && self.clones.any() {
+            if matches!(fault, RecvFault::Timeout) && self.attached() {
                 return self.recv_merged_noted(out, deadline);
             }
             self.note_end(fault);
@@ -756,7 +756,7 @@ impl Receiver {
         &self,
         read: F,
     ) -> Result<Result<R, F>, RecvFault> {
-        if self.clones.any() {
+        if self.attached() {
             return Ok(Err(read));
         }
         let mut rx = self

@@ -91,7 +91,7 @@ impl sealed::Source for Receiver {
     }
 
     fn source_arm(&self, rung: bool) {
-        if self.clones.any() {
+        if self.attached() {
             self.arm_all(rung);
             return;
         }
@@ -104,7 +104,7 @@ impl sealed::Source for Receiver {
     }
 
     fn source_disarm(&self) {
-        match self.clones.any() {
+        match self.attached() {
             true => self.disarm_all(),
             false => self.half.disarm_bell(),
         }

@@ -104,8 +104,8 @@ impl Receiver {
     /// Moves the rings attached since into the set, sharing this
     /// receiver's doorbell with them if it has one; past the bound, drops
     /// them.
-    fn take_arrived(&self, set: &mut Set, from: &Receiver) {
-        let arrived = std::mem::take(&mut *lock(&from.clones.arrived));
+    fn take_arrived(&self, set: &mut Set) {
+        let arrived = std::mem::take(&mut *lock(&self.clones.arrived));
         for rx in arrived {
             if set.rings.len() >= MOST_ATTACHED {
                 continue;
@@ -122,7 +122,7 @@ impl Receiver {
     /// waiting: `Ok(true)` once one gave a message into `out`.
     fn merged_round(&self, out: &mut Delivery<'_>) -> Result<bool, RecvFault> {
         let mut set = lock(&self.clones.set);
-        self.take_arrived(&mut set, self);
+        self.take_arrived(&mut set);
         let now = Some(Instant::now());
         let turns = set.rings.len() + 1;
         let mut ended = Vec::new();
@@ -161,7 +161,7 @@ impl Receiver {
         for &i in ended.iter().rev() {
             set.rings.remove(i);
         }
-        self.take_arrived(&mut set, self);
+        self.take_arrived(&mut set);
         if got {
             return Ok(true);
         }
@@ -216,7 +216,7 @@ impl Receiver {
             return false;
         };
         let mut set = lock(&self.clones.set);
-        self.take_arrived(&mut set, self);
+        self.take_arrived(&mut set);
         if rung {
             bell.clear();
         }
@@ -249,7 +249,7 @@ impl Receiver {
     /// Whether a receive would not wait now, over every ring.
     pub(super) fn merged_ready(&self) -> bool {
         let mut set = lock(&self.clones.set);
-        self.take_arrived(&mut set, self);
+        self.take_arrived(&mut set);
         if !set.own_done && self.ready_alone() {
             return true;
         }

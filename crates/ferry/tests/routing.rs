@@ -513,6 +513,151 @@ fn a_receiver_polling_while_its_sender_bounces_sees_no_false_end() {
     }
 }
 
+/// Moves of the other side in [`a_side_that_stays_holds_few_links`]
+/// (two forwards each).
+const STAY_BOUNCES: u64 = 400;
+
+/// A side that stays while the other side of its ring moves: each forward
+/// through a third process joins the two holders by a new link (a socket
+/// and a process handle), and the side that stays lets go of the old ones
+/// once no frame still to be read can name them. After 400 moves of the
+/// other side (800 forwards: 1,600 descriptors if none were let go of,
+/// past the usual soft limit of 1,024) it holds at most three links more
+/// than before the first; every message arrives in order, and the pipe
+/// still ends as it should.
+fn a_side_that_stays_holds_few_links(test: &str, receiver_stays: bool) {
+    let report = |main: &Pipe| {
+        let count = ferry_testkit::settled_fd_count() as u64;
+        main.send(&count.to_le_bytes()).expect("report");
+    };
+    match ferry_testkit::role().as_deref() {
+        Some("bouncer") => {
+            let (_dog, main) = ferry_testkit::child_pipe("bouncer", secs(120));
+            for _ in 0..STAY_BOUNCES {
+                let msg = main.receiver().recv_with().expect("the end");
+                main.sender()
+                    .send_with(b"back", vec![the_end(msg)])
+                    .expect("send the end back");
+            }
+        }
+        Some("stays") if receiver_stays => {
+            let (_dog, main) = ferry_testkit::child_pipe("stays", secs(120));
+            let mut msg = main.receiver().recv_with().expect("the receiver");
+            let rx = msg.receivers.pop().expect("a receiver");
+            report(&main);
+            for i in 0..STAY_BOUNCES {
+                assert_eq!(
+                    rx.recv().expect("a message"),
+                    i.to_le_bytes(),
+                    "message {i}"
+                );
+            }
+            assert!(matches!(rx.recv(), Err(RecvError::Disconnected)), "the end");
+            report(&main);
+        }
+        Some("stays") => {
+            let (_dog, main) = ferry_testkit::child_pipe("stays", secs(120));
+            let mut msg = main.receiver().recv_with().expect("the sender");
+            let tx = msg.senders.pop().expect("a sender");
+            report(&main);
+            for i in 0..STAY_BOUNCES {
+                main.recv().expect("a go");
+                tx.send(&i.to_le_bytes()).expect("send");
+            }
+            main.recv().expect("the last go");
+            report(&main);
+            main.recv().expect("the end");
+            assert!(tx.send(b"late").is_err(), "the receiver is gone");
+        }
+        Some(other) => panic!("no role {other}"),
+        None => {
+            let dog = ferry_testkit::Watchdog::start(test, secs(120));
+            let (bouncer, there) =
+                ferry_testkit::spawn_child(&dog, test, "bouncer", &PipeOptions::new());
+            let (stayer, stays) =
+                ferry_testkit::spawn_child(&dog, test, "stays", &PipeOptions::new());
+            let (a, b) = ferry::pipe().expect("pipe");
+            let (tx, _a_rx) = a.split();
+            let (_b_tx, rx) = b.split();
+            let count = |report: Vec<u8>| u64::from_le_bytes(report.try_into().expect("a count"));
+            let bounce = |end: Handle| -> Handle {
+                there
+                    .sender()
+                    .send_with(b"there", vec![end])
+                    .expect("send the end there");
+                the_end(there.receiver().recv_with().expect("the end back"))
+            };
+            let (before, after);
+            if receiver_stays {
+                stays
+                    .sender()
+                    .send_with(b"stay", vec![Handle::from(rx)])
+                    .expect("send the receiver");
+                before = count(stays.recv().expect("a count"));
+                let mut end = Handle::from(tx);
+                for i in 0..STAY_BOUNCES {
+                    let Handle::Sender(tx) = &end else {
+                        panic!("a sender")
+                    };
+                    tx.send(&i.to_le_bytes()).expect("send");
+                    end = bounce(end);
+                }
+                drop(end);
+                after = count(stays.recv().expect("a count"));
+            } else {
+                stays
+                    .sender()
+                    .send_with(b"stay", vec![Handle::from(tx)])
+                    .expect("send the sender");
+                before = count(stays.recv().expect("a count"));
+                let mut end = Handle::from(rx);
+                for i in 0..STAY_BOUNCES {
+                    stays.send(b"go").expect("go");
+                    let Handle::Receiver(rx) = &end else {
+                        panic!("a receiver")
+                    };
+                    assert_eq!(
+                        rx.recv().expect("a message"),
+                        i.to_le_bytes(),
+                        "message {i}"
+                    );
+                    end = bounce(end);
+                }
+                stays.send(b"go").expect("the last go");
+                after = count(stays.recv().expect("a count"));
+                drop(end);
+                stays.send(b"end").expect("the end");
+            }
+            assert!(
+                after <= before + 6,
+                "the side that stays holds descriptors per move of the other side: \
+                 {before} before the first move, {after} after {STAY_BOUNCES}"
+            );
+            bouncer.wait_ok();
+            stayer.wait_ok();
+        }
+    }
+}
+
+/// The one half a message carries.
+fn the_end(mut msg: Message) -> Handle {
+    match (msg.senders.pop(), msg.receivers.pop()) {
+        (Some(tx), None) => Handle::from(tx),
+        (None, Some(rx)) => Handle::from(rx),
+        _ => panic!("one half"),
+    }
+}
+
+#[test]
+fn a_receiver_that_stays_lets_go_of_its_senders_old_links() {
+    a_side_that_stays_holds_few_links(this_test!(), true);
+}
+
+#[test]
+fn a_sender_that_stays_lets_go_of_its_receivers_old_links() {
+    a_side_that_stays_holds_few_links(this_test!(), false);
+}
+
 /// Receives on `rx` without pause until it ends: `try_recv`, then (in
 /// turns) a poll of its ready descriptor or a short timed wait. Says how
 /// many messages came, in order, and how it ended.

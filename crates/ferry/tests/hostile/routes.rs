@@ -7,7 +7,7 @@
 //! nothing but that pipe. No descriptor is kept after any of them.
 
 use crate::attacker::report::{Report, Verdict, VictimRun, outcome, run_victim, stage};
-use crate::attacker::routes::AFTER;
+use crate::attacker::routes::{AFTER, BETWEEN, FRAMED_MOVES};
 use crate::victim::{RUN_LIMIT, Victim, final_report, play};
 use ferry::PipeOptions;
 use ferry_testkit::{Watchdog, secs, this_test};
@@ -32,7 +32,14 @@ use std::time::Duration;
 ///   [`naming_forever`]);
 /// - a whole end routed as its receiving side twice (`RouteJoin`), or
 ///   whose sending side never follows: the message naming it finds the end
-///   never sent (`NeverSent`), not a hang.
+///   never sent (`NeverSent`), not a hang;
+/// - 3,000 moves in a chain, each to a new socket, with nothing written
+///   between them: the victim follows them all and keeps no link of them
+///   but the last (the message after them arrives, no descriptor kept);
+/// - 200 moves with a message written before each, to a victim that
+///   reads none of them first: it keeps links for unread frames up to its
+///   bound (64 at a soft limit of 1,024), then the move past it breaks the
+///   pipe (`RouteTooLong`), after the messages before it.
 #[test]
 fn routing_lies() {
     let test = this_test!();
@@ -53,6 +60,8 @@ fn routing_lies() {
         ("route-dead-end", "Ok", "Disconnected"),
         ("route-join-same-ring", "RouteJoin", ""),
         ("route-join-unfinished", "NeverSent", ""),
+        ("route-move-churn", "Ok", "Timeout"),
+        ("route-move-frames", "RouteTooLong", ""),
     ] {
         let run = run_victim(&dog, test, &format!("victim-{attack}"), RUN_LIMIT, |_| {});
         if verdict.survived(&run) {
@@ -98,6 +107,15 @@ fn check(verdict: &mut Verdict, attack: &str, (want, then_want): (&str, &str), r
     // The message after a lie needs no link (it names no handle), so it
     // may arrive first; the lie is named by the call that follows the move.
     let named = |o: &str| o.starts_with("Protocol") && o.contains(want);
+    if attack == "route-move-churn" {
+        // The last link (a socket, no process handle), and room for the
+        // closer's lag.
+        let held = r.u64("held");
+        verdict.note(format!("{attack}: {held} descriptors held after the moves"));
+        verdict.check(held <= 4, || {
+            format!("{attack}: the victim holds {held} descriptors after the moves")
+        });
+    }
     let ok = match want {
         // The new path is gone: the message written after the move may
         // arrive first, or the pipe may be seen ended before it is read.
@@ -115,10 +133,24 @@ fn check(verdict: &mut Verdict, attack: &str, (want, then_want): (&str, &str), r
 
 fn route_victim(test: &str, role: &str) {
     let attack = role.trim_start_matches("victim-");
+    if attack == "route-move-frames" {
+        // The usual soft limit, whatever this machine's: the route's bound
+        // is read from it.
+        use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
+        let hard = getrlimit(Resource::Nofile).maximum;
+        let soft = Rlimit {
+            current: Some(1024),
+            maximum: hard,
+        };
+        setrlimit(Resource::Nofile, soft).expect("lower the descriptor limit");
+    }
     let v = Victim::start(test, role, attack, &PipeOptions::new());
     v.boot.send(b"go").expect("go");
     if matches!(attack, "route-naming-forever" | "route-moving-forever") {
         return naming_victim(v);
+    }
+    if attack == "route-move-frames" {
+        return framed_moves_victim(v);
     }
     stage("recv");
     let got = v.boot.recv();
@@ -132,10 +164,34 @@ fn route_victim(test: &str, role: &str) {
         Ok(_) => outcome(&v.boot.receiver().recv_timeout(Duration::from_secs(2))),
         Err(_) => String::new(),
     };
+    // Descriptors held beyond those before the attack, with the pipe (and
+    // its route) still here.
+    let held = ferry_testkit::settled_fd_count().saturating_sub(v.fds_before);
     let report = Report::new()
         .text("recv", outcome(&got))
         .text("bytes", bytes)
-        .text("then", then);
+        .text("then", then)
+        .num("held", held as u64);
+    v.finish(Vec::new(), report);
+}
+
+/// Reads nothing until the attacker has made its moves (a second is a
+/// hundred times what 200 take), then counts the messages between them
+/// until the pipe says otherwise, and reports what it said.
+fn framed_moves_victim(v: Victim) {
+    std::thread::sleep(Duration::from_secs(1));
+    stage("recv");
+    let mut count = 0;
+    let end = loop {
+        match v.boot.receiver().recv_timeout(Duration::from_secs(5)) {
+            Ok(bytes) if bytes == BETWEEN => count += 1,
+            other => break outcome(&other),
+        }
+    };
+    let report = Report::new()
+        .text("recv", end)
+        .text("bytes", "")
+        .text("then", format!("after {count} of {FRAMED_MOVES} messages"));
     v.finish(Vec::new(), report);
 }
 

@@ -7,7 +7,7 @@ use std::sync::{Arc, OnceLock};
 
 use super::PipeOptions;
 use super::error::SendFault;
-use super::route::{HOMES, LinkCell};
+use super::route::{HOMES, LinkCell, LinkRef};
 use super::wait::{self, Wait};
 use crate::base::lock::Missed;
 use crate::base::sync::{AtomicBool, AtomicU8, AtomicU32, Ordering};
@@ -188,7 +188,7 @@ impl Half {
             // the doorbell on there; if not, the pipe is over, which the
             // doorbell says (the hang-up watcher rings it).
             match self.link() {
-                Some(now) if !std::ptr::eq(now, link) => {}
+                Some(now) if !Arc::ptr_eq(&now, &link) => {}
                 _ => {
                     link.note_io(&e);
                     break;
@@ -250,9 +250,9 @@ impl Half {
     /// ring now (after following it wherever it moved); `None` while it is
     /// in this process.
     #[inline]
-    pub(super) fn link(&self) -> Option<&Link> {
+    pub(super) fn link(&self) -> Option<LinkRef<'_>> {
         self.follow_moves();
-        self.link.get().map(|l| &**l)
+        self.link.get()
     }
 
     /// Follows the other side of this half's ring to wherever it moved
@@ -289,17 +289,56 @@ impl Half {
         while let Some(link) = self.link.get() {
             match link.take_move(region, twin) {
                 Ok(Some(route)) => {
-                    if let Err(why) = self.take_route(link, route) {
+                    let taken = match self.link.most_kept() {
+                        true => Err(Violation::RouteTooLong),
+                        false => self.take_route(&link, route),
+                    };
+                    if let Err(why) = taken {
                         let _ = self.broken.set(why);
                         link.fail(Failure::Protocol(why));
                         break;
                     }
+                    // Links no frame still to be read names are let go of
+                    // at each step (a chain of moves is followed in one
+                    // call): a receiving side's, once it has read past
+                    // them; a sending side's, all but the newest (its
+                    // frames name only that one).
+                    self.link.retire(self.read_to());
                 }
                 Ok(None) | Err(Fault::Violation(_)) => break,
                 Err(Fault::Local(_) | Fault::Late) => return,
             }
         }
         self.link.seen.store(moved, Ordering::Relaxed);
+    }
+
+    /// How far a receiving half has read (`None` for a sending half).
+    fn read_to(&self) -> Option<u64> {
+        // Relaxed: this side's own position.
+        (!self.is_producer()).then(|| self.sides().0.pos.load(Ordering::Relaxed))
+    }
+
+    /// A receiving half that found nothing to read: it has read every
+    /// frame its sender's earlier holders wrote, so the links to them may
+    /// go (see `RingLink::retire`). Two loads while there are none.
+    #[inline]
+    pub(super) fn caught_up(&self) {
+        // Relaxed: this side's own position, and a hint (see `retire_at`).
+        let head = self.sides().0.pos.load(Ordering::Relaxed);
+        if head >= self.link.retire_at.0.load(Ordering::Relaxed) {
+            self.retire_read(head);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn retire_read(&self, head: u64) {
+        let _following = self
+            .link
+            .following
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        self.link.retire(Some(head));
     }
 
     /// Begins a naming section of this sending half: it is about to name
@@ -369,10 +408,27 @@ impl Half {
         if let Some(why) = self.broken.get() {
             return Some(Failure::Protocol(*why));
         }
-        let link = self.link_failure(Link::failure);
+        // The link's down flag alone (no link borrowed): the hot path.
+        self.follow_moves();
+        if self.link.is_down() {
+            return self.link_down();
+        }
         // Relaxed: a sticky flag; what it stands for was seen by this
         // process already.
-        match (link, self.hung_up.load(Ordering::Relaxed)) {
+        self.hung_up
+            .load(Ordering::Relaxed)
+            .then_some(Failure::HungUp)
+    }
+
+    /// [`Half::failure`] once the link's flag said down: why, asked of
+    /// the link (past any move the other side made meanwhile).
+    #[cold]
+    #[inline(never)]
+    fn link_down(&self) -> Option<Failure> {
+        match (
+            self.link_failure(Link::failure),
+            self.hung_up.load(Ordering::Relaxed),
+        ) {
             (None, true) => Some(Failure::HungUp),
             (link, _) => link,
         }
@@ -388,7 +444,7 @@ impl Half {
     #[inline]
     pub(super) fn link_failure(&self, check: impl Fn(&Link) -> Option<Failure>) -> Option<Failure> {
         let link = self.link()?;
-        let failure = check(link)?;
+        let failure = check(&link)?;
         self.failure_past_moves(link, failure, check)
     }
 
@@ -398,15 +454,15 @@ impl Half {
     #[inline(never)]
     fn failure_past_moves<'a>(
         &'a self,
-        mut link: &'a Link,
+        mut link: LinkRef<'a>,
         mut failure: Failure,
         check: impl Fn(&Link) -> Option<Failure>,
     ) -> Option<Failure> {
         loop {
             match self.link() {
-                Some(now) if failure == Failure::HungUp && !std::ptr::eq(now, link) => {
+                Some(now) if failure == Failure::HungUp && !Arc::ptr_eq(&now, &link) => {
                     link = now;
-                    failure = check(link)?;
+                    failure = check(&link)?;
                 }
                 _ => return Some(failure),
             }
@@ -660,7 +716,11 @@ impl Half {
             let kept = self.is_producer().then_some(marked);
             // The other mover may wait for room on the socket: drained
             // meanwhile.
-            if !wait_for_clear(&peer.moving, Some(give_up), self.link.get().map(|l| &**l)) {
+            if !wait_for_clear(
+                &peer.moving,
+                Some(give_up),
+                self.link.get().as_deref().map(|l| &**l),
+            ) {
                 // `ResourceBusy`: the send refuses this end (see
                 // `sender::OTHER_SIDE_MOVING`), which stays here.
                 return Err(std::io::ErrorKind::ResourceBusy.into());
@@ -815,7 +875,7 @@ impl<'a> Move<'a> {
         let twin = half
             .link
             .get()
-            .cloned()
+            .map(|link| Arc::clone(&link))
             .ok_or_else(|| std::io::Error::other("the other side is in this process"))?;
         let mut token = Token([0; 16]);
         while token.0 == [0; 16] {

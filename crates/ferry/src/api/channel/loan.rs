@@ -174,8 +174,8 @@ impl Sender {
         }
         let block = match self.core.half.link.get() {
             Some(link) => self
-                .lend_block(link, len, None)?
-                .map(|(id, block)| (id, block, Arc::clone(link))),
+                .lend_block(&link, len, None)?
+                .map(|(id, block)| (id, block, Arc::clone(&link))),
             None => None,
         };
         Ok(match block {
@@ -358,9 +358,9 @@ impl Loan<'_> {
         };
         let naming = self.sender.core.half.begin_naming();
         match self.sender.core.half.link.get() {
-            Some(link) if Arc::ptr_eq(link, &lent_by) => Ok(self
+            Some(link) if Arc::ptr_eq(&link, &lent_by) => Ok(self
                 .sender
-                .push_block(&mut tx, link, id, block, self.len, None)?),
+                .push_block(&mut tx, &link, id, block, self.len, None)?),
             // The receiving side moved since the block was lent: its new
             // holder does not have the old link's blocks. The bytes go as
             // any message, and the block back to its pool.

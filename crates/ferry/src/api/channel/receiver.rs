@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use super::clones::Clones;
 use super::error::RecvFault;
 use super::half::Half;
+use super::route::Named;
 use super::wait::{Scope, Stop, Waiter};
 use super::{
     Arrived, Handle, Pipe, PipeOptions, RecvError, RecvTimeoutError, Sender, TryRecvError,
@@ -504,7 +505,7 @@ impl Receiver {
             return true;
         }
         self.half.follow_moves();
-        let Some(link) = self.half.link.at(frame.at()) else {
+        let Named::Over(link) = self.half.link.at(frame.at()) else {
             return true;
         };
         let ids = handle_ids(ring, frame, at, tag.handles);
@@ -673,6 +674,7 @@ impl Receiver {
         match rx.ring.peek() {
             Ok(Some(frame)) => Ok(frame),
             _ => {
+                self.half.caught_up();
                 let scope = self.wait_scope(rx);
                 rx.waiter
                     .wait_missed(&scope, deadline, || rx.ring.peek())
@@ -1013,14 +1015,18 @@ impl Receiver {
         // The frame's writer sent its handles over the link the ring's
         // route had at the frame's position (see `RingLink`).
         self.half.follow_moves();
-        let Some(link) = self.half.link.at(frame.at()) else {
-            return self.take_local(&ids, block, asm);
+        let link = match self.half.link.at(frame.at()) {
+            Named::Over(link) => link,
+            Named::Queue => return self.take_local(&ids, block, asm),
+            // Every frame below where the route let go of a link has been
+            // read: this one's position and route disagree.
+            Named::Gone => return Err(self.half.corrupt(Violation::RouteBoundary).into()),
         };
         let (ends, held) = link
             .collect(&ids, block, budget)
             .map_err(|fault| self.fault_to_error(fault))?;
         for end in ends {
-            match Arrived::claimed(link, end, &PipeOptions::new())
+            match Arrived::claimed(&link, end, &PipeOptions::new())
                 .map_err(|c| self.half.corrupt(c.0))?
             {
                 Some(end) => asm.ends.push(end),

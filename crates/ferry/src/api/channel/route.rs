@@ -6,17 +6,21 @@
 //! ring position, its **boundary**: frames before it name handles on the
 //! link before. See `docs/notes/2026-11-27-routing-design.md`.
 //!
-//! The route only grows, so a link a call borrowed stays valid for as long
-//! as the ring is held here. The newest is found in one load (`latest`),
-//! not by walking the route: a sender bounced between two processes a
-//! thousand times leaves a route a thousand hops long.
-#![allow(unsafe_code)] // one read through `latest`, argued at `RingLink::get`
+//! The chain of hops only grows, so a hop a call found stays in place for
+//! as long as the ring is held here; the newest is found in one load
+//! (`latest`), not by walking the route. A hop's *link* is let go of once
+//! no frame still to be read can name it (`RingLink::retire`), so a side
+//! that stays put while the other side moves a thousand times holds the
+//! links of the last few moves, not a thousand sockets. So no call borrows
+//! a later hop's link: it takes a counted reference (`LinkRef::Held`), and
+//! the hot path reads only the hop's copy of the link's down flag.
+#![allow(unsafe_code)] // reads through `latest` and `kept`, argued at `RingLink::hop_at`
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 
 use super::Handle;
-use crate::base::sync::{AtomicU32, AtomicUsize, Ordering};
+use crate::base::sync::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use crate::base::wire::Violation;
 use crate::transport::link::Link;
 use crate::transport::ring::Region;
@@ -44,8 +48,18 @@ pub(super) struct RingLink {
     link: OnceLock<Arc<Link>>,
     later: OnceLock<Box<Hop>>,
     /// The address of the newest hop (0 while there is none), exposed
-    /// (see `get`).
+    /// (see `hop_at`).
     latest: AtomicUsize,
+    /// The address of the oldest hop whose link is still kept (0: from
+    /// the first hop), exposed; changed under `following`. Hops before it
+    /// have let go of their links, and no frame still to be read names
+    /// them (nor the first link).
+    kept: AtomicUsize,
+    /// The ring position a consumer reading past lets go of one more link
+    /// (`RingLink::retire`; never, while there is none to let go of).
+    pub(super) retire_at: Threshold,
+    /// Later hops whose links are kept (see [`RingLink::most_kept`]).
+    kept_links: AtomicUsize,
     /// The other side's `moved` count this route has followed up to.
     pub(super) seen: AtomicU32,
     /// Held by the one thread changing the route.
@@ -55,6 +69,16 @@ pub(super) struct RingLink {
     /// process, so no socket carries them. Each frame that names handles
     /// names them by the id given here, in the order they were queued.
     local: Mutex<LocalHandles>,
+}
+
+/// A ring position, `u64::MAX` (never reached) until set.
+#[derive(Debug)]
+pub(super) struct Threshold(pub(super) AtomicU64);
+
+impl Default for Threshold {
+    fn default() -> Self {
+        Self(AtomicU64::new(u64::MAX))
+    }
 }
 
 /// The handle queue of a ring whose two sides are in this process.
@@ -98,8 +122,51 @@ impl LocalHandles {
 #[derive(Debug)]
 struct Hop {
     boundary: u64,
-    link: Option<Arc<Link>>,
+    /// Whether the hop is a link (not the handle queue), whether or not it
+    /// was let go of since.
+    linked: bool,
+    /// The link until it is let go of (`RingLink::retire`).
+    link: Mutex<Option<Arc<Link>>>,
+    /// The link's down flag, kept for the hot path (`RingLink::is_down`).
+    down: Option<Arc<AtomicBool>>,
     later: OnceLock<Box<Hop>>,
+}
+
+impl Hop {
+    fn link(&self) -> Option<Arc<Link>> {
+        self.link.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
+/// A link a call uses: the route's first link, borrowed (it is kept for as
+/// long as the route), or a later one, counted (the route may let go of
+/// it meanwhile).
+#[derive(Debug)]
+pub(super) enum LinkRef<'a> {
+    Shared(&'a Arc<Link>),
+    Held(Arc<Link>),
+}
+
+impl std::ops::Deref for LinkRef<'_> {
+    type Target = Arc<Link>;
+    fn deref(&self) -> &Arc<Link> {
+        match self {
+            Self::Shared(link) => link,
+            Self::Held(link) => link,
+        }
+    }
+}
+
+/// Where a frame's handles are, as its position says.
+#[derive(Debug)]
+pub(super) enum Named<'a> {
+    /// In the ring's handle queue (both sides were here).
+    Queue,
+    /// Over this link.
+    Over(LinkRef<'a>),
+    /// On a link the route let go of: no frame still to be read can be
+    /// there, so a frame that says so lies about its position.
+    Gone,
 }
 
 impl RingLink {
@@ -110,28 +177,59 @@ impl RingLink {
         Arc::new(cell)
     }
 
-    /// The later links of the route, oldest first.
-    fn hops(&self) -> impl Iterator<Item = &Hop> {
-        std::iter::successors(self.later.get(), |hop| hop.later.get()).map(|hop| &**hop)
+    /// The hop whose exposed address `word` holds (`None` for 0).
+    #[inline]
+    fn hop_at(&self, word: &AtomicUsize) -> Option<&Hop> {
+        // Acquire: pairs with the Release stores in `push` and `retire`,
+        // made once the hop was in place.
+        let address = word.load(Ordering::Acquire);
+        if address == 0 {
+            return None;
+        }
+        let hop = std::ptr::with_exposed_provenance::<Hop>(address);
+        // SAFETY: `latest` and `kept` hold only the exposed addresses of
+        // hops boxed in this route's chain (`push`), stored once that box
+        // was set in its `OnceLock`. A hop is never taken out, moved or
+        // dropped before the route (`&self`) is: the chain only grows
+        // (only a hop's link is let go of). So the hop lives, unmoved, for
+        // as long as the reference returned.
+        Some(unsafe { &*hop })
+    }
+
+    /// The later links of the route from `first` on, oldest first.
+    fn hops_from<'a>(&'a self, first: Option<&'a Hop>) -> impl Iterator<Item = &'a Hop> {
+        std::iter::successors(first, |hop| hop.later.get().map(|h| &**h))
     }
 
     /// The link to the other side's holder now: `None` while both sides
     /// are in this process.
     #[inline]
-    pub(super) fn get(&self) -> Option<&Arc<Link>> {
-        // Acquire: pairs with the Release store in `push`, made once the
-        // hop was in place.
-        let latest = self.latest.load(Ordering::Acquire);
-        if latest == 0 {
-            return self.link.get();
+    pub(super) fn get(&self) -> Option<LinkRef<'_>> {
+        match self.hop_at(&self.latest) {
+            None => self.link.get().map(LinkRef::Shared),
+            // The newest hop's link is never let go of.
+            Some(hop) => hop.link().map(LinkRef::Held),
         }
-        let hop = std::ptr::with_exposed_provenance::<Hop>(latest);
-        // SAFETY: `latest` is the exposed address of a hop boxed in this
-        // route's chain (`push`), stored once that box was set in its
-        // `OnceLock`. A hop is never taken out, moved or dropped before
-        // the route (`&self`) is: the chain only grows. So the hop lives,
-        // unmoved, for as long as the reference returned.
-        unsafe { (*hop).link.as_ref() }
+    }
+
+    /// Whether the other side is in another process (no link is borrowed).
+    #[inline]
+    pub(super) fn is_linked(&self) -> bool {
+        match self.hop_at(&self.latest) {
+            None => self.link.get().is_some(),
+            Some(hop) => hop.linked,
+        }
+    }
+
+    /// Whether the link to the other side's holder now is down, in two
+    /// loads and without borrowing it: the hot path's check.
+    #[inline]
+    pub(super) fn is_down(&self) -> bool {
+        match self.hop_at(&self.latest) {
+            None => self.link.get().is_some_and(|link| link.is_down()),
+            // Acquire: as every read of a link's down flag.
+            Some(hop) => hop.down.as_ref().is_some_and(|d| d.load(Ordering::Acquire)),
+        }
     }
 
     /// Routes the ring over `link` from `boundary` on: a side left this
@@ -144,29 +242,65 @@ impl RingLink {
         self.push(boundary, Some(Arc::clone(link)));
     }
 
-    /// The link a frame at ring position `at` names its handles on (`None`:
-    /// the handle queue).
-    pub(super) fn at(&self, at: u64) -> Option<&Arc<Link>> {
-        match self.hops().take_while(|hop| hop.boundary <= at).last() {
-            Some(hop) => hop.link.as_ref(),
-            None => self.link.get(),
+    /// Where the handles of a frame at ring position `at` are.
+    pub(super) fn at(&self, at: u64) -> Named<'_> {
+        let kept = self.hop_at(&self.kept);
+        if kept.is_some_and(|hop| at < hop.boundary) {
+            return Named::Gone;
         }
+        let first = kept.or_else(|| self.later.get().map(|h| &**h));
+        match self
+            .hops_from(first)
+            .take_while(|hop| hop.boundary <= at)
+            .last()
+        {
+            Some(hop) if !hop.linked => Named::Queue,
+            Some(hop) => hop
+                .link()
+                .map_or(Named::Gone, |l| Named::Over(LinkRef::Held(l))),
+            None => self
+                .link
+                .get()
+                .map_or(Named::Queue, |l| Named::Over(LinkRef::Shared(l))),
+        }
+    }
+
+    /// Whether the route keeps as many later links as it may: one more
+    /// move of the other side is then refused (`RouteTooLong`). A link is
+    /// kept while frames not yet read may name it (see [`RingLink::retire`]);
+    /// moves with nothing written between them cost nothing, but a peer
+    /// that writes a frame before each move, to a reader that reads none
+    /// of them, would make it keep a socket and a process handle per
+    /// move. So a route keeps at most a sixteenth of the soft
+    /// `RLIMIT_NOFILE` (read each time, at least 64): 64 links, 128
+    /// descriptors, at the usual 1,024. Called under `following`.
+    pub(super) fn most_kept(&self) -> bool {
+        let limit = crate::base::sys::descriptor_limit().unwrap_or(u64::MAX);
+        let most = usize::try_from(limit / 16).unwrap_or(usize::MAX).max(64);
+        // Relaxed: changed under `following` only.
+        self.kept_links.load(Ordering::Relaxed) >= most
     }
 
     /// Where the latest link took over (0 for the first).
     pub(super) fn boundary(&self) -> u64 {
-        self.newest().map_or(0, |hop| hop.boundary)
+        self.hop_at(&self.latest).map_or(0, |hop| hop.boundary)
     }
 
     /// Adds a later link, taking over at `boundary` (`None`: the other
     /// side came back here). Called under `following`.
     pub(super) fn push(&self, boundary: u64, link: Option<Arc<Link>>) {
+        if link.is_some() {
+            // Relaxed: changed under `following` only.
+            self.kept_links.fetch_add(1, Ordering::Relaxed);
+        }
         let hop = Box::new(Hop {
             boundary,
-            link,
+            linked: link.is_some(),
+            down: link.as_ref().map(|link| link.down_flag()),
+            link: Mutex::new(link),
             later: OnceLock::new(),
         });
-        let slot = match self.newest() {
+        let slot = match self.hop_at(&self.latest) {
             Some(last) => &last.later,
             None => &self.later,
         };
@@ -174,14 +308,52 @@ impl RingLink {
             && let Some(hop) = slot.get()
         {
             let address = std::ptr::from_ref::<Hop>(hop).expose_provenance();
-            // Release: pairs with the Acquire load in `get`.
+            // Release: pairs with the Acquire load in `hop_at`.
             self.latest.store(address, Ordering::Release);
         }
     }
 
-    /// The newest hop, if any.
-    fn newest(&self) -> Option<&Hop> {
-        self.hops().last()
+    /// Lets go of the later links no frame still to be read can name
+    /// (never the newest, nor the first, which is kept for as long as the
+    /// route): for a consumer that has read up to `read_to`, a hop whose
+    /// next one took over at or below it, or at its own boundary (no frame
+    /// between); for a producer (`None`), every hop but the newest, as its
+    /// frames name only the newest (a call that chose an older one holds
+    /// it counted until it is done). Called under `following`, after a
+    /// hop was added. A link's descriptors close once no pipe uses it.
+    pub(super) fn retire(&self, read_to: Option<u64>) {
+        let mut kept = self
+            .hop_at(&self.kept)
+            .or_else(|| self.later.get().map(|h| &**h));
+        let mut gone = Vec::new();
+        let mut advanced = false;
+        while let Some(hop) = kept {
+            let Some(next) = hop.later.get() else { break };
+            let done =
+                read_to.is_none_or(|read| next.boundary <= read || next.boundary == hop.boundary);
+            if !done {
+                break;
+            }
+            gone.extend(hop.link.lock().unwrap_or_else(|e| e.into_inner()).take());
+            kept = Some(&**next);
+            advanced = true;
+        }
+        if let Some(hop) = kept.filter(|_| advanced) {
+            let address = std::ptr::from_ref::<Hop>(hop).expose_provenance();
+            // Release: pairs with the Acquire load in `hop_at`.
+            self.kept.store(address, Ordering::Release);
+        }
+        // Where a consumer reading on lets go of the next one.
+        let next = kept
+            .and_then(|hop| hop.later.get())
+            .filter(|_| read_to.is_some());
+        // Relaxed: a hint read by this ring's consumer, acted on under
+        // `following`.
+        (self.retire_at.0).store(next.map_or(u64::MAX, |hop| hop.boundary), Ordering::Relaxed);
+        // Relaxed: changed under `following` only.
+        self.kept_links.fetch_sub(gone.len(), Ordering::Relaxed);
+        // Dropped outside the hops' locks: a link's last drop unwatches it.
+        drop(gone);
     }
 
     /// The ring's handle queue, locked.
@@ -220,7 +392,7 @@ impl RingLink {
     /// the ring holds (`RouteBoundary` otherwise).
     pub(super) fn come_home(&self, boundary: u64, tail: u64) -> Result<(), Violation> {
         let _following = self.following.lock().unwrap_or_else(|e| e.into_inner());
-        if self.get().is_none() {
+        if !self.is_linked() {
             return Ok(());
         }
         if boundary < self.boundary() || boundary > tail {

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use super::error::SendFault;
 use super::half::{Half, Setting};
+use super::route::LinkRef;
 use super::wait::{Stop, Waiter};
 use super::{Handle, SendError, SendTimeoutError, SendWithError, TrySendError};
 use crate::base::lock::{Guard, Lock};
@@ -14,7 +15,7 @@ use crate::base::wire::frame::{
     BLOCK_REF, HANDLE_ID, Kind, PLAIN_WHOLE, TOTAL, Tag, encode_handle_id, encode_total,
 };
 use crate::base::wire::{HANDLE_WINDOW, MAX_HANDLES};
-use crate::transport::link::{Failure, Link};
+use crate::transport::link::Failure;
 #[cfg(feature = "serde")]
 use crate::transport::ring::FrameWriter;
 use crate::transport::ring::RingView;
@@ -673,7 +674,7 @@ impl Sender {
                 handles: ends,
             });
         };
-        let mut block = match self.block_for(link, bytes, deadline) {
+        let mut block = match self.block_for(&link, bytes, deadline) {
             Ok(block) => block,
             Err(error) => {
                 return Err(SendWithError {
@@ -687,7 +688,7 @@ impl Sender {
         // out, its new holder may use them before this call ends.
         let leaving: Vec<[u64; 2]> = ends.iter().map(Handle::leaving_at).collect();
         for (i, end) in ends.iter().enumerate() {
-            match end.send_region(link, deadline) {
+            match end.send_region(&link, deadline) {
                 Ok(id) => id_bytes.extend_from_slice(&encode_handle_id(id)),
                 Err(e) => {
                     if let Some((id, block)) = block.take() {
@@ -728,7 +729,7 @@ impl Sender {
         let sent = match block {
             Some((id, block)) => {
                 let len = bytes.len();
-                self.push_block_naming(&mut tx, link, (id, block), len, &id_bytes, deadline)
+                self.push_block_naming(&mut tx, &link, (id, block), len, &id_bytes, deadline)
             }
             None if kind == Naming::Attach => {
                 let named = self.push_attach(&mut tx, &id_bytes, deadline);
@@ -749,7 +750,7 @@ impl Sender {
             });
         }
         for (end, at) in ends.into_iter().zip(leaving) {
-            end.moved_over(link, at);
+            end.moved_over(&link, at);
         }
         Ok(())
     }
@@ -1015,7 +1016,7 @@ impl Sender {
         &self,
         bytes: &[u8],
         ends: &[Handle],
-    ) -> Result<(&Arc<Link>, Vec<MoveClaim>), SendFault> {
+    ) -> Result<(LinkRef<'_>, Vec<MoveClaim>), SendFault> {
         let Some(link) = self.core.half.link.get() else {
             return Err(SendFault::NotTransferable(
                 "pipe ends travel over a link only to another process",
@@ -1258,7 +1259,7 @@ impl Sender {
         if !small {
             let _naming = self.core.half.begin_naming();
             if let Some(link) = self.core.half.link.get()
-                && self.send_out_of_line(&mut tx, link, bytes, deadline)?
+                && self.send_out_of_line(&mut tx, &link, bytes, deadline)?
             {
                 return Ok(());
             }

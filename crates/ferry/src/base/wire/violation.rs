@@ -161,6 +161,10 @@ pub enum Violation {
     /// An `Attach` frame that does not carry exactly one receiving half
     /// (see `wire/frame.rs`).
     BadAttach = 71,
+    /// The other side of a ring moved on more times than this side keeps
+    /// links for while frames it has not read yet name them (see
+    /// `api/channel/route.rs`).
+    RouteTooLong = 72,
 }
 
 impl Violation {
@@ -253,6 +257,9 @@ impl Violation {
             Self::RouteUnexpected => "routing record of a kind not expected here",
             Self::RouteJoin => "the two routed sides of a pipe end do not make one end",
             Self::BadAttach => "an attach frame that does not carry exactly one receiving half",
+            Self::RouteTooLong => {
+                "the other side moved on more times than links are kept for unread frames"
+            }
         }
     }
 }

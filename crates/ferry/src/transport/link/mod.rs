@@ -132,6 +132,9 @@ pub(crate) struct Link {
     failed: OnceLock<Failure>,
     /// Set together with `failed`, for a cheap check on the hot path.
     down: AtomicBool,
+    /// `down` again, in a flag a route keeps after it has let go of this
+    /// link (see [`Link::down_flag`]).
+    down_shared: OnceLock<Arc<AtomicBool>>,
     born: Instant,
     /// Nanoseconds after `born` of the last `poll` for a hang-up.
     checked_at: AtomicU64,
@@ -158,6 +161,7 @@ impl Link {
             next_id: AtomicU64::new(crate::base::wire::FIRST_PIPE_ID),
             failed: OnceLock::new(),
             down: AtomicBool::new(false),
+            down_shared: OnceLock::new(),
             born: Instant::now(),
             checked_at: AtomicU64::new(0),
             watch_key: OnceLock::new(),
@@ -315,6 +319,29 @@ impl Link {
         }
     }
 
+    /// Whether the link is down, as one load: for the hot path's check.
+    #[inline]
+    pub(crate) fn is_down(&self) -> bool {
+        // Acquire: as in `failure`.
+        self.down.load(Ordering::Acquire)
+    }
+
+    /// A flag set once this link is down, shared with whoever keeps it: a
+    /// route reads it on its hot path without borrowing the link, which it
+    /// may let go of meanwhile (see `api/channel/route.rs`).
+    pub(crate) fn down_flag(&self) -> Arc<AtomicBool> {
+        let shared = self
+            .down_shared
+            .get_or_init(|| Arc::new(AtomicBool::new(false)));
+        // SeqCst: `fail` stores `down`, then looks for the shared flag; this
+        // made the flag, then loads `down`. One of the two sees the other,
+        // so a failure is never missed by the shared flag.
+        if self.down.load(Ordering::SeqCst) {
+            shared.store(true, Ordering::Release);
+        }
+        Arc::clone(shared)
+    }
+
     /// Asks the kernel whether the peer has gone (a `poll` of the socket,
     /// and one of the peer process's handle if there is one), and records
     /// it.
@@ -350,8 +377,13 @@ impl Link {
     /// done. A hang-up keeps them for the messages still queued.
     pub(crate) fn fail(&self, failure: Failure) {
         let _ = self.failed.set(failure);
-        // Release: orders `failed` (which `OnceLock` also publishes) before the flag.
-        self.down.store(true, Ordering::Release);
+        // SeqCst: orders `failed` (which `OnceLock` also publishes) before
+        // the flag (the Release half), and the flag before the look at
+        // `down_shared` below (see `down_flag`).
+        self.down.store(true, Ordering::SeqCst);
+        if let Some(shared) = self.down_shared.get() {
+            shared.store(true, Ordering::Release);
+        }
         if let Failure::Protocol(_) = failure {
             self.socket.shutdown();
             if let Ok(mut inbox) = self.inbox.try_lock() {

@@ -24,12 +24,22 @@ pub const ATTACKS: &[&str] = &[
     "route-moving-forever",
     "route-join-same-ring",
     "route-join-unfinished",
+    "route-move-churn",
+    "route-move-frames",
 ];
 
 /// The payload of the message published after the records.
 pub const AFTER: &[u8] = b"after the move";
 /// Moves the flood sends: past the most a link keeps unfollowed (4096).
 pub const FLOOD_MOVES: u64 = 4200;
+/// Moves the churn makes, each to a new socket, with nothing written
+/// between them.
+pub const CHURN_MOVES: usize = 3000;
+/// Moves made with a message written before each (past the most links a
+/// route keeps for unread frames at a soft limit of 1,024: 64).
+pub const FRAMED_MOVES: usize = 200;
+/// The payload of each message written between moves.
+pub const BETWEEN: &[u8] = b"x";
 /// Kinds of routing record.
 const MOVED: u16 = 2;
 const ROUTED: u16 = 6;
@@ -93,6 +103,39 @@ pub fn run(attack: &str) {
         }
         // The count bumped with no record behind it.
         "route-bump-only" => {}
+        // A chain of moves, each to a new socket and told over the one
+        // before (which is then closed), with nothing written between
+        // them (or a message before each): the victim follows them all.
+        "route-move-churn" | "route-move-frames" => {
+            let framed = attack == "route-move-frames";
+            let moves = if framed { FRAMED_MOVES } else { CHURN_MOVES };
+            let mut current: Option<super::socket::RawSocket> = None;
+            for _ in 0..moves {
+                if framed {
+                    peer.send_message(&[], BETWEEN);
+                }
+                let boundary = peer.outbound().tail();
+                let (next, sent) = seqpacket_pair();
+                let record = wire::route_record(MOVED, RING1_PRODUCER, inode, boundary);
+                current
+                    .as_ref()
+                    .unwrap_or(&peer.socket)
+                    .send_record(&record, &[sent.as_fd()])
+                    .expect("send a moved record");
+                current = Some(super::socket::RawSocket::from_fd(next));
+                if framed {
+                    peer.outbound().bump_moved(Side::Producer);
+                }
+            }
+            drop(kept);
+            if !framed {
+                peer.outbound().bump_moved(Side::Producer);
+            }
+            peer.send_message(&[], AFTER);
+            peer.wait_for_hangup(secs(20));
+            drop(current);
+            return;
+        }
         // A sender that never leaves its naming section, so the victim's
         // forward of its receiver can never fix its boundary.
         "route-naming-forever" | "route-moving-forever" => {

@@ -16,6 +16,7 @@ mod tuned;
 use crate::base::sync::AtomicBool;
 use std::time::{Duration, Instant};
 
+use super::route::LinkRef;
 use crate::base::sync::Ordering;
 use crate::transport::link::{Failure, Link};
 use crate::transport::ring::Corrupt;
@@ -113,7 +114,7 @@ pub(crate) struct Scope<'a> {
 
 impl<'a> Scope<'a> {
     /// The link to the process holding the other side now, if any.
-    fn link(&self) -> Option<&'a Link> {
+    fn link(&self) -> Option<LinkRef<'a>> {
         self.half.link()
     }
 
@@ -428,7 +429,7 @@ impl<R, P: FnMut() -> Result<Option<R>, Corrupt>> wake::Sleeper for Blocked<'_, 
         // The watcher pushes a hang-up to this sleeper, so it needs no nap
         // to notice one, and an idle wait makes no wakeups.
         self.ran_out += u32::from(ran_out);
-        let mut nap = match self.scope.link().is_none_or(Link::watched) {
+        let mut nap = match self.scope.link().is_none_or(|link| link.watched()) {
             true if self.ran_out < self.warm_naps => WARM_NAP,
             true => Duration::MAX,
             false => LIVENESS,

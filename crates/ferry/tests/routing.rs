@@ -940,14 +940,21 @@ fn a_typed_sender_forwarded_reaches_its_receiver() {
     child.wait_ok();
 }
 
-/// A receiver forwarded: the parent keeps the sender and hands the
-/// receiver to its child, which forwards it to its own child. A message
-/// with a descriptor already on its way makes the first forward refuse
-/// (`NotTransferable`: its records went to the forwarder), with the
-/// receiver handed back, working; the forwarder receives it, and the
-/// second forward goes through. Then the last hop receives, directly,
-/// everything the parent sends: descriptors and pool blocks, in order; and
-/// sees `Disconnected` once the parent drops its sender.
+/// Messages in flight to the receiver when it is forwarded in
+/// [`a_receiver_forwarded_receives_from_its_sender`].
+const IN_FLIGHT: u64 = 60;
+
+/// A receiver forwarded with messages on their way to it: the parent
+/// keeps the sender and hands the receiver to its child, then sends 60
+/// messages (descriptors, pool blocks) and one carrying a whole pipe end,
+/// none of them read, and the child forwards the receiver to its own
+/// child and exits at once. The records of those messages went to the
+/// forwarder, so it took them out of the ring and they went on with the
+/// receiver, in its prefix. The last hop receives them all, in order,
+/// then everything the parent sends after the forward (directly), reports
+/// over the end that came in the prefix, and sees `Disconnected` once the
+/// parent drops its sender; every message through a `Select` (its
+/// doorbell wakes for the prefix's messages, then the ring's).
 #[test]
 fn a_receiver_forwarded_receives_from_its_sender() {
     let test = this_test!();
@@ -956,50 +963,44 @@ fn a_receiver_forwarded_receives_from_its_sender() {
             let (dog, main) = ferry_testkit::child_pipe("rx-forwarder", secs(60));
             let mut msg = main.receiver().recv_with().expect("the receiver");
             let rx = msg.receivers.pop().expect("a receiver");
-            let (child, down) =
+            let (_child, down) =
                 ferry_testkit::spawn_child(&dog, test, "rx-last", &PipeOptions::new());
             assert_eq!(down.recv().expect("the child's start"), b"ready");
             main.send(b"spawned").expect("say so");
-            assert_eq!(main.recv().expect("go"), b"sent one");
-            let refused = down
-                .sender()
-                .send_with(b"take this receiver", vec![Handle::from(rx)])
-                .expect_err("a message naming the old link is on its way");
-            assert!(
-                matches!(refused.error, SendError::NotTransferable(_)),
-                "{:?}",
-                refused.error
-            );
-            let rx = refused
-                .handles
-                .into_iter()
-                .next()
-                .and_then(|h| match h {
-                    Handle::Receiver(rx) => Some(rx),
-                    _ => None,
-                })
-                .expect("the receiver, handed back");
-            check_some(
-                &mut || rx.recv_with().expect("the message on its way"),
-                7,
-                1,
-            );
+            assert_eq!(main.recv().expect("go"), b"sent");
             down.sender()
                 .send_with(b"take this receiver", vec![Handle::from(rx)])
-                .expect("forward the receiver");
-            main.send(b"forwarded").expect("say so");
-            assert_eq!(down.recv().expect("the last hop's report"), b"received");
-            main.send(b"received").expect("pass it on");
-            child.wait_ok();
+                .expect("forward the receiver, with what is on its way");
+            // No destructor runs: the last hop lives on, and what this
+            // process sent stays queued for it.
+            std::process::exit(0);
         }
         Some("rx-last") => {
             let (_dog, main) = ferry_testkit::child_pipe("rx-last", secs(60));
             main.send(b"ready").expect("ready");
             let mut msg = main.receiver().recv_with().expect("the receiver");
             let rx = msg.receivers.pop().expect("a receiver");
-            check_some(&mut || rx.recv_with().expect("a message"), 0, ROUNDS);
+            // Each message received once the receiver's `Select` says one
+            // is there: the prefix's first, then the ring's.
+            let mut select = Select::new().expect("a select");
+            let key = select.add(rx).map_err(|e| e.to_string()).expect("add");
+            let mut got = 0;
+            let mut next = || {
+                got += 1;
+                if let Err(e) = select.ready_timeout(Duration::from_secs(20)) {
+                    panic!("no wake for message {got}: {e:?}");
+                }
+                let rx: &Receiver = select.get(key).expect("the receiver");
+                rx.recv_with().expect("a message")
+            };
+            check_some(&mut next, 7, IN_FLIGHT);
+            let mut msg = next();
+            assert_eq!(msg.bytes, b"report here");
+            let report = msg.pipes.pop().expect("a whole end");
+            check_some(&mut next, 0, ROUNDS);
+            let rx: &Receiver = select.get(key).expect("the receiver");
             assert!(matches!(rx.recv(), Err(RecvError::Disconnected)));
-            main.send(b"received").expect("report");
+            report.send(b"received").expect("report");
         }
         Some(other) => panic!("no role {other}"),
         None => {
@@ -1009,16 +1010,18 @@ fn a_receiver_forwarded_receives_from_its_sender() {
             let (a, b) = ferry::pipe().expect("pipe");
             let (tx, _a_rx) = a.split();
             let (_b_tx, rx) = b.split();
+            let (report, report_there) = ferry::pipe().expect("pipe");
             main.sender()
                 .send_with(b"take this receiver", vec![Handle::from(rx)])
                 .expect("send the receiver");
             assert_eq!(main.recv().expect("spawned"), b"spawned");
-            send_some(&tx, 7, 1);
-            main.send(b"sent one").expect("go");
-            assert_eq!(main.recv().expect("forwarded"), b"forwarded");
+            send_some(&tx, 7, IN_FLIGHT);
+            tx.send_with(b"report here", vec![Handle::from(report_there)])
+                .expect("send the end to report on");
+            main.send(b"sent").expect("go");
             send_some(&tx, 0, ROUNDS);
             drop(tx);
-            assert_eq!(main.recv().expect("the chain's report"), b"received");
+            assert_eq!(report.recv().expect("the last hop's report"), b"received");
             child.wait_ok();
         }
     }

@@ -20,6 +20,12 @@
 //!   drained) or broke the rules (that clone alone is cut off), and says
 //!   `Disconnected` once its own ring and every attached one have ended.
 //!
+//! A receiver forwarded while messages naming its forwarder's link were
+//! unread comes with them in a pipe of their own, its **prefix** (see
+//! `Half::begin_forward_receiver`): the set reads the prefix alone until
+//! it ends, then its rings as above; once the prefix has ended and no
+//! ring is attached, receives take the common path again.
+//!
 //! Rings attached to an attached ring (a travelled clone cloned again and
 //! sent on) join the same set: it stays flat. At most [`MOST_ATTACHED`]
 //! rings join; one more is dropped (its clone sees `Disconnected`), so a
@@ -31,6 +37,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use super::error::RecvFault;
+use super::prefix::Held;
 use super::receiver::Delivery;
 use super::{Arrived, Handle, Receiver};
 use crate::base::sync::Ordering;
@@ -60,6 +67,26 @@ struct Set {
     next: usize,
     /// The receiver's own ring has ended (its sender gone, drained).
     own_done: bool,
+    /// Messages that came before every ring's: read to their end first.
+    prefix: Option<Ahead>,
+}
+
+/// A receiver's prefix: a pipe of its own (it came with the receiver), or
+/// messages held in memory (a forward that did not go).
+#[derive(Debug)]
+enum Ahead {
+    Ring(Box<Receiver>),
+    Held(Held),
+}
+
+impl Set {
+    /// The prefix, if it is a pipe of its own.
+    fn ring_prefix(&self) -> Option<&Receiver> {
+        match &self.prefix {
+            Some(Ahead::Ring(rx)) => Some(rx),
+            _ => None,
+        }
+    }
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -101,6 +128,63 @@ impl Receiver {
         }
     }
 
+    /// Reads `prefix` to its end before any ring (see the module
+    /// comment).
+    pub(super) fn set_prefix(&self, prefix: Receiver) {
+        prefix.set_max_message(self.max_message());
+        lock(&self.clones.set).prefix = Some(Ahead::Ring(Box::new(prefix)));
+        // Relaxed: see `Receiver::attached`.
+        self.half.attached.store(true, Ordering::Relaxed);
+    }
+
+    /// Reads `held` before any ring (see `prefix.rs`).
+    pub(super) fn set_held_prefix(&self, held: Held) {
+        lock(&self.clones.set).prefix = Some(Ahead::Held(held));
+        // Relaxed: see `Receiver::attached`.
+        self.half.attached.store(true, Ordering::Relaxed);
+    }
+
+    /// The prefix's turn, while there is one: `Some` with what a receive
+    /// from it gave, `None` once it has ended (dropped, and the common
+    /// path taken again if no ring is attached either).
+    fn prefix_turn(
+        &self,
+        set: &mut Set,
+        out: &mut Delivery<'_>,
+    ) -> Option<Result<bool, RecvFault>> {
+        match set.prefix.as_mut()? {
+            Ahead::Ring(prefix) => match prefix.receive(out, Some(Instant::now())) {
+                Ok(()) => return Some(Ok(true)),
+                Err(RecvFault::Timeout) => return Some(Ok(false)),
+                Err(RecvFault::Disconnected) => {}
+                // The forwarder that wrote it broke the rules: so is this
+                // pipe.
+                Err(fault) => return Some(Err(fault)),
+            },
+            Ahead::Held(held) => {
+                if let Some((bytes, handles)) = held.pop_front() {
+                    *out.bytes = bytes;
+                    if let Some(ends) = out.ends.as_deref_mut() {
+                        ends.clear();
+                        ends.extend(handles.into_iter().map(Arrived::Handle));
+                    }
+                    return Some(Ok(true));
+                }
+            }
+        }
+        set.prefix = None;
+        if set.rings.is_empty() && !set.own_done {
+            // Relaxed: see `Receiver::attached`. Cleared first, then the
+            // arrivals looked at: an `Attach` read meanwhile files its
+            // ring, then sets the flag, so one of the two sees the other.
+            self.half.attached.store(false, Ordering::Relaxed);
+            if !lock(&self.clones.arrived).is_empty() {
+                self.half.attached.store(true, Ordering::Relaxed);
+            }
+        }
+        None
+    }
+
     /// Moves the rings attached since into the set, sharing this
     /// receiver's doorbell with them if it has one; past the bound, drops
     /// them.
@@ -122,6 +206,9 @@ impl Receiver {
     /// waiting: `Ok(true)` once one gave a message into `out`.
     fn merged_round(&self, out: &mut Delivery<'_>) -> Result<bool, RecvFault> {
         let mut set = lock(&self.clones.set);
+        if let Some(turn) = self.prefix_turn(&mut set, out) {
+            return turn;
+        }
         self.take_arrived(&mut set);
         let now = Some(Instant::now());
         let turns = set.rings.len() + 1;
@@ -222,7 +309,7 @@ impl Receiver {
         }
         wake::announce_doorbell(self.half.sides().0);
         let mut belled = true;
-        for rx in &set.rings {
+        for rx in set.ring_prefix().into_iter().chain(&set.rings) {
             if rx.half.armable_bell().is_none()
                 && rx
                     .half
@@ -241,7 +328,8 @@ impl Receiver {
     /// Says no ring of this receiver waits on the doorbell any more.
     pub(super) fn disarm_all(&self) {
         self.half.disarm_bell();
-        for rx in &lock(&self.clones.set).rings {
+        let set = lock(&self.clones.set);
+        for rx in set.ring_prefix().into_iter().chain(&set.rings) {
             rx.half.disarm_bell();
         }
     }
@@ -249,6 +337,13 @@ impl Receiver {
     /// Whether a receive would not wait now, over every ring.
     pub(super) fn merged_ready(&self) -> bool {
         let mut set = lock(&self.clones.set);
+        match &set.prefix {
+            // Its messages come first (its end, too: the next receive
+            // moves on from it).
+            Some(Ahead::Ring(prefix)) => return prefix.ready_alone(),
+            Some(Ahead::Held(_)) => return true,
+            None => {}
+        }
         self.take_arrived(&mut set);
         if !set.own_done && self.ready_alone() {
             return true;

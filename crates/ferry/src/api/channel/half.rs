@@ -356,6 +356,21 @@ impl Half {
         // loads `naming`: one of the two sees the other.
         crate::base::sync::fence(Ordering::SeqCst);
         self.follow_moves();
+        // The first section on the receiving side's newest link says where
+        // its frames begin to name it: sections are one at a time (under
+        // the send lock), so every frame before this position named an
+        // older link. Relaxed: `seen` is this process's own.
+        let seen = self.link.seen.load(Ordering::Relaxed);
+        if me.followed.load(Ordering::Relaxed) != seen {
+            // Acquire: this side's own position, as every read of it.
+            let at = me.pos.load(Ordering::Acquire);
+            me.followed_at.store(at, Ordering::Relaxed);
+            // SeqCst, then the fence: a mover that reads the tail, fences
+            // and does not see this count reads no frame of this section
+            // below that tail (see `begin_forward_receiver`).
+            me.followed.store(seen, Ordering::SeqCst);
+            crate::base::sync::fence(Ordering::SeqCst);
+        }
         Naming(me)
     }
 
@@ -591,7 +606,10 @@ impl Half {
     ///    names the new one.
     /// 3. If a frame between this side's position and the tail names
     ///    handles or a block (`names_link`), their records are on the old
-    ///    link: the move is refused (`InvalidInput`: receive them first).
+    ///    link: the caller takes those messages out into the receiver's
+    ///    prefix (`Unread::Relay`, see `prefix.rs`), or, where it cannot
+    ///    (`Unread::Refuse`: a whole end, a message not yet complete), the
+    ///    move is refused (`InvalidInput`: receive them first).
     /// 4. `Routed` goes to `dest` with the region, the other socket and the
     ///    sender's holder's process handle, then the sender's doorbell.
     ///
@@ -605,7 +623,7 @@ impl Half {
         &'a self,
         dest: &'a Link,
         deadline: Option<Instant>,
-        names_link: impl FnOnce(u64) -> Result<bool, Corrupt>,
+        names_link: impl FnOnce(u64) -> Result<Unread, Corrupt>,
     ) -> std::io::Result<Begun<'a>> {
         let mut step = Move::start(self, dest, deadline)?;
         let (to_twin, to_dest) = crate::base::sys::socket_pair()?;
@@ -614,7 +632,7 @@ impl Half {
         drop(to_twin);
         let (me, peer) = self.sides();
         // SeqCst: pairs with `begin_naming`'s fence (see there).
-        me.moved.fetch_add(1, Ordering::SeqCst);
+        let count = me.moved.fetch_add(1, Ordering::SeqCst).wrapping_add(1);
         crate::base::sync::fence(Ordering::SeqCst);
         self.ring_peer();
         let ended = wait_for_clear(&peer.naming, deadline, Some(&*step.twin));
@@ -626,11 +644,34 @@ impl Half {
             // (see `sender::NAMING_NEVER_ENDED`).
             return Err(std::io::ErrorKind::InvalidData.into());
         }
-        // Acquire: the producer's published tail.
-        let tail = peer.pos.load(Ordering::Acquire);
+        // The boundary: where the sender's frames begin to name the new
+        // link. A section that began after the bump above saw it, and its
+        // frames name the new link; it may have published them before the
+        // tail is read here, so the tail alone is not the boundary. The
+        // sender says where it switched (`followed_at`, once `followed` is
+        // this move's count); if it has not yet, no frame below the tail
+        // read first names the new link. SeqCst (both) with the fence
+        // between: pairs with `begin_naming`'s.
+        let tail = peer.pos.load(Ordering::SeqCst);
+        crate::base::sync::fence(Ordering::SeqCst);
+        let tail = match peer.followed.load(Ordering::SeqCst) == count {
+            true => {
+                // Relaxed: written before `followed`, read after it.
+                let at = peer.followed_at.load(Ordering::Relaxed);
+                // Checked as any position a peer names: between what this
+                // side has read and the tail.
+                let head = me.pos.load(Ordering::Acquire);
+                if at.wrapping_sub(head) > tail.wrapping_sub(head) {
+                    let _ = self.broken.set(Violation::RouteBoundary);
+                    return Err(std::io::Error::other(Violation::RouteBoundary.to_string()));
+                }
+                at
+            }
+            false => tail,
+        };
         match names_link(tail) {
-            Ok(false) => {}
-            Ok(true) => {
+            Ok(Unread::Nothing | Unread::Relay) => {}
+            Ok(Unread::Refuse) => {
                 step.stay(tail, to_dest);
                 return Err(std::io::Error::new(
                     std::io::ErrorKind::InvalidInput,
@@ -806,6 +847,30 @@ impl Drop for Half {
     }
 }
 
+/// What a receiving half's forward finds unread below the boundary (see
+/// [`Half::begin_forward_receiver`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Unread {
+    /// No frame names the old link: the ring goes as it is.
+    Nothing,
+    /// Some do: the caller takes the messages out, into the receiver's
+    /// prefix (see `prefix.rs`).
+    Relay,
+    /// Some do, and cannot be taken out: the forward is refused.
+    Refuse,
+}
+
+/// What follows a `Routed` record under its id (see
+/// [`RouteRecord::Routed`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Follows {
+    Nothing,
+    /// The other side of a whole end.
+    OtherSide,
+    /// A receiving side's prefix.
+    Prefix,
+}
+
 /// A forward whose `Moved` went and whose boundary is fixed: `Routed` to
 /// the new holder is what is left (see [`Half::forward`]).
 pub(super) struct Begun<'a> {
@@ -840,7 +905,37 @@ impl Begun<'_> {
         joins: bool,
         deadline: Option<Instant>,
     ) -> std::io::Result<u64> {
-        (self.step).send_routed(self.boundary, Some(&self.to_dest), id, joins, deadline)
+        let follows = match joins {
+            true => Follows::OtherSide,
+            false => Follows::Nothing,
+        };
+        (self.step).send_routed(self.boundary, Some(&self.to_dest), id, follows, deadline)
+    }
+
+    /// Where the new path takes over: frames below it were read here.
+    pub(super) fn boundary(&self) -> u64 {
+        self.boundary
+    }
+
+    /// As [`Begun::finish`], with the receiving side's prefix following
+    /// its `Routed` record: `then` sends it, under the id given.
+    pub(super) fn finish_prefixed(
+        self,
+        then: impl FnOnce(u64) -> std::io::Result<()>,
+        deadline: Option<Instant>,
+    ) -> std::io::Result<u64> {
+        let to_dest = Some(&self.to_dest);
+        match (self.step).send_routed(self.boundary, to_dest, None, Follows::Prefix, deadline) {
+            Ok(id) => {
+                then(id)?;
+                self.step.hand_on_doorbell(self.step.dest)?;
+                Ok(id)
+            }
+            Err(e) => {
+                self.stay();
+                Err(e)
+            }
+        }
     }
 
     /// The forward does not complete: the half stays here (see
@@ -933,7 +1028,7 @@ impl<'a> Move<'a> {
         boundary: u64,
         socket: Option<&ControlSocket>,
         id: Option<u64>,
-        joins: bool,
+        follows: Follows,
         deadline: Option<Instant>,
     ) -> std::io::Result<u64> {
         let id = id.unwrap_or_else(|| self.dest.next_id());
@@ -943,7 +1038,8 @@ impl<'a> Move<'a> {
             consumer: self.consumer,
             id,
             boundary,
-            joins,
+            joins: follows == Follows::OtherSide,
+            prefixed: follows == Follows::Prefix,
         };
         self.half.region.send_object(false, |region| {
             let mut fds = vec![region];
@@ -993,7 +1089,7 @@ impl<'a> Move<'a> {
         if self.consumer {
             return Err(std::io::Error::other("only a sending half comes home"));
         }
-        let id = self.send_routed(boundary, None, None, false, deadline)?;
+        let id = self.send_routed(boundary, None, None, Follows::Nothing, deadline)?;
         self.send_moved(boundary, None, deadline)?;
         // Release: after the record went; pairs with `follow_moves`.
         self.half.sides().0.moved.fetch_add(1, Ordering::Release);

@@ -12,6 +12,7 @@ mod half;
 mod loan;
 mod options;
 mod out_of_line;
+mod prefix;
 mod receiver;
 mod route;
 mod select;
@@ -292,7 +293,7 @@ impl Handle {
     /// Sends this end's shared memory (or descriptor) over `link` (the
     /// first step of moving it), waiting for room until `deadline`;
     /// returns the id the peer claims it by.
-    fn send_region(&self, link: &Link, deadline: Option<Instant>) -> std::io::Result<u64> {
+    fn send_region(&self, link: &Arc<Link>, deadline: Option<Instant>) -> std::io::Result<u64> {
         if let Self::Fd(fd) = self {
             return link.send_fd(fd.as_fd(), deadline);
         }
@@ -310,6 +311,22 @@ impl Handle {
         // Past a whole end, the object stays only within its bound.
         let whole = matches!(self, Self::Pipe(_));
         link.send_pipe_end(region, carried, whole, None, deadline)
+    }
+
+    /// Moves this end, whose twin is in this process, over `link` under
+    /// `id` (a prefix's receiver, see `prefix.rs`).
+    fn send_region_as(
+        self,
+        link: &Arc<Link>,
+        id: u64,
+        deadline: Option<Instant>,
+    ) -> std::io::Result<()> {
+        let (carried, region) = self.carried().expect("a pipe end has a region");
+        let whole = matches!(self, Self::Pipe(_));
+        let at = self.leaving_at();
+        link.send_pipe_end(region, carried, whole, Some(id), deadline)?;
+        self.moved_over(link, at);
+        Ok(())
     }
 
     /// Completes a move: the sides left here now answer to `link`, and this
@@ -332,7 +349,16 @@ impl Handle {
             charge,
             route,
             rx_route,
+            prefix,
         } = end;
+        // A receiving side's prefix: a receiver of its own, read first.
+        let prefix = match prefix {
+            Some(prefix) => match Self::adopt(link, *prefix, options)? {
+                Self::Receiver(rx) => Some(rx),
+                _ => return Err(Corrupt(crate::base::wire::Violation::RouteJoin)),
+            },
+            None => None,
+        };
         // A side whose other side is held by a third process came with a
         // path to it: its route starts there. One that came home joins its
         // receiver here.
@@ -375,7 +401,11 @@ impl Handle {
                 options,
             )?),
             Carried::Receiver { ring } => {
-                Self::Receiver(Receiver::new(half(Part::Consumer(usize::from(ring)))?)?)
+                let rx = Receiver::new(half(Part::Consumer(usize::from(ring)))?)?;
+                if let Some(prefix) = prefix {
+                    rx.set_prefix(prefix);
+                }
+                Self::Receiver(rx)
             }
         })
     }
@@ -474,7 +504,9 @@ impl Pipe {
     /// its sending half, joined on the wire (see [`Half::forward_pair`]);
     /// returns the id the message frame names it by.
     fn forward(&self, dest: &Link, deadline: Option<Instant>) -> std::io::Result<u64> {
-        let rx = self.rx.begin_forward(dest, deadline)?;
+        // A whole end's receiving half goes as it is or not at all (no
+        // prefix: its `Routed` is joined by its sending half's).
+        let (rx, _) = self.rx.begin_forward(dest, deadline, false)?;
         Half::forward_pair(rx, &self.tx.core.half, dest, deadline)
     }
 

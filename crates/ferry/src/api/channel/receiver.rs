@@ -7,7 +7,10 @@ use std::time::{Duration, Instant};
 
 use super::clones::Clones;
 use super::error::RecvFault;
-use super::half::Half;
+use std::sync::Arc;
+
+use super::half::{Half, Unread};
+use super::prefix::Prefix;
 use super::route::Named;
 use super::wait::{Scope, Stop, Waiter};
 use super::{
@@ -109,25 +112,44 @@ impl<'a> Delivery<'a> {
 impl Receiver {
     /// Sends this receiver, whose sender is in another process, on to the
     /// process at the other end of `dest` (see [`Half::begin_forward_receiver`]);
-    /// returns the id the message frame names it by. Refused while a
-    /// message is half received here (its first frames read, the rest
-    /// not): the new holder could not finish it.
+    /// returns the id the message frame names it by. Messages below the
+    /// boundary that name the old link go with it, in its prefix (see
+    /// `prefix.rs`). Refused while a message is half received here (its
+    /// first frames read, the rest not): the new holder could not finish it.
     pub(super) fn forward(
         &self,
-        dest: &crate::transport::link::Link,
+        dest: &Arc<crate::transport::link::Link>,
         deadline: Option<Instant>,
     ) -> std::io::Result<u64> {
-        self.begin_forward(dest, deadline)?.finish(deadline)
+        let (begun, prefix) = self.begin_forward(dest, deadline, true)?;
+        let Some(prefix) = prefix else {
+            return begun.finish(deadline);
+        };
+        let mut prefix = Some(prefix);
+        let sent = begun.finish_prefixed(
+            |id| match prefix.take() {
+                Some(prefix) => prefix.send(dest, id, deadline),
+                None => Ok(()),
+            },
+            deadline,
+        );
+        // Not sent (the receiver stays): its messages are read here first.
+        if let Some(prefix) = prefix {
+            prefix.keep(self);
+        }
+        sent
     }
 
     /// [`Receiver::forward`] up to the `Routed` record (see
-    /// [`Half::begin_forward_receiver`]).
+    /// [`Half::begin_forward_receiver`]), with the messages below the
+    /// boundary taken out if any names the old link and `relay` allows.
     pub(super) fn begin_forward<'a>(
         &'a self,
         dest: &'a crate::transport::link::Link,
         deadline: Option<Instant>,
-    ) -> std::io::Result<super::half::Begun<'a>> {
-        let Some(rx) = self.rx.lock_until(deadline, &self.half) else {
+        relay: bool,
+    ) -> std::io::Result<(super::half::Begun<'a>, Option<Prefix>)> {
+        let Some(mut rx) = self.rx.lock_until(deadline, &self.half) else {
             return Err(std::io::ErrorKind::TimedOut.into());
         };
         if rx.partial.is_some() {
@@ -137,14 +159,77 @@ impl Receiver {
             ));
         }
         let ring = &rx.ring;
-        self.half.begin_forward_receiver(dest, deadline, |end| {
+        let mut unread = Unread::Nothing;
+        let begun = self.half.begin_forward_receiver(dest, deadline, |end| {
             // Frames that name handles (`First`, `Whole` with ends) or a
             // block: their records are on the old link, which the new
-            // holder does not read.
+            // holder does not read. Taken out whole, unless a message is
+            // not complete at the boundary (its rest comes after it) or a
+            // ring is attached below it.
+            let (mut names, mut open, mut attach) = (false, false, false);
             ring.any_tag_until(end, |tag| {
-                Tag::decode(tag).map_or(true, |t| t.handles > 0 || t.kind == Kind::Block)
-            })
-        })
+                let Ok(t) = Tag::decode(tag) else {
+                    names = true;
+                    return false;
+                };
+                names |= t.handles > 0 || t.kind == Kind::Block;
+                match t.kind {
+                    Kind::First => open = true,
+                    Kind::Last | Kind::Abort => open = false,
+                    Kind::Attach => attach = true,
+                    _ => {}
+                }
+                false
+            })?;
+            unread = match (names, relay && !open && !attach) {
+                (false, _) => Unread::Nothing,
+                (true, true) => Unread::Relay,
+                (true, false) => Unread::Refuse,
+            };
+            Ok(unread)
+        })?;
+        if unread != Unread::Relay {
+            return Ok((begun, None));
+        }
+        let boundary = begun.boundary();
+        // Acquire (each): this side's own position, as every read of it.
+        let head = |half: &Half| half.sides().0.pos.load(Ordering::Acquire);
+        let unread = boundary.wrapping_sub(head(&self.half));
+        let mut prefix = match Prefix::new(self, unread) {
+            Ok(prefix) => prefix,
+            Err(e) => {
+                begun.stay();
+                return Err(e);
+            }
+        };
+        // Every frame below the boundary is published, whole messages
+        // only: nothing is waited for (the bound is for a sender that
+        // lied about its frames).
+        let until = Some(Instant::now() + Duration::from_secs(1));
+        // Wrapping positions: below the boundary while the distance to it
+        // is positive.
+        let below = |half: &Half| (boundary.wrapping_sub(head(half)) as i64) > 0;
+        while below(&self.half) {
+            if let Err(fault) = prefix.take(|out| self.receive_in(&mut rx, out, until)) {
+                // What was taken stays here, read first; so does the
+                // receiver.
+                begun.stay();
+                prefix.keep(self);
+                return Err(std::io::Error::other(format!(
+                    "taking out the messages before the boundary: {fault:?}"
+                )));
+            }
+        }
+        if head(&self.half) != boundary {
+            // A message ran past the boundary: its sender wrote frames
+            // that lied about where its messages end.
+            begun.stay();
+            prefix.keep(self);
+            return Err(std::io::Error::other(
+                "a message taken out ran past the boundary of the move",
+            ));
+        }
+        Ok((begun, Some(prefix)))
     }
 }
 
@@ -725,7 +810,17 @@ impl Receiver {
         deadline: Option<Instant>,
     ) -> Result<(), RecvFault> {
         let mut rx = self.begin_recv(deadline)?;
-        let rx = &mut *rx;
+        self.receive_in(&mut rx, out, deadline)
+    }
+
+    /// [`Receiver::receive`] under the receive lock, held by the caller.
+    #[inline(always)]
+    fn receive_in(
+        &self,
+        rx: &mut Rx,
+        out: &mut Delivery<'_>,
+        deadline: Option<Instant>,
+    ) -> Result<(), RecvFault> {
         if rx.partial.is_some() {
             return self.assemble(rx, out, deadline, None);
         }

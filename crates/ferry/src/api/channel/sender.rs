@@ -607,6 +607,16 @@ impl Sender {
             .map_err(SendWithError::convert)
     }
 
+    /// [`Sender::send_with`] until `deadline`, with the fault as it is.
+    pub(super) fn send_with_until(
+        &self,
+        bytes: &[u8],
+        ends: Vec<Handle>,
+        deadline: Option<Instant>,
+    ) -> Result<(), SendWithError<SendFault>> {
+        self.send_with_deadline(bytes, ends, deadline, Naming::Message)
+    }
+
     /// Moves `ends` with a message: the ends' records cross the socket
     /// first, then a `First` frame naming them (with no payload), then the
     /// payload as `Last` (or `More`…`Last`). Room for that `First` and for

@@ -32,6 +32,8 @@
 //! | 88 | `moved: u32` | bumped, wrapping, each time this side leaves for another process while the other side is held elsewhere: the other side then reads its link for the `Moved` record that says where it went (`wire/route.rs`) |
 //! | 92 | `naming: u32` | producer: non-zero while it names a link's handles or blocks in a frame it is about to publish (a receiving side's mover waits for it to clear, so no frame past the tail it then reads names the old link) |
 //! | 96 | `moving: u32` | non-zero while this side's holder moves it on to another process, from before it reads where the other side is until its `Moved` record is out and `moved` bumped: the two sides of a ring never move at once (if both would, the producer's goes first and the consumer's waits, then follows it) |
+//! | 100 | `followed: u32` | producer: the consumer's `moved` count as of its first naming section on the consumer's newest link |
+//! | 104 | `followed_at: u64` | producer: its `pos` as that section began: frames from it on name the consumer's new link, frames before it the old one (a receiving side's mover takes it as the move's boundary once `followed` is its count) |
 //!
 //! `ring/control.rs` declares the struct and asserts, at compile time, that
 //! its fields sit at these offsets.
@@ -84,9 +86,14 @@ pub const MOVED: usize = 88;
 pub const NAMING: usize = 92;
 /// See [`POS`].
 pub const MOVING: usize = 96;
+/// See [`POS`].
+pub const FOLLOWED: usize = 100;
+/// See [`POS`].
+pub const FOLLOWED_AT: usize = 104;
 
 const _: () = {
-    assert!(SIDE_SIZE.is_power_of_two() && DOORBELL + 4 <= SIDE_SIZE);
+    assert!(SIDE_SIZE.is_power_of_two() && FOLLOWED_AT + 8 <= SIDE_SIZE);
+    assert!(FOLLOWED_AT.is_multiple_of(8));
     // `pos` alone on its cache line, the rest on the next.
     assert!(POS + 8 <= 64 && SIGNAL >= 64);
 };

@@ -15,13 +15,21 @@
 //! | 3 [`RouteRecord::Attach`] | 0 | 0 | 0 | none |
 //! | 4 [`RouteRecord::StopProxying`] | 0 | 0 | the final sequence the old path carries | none |
 //! | 5 [`RouteRecord::Done`] | 0 | 0 | 0 | none |
-//! | 6 [`RouteRecord::Routed`] | `2 * ring + side`: the side sent, plus 4 when the other side of a whole end follows in a second `Routed` with the same id (see below) | the id a message frame claims it by | the boundary, as for `Moved` | the pipe region, a socket to the holder of the ring's other side, and that holder's pidfd where there is one; the region alone when that holder is the receiving process (the side comes home) |
+//! | 6 [`RouteRecord::Routed`] | `2 * ring + side`: the side sent, plus 4 when the other side of a whole end follows in a second `Routed` with the same id, or plus 8 when a receiving side's prefix follows (see below) | the id a message frame claims it by | the boundary, as for `Moved` | the pipe region, a socket to the holder of the ring's other side, and that holder's pidfd where there is one; the region alone when that holder is the receiving process (the side comes home) |
 //!
 //! A whole pipe end whose twin is in another process travels as its two
 //! sides: first its receiving side's `Routed` with 4 added to `arg` (the
 //! end is not complete yet: no message may claim the id), then its sending
 //! side's, with the same id, the same region, the other ring, and a socket
 //! of its own; the second completes the end.
+//!
+//! A receiving side whose unread messages its forwarder took out of the
+//! ring (they named handles or blocks on the forwarder's link, which the
+//! new holder does not read) travels with them in a pipe of their own, its
+//! **prefix**: its `Routed` has 8 added to `arg` (no message may claim the
+//! id yet), and a plain `PipeEnd` record with the same id, the receiving
+//! half of the prefix, completes it. The new holder reads the prefix to
+//! its end before the ring.
 //!
 //! A receiving side's `Moved` carries boundary 0: its mover fixes the
 //! boundary afterwards (the sender's tail once it names no link) and sends
@@ -108,6 +116,9 @@ pub enum RouteRecord {
         /// The other side of a whole end follows, in a `Routed` record
         /// with the same id, which completes the end.
         joins: bool,
+        /// A receiving side whose prefix follows, as a `PipeEnd` record
+        /// with the same id, which completes it.
+        prefixed: bool,
     },
 }
 
@@ -149,10 +160,14 @@ impl RouteRecord {
                 id,
                 boundary,
                 joins,
+                prefixed,
                 ..
             } => (
                 6,
-                2 * u16::from(ring) + u16::from(consumer) + 4 * u16::from(joins),
+                2 * u16::from(ring)
+                    + u16::from(consumer)
+                    + 4 * u16::from(joins)
+                    + 8 * u16::from(prefixed),
                 id,
                 boundary,
             ),
@@ -212,13 +227,16 @@ impl RouteRecord {
             3 => unused(&[a, b]).map(|()| Self::Attach { token }),
             4 => unused(&[a]).map(|()| Self::StopProxying { token, last: b }),
             5 => unused(&[a, b]).map(|()| Self::Done { token }),
-            6 if arg < 8 => Ok(Self::Routed {
+            // A prefix only for a receiving side sent alone.
+            6 if arg >= 8 && (arg % 2 == 0 || arg & 4 != 0) => Err(Violation::RouteRecordFields),
+            6 if arg < 16 => Ok(Self::Routed {
                 token,
                 ring: (arg / 2 % 2) as u8,
                 consumer: arg % 2 == 1,
                 id: a,
                 boundary: b,
-                joins: arg >= 4,
+                joins: arg & 4 != 0,
+                prefixed: arg & 8 != 0,
             }),
             6 => Err(Violation::RouteSide),
             _ => Err(Violation::UnknownRecordKind),
@@ -232,7 +250,7 @@ mod tests {
 
     const T: Token = Token([7; 16]);
 
-    fn every_kind() -> [RouteRecord; 8] {
+    fn every_kind() -> [RouteRecord; 9] {
         [
             RouteRecord::Introduce {
                 token: T,
@@ -263,6 +281,7 @@ mod tests {
                 id: 3,
                 boundary: 4096,
                 joins: false,
+                prefixed: false,
             },
             RouteRecord::Routed {
                 token: T,
@@ -271,6 +290,16 @@ mod tests {
                 id: 9,
                 boundary: 0,
                 joins: true,
+                prefixed: false,
+            },
+            RouteRecord::Routed {
+                token: T,
+                ring: 1,
+                consumer: true,
+                id: 11,
+                boundary: 80,
+                joins: false,
+                prefixed: true,
             },
         ]
     }
@@ -323,7 +352,17 @@ mod tests {
             ("a bad magic", bad_magic, Violation::RecordMagic),
             ("kind 0", raw(0, 0, 0, 0), Violation::UnknownRecordKind),
             ("kind 7", raw(7, 0, 0, 0), Violation::UnknownRecordKind),
-            ("routed side 8", raw(6, 8, 1, 1), Violation::RouteSide),
+            ("routed side 16", raw(6, 16, 1, 1), Violation::RouteSide),
+            (
+                "a prefix for a sending side",
+                raw(6, 8, 1, 1),
+                Violation::RouteRecordFields,
+            ),
+            (
+                "a prefix for a whole end",
+                raw(6, 13, 1, 1),
+                Violation::RouteRecordFields,
+            ),
             ("pid 0", raw(1, 0, 0, 5), Violation::RouteRecordFields),
             (
                 "pid past u32",

@@ -58,6 +58,10 @@ pub(crate) struct PeerEnd {
     /// For a whole end sent on as two `Routed` records: where its
     /// receiving side's other side is.
     pub rx_route: Option<Route>,
+    /// For a receiving side sent on with its prefix (see
+    /// `wire/route.rs`): the prefix's receiving half, read to its end
+    /// first.
+    pub prefix: Option<Box<PeerEnd>>,
 }
 
 /// Where the other side of a forwarded side is.
@@ -133,6 +137,9 @@ pub(super) struct Inbox {
     /// was refused for the map budget; the end will be). Counted with
     /// `pipes` against [`MAX_PENDING`]; no message claims them.
     pub joining: HashMap<u64, Option<PeerEnd>>,
+    /// Receiving sides sent with a prefix, by id, until the prefix's
+    /// `PipeEnd` record completes them (as `joining`).
+    pub prefixing: HashMap<u64, Option<PeerEnd>>,
 }
 
 impl Inbox {
@@ -145,6 +152,7 @@ impl Inbox {
         self.pipes.clear();
         self.moves.clear();
         self.joining.clear();
+        self.prefixing.clear();
     }
 
     /// Whether a pipe end or descriptor with this id waits here, for a
@@ -155,12 +163,12 @@ impl Inbox {
 
     /// Whether this id is taken: claimable, or half of a whole end.
     fn knows(&self, id: u64) -> bool {
-        self.has(id) || self.joining.contains_key(&id)
+        self.has(id) || self.joining.contains_key(&id) || self.prefixing.contains_key(&id)
     }
 
     /// Pipe ends filed here (claimable, refused, or half of a whole one).
     pub(super) fn pending_ends(&self) -> usize {
-        self.pipes.len() + self.refused.len() + self.joining.len()
+        self.pipes.len() + self.refused.len() + self.joining.len() + self.prefixing.len()
     }
 
     /// Takes what waits here under `id`.
@@ -304,6 +312,9 @@ impl Reader<'_> {
             .filter(|_| fds.is_empty())
             .ok_or(Fault::Violation(Violation::RecordDescriptorCount))?;
         match record {
+            Record::PipeEnd { end, id } if inbox.prefixing.contains_key(&id) => {
+                self.complete_prefixed(inbox, fd, end, id).map(|()| None)
+            }
             Record::PipeEnd { end, id } => {
                 self.file_pipe_end(inbox, fd, end, id, None).map(|()| None)
             }
@@ -428,6 +439,7 @@ impl Reader<'_> {
                 id,
                 boundary,
                 joins,
+                prefixed,
                 ..
             } => {
                 let mut fds = fds.into_iter();
@@ -448,6 +460,16 @@ impl Reader<'_> {
                     (true, true) => return Err(Fault::Violation(Violation::RouteDescriptors)),
                     (true, false) => (Carried::Receiver { ring }, Route::Via(path_of(rest)?)),
                 };
+                if prefixed {
+                    // Decoded only for a receiving side sent alone.
+                    if second {
+                        return Err(Fault::Violation(Violation::RouteJoin));
+                    }
+                    self.check_new(inbox, id)?;
+                    let first = self.map_end(region, end, Some(route))?;
+                    inbox.prefixing.insert(id, first);
+                    return Ok(());
+                }
                 match (joins, second) {
                     // The first side of a whole end: its receiving one.
                     (true, false) if consumer => self.file_joining(inbox, region, end, id, route),
@@ -537,6 +559,43 @@ impl Reader<'_> {
         Ok(())
     }
 
+    /// The prefix of a receiving side waiting under `id` in `prefixing`:
+    /// a receiving half of another pipe, whose sender the peer holds. Files
+    /// the side, with it, for the message that names it. Either refused
+    /// for the map budget, both are (the side's messages would be lost
+    /// without its prefix).
+    fn complete_prefixed(
+        &self,
+        inbox: &mut Inbox,
+        fd: PeerFd,
+        end: Carried,
+        id: u64,
+    ) -> Result<(), Fault> {
+        let Some(first) = inbox.prefixing.remove(&id) else {
+            return Err(Fault::Violation(Violation::RouteJoin));
+        };
+        if !matches!(end, Carried::Receiver { .. }) {
+            return Err(Fault::Violation(Violation::RouteJoin));
+        }
+        let prefix = self.map_end(fd, end, None)?;
+        match (first, prefix) {
+            (Some(mut first), Some(prefix)) => {
+                if prefix.region.identity() == first.region.identity() {
+                    return Err(Fault::Violation(Violation::RouteJoin));
+                }
+                first.prefix = Some(Box::new(prefix));
+                inbox.pipes.insert(id, first);
+            }
+            (first, prefix) => {
+                for refused in [first, prefix].into_iter().flatten() {
+                    refused.region.close_sides(&sides_of(refused.end));
+                }
+                inbox.refused.insert(id);
+            }
+        }
+        Ok(())
+    }
+
     /// Checks a new pipe end may be filed under `id`.
     fn check_new(&self, inbox: &Inbox, id: u64) -> Result<(), Fault> {
         if inbox.pending_ends() >= MAX_PENDING {
@@ -572,6 +631,7 @@ impl Reader<'_> {
             charge,
             route,
             rx_route: None,
+            prefix: None,
         }))
     }
 }

@@ -460,6 +460,7 @@ impl Link {
             charge,
             route: None,
             rx_route: None,
+            prefix: None,
         }))
     }
 

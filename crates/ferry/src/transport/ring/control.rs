@@ -44,6 +44,11 @@ pub struct Side {
     /// Non-zero while this side's holder moves it to another process
     /// (see `wire/ring.rs`).
     pub moving: AtomicU32,
+    /// Producer: the consumer's `moved` count as of its first naming
+    /// section on the consumer's newest link (see `wire/ring.rs`).
+    pub followed: AtomicU32,
+    /// Producer: its position as that section began.
+    pub followed_at: AtomicU64,
 }
 
 /// Both sides of one single-producer, single-consumer ring.
@@ -77,4 +82,6 @@ const _: () = {
     assert!(offset_of!(Side, moved) == wire::MOVED);
     assert!(offset_of!(Side, naming) == wire::NAMING);
     assert!(offset_of!(Side, moving) == wire::MOVING);
+    assert!(offset_of!(Side, followed) == wire::FOLLOWED);
+    assert!(offset_of!(Side, followed_at) == wire::FOLLOWED_AT);
 };

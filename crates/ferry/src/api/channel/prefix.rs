@@ -1,0 +1,120 @@
+//! A forwarded receiver's prefix: the messages its forwarder took out of
+//! the ring so the receiver could go on.
+//!
+//! A receiver is forwarded at a ring position, the boundary: frames from
+//! it on name handles on the new holder's link to the sender, frames
+//! before it on the forwarder's (`Half::begin_forward_receiver`). The new
+//! holder does not read the forwarder's link, and the forwarder may exit
+//! once the receiver has gone, so frames below the boundary that name
+//! descriptors, ends or a block cannot be left in the ring. The forwarder
+//! receives every message below the boundary (under the receive lock, as
+//! its own application would), and hands them on in a pipe of their own:
+//!
+//! 1. a one-way pipe `P` is made, with room for them all;
+//! 2. the messages are taken out of the ring, each whole, with what it
+//!    carries (descriptors, ends adopted here, a block's bytes);
+//! 3. `Routed` for the receiver goes with 8 added to its `arg`, then `P`'s
+//!    receiving half as a `PipeEnd` record under the same id: the new
+//!    holder files the two together, and no message can claim one alone
+//!    (`wire/route.rs`);
+//! 4. the messages are sent into `P` (over the link `P`'s receiver went
+//!    across: descriptors and ends as records, large ones out of line),
+//!    and `P`'s sender is dropped.
+//!
+//! The new holder's receiver reads `P` to its end, then its ring (see
+//! `clones.rs`): every message in the order it was sent. If the receiver
+//! cannot go after the messages were taken out, they stay here, in
+//! memory, and this receiver reads them first in the same way: nothing is
+//! lost.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::receiver::Delivery;
+use super::{Arrived, Handle, PipeOptions, Receiver, Sender};
+use crate::base::wire::region::MAX_CAPACITY;
+use crate::transport::link::Link;
+
+/// Messages taken out of a ring for a forwarded receiver, and the pipe
+/// they go on in.
+#[derive(Debug)]
+pub(super) struct Prefix {
+    tx: Sender,
+    rx: Receiver,
+    /// Each message's bytes and what it carried, in order.
+    messages: Vec<(Vec<u8>, Vec<Handle>)>,
+}
+
+/// Messages kept in this process, read before a receiver's ring (a
+/// forward that did not go after they were taken out).
+pub(super) type Held = std::collections::VecDeque<(Vec<u8>, Vec<Handle>)>;
+
+impl Prefix {
+    /// An empty prefix for `like`, whose ring holds `unread` bytes of
+    /// frames to take out: a one-way pipe twice that size (at least its
+    /// ring's), so every message fits in it before the new holder reads
+    /// any (none can before the message naming the receiver has gone,
+    /// after them), carrying messages as large as it accepts.
+    pub(super) fn new(like: &Receiver, unread: u64) -> std::io::Result<Self> {
+        let unread = usize::try_from(unread).unwrap_or(MAX_CAPACITY);
+        let size = unread
+            .saturating_mul(2)
+            .checked_next_power_of_two()
+            .unwrap_or(MAX_CAPACITY)
+            .clamp(like.ring_size(), MAX_CAPACITY.max(like.ring_size()));
+        let (a, b) = PipeOptions::new().ring_size(size).pipe()?;
+        let (tx, back_rx) = a.split();
+        let (back_tx, rx) = b.split();
+        drop((back_rx, back_tx));
+        tx.set_max_message(like.max_message());
+        rx.set_max_message(like.max_message());
+        Ok(Self {
+            tx,
+            rx,
+            messages: Vec::new(),
+        })
+    }
+
+    /// Takes the next whole message out of the ring, with what it
+    /// carries, as `receive` gives it.
+    pub(super) fn take(
+        &mut self,
+        receive: impl FnOnce(&mut Delivery<'_>) -> Result<(), super::error::RecvFault>,
+    ) -> Result<(), super::error::RecvFault> {
+        let (mut bytes, mut ends) = (Vec::new(), Vec::new());
+        let mut delivery = Delivery {
+            bytes: &mut bytes,
+            ends: Some(&mut ends),
+            refused: 0,
+            block: None,
+        };
+        receive(&mut delivery)?;
+        let handles = ends.into_iter().map(Arrived::into_end).collect();
+        self.messages.push((bytes, handles));
+        Ok(())
+    }
+
+    /// Steps 3 (after `Routed`) and 4: `P`'s receiving half to the new
+    /// holder under `id`, then the messages into `P`.
+    pub(super) fn send(
+        self,
+        dest: &Arc<Link>,
+        id: u64,
+        deadline: Option<Instant>,
+    ) -> std::io::Result<()> {
+        let Self { tx, rx, messages } = self;
+        let end = Handle::Receiver(rx);
+        end.send_region_as(dest, id, deadline)?;
+        for (bytes, handles) in messages {
+            tx.send_with_until(&bytes, handles, deadline)
+                .map_err(|e| std::io::Error::other(format!("{:?}", e.error)))?;
+        }
+        Ok(())
+    }
+
+    /// The receiver stays: its messages stay here, in memory, and `on`
+    /// reads them first from now on.
+    pub(super) fn keep(self, on: &Receiver) {
+        on.set_held_prefix(self.messages.into());
+    }
+}

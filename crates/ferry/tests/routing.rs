@@ -1027,6 +1027,98 @@ fn a_receiver_forwarded_receives_from_its_sender() {
     }
 }
 
+/// Messages per batch in [`a_receiver_forwarded_twice_unread_takes_its_prefix_along`].
+const BATCH: u64 = 20;
+
+/// A receiver forwarded twice without reading, messages streaming to it
+/// all the while: the parent sends a batch (with descriptors, and a pipe
+/// end to report on) to the receiver its child holds, which forwards it
+/// unread to a grandchild and exits; a second batch goes to the
+/// grandchild, which also forwards it unread (its prefix from the first
+/// forward, then its ring) to a great-grandchild and exits; a third batch
+/// races that forward. The last holder receives the three batches in
+/// order, then `Disconnected`.
+#[test]
+fn a_receiver_forwarded_twice_unread_takes_its_prefix_along() {
+    let test = this_test!();
+    let take_rx = |main: &Pipe| {
+        let mut msg = main.receiver().recv_with().expect("the receiver");
+        msg.receivers.pop().expect("a receiver")
+    };
+    match ferry_testkit::role().as_deref() {
+        Some("first") => {
+            let (dog, main) = ferry_testkit::child_pipe("first", secs(60));
+            let rx = take_rx(&main);
+            let (_child, down) =
+                ferry_testkit::spawn_child(&dog, test, "second", &PipeOptions::new());
+            assert_eq!(down.recv().expect("the child's start"), b"ready");
+            assert_eq!(main.recv().expect("go"), b"sent");
+            down.sender()
+                .send_with(b"take this receiver", vec![Handle::from(rx)])
+                .expect("forward the receiver unread");
+            main.send(b"forwarded").expect("say so");
+            std::process::exit(0);
+        }
+        Some("second") => {
+            let (dog, main) = ferry_testkit::child_pipe("second", secs(60));
+            main.send(b"ready").expect("ready");
+            let rx = take_rx(&main);
+            let (_child, down) =
+                ferry_testkit::spawn_child(&dog, test, "last", &PipeOptions::new());
+            assert_eq!(down.recv().expect("the child's start"), b"ready");
+            // The second batch arrives meanwhile, unread.
+            std::thread::sleep(Duration::from_millis(200));
+            down.sender()
+                .send_with(b"take this receiver", vec![Handle::from(rx)])
+                .expect("forward the receiver unread again");
+            std::process::exit(0);
+        }
+        Some("last") => {
+            let (_dog, main) = ferry_testkit::child_pipe("last", secs(60));
+            main.send(b"ready").expect("ready");
+            let rx = take_rx(&main);
+            check_some(&mut || rx.recv_with().expect("a message"), 7, BATCH);
+            let mut msg = rx.recv_with().expect("the end to report on");
+            let report = msg.pipes.pop().expect("a whole end");
+            report.send(b"holding").expect("say so");
+            check_some(&mut || rx.recv_with().expect("a message"), 8, BATCH);
+            check_some(&mut || rx.recv_with().expect("a message"), 9, BATCH);
+            assert!(matches!(rx.recv(), Err(RecvError::Disconnected)));
+            report.send(b"received").expect("report");
+        }
+        Some(other) => panic!("no role {other}"),
+        None => {
+            let dog = ferry_testkit::Watchdog::start(test, secs(60));
+            let (child, main) =
+                ferry_testkit::spawn_child(&dog, test, "first", &PipeOptions::new());
+            let (a, b) = ferry::pipe().expect("pipe");
+            let (tx, _a_rx) = a.split();
+            let (_b_tx, rx) = b.split();
+            let (report, report_there) = ferry::pipe().expect("pipe");
+            main.sender()
+                .send_with(b"take this receiver", vec![Handle::from(rx)])
+                .expect("send the receiver");
+            send_some(&tx, 7, BATCH);
+            tx.send_with(b"report here", vec![Handle::from(report_there)])
+                .expect("send the end to report on");
+            main.send(b"sent").expect("go");
+            assert_eq!(main.recv().expect("forwarded"), b"forwarded");
+            send_some(&tx, 8, BATCH);
+            std::thread::sleep(Duration::from_millis(150));
+            send_some(&tx, 9, BATCH);
+            // Dropped once the receiver has come to its last holder (a
+            // receiver whose sender has gone is not sent on).
+            assert_eq!(report.recv().expect("the last holder's word"), b"holding");
+            drop(tx);
+            assert_eq!(
+                report.recv().expect("the last holder's report"),
+                b"received"
+            );
+            child.wait_ok();
+        }
+    }
+}
+
 /// Takes the one whole pipe end a message on `main` carries.
 fn take_pipe(main: &Pipe) -> Pipe {
     let mut msg = main.receiver().recv_with().expect("a pipe end");

@@ -39,7 +39,13 @@ use std::time::Duration;
 /// - 200 moves with a message written before each, to a victim that
 ///   reads none of them first: it keeps links for unread frames up to its
 ///   bound (64 at a soft limit of 1,024), then the move past it breaks the
-///   pipe (`RouteTooLong`), after the messages before it.
+///   pipe (`RouteTooLong`), after the messages before it;
+/// - a receiving side said to come with a prefix whose prefix is a
+///   sending half (`RouteJoin`), or never comes (`NeverSent`);
+/// - a sender that says it switched to the new link past everything its
+///   ring holds, as the victim forwards its receiver: the forward is
+///   refused and that pipe alone is broken (`RouteBoundary`) (see
+///   [`naming_forever`]).
 #[test]
 fn routing_lies() {
     let test = this_test!();
@@ -62,6 +68,8 @@ fn routing_lies() {
         ("route-join-unfinished", "NeverSent", ""),
         ("route-move-churn", "Ok", "Timeout"),
         ("route-move-frames", "RouteTooLong", ""),
+        ("route-prefix-not-receiver", "RouteJoin", ""),
+        ("route-prefix-never", "NeverSent", ""),
     ] {
         let run = run_victim(&dog, test, &format!("victim-{attack}"), RUN_LIMIT, |_| {});
         if verdict.survived(&run) {
@@ -81,6 +89,7 @@ fn naming_forever(verdict: &mut Verdict, dog: &Watchdog, test: &str) {
     for (attack, forward_want, then_want) in [
         ("route-naming-forever", "NotTransferable", "RouteBoundary"),
         ("route-moving-forever", "NotTransferable", "Timeout"),
+        ("route-followed-lie", "NotTransferable", "RouteBoundary"),
     ] {
         let run = run_victim(dog, test, &format!("victim-{attack}"), RUN_LIMIT, |_| {});
         if !verdict.survived(&run) {
@@ -146,7 +155,10 @@ fn route_victim(test: &str, role: &str) {
     }
     let v = Victim::start(test, role, attack, &PipeOptions::new());
     v.boot.send(b"go").expect("go");
-    if matches!(attack, "route-naming-forever" | "route-moving-forever") {
+    if matches!(
+        attack,
+        "route-naming-forever" | "route-moving-forever" | "route-followed-lie"
+    ) {
         return naming_victim(v);
     }
     if attack == "route-move-frames" {

@@ -71,21 +71,18 @@ struct Set {
     prefix: Option<Ahead>,
 }
 
-/// A receiver's prefix: a pipe of its own (it came with the receiver), or
-/// messages held in memory (a forward that did not go).
-#[derive(Debug)]
-enum Ahead {
-    Ring(Box<Receiver>),
-    Held(Held),
+/// A receiver's prefix: messages held in memory (taken out by a forward
+/// that did not go), then a pipe of its own (it came with the receiver).
+#[derive(Debug, Default)]
+struct Ahead {
+    held: Held,
+    ring: Option<Box<Receiver>>,
 }
 
 impl Set {
     /// The prefix, if it is a pipe of its own.
     fn ring_prefix(&self) -> Option<&Receiver> {
-        match &self.prefix {
-            Some(Ahead::Ring(rx)) => Some(rx),
-            _ => None,
-        }
+        self.prefix.as_ref()?.ring.as_deref()
     }
 }
 
@@ -132,16 +129,89 @@ impl Receiver {
     /// comment).
     pub(super) fn set_prefix(&self, prefix: Receiver) {
         prefix.set_max_message(self.max_message());
-        lock(&self.clones.set).prefix = Some(Ahead::Ring(Box::new(prefix)));
+        lock(&self.clones.set).prefix.get_or_insert_default().ring = Some(Box::new(prefix));
         // Relaxed: see `Receiver::attached`.
         self.half.attached.store(true, Ordering::Relaxed);
     }
 
     /// Reads `held` before any ring (see `prefix.rs`).
-    pub(super) fn set_held_prefix(&self, held: Held) {
-        lock(&self.clones.set).prefix = Some(Ahead::Held(held));
+    pub(super) fn set_held_prefix(&self, mut held: Held) {
+        let mut set = lock(&self.clones.set);
+        let ahead = set.prefix.get_or_insert_default();
+        // Before what the prefix still holds: taken out of it first.
+        held.append(&mut ahead.held);
+        ahead.held = held;
+        drop(set);
         // Relaxed: see `Receiver::attached`.
         self.half.attached.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether rings of clones are attached (a prefix alone is not).
+    pub(super) fn reads_clone_rings(&self) -> bool {
+        self.attached()
+            && (!lock(&self.clones.set).rings.is_empty() || !lock(&self.clones.arrived).is_empty())
+    }
+
+    /// Takes this receiver's prefix out into `into`, every message it
+    /// holds now, in order (a forward sends them on first, see
+    /// `prefix.rs`); `false` if there is none. A prefix's messages were
+    /// all written before the receiver was handed over, so none is still
+    /// to come.
+    pub(super) fn take_prefix_into(
+        &self,
+        into: &mut super::prefix::Prefix,
+    ) -> Result<bool, RecvFault> {
+        let mut set = lock(&self.clones.set);
+        let Some(ahead) = set.prefix.take() else {
+            return Ok(false);
+        };
+        into.extend(ahead.held);
+        if let Some(ring) = ahead.ring {
+            loop {
+                match into.take(|out| ring.receive(out, Some(Instant::now()))) {
+                    Ok(()) => {}
+                    Err(RecvFault::Timeout | RecvFault::Disconnected) => break,
+                    Err(fault) => {
+                        // What is left stays, after what was taken (which
+                        // the caller keeps ahead of it, `Prefix::keep`).
+                        set.prefix = Some(Ahead {
+                            held: Held::new(),
+                            ring: Some(ring),
+                        });
+                        return Err(fault);
+                    }
+                }
+            }
+        }
+        if set.rings.is_empty() {
+            // Relaxed: as in `prefix_turn`.
+            self.half.attached.store(false, Ordering::Relaxed);
+            if !lock(&self.clones.arrived).is_empty() {
+                self.half.attached.store(true, Ordering::Relaxed);
+            }
+        }
+        Ok(true)
+    }
+
+    /// The bytes of this receiver's prefix (a bound: published ring bytes,
+    /// or held message bytes).
+    pub(super) fn prefix_len(&self) -> u64 {
+        let set = lock(&self.clones.set);
+        let Some(ahead) = &set.prefix else { return 0 };
+        let held: u64 = ahead.held.iter().map(|(b, _)| b.len() as u64 + 64).sum();
+        let ring = ahead.ring.as_ref().map_or(0, |prefix| {
+            let (me, peer) = prefix.half.sides();
+            // Acquire (both): the positions, as every read of them.
+            let tail = peer.pos.load(Ordering::Acquire);
+            tail.wrapping_sub(me.pos.load(Ordering::Acquire))
+                .min(prefix.ring_size() as u64)
+        });
+        held.saturating_add(ring)
+    }
+
+    /// Whether this receiver has a prefix still to read.
+    pub(super) fn has_prefix(&self) -> bool {
+        self.attached() && lock(&self.clones.set).prefix.is_some()
     }
 
     /// The prefix's turn, while there is one: `Some` with what a receive
@@ -152,24 +222,23 @@ impl Receiver {
         set: &mut Set,
         out: &mut Delivery<'_>,
     ) -> Option<Result<bool, RecvFault>> {
-        match set.prefix.as_mut()? {
-            Ahead::Ring(prefix) => match prefix.receive(out, Some(Instant::now())) {
+        let ahead = set.prefix.as_mut()?;
+        if let Some((bytes, handles)) = ahead.held.pop_front() {
+            *out.bytes = bytes;
+            if let Some(ends) = out.ends.as_deref_mut() {
+                ends.clear();
+                ends.extend(handles.into_iter().map(Arrived::Handle));
+            }
+            return Some(Ok(true));
+        }
+        if let Some(prefix) = &ahead.ring {
+            match prefix.receive(out, Some(Instant::now())) {
                 Ok(()) => return Some(Ok(true)),
                 Err(RecvFault::Timeout) => return Some(Ok(false)),
                 Err(RecvFault::Disconnected) => {}
                 // The forwarder that wrote it broke the rules: so is this
                 // pipe.
                 Err(fault) => return Some(Err(fault)),
-            },
-            Ahead::Held(held) => {
-                if let Some((bytes, handles)) = held.pop_front() {
-                    *out.bytes = bytes;
-                    if let Some(ends) = out.ends.as_deref_mut() {
-                        ends.clear();
-                        ends.extend(handles.into_iter().map(Arrived::Handle));
-                    }
-                    return Some(Ok(true));
-                }
             }
         }
         set.prefix = None;
@@ -337,12 +406,10 @@ impl Receiver {
     /// Whether a receive would not wait now, over every ring.
     pub(super) fn merged_ready(&self) -> bool {
         let mut set = lock(&self.clones.set);
-        match &set.prefix {
+        if let Some(ahead) = &set.prefix {
             // Its messages come first (its end, too: the next receive
             // moves on from it).
-            Some(Ahead::Ring(prefix)) => return prefix.ready_alone(),
-            Some(Ahead::Held(_)) => return true,
-            None => {}
+            return !ahead.held.is_empty() || ahead.ring.as_ref().is_none_or(|p| p.ready_alone());
         }
         self.take_arrived(&mut set);
         if !set.own_done && self.ready_alone() {

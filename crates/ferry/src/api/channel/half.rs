@@ -663,7 +663,8 @@ impl Half {
                 let head = me.pos.load(Ordering::Acquire);
                 if at.wrapping_sub(head) > tail.wrapping_sub(head) {
                     let _ = self.broken.set(Violation::RouteBoundary);
-                    return Err(std::io::Error::other(Violation::RouteBoundary.to_string()));
+                    // As for a section that never ends (see above).
+                    return Err(std::io::ErrorKind::InvalidData.into());
                 }
                 at
             }

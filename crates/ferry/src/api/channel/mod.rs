@@ -183,11 +183,12 @@ impl Handle {
     }
 
     /// Whether it is a receiver (or a pipe end whose receiver is) that
-    /// reads rings its sender's clones attached (see `clones.rs`).
+    /// reads rings its sender's clones attached (see `clones.rs`), or, for
+    /// a whole end, a prefix not yet read to its end.
     fn reads_clones(&self) -> bool {
         match self {
             Self::Pipe(pipe) => pipe.rx.attached(),
-            Self::Receiver(receiver) => receiver.attached(),
+            Self::Receiver(receiver) => receiver.reads_clone_rings(),
             Self::Sender(_) | Self::Fd(_) => false,
         }
     }

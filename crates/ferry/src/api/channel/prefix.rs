@@ -94,6 +94,12 @@ impl Prefix {
         Ok(())
     }
 
+    /// Adds messages held here (a prefix of the receiver's own, taken out
+    /// before its ring's).
+    pub(super) fn extend(&mut self, held: Held) {
+        self.messages.extend(held);
+    }
+
     /// Steps 3 (after `Routed`) and 4: `P`'s receiving half to the new
     /// holder under `id`, then the messages into `P`.
     pub(super) fn send(

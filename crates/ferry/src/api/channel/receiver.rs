@@ -159,6 +159,8 @@ impl Receiver {
             ));
         }
         let ring = &rx.ring;
+        // A prefix not yet read goes on first, in the new prefix.
+        let prefixed = self.has_prefix();
         let mut unread = Unread::Nothing;
         let begun = self.half.begin_forward_receiver(dest, deadline, |end| {
             // Frames that name handles (`First`, `Whole` with ends) or a
@@ -181,7 +183,7 @@ impl Receiver {
                 }
                 false
             })?;
-            unread = match (names, relay && !open && !attach) {
+            unread = match (names || prefixed, relay && !open && !attach) {
                 (false, _) => Unread::Nothing,
                 (true, true) => Unread::Relay,
                 (true, false) => Unread::Refuse,
@@ -194,7 +196,9 @@ impl Receiver {
         let boundary = begun.boundary();
         // Acquire (each): this side's own position, as every read of it.
         let head = |half: &Half| half.sides().0.pos.load(Ordering::Acquire);
-        let unread = boundary.wrapping_sub(head(&self.half));
+        let unread = boundary
+            .wrapping_sub(head(&self.half))
+            .saturating_add(self.prefix_len());
         let mut prefix = match Prefix::new(self, unread) {
             Ok(prefix) => prefix,
             Err(e) => {
@@ -202,6 +206,13 @@ impl Receiver {
                 return Err(e);
             }
         };
+        if let Err(fault) = self.take_prefix_into(&mut prefix) {
+            begun.stay();
+            prefix.keep(self);
+            return Err(std::io::Error::other(format!(
+                "taking out the messages of its own prefix: {fault:?}"
+            )));
+        }
         // Every frame below the boundary is published, whole messages
         // only: nothing is waited for (the bound is for a sender that
         // lied about its frames).

@@ -42,8 +42,9 @@ const OTHER_SIDE_MOVING: &str = "the other side of this pipe end is being sent o
 /// Why a receiver whose sender never ends naming its link stays, broken
 /// (see `Half::begin_forward_receiver`).
 const NAMING_NEVER_ENDED: &str = "the sender of this receiver did not finish naming its link \
-     within 5 s (or the call's deadline), so no boundary for the move could be fixed: the \
-     receiver stays here, and its pipe is broken (its calls say RouteBoundary)";
+     within 5 s (or the call's deadline), or said it switched links past what the ring holds, \
+     so no boundary for the move could be fixed: the receiver stays here, and its pipe is \
+     broken (its calls say RouteBoundary)";
 
 /// Why an end whose other side's holder has gone stays: the record that
 /// would have told that holder where the end went found its socket closed.
@@ -1061,7 +1062,8 @@ impl Sender {
         if self.is_linked() && ends.iter().any(Handle::reads_clones) {
             return Err(SendFault::NotTransferable(
                 "a receiver that reads the rings of its sender's clones in other processes \
-                 cannot travel to another process yet",
+                 cannot travel to another process yet (nor can a whole pipe end whose receiver \
+                 has messages that came with it not yet received: receive them first)",
             ));
         }
         if let Some(why) = ends.iter().find_map(Handle::why_unmovable) {

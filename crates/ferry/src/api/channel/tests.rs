@@ -459,3 +459,33 @@ fn a_writer_that_never_waits_says_where_it_runs_when_it_wakes_its_reader() {
         "the writer's CPU word after waking its reader: {cpu}"
     );
 }
+
+/// Messages a forward took out of the ring and then could not send on
+/// (see `prefix.rs`) are read first, in order, with what they carry, then
+/// the ring's; once they are read, receives take the common path again.
+#[test]
+fn messages_held_for_a_forward_that_did_not_go_are_read_first() {
+    let (a, b) = crate::pipe().unwrap();
+    let (tx, _a_rx) = a.split();
+    let (_b_tx, rx) = b.split();
+    tx.send(b"ring 1").unwrap();
+    let file = std::fs::File::open("/dev/null").unwrap();
+    let held: super::prefix::Held = [
+        (b"held 0".to_vec(), vec![Handle::Fd(file.into())]),
+        (b"held 1".to_vec(), Vec::new()),
+    ]
+    .into();
+    rx.set_held_prefix(held);
+    tx.send(b"ring 2").unwrap();
+    assert!(rx.attached(), "receives go through the prefix first");
+    assert!(rx.merged_ready(), "ready: a held message");
+    let first = rx.recv_with().unwrap();
+    assert_eq!(first.bytes, b"held 0");
+    assert_eq!(first.fds.len(), 1, "with its descriptor");
+    assert_eq!(rx.recv().unwrap(), b"held 1");
+    assert_eq!(rx.recv().unwrap(), b"ring 1");
+    assert!(!rx.attached(), "the common path again");
+    assert_eq!(rx.recv().unwrap(), b"ring 2");
+    drop(tx);
+    assert!(matches!(rx.recv(), Err(RecvError::Disconnected)));
+}

@@ -227,9 +227,10 @@ impl RouteRecord {
             3 => unused(&[a, b]).map(|()| Self::Attach { token }),
             4 => unused(&[a]).map(|()| Self::StopProxying { token, last: b }),
             5 => unused(&[a, b]).map(|()| Self::Done { token }),
+            6 if arg >= 16 => Err(Violation::RouteSide),
             // A prefix only for a receiving side sent alone.
             6 if arg >= 8 && (arg % 2 == 0 || arg & 4 != 0) => Err(Violation::RouteRecordFields),
-            6 if arg < 16 => Ok(Self::Routed {
+            6 => Ok(Self::Routed {
                 token,
                 ring: (arg / 2 % 2) as u8,
                 consumer: arg % 2 == 1,
@@ -238,7 +239,6 @@ impl RouteRecord {
                 joins: arg & 4 != 0,
                 prefixed: arg & 8 != 0,
             }),
-            6 => Err(Violation::RouteSide),
             _ => Err(Violation::UnknownRecordKind),
         }
     }

@@ -13,7 +13,10 @@ use std::marker::PhantomData;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering, fence};
 
-use super::wire::{self, CONSUMER_SIDE, FRAME_HEADER, MOVED, MOVING, NAMING, POS, SIGNAL, WAITING};
+use super::wire::{
+    self, CONSUMER_SIDE, FOLLOWED, FOLLOWED_AT, FRAME_HEADER, MOVED, MOVING, NAMING, POS, SIGNAL,
+    WAITING,
+};
 
 /// Which side of a ring a word belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -115,6 +118,16 @@ impl<'a> RawRing<'a> {
         // Release: as ferry's mover clears it.
         self.word32(Side::Producer, MOVING)
             .store(u32::from(on), Ordering::Release);
+    }
+
+    /// Says the producer switched to the consumer's link of move `count`
+    /// at ring position `at`, true or not.
+    pub fn set_followed(&self, count: u32, at: u64) {
+        self.word64(Side::Producer, FOLLOWED_AT)
+            .store(at, Ordering::Relaxed);
+        // SeqCst: as ferry's producer says it.
+        self.word32(Side::Producer, FOLLOWED)
+            .store(count, Ordering::SeqCst);
     }
 
     /// Says the producer names its link in a frame (and never stops).

@@ -26,6 +26,9 @@ pub const ATTACKS: &[&str] = &[
     "route-join-unfinished",
     "route-move-churn",
     "route-move-frames",
+    "route-prefix-not-receiver",
+    "route-prefix-never",
+    "route-followed-lie",
 ];
 
 /// The payload of the message published after the records.
@@ -50,6 +53,11 @@ const RING0_CONSUMER: u16 = 1;
 /// Added to a `Routed` record's `arg`: the other side of a whole end
 /// follows under the same id.
 const JOINS: u16 = 4;
+/// Added to a receiving side's `Routed` record's `arg`: its prefix
+/// follows as a `PipeEnd` record under the same id.
+const PREFIXED: u16 = 8;
+/// A plain `PipeEnd` record's `arg` for a sending half of ring 0.
+const SENDER_RING0: u16 = 2;
 
 /// Plays `attack`, one of [`ATTACKS`].
 pub fn run(attack: &str) {
@@ -103,6 +111,24 @@ pub fn run(attack: &str) {
         }
         // The count bumped with no record behind it.
         "route-bump-only" => {}
+        // A receiving side said to come with a prefix, whose prefix is a
+        // sending half, or never comes: named by the message after it.
+        "route-prefix-not-receiver" | "route-prefix-never" => {
+            let first = wire::route_record(ROUTED, RING0_CONSUMER + PREFIXED, 9, 0);
+            peer.socket
+                .send_record(&first, &[peer.region.fd(), theirs.as_fd()])
+                .expect("send the receiving side");
+            if attack == "route-prefix-not-receiver" {
+                let region = super::region::RawRegion::create(4096).expect("a region");
+                let prefix = wire::record(wire::RecordKind::PipeEnd, SENDER_RING0, 9);
+                peer.socket
+                    .send_record(&prefix, &[region.fd()])
+                    .expect("send a sending half as the prefix");
+            }
+            peer.send_message(&[9], AFTER);
+            peer.wait_for_hangup(secs(20));
+            return;
+        }
         // A chain of moves, each to a new socket and told over the one
         // before (which is then closed), with nothing written between
         // them (or a message before each): the victim follows them all.
@@ -138,7 +164,7 @@ pub fn run(attack: &str) {
         }
         // A sender that never leaves its naming section, so the victim's
         // forward of its receiver can never fix its boundary.
-        "route-naming-forever" | "route-moving-forever" => {
+        "route-naming-forever" | "route-moving-forever" | "route-followed-lie" => {
             // The victim sends the sending half of a pipe of its own; this
             // side then says, in that pipe's ring 1, that it names its
             // link, and never stops; then tells the victim so.
@@ -151,6 +177,9 @@ pub fn run(attack: &str) {
             let region = super::region::RawRegion::map(fd).expect("map its region");
             match attack {
                 "route-naming-forever" => region.ring(1).set_naming(true),
+                // The victim's first move of its receiving side will be
+                // count 1: a switch past anything the ring holds.
+                "route-followed-lie" => region.ring(1).set_followed(1, 1 << 40),
                 _ => region.ring(1).set_moving(true),
             }
             peer.send_message(&[], b"naming");

@@ -205,6 +205,10 @@ pub const MOVED: usize = 88;
 pub const NAMING: usize = 92;
 /// A ring side's `moving` word.
 pub const MOVING: usize = 96;
+/// The producer's `followed` and `followed_at` words.
+pub const FOLLOWED: usize = 100;
+/// See [`FOLLOWED`].
+pub const FOLLOWED_AT: usize = 104;
 
 /// Encodes a routing record: magic, kind u16, arg u16, a token (never all
 /// zero here), `a` u64, `b` u64.

@@ -465,7 +465,7 @@ fn a_writer_that_never_waits_says_where_it_runs_when_it_wakes_its_reader() {
 /// the ring's; once they are read, receives take the common path again.
 #[test]
 fn messages_held_for_a_forward_that_did_not_go_are_read_first() {
-    let (a, b) = crate::pipe().unwrap();
+    let (a, b) = pipe().unwrap();
     let (tx, _a_rx) = a.split();
     let (_b_tx, rx) = b.split();
     tx.send(b"ring 1").unwrap();

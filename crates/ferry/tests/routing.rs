@@ -1027,6 +1027,75 @@ fn a_receiver_forwarded_receives_from_its_sender() {
     }
 }
 
+/// A whole pipe end forwarded with messages on their way to it: as
+/// [`a_receiver_forwarded_receives_from_its_sender`], for a whole end
+/// (its receiving side's prefix goes between its two `Routed` records).
+/// The last holder receives the 60 messages, the end to report on, and
+/// the rest in order, answers over the same end (its sending half went
+/// too), and sees `Disconnected` once the parent drops its end.
+#[test]
+fn a_whole_end_forwarded_with_messages_on_their_way_takes_them_along() {
+    let test = this_test!();
+    match ferry_testkit::role().as_deref() {
+        Some("end-forwarder") => {
+            let (dog, main) = ferry_testkit::child_pipe("end-forwarder", secs(60));
+            let end = take_pipe(&main);
+            let (_child, down) =
+                ferry_testkit::spawn_child(&dog, test, "end-last", &PipeOptions::new());
+            assert_eq!(down.recv().expect("the child's start"), b"ready");
+            main.send(b"spawned").expect("say so");
+            assert_eq!(main.recv().expect("go"), b"sent");
+            down.sender()
+                .send_with(b"take this end", vec![Handle::from(end)])
+                .expect("forward the end, with what is on its way");
+            std::process::exit(0);
+        }
+        Some("end-last") => {
+            let (_dog, main) = ferry_testkit::child_pipe("end-last", secs(60));
+            main.send(b"ready").expect("ready");
+            let end = take_pipe(&main);
+            check_some(
+                &mut || end.receiver().recv_with().expect("a message"),
+                7,
+                IN_FLIGHT,
+            );
+            let mut msg = end.receiver().recv_with().expect("the end to report on");
+            assert_eq!(msg.bytes, b"report here");
+            let report = msg.pipes.pop().expect("a whole end");
+            end.send(b"got them").expect("answer over the end");
+            check_some(
+                &mut || end.receiver().recv_with().expect("a message"),
+                0,
+                ROUNDS,
+            );
+            assert!(matches!(end.recv(), Err(RecvError::Disconnected)));
+            report.send(b"received").expect("report");
+        }
+        Some(other) => panic!("no role {other}"),
+        None => {
+            let dog = ferry_testkit::Watchdog::start(test, secs(60));
+            let (child, main) =
+                ferry_testkit::spawn_child(&dog, test, "end-forwarder", &PipeOptions::new());
+            let (here, there) = ferry::pipe().expect("pipe");
+            let (report, report_there) = ferry::pipe().expect("pipe");
+            main.sender()
+                .send_with(b"take this end", vec![Handle::from(there)])
+                .expect("send the end");
+            assert_eq!(main.recv().expect("spawned"), b"spawned");
+            send_some(here.sender(), 7, IN_FLIGHT);
+            here.sender()
+                .send_with(b"report here", vec![Handle::from(report_there)])
+                .expect("send the end to report on");
+            main.send(b"sent").expect("go");
+            assert_eq!(here.recv().expect("the answer"), b"got them");
+            send_some(here.sender(), 0, ROUNDS);
+            drop(here);
+            assert_eq!(report.recv().expect("the last hop's report"), b"received");
+            child.wait_ok();
+        }
+    }
+}
+
 /// Messages per batch in [`a_receiver_forwarded_twice_unread_takes_its_prefix_along`].
 const BATCH: u64 = 20;
 

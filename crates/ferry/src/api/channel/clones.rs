@@ -168,19 +168,23 @@ impl Receiver {
         into.extend(ahead.held);
         if let Some(ring) = ahead.ring {
             loop {
-                match into.take(|out| ring.receive(out, Some(Instant::now()))) {
-                    Ok(()) => {}
-                    Err(RecvFault::Timeout | RecvFault::Disconnected) => break,
-                    Err(fault) => {
-                        // What is left stays, after what was taken (which
-                        // the caller keeps ahead of it, `Prefix::keep`).
-                        set.prefix = Some(Ahead {
-                            held: Held::new(),
-                            ring: Some(ring),
-                        });
-                        return Err(fault);
-                    }
-                }
+                let fault = match into.take(|out| ring.receive(out, Some(Instant::now()))) {
+                    Ok(()) => continue,
+                    Err(RecvFault::Disconnected) => break,
+                    // Every message was written before the receiver was
+                    // handed over: a wait means none is left, unless a
+                    // frame still lies unread (a message it could not take
+                    // now: kept, as for any other failure).
+                    Err(RecvFault::Timeout) if !ring.ready_alone() => break,
+                    Err(fault) => fault,
+                };
+                // What is left stays, after what was taken (which the
+                // caller keeps ahead of it, `Prefix::keep`).
+                set.prefix = Some(Ahead {
+                    held: Held::new(),
+                    ring: Some(ring),
+                });
+                return Err(fault);
             }
         }
         if set.rings.is_empty() {
@@ -191,22 +195,6 @@ impl Receiver {
             }
         }
         Ok(true)
-    }
-
-    /// The bytes of this receiver's prefix (a bound: published ring bytes,
-    /// or held message bytes).
-    pub(super) fn prefix_len(&self) -> u64 {
-        let set = lock(&self.clones.set);
-        let Some(ahead) = &set.prefix else { return 0 };
-        let held: u64 = ahead.held.iter().map(|(b, _)| b.len() as u64 + 64).sum();
-        let ring = ahead.ring.as_ref().map_or(0, |prefix| {
-            let (me, peer) = prefix.half.sides();
-            // Acquire (both): the positions, as every read of them.
-            let tail = peer.pos.load(Ordering::Acquire);
-            tail.wrapping_sub(me.pos.load(Ordering::Acquire))
-                .min(prefix.ring_size() as u64)
-        });
-        held.saturating_add(ring)
     }
 
     /// Whether this receiver has a prefix still to read.

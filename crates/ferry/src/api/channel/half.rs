@@ -356,6 +356,15 @@ impl Half {
         // loads `naming`: one of the two sees the other.
         crate::base::sync::fence(Ordering::SeqCst);
         self.follow_moves();
+        // The link this section names and the moves followed, read
+        // together: another thread following a move pushes its hop and
+        // then counts it, both under `following`.
+        let _following = self
+            .link
+            .following
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let link = self.link.get();
         // The first section on the receiving side's newest link says where
         // its frames begin to name it: sections are one at a time (under
         // the send lock), so every frame before this position named an
@@ -371,7 +380,7 @@ impl Half {
             me.followed.store(seen, Ordering::SeqCst);
             crate::base::sync::fence(Ordering::SeqCst);
         }
-        Naming(me)
+        Naming { side: me, link }
     }
 
     /// Takes the path a move of the other side names. A receiving half's
@@ -659,9 +668,13 @@ impl Half {
                 // Relaxed: written before `followed`, read after it.
                 let at = peer.followed_at.load(Ordering::Relaxed);
                 // Checked as any position a peer names: between what this
-                // side has read and the tail.
+                // side has read and the tail, read again (plain frames may
+                // have come between the section's start and the tail read
+                // above). `names_link` checks the frames below it.
                 let head = me.pos.load(Ordering::Acquire);
-                if at.wrapping_sub(head) > tail.wrapping_sub(head) {
+                // Acquire: the producer's published tail.
+                let fresh = peer.pos.load(Ordering::Acquire);
+                if at.wrapping_sub(head) > fresh.wrapping_sub(head) {
                     let _ = self.broken.set(Violation::RouteBoundary);
                     // As for a section that never ends (see above).
                     return Err(std::io::ErrorKind::InvalidData.into());
@@ -704,6 +717,8 @@ impl Half {
         rx: Begun<'_>,
         tx: &Half,
         dest: &Link,
+        then: impl FnOnce(u64) -> std::io::Result<()>,
+        prefixed: bool,
         deadline: Option<Instant>,
     ) -> std::io::Result<u64> {
         let tx = match Move::start(tx, dest, deadline)
@@ -715,8 +730,15 @@ impl Half {
                 return Err(e);
             }
         };
-        let sent = rx.routed(None, true, deadline).and_then(|id| {
-            tx.routed(Some(id), false, deadline)?;
+        // The receiving side first (with its prefix, if it has one),
+        // then the sending side, which completes the end.
+        let first = Follows {
+            other_side: true,
+            prefix: prefixed,
+        };
+        let sent = rx.routed(None, first, deadline).and_then(|id| {
+            then(id)?;
+            tx.routed(Some(id), Follows::NOTHING, deadline)?;
             Ok(id)
         });
         match sent {
@@ -864,12 +886,18 @@ pub(super) enum Unread {
 /// What follows a `Routed` record under its id (see
 /// [`RouteRecord::Routed`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Follows {
-    Nothing,
+struct Follows {
     /// The other side of a whole end.
-    OtherSide,
-    /// A receiving side's prefix.
-    Prefix,
+    other_side: bool,
+    /// A receiving side's prefix (before the other side, for a whole end).
+    prefix: bool,
+}
+
+impl Follows {
+    const NOTHING: Self = Self {
+        other_side: false,
+        prefix: false,
+    };
 }
 
 /// A forward whose `Moved` went and whose boundary is fixed: `Routed` to
@@ -886,7 +914,7 @@ impl Begun<'_> {
     /// Sends `Routed` and the doorbell; if the record cannot go, the half
     /// stays here. Returns the id the message frame names it by.
     pub(super) fn finish(self, deadline: Option<Instant>) -> std::io::Result<u64> {
-        match self.routed(None, false, deadline) {
+        match self.routed(None, Follows::NOTHING, deadline) {
             Ok(id) => {
                 self.step.hand_on_doorbell(self.step.dest)?;
                 Ok(id)
@@ -903,13 +931,9 @@ impl Begun<'_> {
     fn routed(
         &self,
         id: Option<u64>,
-        joins: bool,
+        follows: Follows,
         deadline: Option<Instant>,
     ) -> std::io::Result<u64> {
-        let follows = match joins {
-            true => Follows::OtherSide,
-            false => Follows::Nothing,
-        };
         (self.step).send_routed(self.boundary, Some(&self.to_dest), id, follows, deadline)
     }
 
@@ -926,7 +950,11 @@ impl Begun<'_> {
         deadline: Option<Instant>,
     ) -> std::io::Result<u64> {
         let to_dest = Some(&self.to_dest);
-        match (self.step).send_routed(self.boundary, to_dest, None, Follows::Prefix, deadline) {
+        let follows = Follows {
+            other_side: false,
+            prefix: true,
+        };
+        match (self.step).send_routed(self.boundary, to_dest, None, follows, deadline) {
             Ok(id) => {
                 then(id)?;
                 self.step.hand_on_doorbell(self.step.dest)?;
@@ -1039,8 +1067,8 @@ impl<'a> Move<'a> {
             consumer: self.consumer,
             id,
             boundary,
-            joins: follows == Follows::OtherSide,
-            prefixed: follows == Follows::Prefix,
+            joins: follows.other_side,
+            prefixed: follows.prefix,
         };
         self.half.region.send_object(false, |region| {
             let mut fds = vec![region];
@@ -1076,6 +1104,13 @@ impl<'a> Move<'a> {
         let route = &self.half.link;
         let _following = route.following.lock().unwrap_or_else(|e| e.into_inner());
         route.push(boundary.max(route.boundary()), Some(interim));
+        // The other side may have moved meanwhile (it may, once this
+        // side's `Moved` is out), its record sent over the socket kept
+        // here, and a look during the forward may have counted that move
+        // as followed: the next look reads the links again. Relaxed: under
+        // `following`.
+        let seen = route.seen.load(Ordering::Relaxed);
+        route.seen.store(seen.wrapping_sub(1), Ordering::Relaxed);
     }
 
     /// The forward to the process holding the other side (the new holder
@@ -1090,7 +1125,7 @@ impl<'a> Move<'a> {
         if self.consumer {
             return Err(std::io::Error::other("only a sending half comes home"));
         }
-        let id = self.send_routed(boundary, None, None, Follows::Nothing, deadline)?;
+        let id = self.send_routed(boundary, None, None, Follows::NOTHING, deadline)?;
         self.send_moved(boundary, None, deadline)?;
         // Release: after the record went; pairs with `follow_moves`.
         self.half.sides().0.moved.fetch_add(1, Ordering::Release);
@@ -1147,12 +1182,26 @@ fn wait_for_clear(word: &AtomicU32, deadline: Option<Instant>, link: Option<&Lin
 /// A sending half's naming section (see [`Half::begin_naming`]), ended
 /// when dropped, after the frame naming the link was published.
 #[must_use]
-pub(super) struct Naming<'a>(&'a Side);
+pub(super) struct Naming<'a> {
+    side: &'a Side,
+    /// The link this section names: the route's newest as the section
+    /// began, read together with the moves followed (see
+    /// [`Half::begin_naming`]).
+    link: Option<LinkRef<'a>>,
+}
+
+impl Naming<'_> {
+    /// The link this section names (`None`: the receiving side is in this
+    /// process).
+    pub(super) fn link(&self) -> Option<&Arc<Link>> {
+        self.link.as_deref()
+    }
+}
 
 impl Drop for Naming<'_> {
     fn drop(&mut self) {
         // Release: after the frame that names the link was published.
-        self.0.naming.store(0, Ordering::Release);
+        self.side.naming.store(0, Ordering::Release);
     }
 }
 

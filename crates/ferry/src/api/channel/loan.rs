@@ -357,7 +357,7 @@ impl Loan<'_> {
             }
         };
         let naming = self.sender.core.half.begin_naming();
-        match self.sender.core.half.link.get() {
+        match naming.link().map(Arc::clone) {
             Some(link) if Arc::ptr_eq(&link, &lent_by) => Ok(self
                 .sender
                 .push_block(&mut tx, &link, id, block, self.len, None)?),

@@ -187,7 +187,7 @@ impl Handle {
     /// a whole end, a prefix not yet read to its end.
     fn reads_clones(&self) -> bool {
         match self {
-            Self::Pipe(pipe) => pipe.rx.attached(),
+            Self::Pipe(pipe) => pipe.rx.reads_clone_rings(),
             Self::Receiver(receiver) => receiver.reads_clone_rings(),
             Self::Sender(_) | Self::Fd(_) => false,
         }
@@ -395,7 +395,11 @@ impl Handle {
                 let role = usize::from(role);
                 let tx = half(Part::Producer(role))?;
                 let rx = half(Part::Consumer(1 - role))?;
-                Self::Pipe(Pipe::join(tx, rx, options)?)
+                let pipe = Pipe::join(tx, rx, options)?;
+                if let Some(prefix) = prefix {
+                    pipe.rx.set_prefix(prefix);
+                }
+                Self::Pipe(pipe)
             }
             Carried::Sender { ring } => Self::Sender(Sender::new(
                 half(Part::Producer(usize::from(ring)))?,
@@ -504,11 +508,25 @@ impl Pipe {
     /// receiving half as [`Receiver::forward`] (refused the same way), then
     /// its sending half, joined on the wire (see [`Half::forward_pair`]);
     /// returns the id the message frame names it by.
-    fn forward(&self, dest: &Link, deadline: Option<Instant>) -> std::io::Result<u64> {
-        // A whole end's receiving half goes as it is or not at all (no
-        // prefix: its `Routed` is joined by its sending half's).
-        let (rx, _) = self.rx.begin_forward(dest, deadline, false)?;
-        Half::forward_pair(rx, &self.tx.core.half, dest, deadline)
+    fn forward(&self, dest: &Arc<Link>, deadline: Option<Instant>) -> std::io::Result<u64> {
+        let (rx, mut prefix) = self.rx.begin_forward(dest, deadline, true)?;
+        let prefixed = prefix.is_some();
+        let sent = Half::forward_pair(
+            rx,
+            &self.tx.core.half,
+            dest,
+            |id| match prefix.take() {
+                Some(prefix) => prefix.send(dest, id, deadline),
+                None => Ok(()),
+            },
+            prefixed,
+            deadline,
+        );
+        // Not sent (the end stays): its messages are read here first.
+        if let Some(prefix) = prefix {
+            prefix.keep(&self.rx);
+        }
+        sent
     }
 
     /// End `role` of the pipe in `region`, whose rings' link cells are

@@ -10,9 +10,9 @@
 //! receives every message below the boundary (under the receive lock, as
 //! its own application would), and hands them on in a pipe of their own:
 //!
-//! 1. a one-way pipe `P` is made, with room for them all;
-//! 2. the messages are taken out of the ring, each whole, with what it
+//! 1. the messages are taken out of the ring, each whole, with what it
 //!    carries (descriptors, ends adopted here, a block's bytes);
+//! 2. a one-way pipe `P` is made, its ring large enough for them all;
 //! 3. `Routed` for the receiver goes with 8 added to its `arg`, then `P`'s
 //!    receiving half as a `PipeEnd` record under the same id: the new
 //!    holder files the two together, and no message can claim one alone
@@ -36,11 +36,10 @@ use crate::base::wire::region::MAX_CAPACITY;
 use crate::transport::link::Link;
 
 /// Messages taken out of a ring for a forwarded receiver, and the pipe
-/// they go on in.
-#[derive(Debug)]
+/// they go on in once all are taken.
+#[derive(Debug, Default)]
 pub(super) struct Prefix {
-    tx: Sender,
-    rx: Receiver,
+    pipe: Option<(Sender, Receiver)>,
     /// Each message's bytes and what it carried, in order.
     messages: Vec<(Vec<u8>, Vec<Handle>)>,
 }
@@ -49,32 +48,14 @@ pub(super) struct Prefix {
 /// forward that did not go after they were taken out).
 pub(super) type Held = std::collections::VecDeque<(Vec<u8>, Vec<Handle>)>;
 
-impl Prefix {
-    /// An empty prefix for `like`, whose ring holds `unread` bytes of
-    /// frames to take out: a one-way pipe twice that size (at least its
-    /// ring's), so every message fits in it before the new holder reads
-    /// any (none can before the message naming the receiver has gone,
-    /// after them), carrying messages as large as it accepts.
-    pub(super) fn new(like: &Receiver, unread: u64) -> std::io::Result<Self> {
-        let unread = usize::try_from(unread).unwrap_or(MAX_CAPACITY);
-        let size = unread
-            .saturating_mul(2)
-            .checked_next_power_of_two()
-            .unwrap_or(MAX_CAPACITY)
-            .clamp(like.ring_size(), MAX_CAPACITY.max(like.ring_size()));
-        let (a, b) = PipeOptions::new().ring_size(size).pipe()?;
-        let (tx, back_rx) = a.split();
-        let (back_tx, rx) = b.split();
-        drop((back_rx, back_tx));
-        tx.set_max_message(like.max_message());
-        rx.set_max_message(like.max_message());
-        Ok(Self {
-            tx,
-            rx,
-            messages: Vec::new(),
-        })
-    }
+/// Bytes a message takes in a ring beyond its payload, at most: frame
+/// headers of its pieces, its length, its handles' ids (generous: the
+/// pipe is sized from it).
+fn overhead(handles: usize) -> usize {
+    256 + 8 * handles
+}
 
+impl Prefix {
     /// Takes the next whole message out of the ring, with what it
     /// carries, as `receive` gives it.
     pub(super) fn take(
@@ -100,20 +81,64 @@ impl Prefix {
         self.messages.extend(held);
     }
 
+    /// Step 1, once every message is taken: the pipe `P`, its ring large
+    /// enough for all of them written in it (never out of line), so
+    /// sending them never waits, though nobody reads `P` before the
+    /// message naming the receiver has gone, after them. `like`'s largest
+    /// message is `P`'s. `OutOfMemory` when they need a ring past the
+    /// largest.
+    pub(super) fn make_pipe(&mut self, like: &Receiver) -> std::io::Result<()> {
+        let need = self
+            .messages
+            .iter()
+            .map(|(bytes, handles)| bytes.len().saturating_add(overhead(handles.len())))
+            .fold(0usize, usize::saturating_add)
+            .saturating_mul(2);
+        let size = need
+            .checked_next_power_of_two()
+            .filter(|&size| size <= MAX_CAPACITY)
+            .ok_or_else(|| {
+                std::io::Error::new(
+                    std::io::ErrorKind::OutOfMemory,
+                    "the messages on their way to this receiver need a ring past the largest",
+                )
+            })?
+            .max(like.ring_size());
+        let (a, b) = PipeOptions::new().ring_size(size).pipe()?;
+        let (tx, back_rx) = a.split();
+        let (back_tx, rx) = b.split();
+        drop((back_rx, back_tx));
+        tx.set_max_message(like.max_message());
+        tx.set_out_of_line(usize::MAX);
+        rx.set_max_message(like.max_message());
+        self.pipe = Some((tx, rx));
+        Ok(())
+    }
+
     /// Steps 3 (after `Routed`) and 4: `P`'s receiving half to the new
-    /// holder under `id`, then the messages into `P`.
+    /// holder under `id`, then the messages into `P`. A message whose ends
+    /// cannot be sent on (an end's other side moving at that moment, or
+    /// its holder gone) goes without them (they are dropped, as a peer's
+    /// unclaimed ends are): the receiver has gone, and its messages go on.
     pub(super) fn send(
         self,
         dest: &Arc<Link>,
         id: u64,
         deadline: Option<Instant>,
     ) -> std::io::Result<()> {
-        let Self { tx, rx, messages } = self;
+        let Self { pipe, messages } = self;
+        let Some((tx, rx)) = pipe else {
+            return Err(std::io::Error::other("the prefix has no pipe"));
+        };
         let end = Handle::Receiver(rx);
         end.send_region_as(dest, id, deadline)?;
         for (bytes, handles) in messages {
-            tx.send_with_until(&bytes, handles, deadline)
-                .map_err(|e| std::io::Error::other(format!("{:?}", e.error)))?;
+            // The ring has room for all of them: never a wait.
+            if let Err(refused) = tx.send_with_until(&bytes, handles, deadline) {
+                drop(refused.handles);
+                tx.send_with_until(&bytes, Vec::new(), deadline)
+                    .map_err(|e| std::io::Error::other(format!("{:?}", e.error)))?;
+            }
         }
         Ok(())
     }

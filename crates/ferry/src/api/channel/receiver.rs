@@ -194,18 +194,7 @@ impl Receiver {
             return Ok((begun, None));
         }
         let boundary = begun.boundary();
-        // Acquire (each): this side's own position, as every read of it.
-        let head = |half: &Half| half.sides().0.pos.load(Ordering::Acquire);
-        let unread = boundary
-            .wrapping_sub(head(&self.half))
-            .saturating_add(self.prefix_len());
-        let mut prefix = match Prefix::new(self, unread) {
-            Ok(prefix) => prefix,
-            Err(e) => {
-                begun.stay();
-                return Err(e);
-            }
-        };
+        let mut prefix = Prefix::default();
         if let Err(fault) = self.take_prefix_into(&mut prefix) {
             begun.stay();
             prefix.keep(self);
@@ -215,12 +204,14 @@ impl Receiver {
         }
         // Every frame below the boundary is published, whole messages
         // only: nothing is waited for (the bound is for a sender that
-        // lied about its frames).
+        // lied about its frames). The position is the ring's own (the
+        // published one, the other side's process can write), so the loop
+        // ends within the bytes below the boundary.
         let until = Some(Instant::now() + Duration::from_secs(1));
         // Wrapping positions: below the boundary while the distance to it
         // is positive.
-        let below = |half: &Half| (boundary.wrapping_sub(head(half)) as i64) > 0;
-        while below(&self.half) {
+        let below = |rx: &Rx| (boundary.wrapping_sub(rx.ring.head()) as i64) > 0;
+        while below(&rx) {
             if let Err(fault) = prefix.take(|out| self.receive_in(&mut rx, out, until)) {
                 // What was taken stays here, read first; so does the
                 // receiver.
@@ -231,14 +222,19 @@ impl Receiver {
                 )));
             }
         }
-        if head(&self.half) != boundary {
+        let past = rx.ring.head() != boundary;
+        let piped = match past {
             // A message ran past the boundary: its sender wrote frames
             // that lied about where its messages end.
+            true => Err(std::io::Error::other(
+                "a message taken out ran past the boundary of the move",
+            )),
+            false => prefix.make_pipe(self),
+        };
+        if let Err(e) = piped {
             begun.stay();
             prefix.keep(self);
-            return Err(std::io::Error::other(
-                "a message taken out ran past the boundary of the move",
-            ));
+            return Err(e);
         }
         Ok((begun, Some(prefix)))
     }

@@ -60,6 +60,8 @@ pub(super) struct RingLink {
     pub(super) retire_at: Threshold,
     /// Later hops whose links are kept (see [`RingLink::most_kept`]).
     kept_links: AtomicUsize,
+    /// Later hops, kept or not (see [`MOST_HOPS`]).
+    hop_count: AtomicUsize,
     /// The other side's `moved` count this route has followed up to.
     pub(super) seen: AtomicU32,
     /// Held by the one thread changing the route.
@@ -116,6 +118,14 @@ impl LocalHandles {
         self.queued.is_empty()
     }
 }
+
+/// The most hops a route takes: moves of the other side past it break the
+/// pipe (`RouteTooLong`). Each hop is about 80 bytes kept until the pipe
+/// is dropped (a call may still read a hop the route has moved past; they
+/// are not reclaimed), so a peer moving its side without end costs this
+/// process at most some 5 MiB per pipe; an honest end moved 65,536 times
+/// past one that stays meets it.
+pub(super) const MOST_HOPS: usize = 1 << 16;
 
 /// A later link of a route, and where on the ring it takes over: `None`
 /// when the other side came back to this process (the handle queue then).
@@ -205,10 +215,17 @@ impl RingLink {
     /// are in this process.
     #[inline]
     pub(super) fn get(&self) -> Option<LinkRef<'_>> {
-        match self.hop_at(&self.latest) {
-            None => self.link.get().map(LinkRef::Shared),
-            // The newest hop's link is never let go of.
-            Some(hop) => hop.link().map(LinkRef::Held),
+        loop {
+            let Some(hop) = self.hop_at(&self.latest) else {
+                return self.link.get().map(LinkRef::Shared);
+            };
+            match hop.link() {
+                Some(link) => return Some(LinkRef::Held(link)),
+                // The newest hop's link is never let go of: this one was
+                // the newest when loaded, and a later one has come since.
+                None if hop.linked => {}
+                None => return None,
+            }
         }
     }
 
@@ -273,12 +290,15 @@ impl RingLink {
     /// of them, would make it keep a socket and a process handle per
     /// move. So a route keeps at most a sixteenth of the soft
     /// `RLIMIT_NOFILE` (read each time, at least 64): 64 links, 128
-    /// descriptors, at the usual 1,024. Called under `following`.
+    /// descriptors, at the usual 1,024. And a hop itself (a boundary, a
+    /// lock, a flag) stays until the pipe is dropped, since a call may be
+    /// reading it: at most [`MOST_HOPS`]. Called under `following`.
     pub(super) fn most_kept(&self) -> bool {
         let limit = crate::base::sys::descriptor_limit().unwrap_or(u64::MAX);
         let most = usize::try_from(limit / 16).unwrap_or(usize::MAX).max(64);
-        // Relaxed: changed under `following` only.
+        // Relaxed (both): changed under `following` only.
         self.kept_links.load(Ordering::Relaxed) >= most
+            || self.hop_count.load(Ordering::Relaxed) >= MOST_HOPS
     }
 
     /// Where the latest link took over (0 for the first).
@@ -293,6 +313,8 @@ impl RingLink {
             // Relaxed: changed under `following` only.
             self.kept_links.fetch_add(1, Ordering::Relaxed);
         }
+        // Relaxed: as above.
+        self.hop_count.fetch_add(1, Ordering::Relaxed);
         let hop = Box::new(Hop {
             boundary,
             linked: link.is_some(),
@@ -367,6 +389,17 @@ impl RingLink {
     pub(super) fn drop_queued(&self) {
         let queued = std::mem::take(&mut self.local().queued);
         drop(queued);
+    }
+}
+
+impl Drop for RingLink {
+    /// Drops the chain of hops one by one: dropped as it is nested, a long
+    /// route would overflow the stack.
+    fn drop(&mut self) {
+        let mut next = self.later.take();
+        while let Some(mut hop) = next {
+            next = hop.later.take();
+        }
     }
 }
 

@@ -679,7 +679,7 @@ impl Sender {
         // From here until the frame naming them is out, the records go on
         // the link the receiving side's holder reads now.
         let naming = self.core.half.begin_naming();
-        let Some(link) = self.core.half.link.get() else {
+        let Some(link) = naming.link().map(Arc::clone) else {
             return Err(SendWithError {
                 error: SendFault::NotTransferable("the receiving side came back to this process"),
                 handles: ends,
@@ -1269,9 +1269,9 @@ impl Sender {
             return self.push(&mut tx, whole, &[bytes], deadline);
         }
         if !small {
-            let _naming = self.core.half.begin_naming();
-            if let Some(link) = self.core.half.link.get()
-                && self.send_out_of_line(&mut tx, &link, bytes, deadline)?
+            let naming = self.core.half.begin_naming();
+            if let Some(link) = naming.link()
+                && self.send_out_of_line(&mut tx, link, bytes, deadline)?
             {
                 return Ok(());
             }

@@ -489,3 +489,27 @@ fn messages_held_for_a_forward_that_did_not_go_are_read_first() {
     drop(tx);
     assert!(matches!(rx.recv(), Err(RecvError::Disconnected)));
 }
+
+/// A route takes at most `MOST_HOPS` hops (past that, the move that would
+/// add one breaks the pipe, `RouteTooLong`), and dropping one that long
+/// drops its chain one hop at a time: nested, it would overflow the stack
+/// (this test's thread has 2 MiB).
+#[test]
+fn a_route_of_the_most_hops_is_refused_more_and_drops_without_recursion() {
+    use super::route::{MOST_HOPS, RingLink};
+    let route = RingLink::default();
+    {
+        let _following = route.following.lock().unwrap();
+        for i in 0..MOST_HOPS as u64 {
+            assert!(!route.most_kept(), "hop {i} refused");
+            route.push(i, None);
+        }
+        assert!(route.most_kept(), "a hop past the most is refused");
+    }
+    std::thread::Builder::new()
+        .stack_size(2 << 20)
+        .spawn(move || drop(route))
+        .unwrap()
+        .join()
+        .expect("dropped without overflowing the stack");
+}

@@ -28,8 +28,9 @@
 //! new holder does not read) travels with them in a pipe of their own, its
 //! **prefix**: its `Routed` has 8 added to `arg` (no message may claim the
 //! id yet), and a plain `PipeEnd` record with the same id, the receiving
-//! half of the prefix, completes it. The new holder reads the prefix to
-//! its end before the ring.
+//! half of the prefix, completes it (for a whole end, 4 and 8 are both
+//! added, and the prefix comes before the sending side's `Routed`). The
+//! new holder reads the prefix to its end before the ring.
 //!
 //! A receiving side's `Moved` carries boundary 0: its mover fixes the
 //! boundary afterwards (the sender's tail once it names no link) and sends
@@ -228,8 +229,8 @@ impl RouteRecord {
             4 => unused(&[a]).map(|()| Self::StopProxying { token, last: b }),
             5 => unused(&[a, b]).map(|()| Self::Done { token }),
             6 if arg >= 16 => Err(Violation::RouteSide),
-            // A prefix only for a receiving side sent alone.
-            6 if arg >= 8 && (arg % 2 == 0 || arg & 4 != 0) => Err(Violation::RouteRecordFields),
+            // A prefix only for a receiving side.
+            6 if arg >= 8 && arg % 2 == 0 => Err(Violation::RouteRecordFields),
             6 => Ok(Self::Routed {
                 token,
                 ring: (arg / 2 % 2) as u8,
@@ -250,7 +251,7 @@ mod tests {
 
     const T: Token = Token([7; 16]);
 
-    fn every_kind() -> [RouteRecord; 9] {
+    fn every_kind() -> [RouteRecord; 10] {
         [
             RouteRecord::Introduce {
                 token: T,
@@ -299,6 +300,15 @@ mod tests {
                 id: 11,
                 boundary: 80,
                 joins: false,
+                prefixed: true,
+            },
+            RouteRecord::Routed {
+                token: T,
+                ring: 0,
+                consumer: true,
+                id: 12,
+                boundary: 96,
+                joins: true,
                 prefixed: true,
             },
         ]
@@ -356,11 +366,6 @@ mod tests {
             (
                 "a prefix for a sending side",
                 raw(6, 8, 1, 1),
-                Violation::RouteRecordFields,
-            ),
-            (
-                "a prefix for a whole end",
-                raw(6, 13, 1, 1),
                 Violation::RouteRecordFields,
             ),
             ("pid 0", raw(1, 0, 0, 5), Violation::RouteRecordFields),

@@ -139,7 +139,9 @@ pub(super) struct Inbox {
     pub joining: HashMap<u64, Option<PeerEnd>>,
     /// Receiving sides sent with a prefix, by id, until the prefix's
     /// `PipeEnd` record completes them (as `joining`).
-    pub prefixing: HashMap<u64, Option<PeerEnd>>,
+    /// With each, whether it is the receiving side of a whole end (its
+    /// sending side's `Routed` follows the prefix, into `joining`).
+    pub prefixing: HashMap<u64, (Option<PeerEnd>, bool)>,
 }
 
 impl Inbox {
@@ -461,13 +463,14 @@ impl Reader<'_> {
                     (true, false) => (Carried::Receiver { ring }, Route::Via(path_of(rest)?)),
                 };
                 if prefixed {
-                    // Decoded only for a receiving side sent alone.
+                    // Decoded only for a receiving side (alone, or the
+                    // first side of a whole end).
                     if second {
                         return Err(Fault::Violation(Violation::RouteJoin));
                     }
                     self.check_new(inbox, id)?;
                     let first = self.map_end(region, end, Some(route))?;
-                    inbox.prefixing.insert(id, first);
+                    inbox.prefixing.insert(id, (first, joins));
                     return Ok(());
                 }
                 match (joins, second) {
@@ -561,7 +564,8 @@ impl Reader<'_> {
 
     /// The prefix of a receiving side waiting under `id` in `prefixing`:
     /// a receiving half of another pipe, whose sender the peer holds. Files
-    /// the side, with it, for the message that names it. Either refused
+    /// the side, with it, for the message that names it (or, the first side
+    /// of a whole end, for its sending side's record). Either refused
     /// for the map budget, both are (the side's messages would be lost
     /// without its prefix).
     fn complete_prefixed(
@@ -571,7 +575,7 @@ impl Reader<'_> {
         end: Carried,
         id: u64,
     ) -> Result<(), Fault> {
-        let Some(first) = inbox.prefixing.remove(&id) else {
+        let Some((first, whole)) = inbox.prefixing.remove(&id) else {
             return Err(Fault::Violation(Violation::RouteJoin));
         };
         if !matches!(end, Carried::Receiver { .. }) {
@@ -584,13 +588,26 @@ impl Reader<'_> {
                     return Err(Fault::Violation(Violation::RouteJoin));
                 }
                 first.prefix = Some(Box::new(prefix));
-                inbox.pipes.insert(id, first);
+                if whole {
+                    // The sending side's `Routed` completes it.
+                    inbox.joining.insert(id, Some(first));
+                } else {
+                    inbox.pipes.insert(id, first);
+                }
             }
             (first, prefix) => {
                 for refused in [first, prefix].into_iter().flatten() {
                     refused.region.close_sides(&sides_of(refused.end));
                 }
-                inbox.refused.insert(id);
+                // A whole end's sending side is refused as it comes.
+                match whole {
+                    true => {
+                        inbox.joining.insert(id, None);
+                    }
+                    false => {
+                        inbox.refused.insert(id);
+                    }
+                }
             }
         }
         Ok(())

@@ -132,9 +132,8 @@ pub(crate) struct Link {
     failed: OnceLock<Failure>,
     /// Set together with `failed`, for a cheap check on the hot path.
     down: AtomicBool,
-    /// `down` again, in a flag a route keeps after it has let go of this
-    /// link (see [`Link::down_flag`]).
-    down_shared: OnceLock<Arc<AtomicBool>>,
+    /// Set with `down`, in a flag the routes keep (see [`Link::down_flag`]).
+    down_shared: Arc<AtomicBool>,
     born: Instant,
     /// Nanoseconds after `born` of the last `poll` for a hang-up.
     checked_at: AtomicU64,
@@ -161,7 +160,7 @@ impl Link {
             next_id: AtomicU64::new(crate::base::wire::FIRST_PIPE_ID),
             failed: OnceLock::new(),
             down: AtomicBool::new(false),
-            down_shared: OnceLock::new(),
+            down_shared: Arc::new(AtomicBool::new(false)),
             born: Instant::now(),
             checked_at: AtomicU64::new(0),
             watch_key: OnceLock::new(),
@@ -330,16 +329,7 @@ impl Link {
     /// route reads it on its hot path without borrowing the link, which it
     /// may let go of meanwhile (see `api/channel/route.rs`).
     pub(crate) fn down_flag(&self) -> Arc<AtomicBool> {
-        let shared = self
-            .down_shared
-            .get_or_init(|| Arc::new(AtomicBool::new(false)));
-        // SeqCst: `fail` stores `down`, then looks for the shared flag; this
-        // made the flag, then loads `down`. One of the two sees the other,
-        // so a failure is never missed by the shared flag.
-        if self.down.load(Ordering::SeqCst) {
-            shared.store(true, Ordering::Release);
-        }
-        Arc::clone(shared)
+        Arc::clone(&self.down_shared)
     }
 
     /// Asks the kernel whether the peer has gone (a `poll` of the socket,
@@ -377,13 +367,10 @@ impl Link {
     /// done. A hang-up keeps them for the messages still queued.
     pub(crate) fn fail(&self, failure: Failure) {
         let _ = self.failed.set(failure);
-        // SeqCst: orders `failed` (which `OnceLock` also publishes) before
-        // the flag (the Release half), and the flag before the look at
-        // `down_shared` below (see `down_flag`).
-        self.down.store(true, Ordering::SeqCst);
-        if let Some(shared) = self.down_shared.get() {
-            shared.store(true, Ordering::Release);
-        }
+        // Release (both): orders `failed` (which `OnceLock` also
+        // publishes) before the flags.
+        self.down_shared.store(true, Ordering::Release);
+        self.down.store(true, Ordering::Release);
         if let Failure::Protocol(_) = failure {
             self.socket.shutdown();
             if let Ok(mut inbox) = self.inbox.try_lock() {

@@ -258,6 +258,13 @@ impl<S: Storage> Consumer<S> {
         self.taken
     }
 
+    /// The read position this consumer keeps (not the one it publishes,
+    /// which the other side's process can write).
+    #[inline]
+    pub fn head(&self) -> u64 {
+        self.head
+    }
+
     /// Checks `frame` lies at the head, inside the published range.
     #[inline]
     fn check(&self, frame: Frame) {

@@ -940,6 +940,47 @@ fn a_typed_sender_forwarded_reaches_its_receiver() {
     child.wait_ok();
 }
 
+/// The parent's side of the tests of messages in flight to a forwarded
+/// receiver: starts `role`, hands it the receiving half of a new pipe,
+/// and makes the pipe the last holder reports on. Returns the watchdog,
+/// the child, the pipe to it, the sender, and the report pipe's two ends
+/// (the second to send in flight).
+fn hand_receiver_to(
+    test: &str,
+    role: &str,
+) -> (
+    ferry_testkit::Watchdog,
+    ferry_testkit::ChildGuard,
+    Pipe,
+    Sender,
+    (Pipe, Pipe),
+) {
+    let dog = ferry_testkit::Watchdog::start(test, secs(60));
+    let (child, main) = ferry_testkit::spawn_child(&dog, test, role, &PipeOptions::new());
+    let (a, b) = ferry::pipe().expect("pipe");
+    let (tx, _a_rx) = a.split();
+    let (_b_tx, rx) = b.split();
+    let report = ferry::pipe().expect("pipe");
+    main.sender()
+        .send_with(b"take this receiver", vec![Handle::from(rx)])
+        .expect("send the receiver");
+    (dog, child, main, tx, report)
+}
+
+/// Sends `count` numbered messages from `from`, then the end to report
+/// on, all in flight to a receiver about to be forwarded.
+fn send_in_flight(tx: &Sender, from: u32, count: u64, report_there: Pipe) {
+    send_some(tx, from, count);
+    tx.send_with(b"report here", vec![Handle::from(report_there)])
+        .expect("send the end to report on");
+}
+
+/// The end to report on, from the message `next` gives.
+fn report_end(mut msg: Message) -> Pipe {
+    assert_eq!(msg.bytes, b"report here");
+    msg.pipes.pop().expect("a whole end")
+}
+
 /// Messages in flight to the receiver when it is forwarded in
 /// [`a_receiver_forwarded_receives_from_its_sender`].
 const IN_FLIGHT: u64 = 60;
@@ -994,9 +1035,7 @@ fn a_receiver_forwarded_receives_from_its_sender() {
                 rx.recv_with().expect("a message")
             };
             check_some(&mut next, 7, IN_FLIGHT);
-            let mut msg = next();
-            assert_eq!(msg.bytes, b"report here");
-            let report = msg.pipes.pop().expect("a whole end");
+            let report = report_end(next());
             check_some(&mut next, 0, ROUNDS);
             let rx: &Receiver = select.get(key).expect("the receiver");
             assert!(matches!(rx.recv(), Err(RecvError::Disconnected)));
@@ -1004,20 +1043,10 @@ fn a_receiver_forwarded_receives_from_its_sender() {
         }
         Some(other) => panic!("no role {other}"),
         None => {
-            let dog = ferry_testkit::Watchdog::start(test, secs(60));
-            let (child, main) =
-                ferry_testkit::spawn_child(&dog, test, "rx-forwarder", &PipeOptions::new());
-            let (a, b) = ferry::pipe().expect("pipe");
-            let (tx, _a_rx) = a.split();
-            let (_b_tx, rx) = b.split();
-            let (report, report_there) = ferry::pipe().expect("pipe");
-            main.sender()
-                .send_with(b"take this receiver", vec![Handle::from(rx)])
-                .expect("send the receiver");
+            let (_dog, child, main, tx, (report, report_there)) =
+                hand_receiver_to(test, "rx-forwarder");
             assert_eq!(main.recv().expect("spawned"), b"spawned");
-            send_some(&tx, 7, IN_FLIGHT);
-            tx.send_with(b"report here", vec![Handle::from(report_there)])
-                .expect("send the end to report on");
+            send_in_flight(&tx, 7, IN_FLIGHT, report_there);
             main.send(b"sent").expect("go");
             send_some(&tx, 0, ROUNDS);
             drop(tx);
@@ -1059,9 +1088,7 @@ fn a_whole_end_forwarded_with_messages_on_their_way_takes_them_along() {
                 7,
                 IN_FLIGHT,
             );
-            let mut msg = end.receiver().recv_with().expect("the end to report on");
-            assert_eq!(msg.bytes, b"report here");
-            let report = msg.pipes.pop().expect("a whole end");
+            let report = report_end(end.receiver().recv_with().expect("the end to report on"));
             end.send(b"got them").expect("answer over the end");
             check_some(
                 &mut || end.receiver().recv_with().expect("a message"),
@@ -1082,10 +1109,7 @@ fn a_whole_end_forwarded_with_messages_on_their_way_takes_them_along() {
                 .send_with(b"take this end", vec![Handle::from(there)])
                 .expect("send the end");
             assert_eq!(main.recv().expect("spawned"), b"spawned");
-            send_some(here.sender(), 7, IN_FLIGHT);
-            here.sender()
-                .send_with(b"report here", vec![Handle::from(report_there)])
-                .expect("send the end to report on");
+            send_in_flight(here.sender(), 7, IN_FLIGHT, report_there);
             main.send(b"sent").expect("go");
             assert_eq!(here.recv().expect("the answer"), b"got them");
             send_some(here.sender(), 0, ROUNDS);
@@ -1147,8 +1171,7 @@ fn a_receiver_forwarded_twice_unread_takes_its_prefix_along() {
             main.send(b"ready").expect("ready");
             let rx = take_rx(&main);
             check_some(&mut || rx.recv_with().expect("a message"), 7, BATCH);
-            let mut msg = rx.recv_with().expect("the end to report on");
-            let report = msg.pipes.pop().expect("a whole end");
+            let report = report_end(rx.recv_with().expect("the end to report on"));
             report.send(b"holding").expect("say so");
             check_some(&mut || rx.recv_with().expect("a message"), 8, BATCH);
             check_some(&mut || rx.recv_with().expect("a message"), 9, BATCH);
@@ -1157,19 +1180,8 @@ fn a_receiver_forwarded_twice_unread_takes_its_prefix_along() {
         }
         Some(other) => panic!("no role {other}"),
         None => {
-            let dog = ferry_testkit::Watchdog::start(test, secs(60));
-            let (child, main) =
-                ferry_testkit::spawn_child(&dog, test, "first", &PipeOptions::new());
-            let (a, b) = ferry::pipe().expect("pipe");
-            let (tx, _a_rx) = a.split();
-            let (_b_tx, rx) = b.split();
-            let (report, report_there) = ferry::pipe().expect("pipe");
-            main.sender()
-                .send_with(b"take this receiver", vec![Handle::from(rx)])
-                .expect("send the receiver");
-            send_some(&tx, 7, BATCH);
-            tx.send_with(b"report here", vec![Handle::from(report_there)])
-                .expect("send the end to report on");
+            let (_dog, child, main, tx, (report, report_there)) = hand_receiver_to(test, "first");
+            send_in_flight(&tx, 7, BATCH, report_there);
             main.send(b"sent").expect("go");
             assert_eq!(main.recv().expect("forwarded"), b"forwarded");
             send_some(&tx, 8, BATCH);

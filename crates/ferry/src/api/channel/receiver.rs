@@ -317,9 +317,16 @@ pub struct Receiver {
 impl Receiver {
     pub(super) fn new(half: Half) -> Result<Self, Corrupt> {
         let ring = Consumer::new(half.region.ring(half.ring()))?;
+        let mut rx = Rx::new(ring);
+        // A side that moved here counts on from the handles its old
+        // holders claimed: the sender compares its own count with this
+        // one (a count that started again from zero would look like
+        // handles in flight that never come, and its window would close
+        // for good). Relaxed: as every store of it.
+        rx.claimed = half.sides().0.handles.load(Ordering::Relaxed);
         Ok(Self {
             half,
-            rx: Lock::new(Rx::new(ring)),
+            rx: Lock::new(rx),
             ended: AtomicBool::new(false),
             clones: Clones::default(),
         })

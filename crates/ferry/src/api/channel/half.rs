@@ -276,11 +276,7 @@ impl Half {
     #[cold]
     #[inline(never)]
     fn follow(&self, moved: u32) {
-        let _following = self
-            .link
-            .following
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
+        let _following = self.link.follow_lock();
         // Relaxed: under `following`.
         if moved == self.link.seen.load(Ordering::Relaxed) {
             return;
@@ -333,11 +329,7 @@ impl Half {
     #[cold]
     #[inline(never)]
     fn retire_read(&self, head: u64) {
-        let _following = self
-            .link
-            .following
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
+        let _following = self.link.follow_lock();
         self.link.retire(Some(head));
     }
 
@@ -359,11 +351,7 @@ impl Half {
         // The link this section names and the moves followed, read
         // together: another thread following a move pushes its hop and
         // then counts it, both under `following`.
-        let _following = self
-            .link
-            .following
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
+        let _following = self.link.follow_lock();
         let link = self.link.get();
         // The first section on the receiving side's newest link says where
         // its frames begin to name it: sections are one at a time (under
@@ -914,16 +902,7 @@ impl Begun<'_> {
     /// Sends `Routed` and the doorbell; if the record cannot go, the half
     /// stays here. Returns the id the message frame names it by.
     pub(super) fn finish(self, deadline: Option<Instant>) -> std::io::Result<u64> {
-        match self.routed(None, Follows::NOTHING, deadline) {
-            Ok(id) => {
-                self.step.hand_on_doorbell(self.step.dest)?;
-                Ok(id)
-            }
-            Err(e) => {
-                self.stay();
-                Err(e)
-            }
-        }
+        self.finish_then(false, |_| Ok(()), deadline)
     }
 
     /// `Routed` to the new holder (under `id`, or a new one), with
@@ -943,18 +922,19 @@ impl Begun<'_> {
     }
 
     /// As [`Begun::finish`], with the receiving side's prefix following
-    /// its `Routed` record: `then` sends it, under the id given.
-    pub(super) fn finish_prefixed(
+    /// its `Routed` record if `prefixed`: `then` sends it, under the id
+    /// given.
+    pub(super) fn finish_then(
         self,
+        prefixed: bool,
         then: impl FnOnce(u64) -> std::io::Result<()>,
         deadline: Option<Instant>,
     ) -> std::io::Result<u64> {
-        let to_dest = Some(&self.to_dest);
         let follows = Follows {
             other_side: false,
-            prefix: true,
+            prefix: prefixed,
         };
-        match (self.step).send_routed(self.boundary, to_dest, None, follows, deadline) {
+        match self.routed(None, follows, deadline) {
             Ok(id) => {
                 then(id)?;
                 self.step.hand_on_doorbell(self.step.dest)?;
@@ -1102,7 +1082,7 @@ impl<'a> Move<'a> {
         });
         interim.watch(&self.half.region, self.half.part);
         let route = &self.half.link;
-        let _following = route.following.lock().unwrap_or_else(|e| e.into_inner());
+        let _following = route.follow_lock();
         route.push(boundary.max(route.boundary()), Some(interim));
         // The other side may have moved meanwhile (it may, once this
         // side's `Moved` is out), its record sent over the socket kept

@@ -509,24 +509,10 @@ impl Pipe {
     /// its sending half, joined on the wire (see [`Half::forward_pair`]);
     /// returns the id the message frame names it by.
     fn forward(&self, dest: &Arc<Link>, deadline: Option<Instant>) -> std::io::Result<u64> {
-        let (rx, mut prefix) = self.rx.begin_forward(dest, deadline, true)?;
-        let prefixed = prefix.is_some();
-        let sent = Half::forward_pair(
-            rx,
-            &self.tx.core.half,
-            dest,
-            |id| match prefix.take() {
-                Some(prefix) => prefix.send(dest, id, deadline),
-                None => Ok(()),
-            },
-            prefixed,
-            deadline,
-        );
-        // Not sent (the end stays): its messages are read here first.
-        if let Some(prefix) = prefix {
-            prefix.keep(&self.rx);
-        }
-        sent
+        let (rx, prefix) = self.rx.begin_forward(dest, deadline, true)?;
+        prefix::Prefix::forward_with(prefix, &self.rx, dest, deadline, |prefixed, then| {
+            Half::forward_pair(rx, &self.tx.core.half, dest, then, prefixed, deadline)
+        })
     }
 
     /// End `role` of the pipe in `region`, whose rings' link cells are

@@ -143,6 +143,32 @@ impl Prefix {
         Ok(())
     }
 
+    /// Runs a forward of `on` (or of the whole end it is the receiving
+    /// half of) with `prefix`, if it has one: `go` sends the receiving
+    /// side's `Routed`, marked prefixed or not, and calls the function it
+    /// is given with the id, which sends the prefix (step 3 on). If the
+    /// forward does not go before that, the messages stay, read first by
+    /// `on`.
+    pub(super) fn forward_with(
+        prefix: Option<Self>,
+        on: &Receiver,
+        dest: &Arc<Link>,
+        deadline: Option<Instant>,
+        go: impl FnOnce(bool, &mut dyn FnMut(u64) -> std::io::Result<()>) -> std::io::Result<u64>,
+    ) -> std::io::Result<u64> {
+        let prefixed = prefix.is_some();
+        let mut prefix = prefix;
+        let sent = go(prefixed, &mut |id| match prefix.take() {
+            Some(prefix) => prefix.send(dest, id, deadline),
+            None => Ok(()),
+        });
+        // Not sent (the receiver stays): its messages are read here first.
+        if let Some(prefix) = prefix {
+            prefix.keep(on);
+        }
+        sent
+    }
+
     /// The receiver stays: its messages stay here, in memory, and `on`
     /// reads them first from now on.
     pub(super) fn keep(self, on: &Receiver) {

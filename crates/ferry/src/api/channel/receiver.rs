@@ -122,22 +122,9 @@ impl Receiver {
         deadline: Option<Instant>,
     ) -> std::io::Result<u64> {
         let (begun, prefix) = self.begin_forward(dest, deadline, true)?;
-        let Some(prefix) = prefix else {
-            return begun.finish(deadline);
-        };
-        let mut prefix = Some(prefix);
-        let sent = begun.finish_prefixed(
-            |id| match prefix.take() {
-                Some(prefix) => prefix.send(dest, id, deadline),
-                None => Ok(()),
-            },
-            deadline,
-        );
-        // Not sent (the receiver stays): its messages are read here first.
-        if let Some(prefix) = prefix {
-            prefix.keep(self);
-        }
-        sent
+        Prefix::forward_with(prefix, self, dest, deadline, |prefixed, then| {
+            begun.finish_then(prefixed, then, deadline)
+        })
     }
 
     /// [`Receiver::forward`] up to the `Routed` record (see

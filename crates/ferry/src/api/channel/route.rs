@@ -252,7 +252,7 @@ impl RingLink {
     /// Routes the ring over `link` from `boundary` on: a side left this
     /// process while the other was here.
     pub(super) fn leave_over(&self, boundary: u64, link: &Arc<Link>) {
-        let _following = self.following.lock().unwrap_or_else(|e| e.into_inner());
+        let _following = self.follow_lock();
         if self.later.get().is_none() && self.link.set(Arc::clone(link)).is_ok() {
             return;
         }
@@ -378,6 +378,11 @@ impl RingLink {
         drop(gone);
     }
 
+    /// `following`, held: the one thread changing the route.
+    pub(super) fn follow_lock(&self) -> MutexGuard<'_, ()> {
+        self.following.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// The ring's handle queue, locked.
     pub(super) fn local(&self) -> MutexGuard<'_, LocalHandles> {
         self.local.lock().unwrap_or_else(|e| e.into_inner())
@@ -424,7 +429,7 @@ impl RingLink {
     /// boundary a peer names: between the route's last one and `tail`, what
     /// the ring holds (`RouteBoundary` otherwise).
     pub(super) fn come_home(&self, boundary: u64, tail: u64) -> Result<(), Violation> {
-        let _following = self.following.lock().unwrap_or_else(|e| e.into_inner());
+        let _following = self.follow_lock();
         if !self.is_linked() {
             return Ok(());
         }

@@ -58,12 +58,19 @@ impl Sender {
         };
         let mut waited_since = None;
         loop {
-            if let Some(failure) = link.failure() {
-                return Err(failure.into());
-            }
-            let lent = link
-                .with_pool(|pool| pool.fits(class).then(|| pool.alloc(class, link)))
-                .and_then(|lent| lent.transpose());
+            // The failure is looked at under the pool's lock, after a
+            // failure seen there has given every block back: a peer that
+            // died while this waited lends no block, and the send fails
+            // rather than reach its ring.
+            let lent = link.with_pool(|pool| match link.failure() {
+                Some(failure) => Err(failure),
+                None => Ok(pool.fits(class).then(|| pool.alloc(class, link))),
+            });
+            let lent = match lent {
+                Ok(Err(failure)) => return Err(failure.into()),
+                Ok(Ok(lent)) => lent.transpose(),
+                Err(e) => Err(e),
+            };
             match lent {
                 Ok(None) => return Ok(None),
                 Ok(Some(Some(lent))) => return Ok(Some(lent)),

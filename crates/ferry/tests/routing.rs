@@ -692,26 +692,47 @@ fn poll_until_the_end(rx: &Receiver) -> String {
     format!("{next} {end}")
 }
 
-/// An end whose other side's holder has died cannot be sent on (its holder
-/// cannot be told where the end went): the send is refused with the end
-/// handed back, which still gives what the dead holder sent and then
-/// `Disconnected`; the pipe that was to carry it is not harmed.
+/// Messages the dead holder of [`ends_whose_other_side_died_go_on_with_what_they_hold`]
+/// sends on each end before it dies (one of them a pool block).
+const LAST_WORDS: u64 = 60;
+
+/// An end whose other side's holder has died goes on all the same (its
+/// ring cannot: no one is left to be told where it went, so it travels
+/// as a fresh end holding what the old one held): a whole end, and the
+/// two halves of another end, each with messages carrying descriptors
+/// and a pool block that were sent before the death and never read. The
+/// new holder receives them all, in order, then `Disconnected`, and its
+/// sends say `Disconnected`, just as this process would have; the pipe
+/// that carried them is not harmed, and this process holds no more
+/// descriptors than before.
 #[test]
-fn an_end_whose_other_side_died_is_refused_and_its_carrier_works() {
+fn ends_whose_other_side_died_go_on_with_what_they_hold() {
     let test = this_test!();
     match ferry_testkit::role().as_deref() {
         Some("dies") => {
             let (_dog, main) = ferry_testkit::child_pipe("dies", secs(60));
-            let end = take_pipe(&main);
-            end.send(b"last words").expect("send");
+            let mut msg = main.receiver().recv_with().expect("two ends");
+            let (whole, halves) = (msg.pipes.remove(0), msg.pipes.remove(0));
+            send_some(whole.sender(), 1, LAST_WORDS);
+            send_some(halves.sender(), 2, LAST_WORDS);
             main.send(b"sent").expect("say so");
-            // Gone with the end held (nothing dropped, nothing closed).
+            // Gone with the ends held (nothing dropped, nothing closed).
             std::process::exit(0);
         }
         Some("carrier") => {
             let (_dog, main) = ferry_testkit::child_pipe("carrier", secs(60));
+            let mut msg = main.receiver().recv_with().expect("the ends");
+            let whole = msg.pipes.pop().expect("the whole end");
+            let tx = msg.senders.pop().expect("the sending half");
+            let rx = msg.receivers.pop().expect("the receiving half");
+            receive_some(&whole, 1, LAST_WORDS);
+            assert!(matches!(whole.recv(), Err(RecvError::Disconnected)));
+            assert!(matches!(whole.send(b"x"), Err(SendError::Disconnected)));
+            check_some(&mut || rx.recv_with().expect("a message"), 2, LAST_WORDS);
+            assert!(matches!(rx.recv(), Err(RecvError::Disconnected)));
+            assert!(matches!(tx.send(b"x"), Err(SendError::Disconnected)));
             assert_eq!(main.recv().expect("a message"), b"still here");
-            main.send(b"and here").expect("answer");
+            main.send(b"all of it").expect("answer");
         }
         Some(other) => panic!("no role {other}"),
         None => {
@@ -720,33 +741,28 @@ fn an_end_whose_other_side_died_is_refused_and_its_carrier_works() {
                 ferry_testkit::spawn_child(&dog, test, "dies", &PipeOptions::new());
             let (carrier, main) =
                 ferry_testkit::spawn_child(&dog, test, "carrier", &PipeOptions::new());
-            let (a, b) = ferry::pipe().expect("pipe");
+            let (whole, whole_twin) = ferry::pipe().expect("pipe");
+            let (halves, halves_twin) = ferry::pipe().expect("pipe");
             to_dies
                 .sender()
-                .send_with(b"yours", vec![b])
-                .expect("send the end");
+                .send_with(b"yours", vec![whole_twin, halves_twin])
+                .expect("send the ends");
             assert_eq!(to_dies.recv().expect("sent"), b"sent");
             dies.wait_ok();
-            let refused = main
-                .sender()
-                .send_with(b"take this end", vec![a])
-                .expect_err("its other side's holder is gone");
-            assert!(
-                matches!(refused.error, SendError::NotTransferable(_)),
-                "{:?}",
-                refused.error
-            );
-            let a = refused
-                .handles
-                .into_iter()
-                .next()
-                .and_then(|h| h.into_pipe())
-                .expect("the end, handed back");
-            assert_eq!(a.recv().expect("what it sent"), b"last words");
-            assert!(matches!(a.recv(), Err(RecvError::Disconnected)));
+            let before = ferry_testkit::fd_count();
+            let (tx, rx) = halves.split();
+            let ends = vec![Handle::from(whole), Handle::from(tx), Handle::from(rx)];
+            main.sender()
+                .send_with(b"take these ends", ends)
+                .expect("ends whose other side died go on");
             main.send(b"still here").expect("the carrier works");
-            assert_eq!(main.recv().expect("its answer"), b"and here");
+            assert_eq!(main.recv().expect("its answer"), b"all of it");
             carrier.wait_ok();
+            assert!(
+                ferry_testkit::fd_count() <= before,
+                "descriptors: {} after, {before} before",
+                ferry_testkit::fd_count()
+            );
         }
     }
 }

@@ -212,6 +212,17 @@ impl Handle {
         })
     }
 
+    /// Whether each of its rings' other sides was held by a process that
+    /// has gone (its link hung up): no one is left to be told where the
+    /// end went, so it travels as a fresh end instead (see
+    /// `prefix::Orphan`).
+    fn is_orphaned(&self) -> bool {
+        let gone = |half: &Half| {
+            matches!(half.failure(), Some(crate::transport::link::Failure::HungUp))
+        };
+        !matches!(self, Self::Fd(_)) && self.halves().all(gone)
+    }
+
     /// Whether it is an end or a half each of whose rings has its other
     /// side in another process, and whose region this process kept (it
     /// arrived with a message, or was made here; not a spawned child's

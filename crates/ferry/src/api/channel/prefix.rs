@@ -28,7 +28,7 @@
 //! lost.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::receiver::Delivery;
 use super::{Arrived, Handle, PipeOptions, Receiver, Sender};
@@ -88,6 +88,21 @@ impl Prefix {
     /// message is `P`'s. `OutOfMemory` when they need a ring past the
     /// largest.
     pub(super) fn make_pipe(&mut self, like: &Receiver) -> std::io::Result<()> {
+        let (a, b) = PipeOptions::new().ring_size(self.ring_for(like)?).pipe()?;
+        let (tx, back_rx) = a.split();
+        let (back_tx, rx) = b.split();
+        drop((back_rx, back_tx));
+        tx.set_max_message(like.max_message());
+        tx.set_out_of_line(usize::MAX);
+        rx.set_max_message(like.max_message());
+        self.pipe = Some((tx, rx));
+        Ok(())
+    }
+
+    /// The ring size for a pipe that holds all of its messages written in
+    /// it twice over (at least `like`'s ring); `OutOfMemory` past the
+    /// largest ring.
+    fn ring_for(&self, like: &Receiver) -> std::io::Result<usize> {
         let need = self
             .messages
             .iter()
@@ -104,15 +119,7 @@ impl Prefix {
                 )
             })?
             .max(like.ring_size());
-        let (a, b) = PipeOptions::new().ring_size(size).pipe()?;
-        let (tx, back_rx) = a.split();
-        let (back_tx, rx) = b.split();
-        drop((back_rx, back_tx));
-        tx.set_max_message(like.max_message());
-        tx.set_out_of_line(usize::MAX);
-        rx.set_max_message(like.max_message());
-        self.pipe = Some((tx, rx));
-        Ok(())
+        Ok(size)
     }
 
     /// Steps 3 (after `Routed`) and 4: `P`'s receiving half to the new
@@ -173,5 +180,190 @@ impl Prefix {
     /// reads them first from now on.
     pub(super) fn keep(self, on: &Receiver) {
         on.set_held_prefix(self.messages.into());
+    }
+}
+
+/// An end whose other side's holder has gone (its link hung up), sent on
+/// all the same. Its ring cannot be handed over, since no process is left
+/// to be told where it went; so the ring stays here and what it still
+/// holds goes on instead, in a fresh end made here:
+///
+/// - a receiver: every message it still holds is taken out, whole, with
+///   what it carries (as for a prefix), and a fresh one-way pipe's
+///   receiver goes in its place; once it has gone, the messages are sent
+///   into that pipe and its sender is dropped. The new holder receives
+///   them, in order, then `Disconnected`: what this holder would have.
+/// - a whole end: the same, over a fresh two-way pipe, whose other end
+///   is dropped (its sends say `Disconnected`, as this end's would).
+/// - a sender: a fresh pipe's sender whose receiver is dropped.
+///
+/// If the message does not go, the messages taken out stay here, read
+/// first by the end, which is handed back: nothing is lost.
+pub(super) struct Orphan {
+    /// The end it stands for (dropped once the messages are on their way).
+    end: Option<Handle>,
+    /// The fresh pipe's sender, and the messages for it.
+    feed: Option<Sender>,
+    messages: Prefix,
+}
+
+/// How long taking out an orphan's messages may take: its writer is gone,
+/// so every frame is there already (a writer that hung up its socket and
+/// goes on writing is stopped by this and by [`MOST_TAKEN`]).
+const TAKE_FOR: Duration = Duration::from_secs(1);
+
+/// Most bytes taken out of an orphan (the fresh pipe's largest ring holds
+/// them twice over).
+const MOST_TAKEN: usize = MAX_CAPACITY / 2;
+
+impl Orphan {
+    /// The fresh end to send in `end`'s place, and what is owed to it
+    /// once it has gone ([`Orphan::deliver`]). On failure `end` is as it
+    /// was (messages taken out are held by it, read first).
+    pub(super) fn relay(end: &Handle) -> std::io::Result<(Handle, Self)> {
+        let mut messages = Prefix::default();
+        let rx = match end {
+            Handle::Receiver(rx) => Some(rx),
+            Handle::Pipe(pipe) => Some(pipe.receiver()),
+            Handle::Sender(_) => None,
+            Handle::Fd(_) => return Err(std::io::Error::other("a descriptor has no other side")),
+        };
+        let size = match rx {
+            Some(rx) => {
+                let ring = take_all(rx, &mut messages).and_then(|()| messages.ring_for(rx));
+                match ring {
+                    Ok(size) => size,
+                    Err(e) => {
+                        messages.keep(rx);
+                        return Err(e);
+                    }
+                }
+            }
+            None => 4096,
+        };
+        let made = PipeOptions::new().ring_size(size).pipe();
+        let (a, b) = match made {
+            Ok(pipe) => pipe,
+            Err(e) => {
+                if let Some(rx) = rx {
+                    messages.keep(rx);
+                }
+                return Err(e);
+            }
+        };
+        let (fresh, feed) = match end {
+            Handle::Receiver(rx) => {
+                let (feed, back) = a.split();
+                let (_, fresh) = b.split();
+                drop(back);
+                fresh.set_max_message(rx.max_message());
+                (Handle::Receiver(fresh), Some(feed))
+            }
+            Handle::Pipe(pipe) => {
+                let (feed, back) = b.split();
+                drop(back);
+                a.sender().set_max_message(pipe.sender().max_message());
+                a.receiver().set_max_message(pipe.receiver().max_message());
+                (Handle::Pipe(a), Some(feed))
+            }
+            _ => {
+                let (fresh, _) = a.split();
+                drop(b);
+                if let Handle::Sender(sender) = end {
+                    fresh.set_max_message(sender.max_message());
+                }
+                (Handle::Sender(fresh), None)
+            }
+        };
+        if let Some(feed) = &feed {
+            feed.set_max_message(usize::MAX);
+            feed.set_out_of_line(usize::MAX);
+        }
+        let orphan = Self {
+            end: None,
+            feed,
+            messages,
+        };
+        Ok((fresh, orphan))
+    }
+
+    /// The end this stands for, kept until the messages have gone (or
+    /// handed back with them).
+    pub(super) fn with_end(mut self, end: Handle) -> Self {
+        self.end = Some(end);
+        self
+    }
+
+    /// The fresh end could not go: its messages go back to `end`.
+    pub(super) fn keep_on(self, end: &Handle) {
+        let rx = match end {
+            Handle::Receiver(rx) => rx,
+            Handle::Pipe(pipe) => pipe.receiver(),
+            _ => return,
+        };
+        self.messages.keep(rx);
+    }
+
+    /// The message naming the fresh ends did not go: each end as it was,
+    /// its messages held by it, to hand back.
+    pub(super) fn take_back(orphans: Vec<Self>) -> Vec<Handle> {
+        let mut ends = Vec::with_capacity(orphans.len());
+        for mut orphan in orphans {
+            if let Some(end) = orphan.end.take() {
+                orphan.keep_on(&end);
+                ends.push(end);
+            }
+        }
+        ends
+    }
+
+    /// The fresh end has gone: its messages go after it, into its pipe,
+    /// which then ends. The ring was sized for all of them: no wait.
+    pub(super) fn deliver(self, deadline: Option<Instant>) {
+        let Self {
+            end,
+            feed,
+            messages,
+        } = self;
+        drop(end);
+        let Some(feed) = feed else {
+            return;
+        };
+        for (bytes, handles) in messages.messages {
+            // An end that cannot go on (its other side moving at this
+            // moment) is dropped, its message goes without it: as for a
+            // prefix.
+            if let Err(refused) = feed.send_with_until(&bytes, handles, deadline) {
+                drop(refused.handles);
+                if feed.send_with_until(&bytes, Vec::new(), deadline).is_err() {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// Takes every message `rx` still holds out into `into`, until its end.
+fn take_all(rx: &Receiver, into: &mut Prefix) -> std::io::Result<()> {
+    let until = Instant::now() + TAKE_FOR;
+    let mut taken = 0usize;
+    loop {
+        match into.take(|out| rx.recv_message(out, Some(until))) {
+            Ok(()) => {}
+            Err(super::error::RecvFault::Disconnected) => return Ok(()),
+            Err(fault) => {
+                return Err(std::io::Error::other(format!(
+                    "taking out the messages of an end whose other side has gone: {fault:?}"
+                )));
+            }
+        }
+        let last = into.messages.last().map_or(0, |(bytes, _)| bytes.len());
+        taken = taken.saturating_add(last);
+        if taken > MOST_TAKEN {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::OutOfMemory,
+                "an end whose other side has gone holds more than its largest ring",
+            ));
+        }
     }
 }

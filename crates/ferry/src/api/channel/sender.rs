@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use super::error::SendFault;
 use super::half::{Half, Setting};
+use super::prefix::Orphan;
 use super::route::LinkRef;
 use super::wait::{Stop, Waiter};
 use super::{Handle, SendError, SendTimeoutError, SendWithError, TrySendError};
@@ -47,10 +48,13 @@ const NAMING_NEVER_ENDED: &str = "the sender of this receiver did not finish nam
      broken (its calls say RouteBoundary)";
 
 /// Why an end whose other side's holder has gone stays: the record that
-/// would have told that holder where the end went found its socket closed.
-const OTHER_SIDE_GONE: &str = "the process holding the other side of this pipe end has gone, so \
-     the end cannot be sent on: it stays here (receive what it still holds; its calls then say \
-     Disconnected)";
+/// would have told that holder where the end went found its socket closed,
+/// and the end could not go as a fresh one either (see `prefix::Orphan`:
+/// one of its rings' other sides is still held, or taking out what it
+/// holds failed).
+const OTHER_SIDE_GONE: &str = "the process holding the other side of this pipe end has gone, and \
+     what the end still holds could not be handed on in a fresh end: it stays here (receive what \
+     it still holds; its calls then say Disconnected)";
 
 /// Why a receiver whose sender is elsewhere stays: see
 /// [`Half::begin_forward_receiver`](super::half::Half::forward_receiver).
@@ -533,18 +537,24 @@ impl Sender {
     /// What was sent before the move still arrives first, in order: a
     /// forwarded sender's earlier messages (with their descriptors and
     /// blocks) on the old link; a forwarded receiver's unread messages from
-    /// the ring. A receiver is not forwarded while messages naming
-    /// descriptors, pipe ends or blocks of its old link are unread in it
-    /// (or one is half received): their records went to this process. That
-    /// send says [`SendError::NotTransferable`] and hands it back; receive
-    /// them, then send it again.
+    /// the ring. Unread messages whose descriptors, pipe ends or blocks came
+    /// to this process are taken out here and handed on with the receiver,
+    /// read first by its new holder. A receiver with a message half received
+    /// here is not forwarded: that send says
+    /// [`SendError::NotTransferable`] and hands it back; receive the rest,
+    /// then send it again.
     ///
-    /// A half forwards if it arrived here alone or was split from a pipe
-    /// made here; a half split from a whole end that arrived, and a whole
-    /// end whose other side is elsewhere, do not move on yet
-    /// ([`SendError::NotTransferable`]). Forwarding costs one socket pair
-    /// and a few records, and one descriptor per such half in each process
-    /// it passes (its pipe's memory, kept so it can be sent on).
+    /// An end whose other side's holder has died goes on as what it is to
+    /// its holder: a fresh end holding the messages the old one still held,
+    /// which its new holder receives, in order, before `Disconnected`.
+    ///
+    /// An end (or half) forwards if this process kept its pipe's memory
+    /// (it arrived here, or was made here), within a bound of a quarter of
+    /// the descriptor limit; one with one half's other side here and the
+    /// other's elsewhere does not ([`SendError::NotTransferable`]: send the
+    /// halves apart). Forwarding costs one socket pair and a few records,
+    /// and one descriptor per such end in each process it passes (its
+    /// pipe's memory, kept so it can be sent on).
     ///
     /// An end can never travel over the ring it receives from (it could
     /// never receive itself); ends that hold each other in a longer loop
@@ -697,9 +707,33 @@ impl Sender {
         let mut id_bytes = Vec::with_capacity(ends.len() * HANDLE_ID);
         // Where each end's sides stand as they leave: once its record is
         // out, its new holder may use them before this call ends.
-        let leaving: Vec<[u64; 2]> = ends.iter().map(Handle::leaving_at).collect();
-        for (i, end) in ends.iter().enumerate() {
-            match end.send_region(&link, deadline) {
+        let mut leaving: Vec<[u64; 2]> = ends.iter().map(Handle::leaving_at).collect();
+        let mut ends = ends;
+        // Ends whose other side's holder had gone, sent as fresh ends with
+        // what they held (see `Orphan`): what each still owes, by index.
+        let mut orphans: Vec<Orphan> = Vec::new();
+        for i in 0..ends.len() {
+            let sent = match ends[i].send_region(&link, deadline) {
+                Err(e) if is_hang_up(&e) && link.failure().is_none() && ends[i].is_orphaned() => {
+                    Orphan::relay(&ends[i]).and_then(|(fresh, orphan)| {
+                        let at = fresh.leaving_at();
+                        match fresh.send_region(&link, deadline) {
+                            Ok(id) => {
+                                leaving[i] = at;
+                                let old = std::mem::replace(&mut ends[i], fresh);
+                                orphans.push(orphan.with_end(old));
+                                Ok(id)
+                            }
+                            Err(e) => {
+                                orphan.keep_on(&ends[i]);
+                                Err(e)
+                            }
+                        }
+                    })
+                }
+                sent => sent,
+            };
+            match sent {
                 Ok(id) => id_bytes.extend_from_slice(&encode_handle_id(id)),
                 Err(e) => {
                     if let Some((id, block)) = block.take() {
@@ -730,9 +764,11 @@ impl Sender {
                     // The ends already sent are named and dropped; the rest
                     // (this one included: its object is kept) go back.
                     let abandoned = self.abandon_ends(&mut tx, &id_bytes);
+                    let mut handles = Orphan::take_back(orphans);
+                    handles.extend(ends.into_iter().skip(i));
                     return Err(SendWithError {
                         error: abandoned.err().unwrap_or(error),
-                        handles: ends.into_iter().skip(i).collect(),
+                        handles,
                     });
                 }
             }
@@ -757,11 +793,14 @@ impl Sender {
         if let Err(error) = sent {
             return Err(SendWithError {
                 error,
-                handles: Vec::new(),
+                handles: Orphan::take_back(orphans),
             });
         }
         for (end, at) in ends.into_iter().zip(leaving) {
             end.moved_over(&link, at);
+        }
+        for orphan in orphans {
+            orphan.deliver(deadline);
         }
         Ok(())
     }
@@ -1503,6 +1542,14 @@ impl Sender {
         self.core.half.ring_peer();
         Ok(())
     }
+}
+
+/// Whether a forward failed on a socket that hung up.
+fn is_hang_up(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::ConnectionReset
+    )
 }
 
 /// Whether `deadline` has passed: a `try_` call's (its deadline is the

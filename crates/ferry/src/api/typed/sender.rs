@@ -53,9 +53,10 @@ pub(super) enum Mode<T> {
 /// gone and every value has been received. Once either half has gone to
 /// another process, a clone can go too (inside a value): it travels as a
 /// clone of its own, with a ring of its own to the receiver (see the byte
-/// [`Sender`](crate::Sender#clones)). While the receiver is in this
-/// process the clones share a queue, and one that is sent hands the value
-/// back.
+/// [`Sender`](crate::Sender#clones)). So can one while both halves are in
+/// this process: the clones then stop sharing their in-process queue and
+/// send over a pipe to the receiver (after what they queued), as a sender
+/// that has travelled does.
 ///
 /// ```
 /// let (tx, rx) = ferry::channel::<(u32, u32)>(400).unwrap();
@@ -457,13 +458,12 @@ impl<T> Sender<T> {
     }
 }
 
-/// Why a sender with clones cannot travel: its receiver is in this
-/// process, and the clones share a queue there, not a ring.
+/// Why a sender with clones gives no byte half: the clones send through
+/// it too.
 fn has_clones() -> EncodeError {
     EncodeError::Handle(
-        "this sender has clones and its receiver is in this process (the clones share an \
-         in-process queue): it cannot go to another process until one of the two halves has \
-         (then a clone travels as a clone of its own)"
+        "this sender has clones, which send through its byte half too: drop them first, or send \
+         a clone inside a value (it travels as a clone of its own)"
             .into(),
     )
 }
@@ -498,9 +498,10 @@ impl<T: Serialize + Send + 'static> Serialize for Sender<T> {
     /// A sender inside a value travels as a handle; it can be serialized
     /// only by a ferry typed send, at most once per value. One with clones
     /// sends a clone of its byte half, which travels as a clone of its own
-    /// (while the receiver is in this process, clones share a queue and
-    /// none can travel). If the send fails, the sender is put back as it
-    /// was (sending through the byte half it took, if it was in-process).
+    /// (while the receiver is in this process, the clones first leave their
+    /// shared queue for a byte pipe to it). If the send fails, the sender
+    /// is put back as it was (sending through the byte half it took, if it
+    /// was in-process).
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         // Never wait for the lock here: a thread sending on this sender
         // while another sends it could each wait for the other.
@@ -515,24 +516,21 @@ impl<T: Serialize + Send + 'static> Serialize for Sender<T> {
         if Arc::strong_count(&self.shared) > 1 {
             // The clones here keep the byte half; a clone of it goes, and
             // travels as a clone of its own (see `Sender#clones` of the
-            // byte layer). In-process clones share a queue, not a ring.
+            // byte layer). In-process clones share a queue, not a ring:
+            // the queue's sender leaves it as one that travels does (its
+            // values stay ahead, the receiver reads a byte pipe after
+            // them), and the clones here send over that pipe's byte half
+            // from now on.
             if let Mode::Local(queue) = &*mode {
-                // The receiver has left and what was queued for it has
-                // gone after it: the clones send over the byte half now.
                 let queue = Arc::clone(queue);
-                let mut state = queue.lock();
-                if matches!(state.receiver, Presence::Moved)
-                    && let Some(tx) = state.forward.take()
-                {
-                    drop(state);
-                    *mode = Mode::Remote {
-                        tx,
-                        scratch: remote::Scratch::default(),
-                    };
-                }
+                let tx = moving::sender_leaves(&queue).map_err(serde::ser::Error::custom)?;
+                *mode = Mode::Remote {
+                    tx,
+                    scratch: remote::Scratch::default(),
+                };
             }
             let Mode::Remote { tx, .. } = &*mode else {
-                return Err(serde::ser::Error::custom(has_clones()));
+                return Err(serde::ser::Error::custom(busy()));
             };
             // A copy, as a descriptor is: made on the encode's first pass,
             // named by the same index on a second.

@@ -734,9 +734,10 @@ fn ends_whose_other_side_died_go_on_with_what_they_hold() {
             assert_eq!(main.recv().expect("a message"), b"still here");
             main.send(b"all of it").expect("answer");
         }
-        Some(other) => panic!("no role {other}"),
-        None => {
-            let dog = ferry_testkit::Watchdog::start(test, secs(60));
+        // The process that forwards, doing nothing else, so that its
+        // descriptor count is its own.
+        Some("holder") => {
+            let (dog, _main) = ferry_testkit::child_pipe("holder", secs(60));
             let (dies, to_dies) =
                 ferry_testkit::spawn_child(&dog, test, "dies", &PipeOptions::new());
             let (carrier, main) =
@@ -763,6 +764,13 @@ fn ends_whose_other_side_died_go_on_with_what_they_hold() {
                 "descriptors: {} after, {before} before",
                 ferry_testkit::fd_count()
             );
+        }
+        Some(other) => panic!("no role {other}"),
+        None => {
+            let dog = ferry_testkit::Watchdog::start(test, secs(60));
+            let (holder, _main) =
+                ferry_testkit::spawn_child(&dog, test, "holder", &PipeOptions::new());
+            holder.wait_ok();
         }
     }
 }
@@ -1390,4 +1398,222 @@ fn both_ends_of_three_pipes_swapped_at_once_a_hundred_times() {
         "descriptors grew with swaps: here {half_way} half way, {all} after; the child {child_half}, {child_all}"
     );
     child.wait_ok();
+}
+
+/// Messages each sender of the clone-ring tests sends before the receiver
+/// moves, and after.
+const RING_BEFORE: u32 = 20;
+const RING_AFTER: u32 = 200;
+
+/// A message of the clone-ring tests: `[from, seq (4 bytes LE)]`, with a
+/// numbered descriptor on every even `seq`.
+fn send_ring_message(tx: &Sender, from: u8, seq: u32) {
+    let mut bytes = vec![from];
+    bytes.extend_from_slice(&seq.to_le_bytes());
+    match seq % 2 {
+        0 => tx.send_with(&bytes, vec![numbered_fd(u64::from(seq))]),
+        _ => tx.send(&bytes).map_err(|e| ferry::SendWithError {
+            error: e,
+            handles: Vec::new(),
+        }),
+    }
+    .unwrap_or_else(|e| panic!("send {seq} from {from}: {:?}", e.error));
+}
+
+/// The receiver's side: every message until `Disconnected`, each
+/// sender's in order from `first[from]` (with its descriptor), as a
+/// report of where each sender ended.
+fn receive_ring_messages(rx: &Receiver, first: [u32; 3]) -> String {
+    let mut next = first;
+    loop {
+        let mut msg = match rx.recv_with() {
+            Ok(msg) => msg,
+            Err(RecvError::Disconnected) => break,
+            Err(e) => panic!("receive: {e:?} after {next:?}"),
+        };
+        let from = usize::from(msg.bytes[0]);
+        let seq = u32::from_le_bytes(msg.bytes[1..5].try_into().unwrap());
+        assert_eq!(seq, next[from], "sender {from} out of order");
+        if seq % 2 == 0 {
+            let fd = msg.fds.pop().expect("the descriptor");
+            assert_eq!(
+                number_of(fd),
+                u64::from(seq),
+                "descriptor of {seq} from {from}"
+            );
+        }
+        next[from] += 1;
+    }
+    format!("{next:?}")
+}
+
+/// A receiver reading the rings of its sender's clones in two other
+/// processes is sent to a third, with messages carrying descriptors
+/// unread in every ring: its own ring and each clone's go with it, and the
+/// new holder receives every sender's messages, each in order, then
+/// `Disconnected` once the last sender anywhere is gone. With
+/// `attached_here`, the clones' rings were attached here before (this
+/// process read a message from each); otherwise their `Attach` frames are
+/// still unread in the receiver's ring when it goes. With `sender_away`,
+/// the original sender is in a fourth process (the receiver is forwarded);
+/// otherwise it stays here.
+/// With `hops` more than 0, the reader sends the receiver on at once,
+/// unread, and so on `hops` times.
+fn clone_rings_travel(test: &str, attached_here: bool, sender_away: bool, hops: u8) {
+    match ferry_testkit::role().as_deref() {
+        Some(role) if role.starts_with("clone") => {
+            let (_dog, main) = ferry_testkit::child_pipe(role, secs(60));
+            let mut msg = main.receiver().recv_with().expect("a sender");
+            let from = msg.bytes[0];
+            let tx = msg.senders.pop().expect("a sender");
+            let hello = msg.bytes[1] == 1;
+            let mut seq = 0;
+            if hello {
+                // A first message, which the parent reads: the ring is
+                // attached there.
+                tx.send(&[from, 0, 0, 0, 0]).expect("hello");
+                seq = 1;
+                main.send(b"hello").expect("say so");
+                assert_eq!(main.recv().expect("more"), b"more");
+            }
+            for _ in 0..RING_BEFORE {
+                send_ring_message(&tx, from, seq);
+                seq += 1;
+            }
+            main.send(b"sent").expect("say so");
+            assert_eq!(main.recv().expect("go"), b"go");
+            for _ in 0..RING_AFTER {
+                send_ring_message(&tx, from, seq);
+                seq += 1;
+            }
+        }
+        Some(role) if role.starts_with("reader") => {
+            let (dog, main) = ferry_testkit::child_pipe(role, secs(60));
+            let mut msg = main.receiver().recv_with().expect("the receiver");
+            let hello = u32::from(msg.bytes[0]);
+            let first: [u32; 3] = [u32::from(msg.bytes[1]), hello, hello];
+            let rx = msg.receivers.pop().expect("a receiver");
+            let report = match msg.bytes[2] {
+                // Sent on at once, unread, to a reader of this one's own.
+                0 => {
+                    main.send(b"have it").expect("say so");
+                    receive_ring_messages(&rx, first)
+                }
+                hops => {
+                    let next = format!("reader{hops}");
+                    let (child, to_child) =
+                        ferry_testkit::spawn_child(&dog, test, &next, &PipeOptions::new());
+                    to_child
+                        .sender()
+                        .send_with(&[msg.bytes[0], msg.bytes[1], hops - 1], vec![rx])
+                        .expect("the receiver goes on, with its clones' rings");
+                    assert_eq!(to_child.recv().expect("have it"), b"have it");
+                    main.send(b"have it").expect("say so");
+                    let report = to_child.recv().expect("the report");
+                    child.wait_ok();
+                    String::from_utf8(report).unwrap()
+                }
+            };
+            main.send(report.as_bytes()).expect("report");
+        }
+        Some(other) => panic!("no role {other}"),
+        None => {
+            let dog = ferry_testkit::Watchdog::start(test, secs(60));
+            let hello = u8::from(attached_here);
+            let (tx, rx) = ferry::bytes::channel(1024).expect("channel");
+            let mut senders = Vec::new();
+            let send_to = |senders: &mut Vec<_>, id: u8, end: Sender| {
+                let role = format!("clone{id}");
+                let (child, main) =
+                    ferry_testkit::spawn_child(&dog, test, &role, &PipeOptions::new());
+                let from = id % 3;
+                main.sender()
+                    .send_with(&[from, hello], vec![end])
+                    .expect("send a sender");
+                senders.push((child, main));
+            };
+            send_to(&mut senders, 1, tx.clone());
+            send_to(&mut senders, 2, tx.clone());
+            let hellos = |senders: &[(ferry_testkit::ChildGuard, Pipe)], count| {
+                for (_, main) in &senders[senders.len() - count..] {
+                    assert_eq!(main.recv().expect("hello"), b"hello");
+                }
+                for _ in 0..count {
+                    let msg = rx.recv().expect("a hello");
+                    assert_eq!(&msg[1..], [0, 0, 0, 0], "a hello");
+                }
+            };
+            if attached_here {
+                hellos(&senders, 2);
+            }
+            // The original stays here, or (its clones gone, and the rings
+            // they left queued here taken in by the receives above) goes
+            // too, as sender 0.
+            let tx = match sender_away {
+                true => {
+                    send_to(&mut senders, 3, tx);
+                    if attached_here {
+                        hellos(&senders, 1);
+                    }
+                    None
+                }
+                false => Some(tx),
+            };
+            if attached_here {
+                for (_, main) in &senders {
+                    main.send(b"more").expect("more");
+                }
+            }
+            for (_, main) in &senders {
+                assert_eq!(main.recv().expect("sent"), b"sent");
+            }
+            let (reader, to_reader) =
+                ferry_testkit::spawn_child(&dog, test, "reader0", &PipeOptions::new());
+            let first_own = match sender_away {
+                true => hello,
+                false => 0,
+            };
+            to_reader
+                .sender()
+                .send_with(&[hello, first_own, hops], vec![Handle::from(rx)])
+                .expect("the receiver goes, with its clones' rings");
+            assert_eq!(to_reader.recv().expect("have it"), b"have it");
+            for (_, main) in &senders {
+                main.send(b"go").expect("go");
+            }
+            if let Some(tx) = tx {
+                for seq in 0..RING_BEFORE + RING_AFTER {
+                    send_ring_message(&tx, 0, seq);
+                }
+            }
+            for (child, _) in senders {
+                child.wait_ok();
+            }
+            let end = u32::from(hello) + RING_BEFORE + RING_AFTER;
+            let own = u32::from(first_own) + RING_BEFORE + RING_AFTER;
+            let report = String::from_utf8(to_reader.recv().expect("the report")).unwrap();
+            assert_eq!(report, format!("{:?}", [own, end, end]));
+            reader.wait_ok();
+        }
+    }
+}
+
+#[test]
+fn a_receiver_reading_clones_rings_travels_with_them() {
+    clone_rings_travel(this_test!(), true, false, 0);
+}
+
+#[test]
+fn a_receiver_with_clones_attach_frames_unread_travels_with_them() {
+    clone_rings_travel(this_test!(), false, false, 0);
+}
+
+#[test]
+fn a_forwarded_receiver_reading_clones_rings_travels_with_them() {
+    clone_rings_travel(this_test!(), true, true, 0);
+}
+
+#[test]
+fn a_receiver_reading_clones_rings_forwarded_twice_unread_keeps_them() {
+    clone_rings_travel(this_test!(), true, true, 2);
 }

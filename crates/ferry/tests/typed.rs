@@ -344,6 +344,8 @@ fn a_typed_clone_travels_while_its_receiver_is_here() {
         }
         Some(other) => panic!("no role {other}"),
         None => {
+            // Descriptor counts are compared in this binary: one test at a time.
+            let _serial = ferry_testkit::serial();
             let dog = ferry_testkit::Watchdog::start(this_test!(), secs(60));
             let (writer, to_writer) =
                 ferry_testkit::spawn_child(&dog, this_test!(), "writer", &PipeOptions::new());

@@ -26,6 +26,14 @@
 //! it ends, then its rings as above; once the prefix has ended and no
 //! ring is attached, receives take the common path again.
 //!
+//! Such a receiver travels with its rings (each moved as a receiver is,
+//! with its unread messages): sent on from where its sender is, a fresh
+//! receiver goes in its place and the receiver and the rings follow it in
+//! `Attach` frames ([`Gathered`]); forwarded, the rings follow its
+//! prefix's messages in `Attach` frames in the prefix (`prefix.rs`), and
+//! join the new holder's set once the prefix has ended. A ring may so
+//! arrive with a prefix of its own, read first in its turns.
+//!
 //! Rings attached to an attached ring (a travelled clone cloned again and
 //! sent on) join the same set: it stays flat. At most [`MOST_ATTACHED`]
 //! rings join; one more is dropped (its clone sees `Disconnected`), so a
@@ -171,6 +179,11 @@ impl Receiver {
                 let fault = match into.take(|out| ring.receive(out, Some(Instant::now()))) {
                     Ok(()) => continue,
                     Err(RecvFault::Disconnected) => break,
+                    // An `Attach` read: its ring goes after the messages.
+                    Err(RecvFault::Timeout) if !lock(&ring.clones.arrived).is_empty() => {
+                        into.add_rings(std::mem::take(&mut *lock(&ring.clones.arrived)));
+                        continue;
+                    }
                     // Every message was written before the receiver was
                     // handed over: a wait means none is left, unless a
                     // frame still lies unread (a message it could not take
@@ -220,13 +233,29 @@ impl Receiver {
             return Some(Ok(true));
         }
         if let Some(prefix) = &ahead.ring {
-            match prefix.receive(out, Some(Instant::now())) {
-                Ok(()) => return Some(Ok(true)),
-                Err(RecvFault::Timeout) => return Some(Ok(false)),
-                Err(RecvFault::Disconnected) => {}
-                // The forwarder that wrote it broke the rules: so is this
-                // pipe.
-                Err(fault) => return Some(Err(fault)),
+            loop {
+                let got = prefix.receive(out, Some(Instant::now()));
+                // Rings the forwarder attached after the messages (the
+                // ones it read along with this ring's, see `prefix.rs`)
+                // join this receiver's set, read once the prefix has
+                // ended.
+                let arrived = std::mem::take(&mut *lock(&prefix.clones.arrived));
+                let attached = !arrived.is_empty();
+                if attached {
+                    lock(&self.clones.arrived).extend(arrived);
+                    // Relaxed: see `Receiver::attached`.
+                    self.half.attached.store(true, Ordering::Relaxed);
+                }
+                match got {
+                    Ok(()) => return Some(Ok(true)),
+                    // An `Attach` read: the prefix goes on.
+                    Err(RecvFault::Timeout) if attached => {}
+                    Err(RecvFault::Timeout) => return Some(Ok(false)),
+                    Err(RecvFault::Disconnected) => break,
+                    // The forwarder that wrote it broke the rules: so is
+                    // this pipe.
+                    Err(fault) => return Some(Err(fault)),
+                }
             }
         }
         set.prefix = None;
@@ -276,7 +305,7 @@ impl Receiver {
             let result = match i {
                 0 if set.own_done => continue,
                 0 => self.receive(out, now),
-                _ => set.rings[i - 1].receive(out, now),
+                _ => set.rings[i - 1].receive_attached(out, now),
             };
             // A ring attached to an attached one joins this set.
             if i > 0 {
@@ -366,7 +395,7 @@ impl Receiver {
         }
         wake::announce_doorbell(self.half.sides().0);
         let mut belled = true;
-        for rx in set.ring_prefix().into_iter().chain(&set.rings) {
+        let mut arm = |rx: &Receiver| {
             if rx.half.armable_bell().is_none()
                 && rx
                     .half
@@ -374,9 +403,19 @@ impl Receiver {
                     .is_err()
             {
                 belled = false;
-                continue;
+                return;
             }
             wake::announce_doorbell(rx.half.sides().0);
+        };
+        if let Some(prefix) = set.ring_prefix() {
+            arm(prefix);
+        }
+        for rx in &set.rings {
+            arm(rx);
+            // An attached ring's own prefix is read in its turns.
+            if let Some(prefix) = lock(&rx.clones.set).ring_prefix() {
+                arm(prefix);
+            }
         }
         wake::settle();
         belled
@@ -388,6 +427,9 @@ impl Receiver {
         let set = lock(&self.clones.set);
         for rx in set.ring_prefix().into_iter().chain(&set.rings) {
             rx.half.disarm_bell();
+            if let Some(prefix) = lock(&rx.clones.set).ring_prefix() {
+                prefix.half.disarm_bell();
+            }
         }
     }
 
@@ -403,6 +445,165 @@ impl Receiver {
         if !set.own_done && self.ready_alone() {
             return true;
         }
-        set.rings.iter().any(Receiver::ready_alone) || (set.own_done && set.rings.is_empty())
+        set.rings.iter().any(Receiver::ready_attached) || (set.own_done && set.rings.is_empty())
+    }
+
+    /// A turn of an attached ring: its own prefix first, if it came with
+    /// one (it was forwarded to the process that attached it with messages
+    /// naming that forwarder's link, see `prefix.rs`), then its ring.
+    fn receive_attached(
+        &self,
+        out: &mut Delivery<'_>,
+        deadline: Option<Instant>,
+    ) -> Result<(), RecvFault> {
+        if self.attached() {
+            let mut set = lock(&self.clones.set);
+            if let Some(turn) = self.prefix_turn(&mut set, out) {
+                return match turn {
+                    Ok(true) => Ok(()),
+                    Ok(false) => Err(RecvFault::Timeout),
+                    Err(fault) => Err(fault),
+                };
+            }
+        }
+        self.receive(out, deadline)
+    }
+
+    /// Whether an attached ring's turn would give something now (see
+    /// [`Receiver::receive_attached`]).
+    fn ready_attached(&self) -> bool {
+        if self.attached()
+            && let Some(ahead) = &lock(&self.clones.set).prefix
+        {
+            return !ahead.held.is_empty() || ahead.ring.as_ref().is_none_or(|p| p.ready_alone());
+        }
+        self.ready_alone()
+    }
+
+    /// Takes the rings attached to this receiver out of its set, for it to
+    /// travel without them (they follow it, see [`Gathered`] and
+    /// `prefix.rs`).
+    pub(super) fn take_rings(&self) -> Vec<Receiver> {
+        let mut set = lock(&self.clones.set);
+        let mut rings = std::mem::take(&mut set.rings);
+        rings.append(&mut lock(&self.clones.arrived));
+        set.next = 0;
+        // Relaxed: see `Receiver::attached`. Its prefix, if any, is still
+        // read first.
+        self.half
+            .attached
+            .store(set.prefix.is_some(), Ordering::Relaxed);
+        rings
+    }
+
+    /// Puts back rings taken out by [`Receiver::take_rings`] (the travel
+    /// did not happen).
+    pub(super) fn put_back_rings(&self, rings: Vec<Receiver>) {
+        if rings.is_empty() {
+            return;
+        }
+        lock(&self.clones.arrived).extend(rings);
+        // Relaxed: see `Receiver::attached`.
+        self.half.attached.store(true, Ordering::Relaxed);
+    }
+}
+
+/// A receiver in the same process as its sender, reading the rings of
+/// clones elsewhere, sent to another process. Its own ring moves as any
+/// receiver's whose sender is here; the attached rings go after it, each
+/// moved as a receiver is (its messages, and a prefix if it needs one,
+/// with it). The new holder must read them all as one receiver, so what
+/// travels in its place is a fresh receiver, whose ring (written here)
+/// carries one `Attach` frame for the receiver and one for each ring, then
+/// ends: the new holder reads them all in turns, as the clones' rings are
+/// read here (see the module comment).
+pub(super) struct Gathered {
+    /// The receiver it stands for, once its stand-in has gone.
+    end: Option<Receiver>,
+    rings: Vec<Receiver>,
+    /// The fresh ring's sender: writes the `Attach` frames, then ends.
+    feed: super::Sender,
+}
+
+/// How often attaching one ring is tried while its other side's holder
+/// is moving that side (each try waits up to 5 s for it).
+const ATTACH_TRIES: usize = 3;
+
+impl Gathered {
+    /// The stand-in to send in `rx`'s place, and what is owed to it once
+    /// it has gone ([`Gathered::deliver`]); `rx`'s rings are taken out (put
+    /// back on failure, [`Gathered::keep_on`]).
+    pub(super) fn of(rx: &Receiver) -> std::io::Result<(Receiver, Self)> {
+        // One `Attach` frame per ring (and the receiver's), each well
+        // within 64 bytes of ring: no wait while the new holder reads.
+        let count = lock(&rx.clones.set).rings.len() + lock(&rx.clones.arrived).len() + 1;
+        let size = (count * 64).next_power_of_two().max(4096);
+        let (a, b) = super::PipeOptions::new().ring_size(size).pipe()?;
+        let (feed, back) = a.split();
+        let (back_tx, fresh) = b.split();
+        drop((back, back_tx));
+        fresh.set_max_message(rx.max_message());
+        fresh.set_wait(rx.wait());
+        let rings = rx.take_rings();
+        Ok((
+            fresh,
+            Self {
+                end: None,
+                rings,
+                feed,
+            },
+        ))
+    }
+
+    /// The receiver this stands for, kept until it is attached.
+    pub(super) fn with_end(mut self, end: Receiver) -> Self {
+        self.end = Some(end);
+        self
+    }
+
+    /// The stand-in could not go: the rings go back to `rx`.
+    pub(super) fn keep_on(self, rx: &Receiver) {
+        rx.put_back_rings(self.rings);
+    }
+
+    /// The message naming the stand-in did not go: the receiver as it
+    /// was, its rings back in it, to hand back.
+    pub(super) fn take_back(self) -> Option<Receiver> {
+        let Self { end, rings, .. } = self;
+        let rx = end?;
+        rx.put_back_rings(rings);
+        Some(rx)
+    }
+
+    /// The stand-in has gone: the receiver, then each ring, follow it in
+    /// `Attach` frames (see [`attach_all`]), and its ring ends.
+    pub(super) fn deliver(self, deadline: Option<Instant>) {
+        let Self { end, rings, feed } = self;
+        attach_all(&feed, end.into_iter().chain(rings), deadline);
+    }
+}
+
+/// Sends each of `rings` in an `Attach` frame over `feed`'s ring. A ring
+/// that cannot go on (its other side's holder moving it past
+/// [`ATTACH_TRIES`] tries, or out of descriptors here) is dropped: its
+/// clone sees `Disconnected`.
+pub(super) fn attach_all(
+    feed: &super::Sender,
+    rings: impl IntoIterator<Item = Receiver>,
+    deadline: Option<Instant>,
+) {
+    for ring in rings {
+        let mut ring = Some(ring);
+        for _ in 0..ATTACH_TRIES {
+            let Some(rx) = ring.take() else { break };
+            if let Err(refused) = feed.attach_until(rx, deadline)
+                && matches!(refused.error, super::error::SendFault::NotTransferable(_))
+            {
+                ring = refused.handles.into_iter().find_map(|end| match end {
+                    Handle::Receiver(rx) => Some(rx),
+                    _ => None,
+                });
+            }
+        }
     }
 }

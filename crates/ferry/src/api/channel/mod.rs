@@ -218,7 +218,10 @@ impl Handle {
     /// `prefix::Orphan`).
     fn is_orphaned(&self) -> bool {
         let gone = |half: &Half| {
-            matches!(half.failure(), Some(crate::transport::link::Failure::HungUp))
+            matches!(
+                half.failure(),
+                Some(crate::transport::link::Failure::HungUp)
+            )
         };
         !matches!(self, Self::Fd(_)) && self.halves().all(gone)
     }

@@ -42,6 +42,10 @@ pub(super) struct Prefix {
     pipe: Option<(Sender, Receiver)>,
     /// Each message's bytes and what it carried, in order.
     messages: Vec<(Vec<u8>, Vec<Handle>)>,
+    /// Rings of clones the receiver read (attached before the move, or by
+    /// `Attach` frames below the boundary): sent after the messages, in
+    /// `Attach` frames, and read by the new holder once the prefix ends.
+    rings: Vec<Receiver>,
 }
 
 /// Messages kept in this process, read before a receiver's ring (a
@@ -108,6 +112,7 @@ impl Prefix {
             .iter()
             .map(|(bytes, handles)| bytes.len().saturating_add(overhead(handles.len())))
             .fold(0usize, usize::saturating_add)
+            .saturating_add(self.rings.len().saturating_mul(overhead(1)))
             .saturating_mul(2);
         let size = need
             .checked_next_power_of_two()
@@ -133,7 +138,11 @@ impl Prefix {
         id: u64,
         deadline: Option<Instant>,
     ) -> std::io::Result<()> {
-        let Self { pipe, messages } = self;
+        let Self {
+            pipe,
+            messages,
+            rings,
+        } = self;
         let Some((tx, rx)) = pipe else {
             return Err(std::io::Error::other("the prefix has no pipe"));
         };
@@ -147,6 +156,7 @@ impl Prefix {
                     .map_err(|e| std::io::Error::other(format!("{:?}", e.error)))?;
             }
         }
+        super::clones::attach_all(&tx, rings, deadline);
         Ok(())
     }
 
@@ -180,6 +190,18 @@ impl Prefix {
     /// reads them first from now on.
     pub(super) fn keep(self, on: &Receiver) {
         on.set_held_prefix(self.messages.into());
+        on.put_back_rings(self.rings);
+    }
+
+    /// Takes the rings `on` reads besides its own, to go after the
+    /// messages.
+    pub(super) fn take_rings(&mut self, on: &Receiver) {
+        self.add_rings(on.take_rings());
+    }
+
+    /// Adds rings to go after the messages.
+    pub(super) fn add_rings(&mut self, mut rings: Vec<Receiver>) {
+        self.rings.append(&mut rings);
     }
 }
 

@@ -146,16 +146,17 @@ impl Receiver {
             ));
         }
         let ring = &rx.ring;
-        // A prefix not yet read goes on first, in the new prefix.
-        let prefixed = self.has_prefix();
+        // A prefix not yet read goes on first, in the new prefix; rings of
+        // clones read here go after it (`Attach` frames in it).
+        let prefixed = self.has_prefix() || self.reads_clone_rings();
         let mut unread = Unread::Nothing;
         let begun = self.half.begin_forward_receiver(dest, deadline, |end| {
-            // Frames that name handles (`First`, `Whole` with ends) or a
-            // block: their records are on the old link, which the new
-            // holder does not read. Taken out whole, unless a message is
-            // not complete at the boundary (its rest comes after it) or a
-            // ring is attached below it.
-            let (mut names, mut open, mut attach) = (false, false, false);
+            // Frames that name handles (`First`, `Whole` with ends,
+            // `Attach`) or a block: their records are on the old link,
+            // which the new holder does not read. Taken out whole (an
+            // attached ring goes after the messages), unless a message is
+            // not complete at the boundary (its rest comes after it).
+            let (mut names, mut open) = (false, false);
             ring.any_tag_until(end, |tag| {
                 let Ok(t) = Tag::decode(tag) else {
                     names = true;
@@ -165,12 +166,11 @@ impl Receiver {
                 match t.kind {
                     Kind::First => open = true,
                     Kind::Last | Kind::Abort => open = false,
-                    Kind::Attach => attach = true,
                     _ => {}
                 }
                 false
             })?;
-            unread = match (names || prefixed, relay && !open && !attach) {
+            unread = match (names || prefixed, relay && !open) {
                 (false, _) => Unread::Nothing,
                 (true, true) => Unread::Relay,
                 (true, false) => Unread::Refuse,
@@ -199,7 +199,14 @@ impl Receiver {
         // is positive.
         let below = |rx: &Rx| (boundary.wrapping_sub(rx.ring.head()) as i64) > 0;
         while below(&rx) {
-            if let Err(fault) = prefix.take(|out| self.receive_in(&mut rx, out, until)) {
+            let at = rx.ring.head();
+            let taken = prefix.take(|out| self.receive_in(&mut rx, out, until));
+            // An `Attach` frame read: not a message, its ring joined this
+            // receiver's (taken below).
+            if matches!(taken, Err(RecvFault::Timeout)) && rx.ring.head() != at {
+                continue;
+            }
+            if let Err(fault) = taken {
                 // What was taken stays here, read first; so does the
                 // receiver.
                 begun.stay();
@@ -216,7 +223,10 @@ impl Receiver {
             true => Err(std::io::Error::other(
                 "a message taken out ran past the boundary of the move",
             )),
-            false => prefix.make_pipe(self),
+            false => {
+                prefix.take_rings(self);
+                prefix.make_pipe(self)
+            }
         };
         if let Err(e) = piped {
             begun.stay();
@@ -224,6 +234,38 @@ impl Receiver {
             return Err(e);
         }
         Ok((begun, Some(prefix)))
+    }
+}
+
+impl Receiver {
+    /// Takes in the `Attach` frames at the head of this ring whose rings
+    /// wait in its handle queue (clones of a sender in this process that
+    /// went elsewhere), so that it may leave the process with those rings
+    /// (see `clones::Gathered`); stops at the first other frame. A
+    /// receive would do the same; nothing is lost if this does not.
+    pub(super) fn settle_attaches(&self) {
+        let Some(mut rx) = self.rx.lock_until(Some(Instant::now()), &self.half) else {
+            return;
+        };
+        if rx.partial.is_some() {
+            return;
+        }
+        let mut scratch = Vec::new();
+        while !self.half.link.local().is_empty() {
+            let Ok(Some(frame)) = rx.ring.peek() else {
+                return;
+            };
+            if !Tag::decode(frame.tag()).is_ok_and(|t| t.kind == Kind::Attach) {
+                return;
+            }
+            let at = rx.ring.head();
+            let out = &mut Delivery::bytes(&mut scratch);
+            let taken = self.receive_in(&mut rx, out, Some(Instant::now()));
+            // An `Attach` taken in reads as a `Timeout` past the frame.
+            if !matches!(taken, Err(RecvFault::Timeout)) || rx.ring.head() == at {
+                return;
+            }
+        }
     }
 }
 

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::clones::Gathered;
 use super::error::SendFault;
 use super::half::{Half, Setting};
 use super::prefix::Orphan;
@@ -247,9 +248,10 @@ fn stop_to_error(half: &Half, stop: Stop) -> SendFault {
 /// floods its ring cannot starve the others; each clone's messages stay in
 /// order; and it sees `Disconnected` once every clone, in any process, is
 /// gone. Its [`ready_fd`](super::Receiver::ready_fd) (and so a `Select`
-/// or tokio) wakes for all of them. Such a receiver cannot itself travel
-/// to another process yet; a [`Pipe`](super::Pipe) end whose sender has
-/// clones does not travel either (split it, and send the halves).
+/// or tokio) wakes for all of them. Such a receiver can itself travel,
+/// and the rings go with it, their unread messages included; a
+/// [`Pipe`](super::Pipe) end whose sender has clones does not travel
+/// (split it, and send the halves).
 ///
 /// ```
 /// let (tx, rx) = ferry::bytes::channel(16)?;
@@ -659,10 +661,18 @@ impl Sender {
             Some(_) => ends,
         };
         let ends = clones_to_travel(ends, deadline)?;
+        // Rings of clones that left this process and still wait in a
+        // receiver's handle queue here are taken in first: the receiver
+        // may then leave with them (see `Gathered`).
+        for end in &ends {
+            if let Handle::Receiver(rx) = end {
+                rx.settle_attaches();
+            }
+        }
         // The claims stay held until the ends have moved (their rings'
         // link cells set) or been handed back.
         // The link is chosen again once the naming section has begun.
-        let (_, _claims) = match self.check_transfer(bytes, &ends) {
+        let (_, claims) = match self.check_transfer(bytes, &ends) {
             Ok(checked) => checked,
             Err(error) => {
                 return Err(SendWithError {
@@ -709,29 +719,45 @@ impl Sender {
         // out, its new holder may use them before this call ends.
         let mut leaving: Vec<[u64; 2]> = ends.iter().map(Handle::leaving_at).collect();
         let mut ends = ends;
-        // Ends whose other side's holder had gone, sent as fresh ends with
-        // what they held (see `Orphan`): what each still owes, by index.
-        let mut orphans: Vec<Orphan> = Vec::new();
+        // Ends sent as stand-ins (see `Owed`): what each is still owed.
+        let mut owed: Vec<Owed> = Vec::new();
         for i in 0..ends.len() {
-            let sent = match ends[i].send_region(&link, deadline) {
-                Err(e) if is_hang_up(&e) && link.failure().is_none() && ends[i].is_orphaned() => {
-                    Orphan::relay(&ends[i]).and_then(|(fresh, orphan)| {
-                        let at = fresh.leaving_at();
-                        match fresh.send_region(&link, deadline) {
-                            Ok(id) => {
-                                leaving[i] = at;
-                                let old = std::mem::replace(&mut ends[i], fresh);
-                                orphans.push(orphan.with_end(old));
-                                Ok(id)
-                            }
-                            Err(e) => {
-                                orphan.keep_on(&ends[i]);
-                                Err(e)
-                            }
-                        }
-                    })
+            let sent = match &ends[i] {
+                Handle::Receiver(rx) if rx.reads_clone_rings() => {
+                    let stand_in = |end: &Handle| match end {
+                        Handle::Receiver(rx) => Gathered::of(rx).map(|(fresh, gathered)| {
+                            (Handle::Receiver(fresh), Owed::Gathered(Box::new(gathered)))
+                        }),
+                        _ => Err(std::io::Error::other("only a receiver gathers rings")),
+                    };
+                    send_stand_in(
+                        &mut ends,
+                        i,
+                        &mut leaving,
+                        &mut owed,
+                        &link,
+                        deadline,
+                        stand_in,
+                    )
                 }
-                sent => sent,
+                end => match end.send_region(&link, deadline) {
+                    Err(e) if is_hang_up(&e) && link.failure().is_none() && end.is_orphaned() => {
+                        let stand_in = |end: &Handle| {
+                            Orphan::relay(end)
+                                .map(|(fresh, orphan)| (fresh, Owed::Orphan(Box::new(orphan))))
+                        };
+                        send_stand_in(
+                            &mut ends,
+                            i,
+                            &mut leaving,
+                            &mut owed,
+                            &link,
+                            deadline,
+                            stand_in,
+                        )
+                    }
+                    sent => sent,
+                },
             };
             match sent {
                 Ok(id) => id_bytes.extend_from_slice(&encode_handle_id(id)),
@@ -764,7 +790,7 @@ impl Sender {
                     // The ends already sent are named and dropped; the rest
                     // (this one included: its object is kept) go back.
                     let abandoned = self.abandon_ends(&mut tx, &id_bytes);
-                    let mut handles = Orphan::take_back(orphans);
+                    let mut handles = Owed::take_back(owed);
                     handles.extend(ends.into_iter().skip(i));
                     return Err(SendWithError {
                         error: abandoned.err().unwrap_or(error),
@@ -776,7 +802,10 @@ impl Sender {
         let sent = match block {
             Some((id, block)) => {
                 let len = bytes.len();
-                self.push_block_naming(&mut tx, &link, (id, block), len, &id_bytes, deadline)
+                let named =
+                    self.push_block_naming(&mut tx, &link, (id, block), len, &id_bytes, deadline);
+                drop(naming);
+                named
             }
             None if kind == Naming::Attach => {
                 let named = self.push_attach(&mut tx, &id_bytes, deadline);
@@ -793,14 +822,18 @@ impl Sender {
         if let Err(error) = sent {
             return Err(SendWithError {
                 error,
-                handles: Orphan::take_back(orphans),
+                handles: Owed::take_back(owed),
             });
         }
         for (end, at) in ends.into_iter().zip(leaving) {
             end.moved_over(&link, at);
         }
-        for orphan in orphans {
-            orphan.deliver(deadline);
+        // What the stand-ins are owed goes after them with nothing of this
+        // send held (a receiver stood in for is sent now, and claims its
+        // own ring's move).
+        drop((tx, claims));
+        for owed in owed {
+            owed.deliver(deadline);
         }
         Ok(())
     }
@@ -975,6 +1008,16 @@ impl Sender {
         }
     }
 
+    /// Sends `rx` in an `Attach` frame over this ring: its receiver reads
+    /// `rx`'s ring along with this one from then on (see `clones.rs`).
+    pub(super) fn attach_until(
+        &self,
+        rx: super::Receiver,
+        deadline: Option<Instant>,
+    ) -> Result<(), SendWithError<SendFault>> {
+        self.send_with_deadline(&[], vec![Handle::Receiver(rx)], deadline, Naming::Attach)
+    }
+
     /// Names the ends in `id_bytes`, whose records went out, in a message
     /// that is at once abandoned, so the peer claims and drops them.
     fn abandon_ends(&self, tx: &mut Tx, id_bytes: &[u8]) -> Result<(), SendFault> {
@@ -1098,11 +1141,17 @@ impl Sender {
                  and send its halves (a sender with clones travels as a clone of its own)",
             ));
         }
-        if self.is_linked() && ends.iter().any(Handle::reads_clones) {
+        // A receiver goes with its clones' rings (see `Gathered`), and so
+        // does a whole end forwarded (see `prefix.rs`); a whole end made
+        // here does not.
+        let gathers_not = |end: &Handle| {
+            matches!(end, Handle::Pipe(_)) && end.reads_clones() && !end.is_forwarded()
+        };
+        if self.is_linked() && ends.iter().any(gathers_not) {
             return Err(SendFault::NotTransferable(
-                "a receiver that reads the rings of its sender's clones in other processes \
-                 cannot travel to another process yet (nor can a whole pipe end whose receiver \
-                 has messages that came with it not yet received: receive them first)",
+                "a whole pipe end whose other end is in this process, and whose receiving half \
+                 reads the rings of its sender's clones in other processes, cannot travel to \
+                 another process: split it and send its halves",
             ));
         }
         if let Some(why) = ends.iter().find_map(Handle::why_unmovable) {
@@ -1541,6 +1590,85 @@ impl Sender {
         }
         self.core.half.ring_peer();
         Ok(())
+    }
+}
+
+/// What a send owes an end it sent a stand-in for (a fresh end made here),
+/// once the message naming the stand-in is out: an end whose other side's
+/// holder has gone hands on what it held ([`Orphan`]); a receiver reading
+/// clones' rings follows its stand-in with them ([`Gathered`]).
+enum Owed {
+    Orphan(Box<Orphan>),
+    Gathered(Box<Gathered>),
+}
+
+impl Owed {
+    /// Keeps `end`, the end stood in for, until the message has gone.
+    fn with_end(self, end: Handle) -> Self {
+        match (self, end) {
+            (Self::Gathered(gathered), Handle::Receiver(rx)) => {
+                Self::Gathered(Box::new(gathered.with_end(rx)))
+            }
+            (Self::Orphan(orphan), end) => Self::Orphan(Box::new(orphan.with_end(end))),
+            (owed, _) => owed,
+        }
+    }
+
+    /// The stand-in could not go: `end` keeps what was taken from it.
+    fn keep_on(self, end: &Handle) {
+        match (self, end) {
+            (Self::Orphan(orphan), end) => orphan.keep_on(end),
+            (Self::Gathered(gathered), Handle::Receiver(rx)) => gathered.keep_on(rx),
+            (Self::Gathered(_), _) => {}
+        }
+    }
+
+    /// The message did not go: the ends stood in for, as they were.
+    fn take_back(owed: Vec<Self>) -> Vec<Handle> {
+        let mut ends = Vec::new();
+        for owed in owed {
+            match owed {
+                Self::Orphan(orphan) => ends.extend(Orphan::take_back(vec![*orphan])),
+                Self::Gathered(gathered) => ends.extend(gathered.take_back().map(Handle::Receiver)),
+            }
+        }
+        ends
+    }
+
+    /// The message has gone: what the stand-in is owed follows it.
+    fn deliver(self, deadline: Option<Instant>) {
+        match self {
+            Self::Orphan(orphan) => orphan.deliver(deadline),
+            Self::Gathered(gathered) => gathered.deliver(deadline),
+        }
+    }
+}
+
+/// Sends a stand-in for `ends[i]`, made by `make`, over `link`: on success
+/// it takes the end's place (the end is kept in what it is owed); on
+/// failure the end keeps what `make` took from it.
+fn send_stand_in(
+    ends: &mut [Handle],
+    i: usize,
+    leaving: &mut [[u64; 2]],
+    owed: &mut Vec<Owed>,
+    link: &Arc<crate::transport::link::Link>,
+    deadline: Option<Instant>,
+    make: impl FnOnce(&Handle) -> std::io::Result<(Handle, Owed)>,
+) -> std::io::Result<u64> {
+    let (fresh, owes) = make(&ends[i])?;
+    let at = fresh.leaving_at();
+    match fresh.send_region(link, deadline) {
+        Ok(id) => {
+            leaving[i] = at;
+            let end = std::mem::replace(&mut ends[i], fresh);
+            owed.push(owes.with_end(end));
+            Ok(id)
+        }
+        Err(e) => {
+            owes.keep_on(&ends[i]);
+            Err(e)
+        }
     }
 }
 

@@ -263,6 +263,19 @@ fn a_receiver_moved_while_values_are_queued() {
     child.wait_ok();
 }
 
+/// The child that takes a clone of a typed sender from its parent and
+/// sends `count` values `(1, i)` through it.
+fn clone_writer(count: u32) {
+    let (_dog, main) = ferry_testkit::child_pipe("writer", secs(60));
+    let (_back, inbox) = main.split();
+    let tx = Receiver::<Sender<(u8, u32)>>::from_bytes(inbox)
+        .recv()
+        .expect("the clone");
+    for i in 0..count {
+        tx.send((1, i)).expect("send from the clone");
+    }
+}
+
 /// A typed sender whose receiver has gone to a child can be cloned and a
 /// clone sent to a second child: both children's values, and this
 /// process's own, reach the receiver, each in order, and it sees the end
@@ -284,16 +297,7 @@ fn a_typed_clone_travels_once_its_receiver_has() {
             }
             back.send(format!("{next:?}").as_bytes()).expect("counts");
         }
-        Some("writer") => {
-            let (_dog, main) = ferry_testkit::child_pipe("writer", secs(60));
-            let (_back, inbox) = main.split();
-            let tx = Receiver::<Sender<(u8, u32)>>::from_bytes(inbox)
-                .recv()
-                .expect("the clone");
-            for i in 0..EACH {
-                tx.send((1, i)).expect("send from the clone");
-            }
-        }
+        Some("writer") => clone_writer(EACH),
         Some(other) => panic!("no role {other}"),
         None => {
             // Descriptor counts are compared in this binary: one test at a time.
@@ -332,16 +336,7 @@ fn a_typed_clone_travels_once_its_receiver_has() {
 fn a_typed_clone_travels_while_its_receiver_is_here() {
     const EACH: u32 = 500;
     match ferry_testkit::role().as_deref() {
-        Some("writer") => {
-            let (_dog, main) = ferry_testkit::child_pipe("writer", secs(60));
-            let (_back, inbox) = main.split();
-            let tx = Receiver::<Sender<(u8, u32)>>::from_bytes(inbox)
-                .recv()
-                .expect("the clone");
-            for i in 0..EACH {
-                tx.send((1, i)).expect("send from the clone");
-            }
-        }
+        Some("writer") => clone_writer(EACH),
         Some(other) => panic!("no role {other}"),
         None => {
             // Descriptor counts are compared in this binary: one test at a time.

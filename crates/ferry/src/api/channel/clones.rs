@@ -525,8 +525,9 @@ pub(super) struct Gathered {
     feed: super::Sender,
 }
 
-/// How often attaching one ring is tried while its other side's holder
-/// is moving that side (each try waits up to 5 s for it).
+/// How often attaching one ring is tried while it is refused (its other
+/// side's holder moving that side, each try waiting up to 5 s for it; a
+/// message its sender was writing at the boundary).
 const ATTACH_TRIES: usize = 3;
 
 impl Gathered {
@@ -545,6 +546,16 @@ impl Gathered {
         fresh.set_max_message(rx.max_message());
         fresh.set_wait(rx.wait());
         let rings = rx.take_rings();
+        // Each goes on after the message, when it can no longer be handed
+        // back: one that could not go then (a message half received) is
+        // refused now.
+        if rx.half_received() || rings.iter().any(Receiver::half_received) {
+            rx.put_back_rings(rings);
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "a message is half received on this receiver or a ring it reads",
+            ));
+        }
         Ok((
             fresh,
             Self {
@@ -584,9 +595,8 @@ impl Gathered {
 }
 
 /// Sends each of `rings` in an `Attach` frame over `feed`'s ring. A ring
-/// that cannot go on (its other side's holder moving it past
-/// [`ATTACH_TRIES`] tries, or out of descriptors here) is dropped: its
-/// clone sees `Disconnected`.
+/// that cannot go on (refused past [`ATTACH_TRIES`] tries, or out of
+/// descriptors here) is dropped: its clone sees `Disconnected`.
 pub(super) fn attach_all(
     feed: &super::Sender,
     rings: impl IntoIterator<Item = Receiver>,
@@ -594,8 +604,13 @@ pub(super) fn attach_all(
 ) {
     for ring in rings {
         let mut ring = Some(ring);
-        for _ in 0..ATTACH_TRIES {
+        for attempt in 0..ATTACH_TRIES {
             let Some(rx) = ring.take() else { break };
+            if attempt > 0 {
+                // A message its sender was writing at the boundary: done
+                // soon.
+                std::thread::sleep(Duration::from_millis(10));
+            }
             if let Err(refused) = feed.attach_until(rx, deadline)
                 && matches!(refused.error, super::error::SendFault::NotTransferable(_))
             {

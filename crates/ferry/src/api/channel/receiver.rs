@@ -238,6 +238,15 @@ impl Receiver {
 }
 
 impl Receiver {
+    /// Whether a message is half received here (its first frames read,
+    /// the rest not): the receiver cannot move until it is received (see
+    /// [`Receiver::begin_forward`]). `false` while another thread receives.
+    pub(super) fn half_received(&self) -> bool {
+        self.rx
+            .lock_until(Some(Instant::now()), &self.half)
+            .is_some_and(|rx| rx.partial.is_some())
+    }
+
     /// Takes in the `Attach` frames at the head of this ring whose rings
     /// wait in its handle queue (clones of a sender in this process that
     /// went elsewhere), so that it may leave the process with those rings

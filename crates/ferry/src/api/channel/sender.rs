@@ -722,42 +722,22 @@ impl Sender {
         // Ends sent as stand-ins (see `Owed`): what each is still owed.
         let mut owed: Vec<Owed> = Vec::new();
         for i in 0..ends.len() {
-            let sent = match &ends[i] {
-                Handle::Receiver(rx) if rx.reads_clone_rings() => {
-                    let stand_in = |end: &Handle| match end {
-                        Handle::Receiver(rx) => Gathered::of(rx).map(|(fresh, gathered)| {
-                            (Handle::Receiver(fresh), Owed::Gathered(Box::new(gathered)))
-                        }),
-                        _ => Err(std::io::Error::other("only a receiver gathers rings")),
-                    };
-                    send_stand_in(
-                        &mut ends,
-                        i,
-                        &mut leaving,
-                        &mut owed,
-                        &link,
-                        deadline,
-                        stand_in,
-                    )
+            // A receiver reading clones' rings, and an end whose other
+            // side's holder has gone, go as stand-ins.
+            let gathers = matches!(&ends[i], Handle::Receiver(rx) if rx.reads_clone_rings());
+            let sent = match gathers {
+                true => Err(None),
+                false => ends[i].send_region(&link, deadline).map_err(Some),
+            };
+            let sent = match sent {
+                Ok(id) => Ok(id),
+                Err(None) => send_stand_in(&mut ends, i, &mut leaving, &mut owed, &link, deadline),
+                Err(Some(e))
+                    if is_hang_up(&e) && link.failure().is_none() && ends[i].is_orphaned() =>
+                {
+                    send_stand_in(&mut ends, i, &mut leaving, &mut owed, &link, deadline)
                 }
-                end => match end.send_region(&link, deadline) {
-                    Err(e) if is_hang_up(&e) && link.failure().is_none() && end.is_orphaned() => {
-                        let stand_in = |end: &Handle| {
-                            Orphan::relay(end)
-                                .map(|(fresh, orphan)| (fresh, Owed::Orphan(Box::new(orphan))))
-                        };
-                        send_stand_in(
-                            &mut ends,
-                            i,
-                            &mut leaving,
-                            &mut owed,
-                            &link,
-                            deadline,
-                            stand_in,
-                        )
-                    }
-                    sent => sent,
-                },
+                Err(Some(e)) => Err(e),
             };
             match sent {
                 Ok(id) => id_bytes.extend_from_slice(&encode_handle_id(id)),
@@ -1644,9 +1624,12 @@ impl Owed {
     }
 }
 
-/// Sends a stand-in for `ends[i]`, made by `make`, over `link`: on success
-/// it takes the end's place (the end is kept in what it is owed); on
-/// failure the end keeps what `make` took from it.
+/// Sends a stand-in for `ends[i]` over `link`: for a receiver reading
+/// clones' rings, a receiver that gathers them ([`Gathered`]); for any
+/// other end, one holding what it held ([`Orphan`], its other side's
+/// holder gone). On success the stand-in takes the end's place (the end is
+/// kept in what it is owed); on failure the end keeps what was taken from
+/// it.
 fn send_stand_in(
     ends: &mut [Handle],
     i: usize,
@@ -1654,9 +1637,15 @@ fn send_stand_in(
     owed: &mut Vec<Owed>,
     link: &Arc<crate::transport::link::Link>,
     deadline: Option<Instant>,
-    make: impl FnOnce(&Handle) -> std::io::Result<(Handle, Owed)>,
 ) -> std::io::Result<u64> {
-    let (fresh, owes) = make(&ends[i])?;
+    let (fresh, owes) = match &ends[i] {
+        Handle::Receiver(rx) if rx.reads_clone_rings() => {
+            Gathered::of(rx).map(|(fresh, gathered)| {
+                (Handle::Receiver(fresh), Owed::Gathered(Box::new(gathered)))
+            })?
+        }
+        end => Orphan::relay(end).map(|(fresh, orphan)| (fresh, Owed::Orphan(Box::new(orphan))))?,
+    };
     let at = fresh.leaving_at();
     match fresh.send_region(link, deadline) {
         Ok(id) => {

@@ -607,6 +607,10 @@ pub(super) fn attach_all(
         for attempt in 0..ATTACH_TRIES {
             let Some(rx) = ring.take() else { break };
             if attempt > 0 {
+                // Not past the caller's deadline.
+                if deadline.is_some_and(|d| Instant::now() >= d) {
+                    break;
+                }
                 // A message its sender was writing at the boundary: done
                 // soon.
                 std::thread::sleep(Duration::from_millis(10));

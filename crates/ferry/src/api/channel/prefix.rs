@@ -242,7 +242,10 @@ impl Orphan {
     /// The fresh end to send in `end`'s place, and what is owed to it
     /// once it has gone ([`Orphan::deliver`]). On failure `end` is as it
     /// was (messages taken out are held by it, read first).
-    pub(super) fn relay(end: &Handle) -> std::io::Result<(Handle, Self)> {
+    pub(super) fn relay(
+        end: &Handle,
+        deadline: Option<Instant>,
+    ) -> std::io::Result<(Handle, Self)> {
         let mut messages = Prefix::default();
         let rx = match end {
             Handle::Receiver(rx) => Some(rx),
@@ -252,7 +255,8 @@ impl Orphan {
         };
         let size = match rx {
             Some(rx) => {
-                let ring = take_all(rx, &mut messages).and_then(|()| messages.ring_for(rx));
+                let ring =
+                    take_all(rx, &mut messages, deadline).and_then(|()| messages.ring_for(rx));
                 match ring {
                     Ok(size) => size,
                     Err(e) => {
@@ -366,8 +370,10 @@ impl Orphan {
 }
 
 /// Takes every message `rx` still holds out into `into`, until its end.
-fn take_all(rx: &Receiver, into: &mut Prefix) -> std::io::Result<()> {
-    let until = Instant::now() + TAKE_FOR;
+/// Takes no longer than the caller's `deadline`, nor than [`TAKE_FOR`].
+fn take_all(rx: &Receiver, into: &mut Prefix, deadline: Option<Instant>) -> std::io::Result<()> {
+    let bound = Instant::now() + TAKE_FOR;
+    let until = deadline.map_or(bound, |d| d.min(bound));
     let mut taken = 0usize;
     loop {
         match into.take(|out| rx.recv_message(out, Some(until))) {

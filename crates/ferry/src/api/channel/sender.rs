@@ -1644,7 +1644,8 @@ fn send_stand_in(
                 (Handle::Receiver(fresh), Owed::Gathered(Box::new(gathered)))
             })?
         }
-        end => Orphan::relay(end).map(|(fresh, orphan)| (fresh, Owed::Orphan(Box::new(orphan))))?,
+        end => Orphan::relay(end, deadline)
+            .map(|(fresh, orphan)| (fresh, Owed::Orphan(Box::new(orphan))))?,
     };
     let at = fresh.leaving_at();
     match fresh.send_region(link, deadline) {

@@ -313,13 +313,27 @@ pub use transport::ring;
 #[cfg(loom)]
 pub use transport::{pool, wait};
 
-/// Hidden, behind the `internals` feature: what the benchmark needs of
-/// the layers below the public surface (which CPU a thread runs on, and
-/// pinning it there).
+/// Hidden, behind the `internals` feature: what the benchmark and the
+/// bindings need of the layers below the public surface (which CPU a
+/// thread runs on, pinning it there, a thread that takes no signals).
 #[cfg(all(feature = "internals", not(loom)))]
 #[doc(hidden)]
 pub mod internals {
     pub use crate::base::sys::{current_cpu, online_cpus, pin_to_cpu};
+
+    /// Starts a thread with every signal blocked in it, as ferry's own
+    /// threads are: a binding's helper thread (the Python package's) must
+    /// not take a signal its interpreter's main thread waits for.
+    ///
+    /// # Errors
+    ///
+    /// The system refusing the thread (or the signal mask).
+    pub fn spawn_quiet_thread<F>(name: &str, f: F) -> std::io::Result<std::thread::JoinHandle<()>>
+    where
+        F: FnOnce() + Send + 'static,
+    {
+        crate::base::sys::spawn_quiet(name, None, f)
+    }
 }
 
 #[cfg(all(not(loom), feature = "tokio"))]

@@ -9,10 +9,11 @@ use std::sync::Arc;
 
 use super::error::SendFault;
 use super::receiver::Delivery;
-use super::{Pipe, Receiver, RecvError, SendError, Sender};
+use super::{Pipe, Receiver, RecvError, RecvTimeoutError, SendError, Sender};
 use crate::transport::link::Link;
 use crate::transport::pool::block::Block;
 use crate::transport::pool::per_link::Held;
+use std::time::{Duration, Instant};
 
 /// Loans of at least this many bytes, on a pipe to another process, are
 /// shared-memory blocks written in place; smaller ones are ordinary memory
@@ -217,6 +218,43 @@ impl Receiver {
         )
         .map_err(RecvError::from)?;
         Ok(shared(held, bytes))
+    }
+
+    /// [`Receiver::recv_shared`], waiting at most `timeout` (zero: never
+    /// waiting).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let (a, b) = ferry::pipe()?;
+    /// let none = b.receiver().recv_shared_timeout(Duration::ZERO);
+    /// assert!(matches!(none, Err(ferry::RecvTimeoutError::Timeout)));
+    /// a.send(b"seen in place")?;
+    /// assert_eq!(&*b.receiver().recv_shared_timeout(Duration::ZERO)?, b"seen in place");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`Receiver::recv_timeout`].
+    pub fn recv_shared_timeout(&self, timeout: Duration) -> Result<SharedBytes, RecvTimeoutError> {
+        let mut bytes = super::spare::take();
+        let mut held = None;
+        let received = self.recv_message(
+            &mut Delivery {
+                bytes: &mut bytes,
+                ends: None,
+                refused: 0,
+                block: Some(&mut held),
+            },
+            Some(Instant::now() + timeout),
+        );
+        match received {
+            Ok(()) => Ok(shared(held, bytes)),
+            Err(e) => {
+                super::spare::give(bytes);
+                Err(e.into())
+            }
+        }
     }
 }
 

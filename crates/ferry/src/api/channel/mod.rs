@@ -13,6 +13,7 @@ mod loan;
 mod options;
 mod out_of_line;
 mod prefix;
+mod readiness;
 mod receiver;
 mod route;
 mod select;

@@ -734,6 +734,32 @@ impl Receiver {
     /// cannot take an end the peer sent (out of descriptors or address
     /// space): the message stays queued.
     pub fn recv_with(&self) -> Result<Message, RecvError> {
+        Ok(self.recv_message_with(None)?)
+    }
+
+    /// [`Receiver::recv_with`], waiting at most `timeout` (zero: never
+    /// waiting).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let (a, b) = ferry::pipe()?;
+    /// let none = b.receiver().recv_with_timeout(Duration::ZERO);
+    /// assert!(matches!(none, Err(ferry::RecvTimeoutError::Timeout)));
+    /// let (c, _d) = ferry::pipe()?;
+    /// a.sender().send_with(b"take c", vec![c])?;
+    /// let message = b.receiver().recv_with_timeout(Duration::from_secs(1))?;
+    /// assert_eq!((message.bytes.as_slice(), message.pipes.len()), (&b"take c"[..], 1));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`Receiver::recv_timeout`], and [`Receiver::recv_with`]'s.
+    pub fn recv_with_timeout(&self, timeout: Duration) -> Result<Message, RecvTimeoutError> {
+        Ok(self.recv_message_with(Some(Instant::now() + timeout))?)
+    }
+
+    fn recv_message_with(&self, deadline: Option<Instant>) -> Result<Message, RecvFault> {
         let mut message = Message::default();
         let mut ends = Vec::new();
         let delivery = &mut Delivery {
@@ -742,7 +768,7 @@ impl Receiver {
             refused: 0,
             block: None,
         };
-        self.recv_message(delivery, None)?;
+        self.recv_message(delivery, deadline)?;
         message.refused = delivery.refused;
         message.take_ends(ends);
         Ok(message)

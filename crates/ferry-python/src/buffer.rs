@@ -62,23 +62,6 @@ pub(crate) fn bytes_of_mut(buffer: &mut PyUntypedBuffer) -> PyResult<&mut [u8]> 
     Ok(unsafe { std::slice::from_raw_parts_mut(ptr, len) })
 }
 
-/// What a [`View`] holds: a received message, read in place in its pool
-/// block when it came out of line.
-#[derive(Debug)]
-pub(crate) enum Held {
-    Shared(ferry::SharedBytes),
-    Owned(Vec<u8>),
-}
-
-impl Held {
-    fn bytes(&self) -> &[u8] {
-        match self {
-            Self::Shared(shared) => shared,
-            Self::Owned(owned) => owned,
-        }
-    }
-}
-
 /// A received message, read-only, as a buffer: `memoryview(view)`,
 /// `numpy.frombuffer(view)`, `bytes(view)`. A message that came out of line
 /// is read where it lies, in the sender's pool block, which stays this
@@ -87,14 +70,14 @@ impl Held {
 /// nothing.
 #[pyclass(module = "ferry._ferry", frozen)]
 pub struct View {
-    held: Mutex<Option<Held>>,
+    held: Mutex<Option<ferry::SharedBytes>>,
     exports: AtomicUsize,
     in_place: bool,
 }
 
 impl View {
-    pub(crate) fn new(held: Held) -> Self {
-        let in_place = matches!(&held, Held::Shared(shared) if shared.is_in_place());
+    pub(crate) fn new(held: ferry::SharedBytes) -> Self {
+        let in_place = held.is_in_place();
         Self {
             held: Mutex::new(Some(held)),
             exports: AtomicUsize::new(0),
@@ -102,14 +85,14 @@ impl View {
         }
     }
 
-    fn held(&self) -> MutexGuard<'_, Option<Held>> {
+    fn held(&self) -> MutexGuard<'_, Option<ferry::SharedBytes>> {
         self.held.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The bytes, copied (for a caller that needs them after the view).
     pub(crate) fn with_bytes<R>(&self, read: impl FnOnce(&[u8]) -> R) -> PyResult<R> {
         match &*self.held() {
-            Some(held) => Ok(read(held.bytes())),
+            Some(held) => Ok(read(held)),
             None => Err(released()),
         }
     }
@@ -176,7 +159,7 @@ impl View {
         match &*self.held() {
             Some(held) => format!(
                 "<ferry.View {} bytes{}>",
-                held.bytes().len(),
+                held.len(),
                 if self.in_place { ", in place" } else { "" }
             ),
             None => "<ferry.View released>".to_owned(),
@@ -193,7 +176,7 @@ impl View {
         }
         let me = slf.get();
         let held = me.held();
-        let Some(bytes) = held.as_ref().map(Held::bytes) else {
+        let Some(bytes) = held.as_deref() else {
             return Err(released());
         };
         let len = ffi::Py_ssize_t::try_from(bytes.len())

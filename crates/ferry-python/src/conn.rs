@@ -24,7 +24,7 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBytes, PyList};
 
-use crate::buffer::{Held, Loan, View, bytes_of, bytes_of_mut};
+use crate::buffer::{Loan, View, bytes_of, bytes_of_mut};
 use crate::end::{End, Gate};
 use crate::errors::{recv_timeout_error, send_error, send_timeout_error, timed_out};
 use crate::fork;
@@ -59,7 +59,7 @@ pub struct Connection {
     /// each receive.
     level: AtomicBool,
     /// A message `recv_bytes(maxlength)` refused, received next.
-    held: Mutex<Option<Held>>,
+    held: Mutex<Option<ferry::SharedBytes>>,
     /// The fork generation this end belongs to (see `fork.rs`).
     born: u64,
 }
@@ -199,7 +199,7 @@ impl Connection {
 
     /// The next message as a view (the one `recv_bytes(maxlength)` refused
     /// first).
-    fn receive_view(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<Held> {
+    fn receive_view(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<ferry::SharedBytes> {
         let deadline = deadline(timeout)?;
         let end = self.receiving_end()?;
         let rx = end.receiver().expect("checked");
@@ -208,7 +208,6 @@ impl Connection {
             return Ok(held);
         }
         self.receive(py, rx, deadline, |wait| rx.recv_shared_timeout(wait))
-            .map(Held::Shared)
     }
 }
 
@@ -258,6 +257,7 @@ fn window(bytes: &[u8], offset: usize, size: Option<usize>) -> PyResult<&[u8]> {
 static DUMPS: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 static LOADS: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 static REDUCE: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+
 static RECV_ASYNC: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 static BUFFER_TOO_SHORT: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 
@@ -296,10 +296,7 @@ impl Connection {
         timeout: Option<f64>,
     ) -> PyResult<Bound<'py, PyBytes>> {
         let held = self.receive_view(py, timeout)?;
-        let bytes = match &held {
-            Held::Shared(shared) => &shared[..],
-            Held::Owned(owned) => &owned[..],
-        };
+        let bytes = &held[..];
         if let Some(max) = maxlength
             && bytes.len() > max
         {
@@ -329,10 +326,7 @@ impl Connection {
             return Err(PyValueError::new_err("offset is too large"));
         }
         let held = self.receive_view(py, None)?;
-        let bytes = match &held {
-            Held::Shared(shared) => &shared[..],
-            Held::Owned(owned) => &owned[..],
-        };
+        let bytes = &held[..];
         if bytes.len() > room.len() - offset {
             let short = BUFFER_TOO_SHORT.import(py, "multiprocessing", "BufferTooShort")?;
             return Err(PyErr::from_value(short.call1((PyBytes::new(py, bytes),))?));
@@ -389,9 +383,14 @@ impl Connection {
                 }));
             }
         }
-        let mut head = Vec::with_capacity(PARTS.len() + 4 + data.as_bytes().len());
+        let end_count = u32::try_from(ends.len())
+            .ok()
+            .filter(|&n| n as usize <= ferry::MAX_HANDLES)
+            .ok_or_else(|| PyValueError::new_err("more than 253 pipe ends in one object"))?;
+        let mut head = Vec::with_capacity(PARTS.len() + 8 + data.as_bytes().len());
         head.extend_from_slice(PARTS);
         head.extend_from_slice(&count.to_le_bytes());
+        head.extend_from_slice(&end_count.to_le_bytes());
         head.extend_from_slice(data.as_bytes());
         let connections: Vec<Bound<'_, Connection>> = ends
             .iter()
@@ -399,8 +398,7 @@ impl Connection {
             .collect::<PyResult<_>>()?;
         drop(end);
         let handles = take_ends(&connections, self)?;
-        let end = self.sending_end();
-        let end = match end {
+        let end = match self.sending_end() {
             Ok(end) => end,
             Err(e) => {
                 put_back(&connections, handles);
@@ -409,9 +407,15 @@ impl Connection {
         };
         let tx = end.sender().expect("checked");
         let _inside = self.sending.enter(py);
+        if let Err(e) = self.send_raw(py, tx, &head) {
+            put_back(&connections, handles);
+            return Err(e);
+        }
+        // The ends, in a message of their own right after the head (so the
+        // head, which may be large, is received as a view).
         let mut handles = handles;
-        loop {
-            match py.detach(|| tx.send_with_timeout(&head, handles, SEND_SLICE)) {
+        while !handles.is_empty() {
+            match py.detach(|| tx.send_with_timeout(b"", handles, SEND_SLICE)) {
                 Ok(()) => break,
                 Err(e) => {
                     let ferry::SendWithError {
@@ -451,48 +455,58 @@ impl Connection {
         let loads = LOADS.import(py, "ferry._pickle", "loads")?;
         let inside = self.receiving.enter(py);
         let held = self.held.lock().unwrap_or_else(|e| e.into_inner()).take();
-        let (bytes, arrived) = match held {
-            Some(Held::Shared(shared)) => (shared.to_vec(), Vec::new()),
-            Some(Held::Owned(owned)) => (owned, Vec::new()),
-            None => {
-                let message = self.receive(py, rx, deadline, |wait| rx.recv_with_timeout(wait))?;
-                let ends: Vec<End> = message
-                    .pipes
-                    .into_iter()
-                    .map(End::Pipe)
-                    .chain(message.senders.into_iter().map(End::Sender))
-                    .chain(message.receivers.into_iter().map(End::Receiver))
-                    .collect();
-                (message.bytes, ends)
-            }
+        let head = match held {
+            Some(held) => held,
+            None => self.receive(py, rx, deadline, |wait| rx.recv_shared_timeout(wait))?,
         };
+        let bytes = &head[..];
         let Some(rest) = bytes.strip_prefix(PARTS) else {
             drop(inside);
-            let data = View::new(Held::Owned(bytes));
-            return loads.call1((data, PyList::empty(py), PyList::empty(py)));
+            let data = View::new(head);
+            return loads.call1((data, PyList::empty(py), PyList::empty(py), 0));
         };
-        let Some((count, data)) = rest.split_first_chunk::<4>() else {
+        // Checked once, from a copy (a hostile peer may change a block
+        // while it is read).
+        let Some((counts, data)) = rest.split_first_chunk::<8>() else {
             return Err(crate::errors::ProtocolError::new_err(
-                "a message of parts too short for its count",
+                "a pickle in parts too short for its counts",
             ));
         };
-        let count = u32::from_le_bytes(*count);
-        if count > MOST_PARTS {
-            return Err(crate::errors::ProtocolError::new_err(
-                "a message of more than 65,536 parts",
-            ));
+        let count = u32::from_le_bytes([counts[0], counts[1], counts[2], counts[3]]);
+        let end_count = u32::from_le_bytes([counts[4], counts[5], counts[6], counts[7]]);
+        if count > MOST_PARTS || end_count as usize > ferry::MAX_HANDLES {
+            return Err(crate::errors::ProtocolError::new_err(format!(
+                "a pickle in {count} parts with {end_count} pipe ends: more than a sender sends"
+            )));
         }
-        let data = data.to_vec();
+        let offset = bytes.len() - data.len();
+        // What follows the head was sent right after it.
+        let mut ends = Vec::new();
+        if end_count > 0 {
+            let message = self.receive(py, rx, None, |wait| rx.recv_with_timeout(wait))?;
+            ends.extend(message.pipes.into_iter().map(End::Pipe));
+            ends.extend(message.senders.into_iter().map(End::Sender));
+            ends.extend(message.receivers.into_iter().map(End::Receiver));
+            if !message.bytes.is_empty() || ends.len() + message.refused != end_count as usize {
+                return Err(crate::errors::ProtocolError::new_err(
+                    "a pickle's pipe ends did not come as its head said",
+                ));
+            }
+        }
         let mut parts = Vec::with_capacity(count as usize);
         for _ in 0..count {
-            // The parts follow the head: the sender sent them at once.
             let part = self.receive(py, rx, None, |wait| rx.recv_shared_timeout(wait))?;
-            parts.push(View::new(Held::Shared(part)));
+            parts.push(View::new(part));
         }
         drop(inside);
-        let ends: Vec<Connection> = arrived.into_iter().map(Connection::new).collect();
-        let data = View::new(Held::Owned(data));
-        loads.call1((data, PyList::new(py, parts)?, PyList::new(py, ends)?))
+        let ends: Vec<Connection> = ends.into_iter().map(Connection::new).collect();
+        let data = View::new(head);
+        loads.call1((
+            data,
+            PyList::new(py, parts)?,
+            PyList::new(py, ends)?,
+            offset,
+        ))
     }
 
     /// Whether a receive would not wait (a message, or the peer's end),

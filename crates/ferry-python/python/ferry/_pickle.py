@@ -1,12 +1,13 @@
 """Pickling for ``Connection.send``/``recv``, and pickling of ends.
 
-``send(obj)`` pickles with protocol 5. Each out-of-band buffer of at least
-``OUT_OF_LINE`` bytes (a numpy array's data, a ``bytearray``, a
-``PickleBuffer``) becomes a message of its own, which to another process
-goes through a pool block of shared memory: copied once, on send, and read
-in place by the receiver, whose object is rebuilt over read-only views of
-those blocks. ``Connection``s inside the object travel as pipe ends, with
-the message.
+``send(obj)`` pickles with protocol 5 (the C pickler, ``copyreg``'s
+reducers). Each out-of-band buffer of at least ``OUT_OF_LINE`` bytes (a
+numpy array's data, a ``bytearray``, a ``PickleBuffer``) becomes a message
+of its own, which to another process goes through a pool block of shared
+memory: copied once, on send, and read in place by the receiver, whose
+object is rebuilt over read-only views of those blocks. ``Connection``s
+inside the object travel as pipe ends, in a message of their own right
+after the pickle's.
 
 A ``Connection`` pickled any other way (as an argument of a
 ``multiprocessing`` child, through a ``multiprocessing.Queue``) travels
@@ -14,69 +15,63 @@ through this process's hand-off table: see ``handoff.rs``.
 """
 
 import copyreg
-import io
 import pickle
-from multiprocessing.reduction import ForkingPickler
+import threading
 
 from . import _ferry
 
-_END = "ferry.end"
+_local = threading.local()
 
 
-class _Pickler(pickle.Pickler):
-    # What ``multiprocessing`` pickles its own objects with, too.
-    _table = None
-
-    def __init__(self, file, buffers, ends):
-        super().__init__(file, protocol=5, buffer_callback=self._buffer)
-        if _Pickler._table is None:
-            table = copyreg.dispatch_table.copy()
-            table.update(ForkingPickler._extra_reducers)
-            _Pickler._table = table
-        self.dispatch_table = _Pickler._table
-        self._buffers = buffers
-        self._ends = ends
-
-    def _buffer(self, buffer):
-        raw = buffer.raw()
-        if raw.nbytes >= _ferry.OUT_OF_LINE:
-            self._buffers.append(raw)
-            return False
-        return True
-
-    def persistent_id(self, obj):
-        if type(obj) is _ferry.Connection:
-            self._ends.append(obj)
-            return (_END, len(self._ends) - 1)
-        return None
+def _reduce_connection(connection):
+    ends = getattr(_local, "ends", None)
+    if ends is None:
+        # Pickled outside `send`: the end waits in this process's hand-off
+        # table until the process that unpickles it claims it.
+        return (_ferry.claim, _ferry.offer(connection))
+    ends.append(connection)
+    return (_arrived, (len(ends) - 1,))
 
 
-class _Unpickler(pickle.Unpickler):
-    def __init__(self, file, buffers, ends):
-        super().__init__(file, buffers=buffers)
-        self._ends = ends
+def _arrived(index):
+    """The `index`-th end the message being unpickled carried."""
+    ends = getattr(_local, "arrived", None)
+    if ends is None or type(index) is not int or not 0 <= index < len(ends):
+        raise pickle.UnpicklingError("the pickle names a ferry end its message did not carry")
+    return ends[index]
 
-    def persistent_load(self, pid):
-        if type(pid) is tuple and len(pid) == 2 and pid[0] == _END and type(pid[1]) is int:
-            if 0 <= pid[1] < len(self._ends):
-                return self._ends[pid[1]]
-        raise pickle.UnpicklingError(f"unknown persistent id {pid!r}")
+
+copyreg.pickle(_ferry.Connection, _reduce_connection)
+reduce_connection = _reduce_connection
 
 
 def dumps(obj):
     """``(data, out_of_band_buffers, ends)`` of ``obj``."""
-    file = io.BytesIO()
-    buffers, ends = [], []
-    _Pickler(file, buffers, ends).dump(obj)
-    return file.getvalue(), buffers, ends
+    buffers = []
+    ends = []
+
+    def keep(buffer):
+        raw = buffer.raw()
+        if raw.nbytes >= _ferry.OUT_OF_LINE:
+            buffers.append(raw)
+            return False
+        return True
+
+    outer = getattr(_local, "ends", None)
+    _local.ends = ends
+    try:
+        data = pickle.dumps(obj, protocol=5, buffer_callback=keep)
+    finally:
+        _local.ends = outer
+    return data, buffers, ends
 
 
-def loads(data, buffers, ends):
-    """The object ``dumps`` took apart."""
-    return _Unpickler(io.BytesIO(memoryview(data)), buffers, ends).load()
-
-
-def reduce_connection(connection):
-    """``Connection.__reduce__``: the end waits in this process's hand-off
-    table until the process that unpickles it claims it."""
-    return (_ferry.claim, _ferry.offer(connection))
+def loads(data, buffers, ends, offset):
+    """The object ``dumps`` took apart, from byte ``offset`` of ``data``."""
+    outer = getattr(_local, "arrived", None)
+    _local.arrived = ends
+    try:
+        view = memoryview(data)
+        return pickle.loads(view[offset:] if offset else view, buffers=buffers)
+    finally:
+        _local.arrived = outer

@@ -179,29 +179,20 @@ impl View {
         let Some(bytes) = held.as_deref() else {
             return Err(released());
         };
-        let len = ffi::Py_ssize_t::try_from(bytes.len())
-            .map_err(|_| PyBufferError::new_err("message too large for a buffer"))?;
-        // Counted under the lock `release` takes: the memory stays until
-        // the matching `__releasebuffer__`.
-        me.exports.fetch_add(1, Ordering::AcqRel);
-        // SAFETY: `view` is the struct Python passed to fill; the memory
-        // (`bytes`) stays valid and unmoved while the export is counted
-        // (see the module comment), and read-only is declared.
-        let filled = unsafe {
-            ffi::PyBuffer_FillInfo(
+        // SAFETY: `view` is the struct Python passed to fill; the message
+        // stays valid and unmoved while the export is counted (`release`
+        // refuses until then; see the module comment).
+        unsafe {
+            export(
+                &slf,
                 view,
-                slf.as_ptr(),
-                bytes.as_ptr().cast_mut().cast(),
-                len,
-                1,
+                bytes.as_ptr().cast_mut(),
+                bytes.len(),
+                true,
                 flags,
+                &me.exports,
             )
-        };
-        if filled != 0 {
-            me.exports.fetch_sub(1, Ordering::AcqRel);
-            return Err(PyErr::fetch(slf.py()));
         }
-        Ok(())
     }
 
     unsafe fn __releasebuffer__(&self, _view: *mut ffi::Py_buffer) {
@@ -303,21 +294,21 @@ impl Loan {
             ));
         };
         let bytes: &mut [u8] = loan;
-        let len = ffi::Py_ssize_t::try_from(bytes.len())
-            .map_err(|_| PyBufferError::new_err("loan too large for a buffer"))?;
-        me.exports.fetch_add(1, Ordering::AcqRel);
         // SAFETY: `view` is the struct Python passed to fill; the loan's
         // memory (a heap slot or a mapped block, neither moved when the
         // `Loan` value moves) stays this object's, unsent, while the export
         // is counted (`take` refuses until then).
-        let filled = unsafe {
-            ffi::PyBuffer_FillInfo(view, slf.as_ptr(), bytes.as_mut_ptr().cast(), len, 0, flags)
-        };
-        if filled != 0 {
-            me.exports.fetch_sub(1, Ordering::AcqRel);
-            return Err(PyErr::fetch(slf.py()));
+        unsafe {
+            export(
+                &slf,
+                view,
+                bytes.as_mut_ptr(),
+                bytes.len(),
+                false,
+                flags,
+                &me.exports,
+            )
         }
-        Ok(())
     }
 
     unsafe fn __releasebuffer__(&self, _view: *mut ffi::Py_buffer) {
@@ -331,4 +322,42 @@ pub(crate) fn own_fd(fd: i32) -> std::os::fd::OwnedFd {
     // SAFETY: `fd` is open (the `dup` succeeded) and no one else holds it:
     // `os.dup` returned it to this call only.
     unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) }
+}
+
+/// Fills `view` with `len` bytes at `ptr`, owned by `owner`, and counts
+/// the export in `exports` (uncounted again if Python refuses `flags`).
+///
+/// # Safety
+///
+/// `view` is the struct Python passed to `__getbuffer__`; the `len` bytes
+/// at `ptr` stay valid and unmoved (and, unless `readonly`, writable by
+/// this export alone) until the count drops back.
+unsafe fn export<T>(
+    owner: &Bound<'_, T>,
+    view: *mut ffi::Py_buffer,
+    ptr: *mut u8,
+    len: usize,
+    readonly: bool,
+    flags: c_int,
+    exports: &AtomicUsize,
+) -> PyResult<()> {
+    let len = ffi::Py_ssize_t::try_from(len)
+        .map_err(|_| PyBufferError::new_err("too large for a buffer"))?;
+    exports.fetch_add(1, Ordering::AcqRel);
+    // SAFETY: the caller's promise.
+    let filled = unsafe {
+        ffi::PyBuffer_FillInfo(
+            view,
+            owner.as_ptr(),
+            ptr.cast(),
+            len,
+            c_int::from(readonly),
+            flags,
+        )
+    };
+    if filled != 0 {
+        exports.fetch_sub(1, Ordering::AcqRel);
+        return Err(PyErr::fetch(owner.py()));
+    }
+    Ok(())
 }

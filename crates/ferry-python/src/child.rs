@@ -54,11 +54,7 @@ impl Child {
     /// `TimeoutError`); its return code.
     #[pyo3(signature = (timeout = None))]
     fn wait(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<i32> {
-        let deadline = timeout
-            .map(|t| Duration::try_from_secs_f64(t.max(0.0)))
-            .transpose()
-            .map_err(|_| PyValueError::new_err("bad timeout"))?
-            .and_then(|t| Instant::now().checked_add(t));
+        let deadline = crate::conn::deadline(timeout)?;
         loop {
             if let Some(status) = self.child().try_wait()? {
                 return Ok(code(status));

@@ -223,8 +223,8 @@ fn widen_try_send(e: ferry::TrySendError) -> ferry::SendError {
     }
 }
 
-/// The deadline of a `timeout` in seconds (`None`: none).
-fn deadline(timeout: Option<f64>) -> PyResult<Option<Instant>> {
+/// The deadline of a `timeout` in seconds (`None`: none; negative: now).
+pub(crate) fn deadline(timeout: Option<f64>) -> PyResult<Option<Instant>> {
     match timeout {
         None => Ok(None),
         Some(t) if t.is_nan() => Err(PyValueError::new_err("timeout is NaN")),

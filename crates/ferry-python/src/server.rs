@@ -76,11 +76,7 @@ impl Listener {
             .unwrap_or_else(|e| e.into_inner())
             .clone()
             .ok_or_else(|| PyOSError::new_err("listener is closed"))?;
-        let deadline = timeout
-            .map(|t| Duration::try_from_secs_f64(t.max(0.0)))
-            .transpose()
-            .map_err(|_| PyValueError::new_err("bad timeout"))?
-            .and_then(|t| Instant::now().checked_add(t));
+        let deadline = crate::conn::deadline(timeout)?;
         loop {
             let slice = deadline.map_or(ACCEPT_SLICE, |d| {
                 d.saturating_duration_since(Instant::now())

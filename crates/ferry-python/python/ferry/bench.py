@@ -70,7 +70,8 @@ def _count(size, quick):
 # The children: each echoes until its parent closes.
 
 
-def _child_ferry_bytes(conn, cpu):
+def _child_bytes(conn, cpu):
+    """Echoes bytes: a ferry or a multiprocessing connection."""
     _pin(cpu)
     try:
         while True:
@@ -79,7 +80,8 @@ def _child_ferry_bytes(conn, cpu):
         pass
 
 
-def _child_ferry_pickle(conn, cpu):
+def _child_objects(conn, cpu):
+    """Echoes objects: a ferry or a multiprocessing connection."""
     _pin(cpu)
     try:
         while True:
@@ -109,24 +111,6 @@ def _check(m, n):
     if n >= 16:
         m[:8].tobytes()
         m[n - 8 : n].tobytes()
-
-
-def _child_mp_bytes(conn, cpu):
-    _pin(cpu)
-    try:
-        while True:
-            conn.send_bytes(conn.recv_bytes())
-    except EOFError:
-        pass
-
-
-def _child_mp_pickle(conn, cpu):
-    _pin(cpu)
-    try:
-        while True:
-            conn.send(conn.recv())
-    except EOFError:
-        pass
 
 
 def _child_mp_queue(inbox, outbox, cpu):
@@ -183,10 +167,10 @@ def _row(ctx, transport, size, placement, count):
     if transport in ("ferry-bytes", "ferry-pickle", "ferry-in-place", "ferry-array"):
         a, b = ferry.Pipe()
         target = {
-            "ferry-bytes": _child_ferry_bytes,
-            "ferry-pickle": _child_ferry_pickle,
+            "ferry-bytes": _child_bytes,
+            "ferry-pickle": _child_objects,
             "ferry-in-place": _child_ferry_in_place,
-            "ferry-array": _child_ferry_pickle,
+            "ferry-array": _child_objects,
         }[transport]
         p = ctx.Process(target=target, args=(b, child_cpu))
         closers.append(a.close)
@@ -218,7 +202,7 @@ def _row(ctx, transport, size, placement, count):
                 return a.recv()["arr"]
     elif transport in ("mp-pipe-bytes", "mp-pipe-pickle", "mp-pipe-array"):
         a, b = ctx.Pipe()
-        target = _child_mp_bytes if transport == "mp-pipe-bytes" else _child_mp_pickle
+        target = _child_bytes if transport == "mp-pipe-bytes" else _child_objects
         p = ctx.Process(target=target, args=(b, child_cpu))
         closers.append(a.close)
         if transport == "mp-pipe-bytes":

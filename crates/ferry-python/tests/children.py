@@ -55,6 +55,10 @@ def blocked_receiver(conn, report):
     """Blocks in recv; each SIGINT must become a KeyboardInterrupt soon."""
     import ferry  # noqa: F401
 
+    # Python installs its SIGINT handler only where SIGINT was not ignored
+    # at start, and a shell's background jobs start with it ignored (as CI
+    # may run this): the handler Python gives an interactive program.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     count = 0
     while True:
         try:

@@ -60,6 +60,9 @@ pub struct Connection {
     level: AtomicBool,
     /// A message `recv_bytes(maxlength)` refused, received next.
     held: Mutex<Option<ferry::SharedBytes>>,
+    /// A pickle in parts whose receive ran out of time (or was
+    /// interrupted) before its last part: the next `recv` goes on with it.
+    partial: Mutex<Option<Partial>>,
     /// The fork generation this end belongs to (see `fork.rs`).
     born: u64,
 }
@@ -72,6 +75,7 @@ impl Connection {
             receiving: Gate::default(),
             level: AtomicBool::new(false),
             held: Mutex::new(None),
+            partial: Mutex::new(None),
             born: fork::generation(),
         }
     }
@@ -141,6 +145,38 @@ impl Connection {
         }
     }
 
+    /// Sends `bytes` with `handles`, waiting for room in slices and running
+    /// the signal handlers between them. A handler's error ends the wait
+    /// (with the handles given back), unless `deferred` is given: then the
+    /// send goes on and the error waits there, for a message whose head is
+    /// already out (its receiver expects the rest).
+    fn send_with_slices(
+        py: Python<'_>,
+        tx: &ferry::Sender,
+        bytes: &[u8],
+        mut handles: Vec<ferry::Handle>,
+        mut deferred: Option<&mut Option<PyErr>>,
+    ) -> Result<(), (PyErr, Vec<ferry::Handle>)> {
+        loop {
+            match py.detach(|| tx.send_with_timeout(bytes, handles, SEND_SLICE)) {
+                Ok(()) => return Ok(()),
+                Err(ferry::SendWithError {
+                    error: ferry::SendTimeoutError::Timeout,
+                    handles: back,
+                }) => {
+                    handles = back;
+                    if let Err(e) = py.check_signals() {
+                        match deferred.as_deref_mut() {
+                            Some(slot) => *slot = slot.take().or(Some(e)),
+                            None => return Err((e, handles)),
+                        }
+                    }
+                }
+                Err(e) => return Err((send_timeout_error(e.error), e.handles)),
+            }
+        }
+    }
+
     /// Receives with `receive` (given a wait; zero: none), waiting as the
     /// module comment says, until `deadline`.
     fn receive<T: Send>(
@@ -204,10 +240,72 @@ impl Connection {
         let end = self.receiving_end()?;
         let rx = end.receiver().expect("checked");
         let _inside = self.receiving.enter(py);
+        no_partial(&self.partial)?;
         if let Some(held) = self.held.lock().unwrap_or_else(|e| e.into_inner()).take() {
             return Ok(held);
         }
         self.receive(py, rx, deadline, |wait| rx.recv_shared_timeout(wait))
+    }
+
+    /// Receives what a pickle in parts still lacks: its ends' message,
+    /// then its parts, until `deadline`.
+    fn receive_rest(
+        &self,
+        py: Python<'_>,
+        rx: &ferry::Receiver,
+        deadline: Option<Instant>,
+        partial: &mut Partial,
+    ) -> PyResult<()> {
+        if partial.ends.is_none() {
+            let message = self.receive(py, rx, deadline, |wait| rx.recv_with_timeout(wait))?;
+            let ferry::Message {
+                bytes,
+                pipes,
+                senders,
+                receivers,
+                refused,
+                ..
+            } = message;
+            let ends: Vec<End> = (pipes.into_iter().map(End::Pipe))
+                .chain(senders.into_iter().map(End::Sender))
+                .chain(receivers.into_iter().map(End::Receiver))
+                .collect();
+            if !bytes.is_empty() || ends.len() + refused != partial.end_count as usize {
+                return Err(crate::errors::ProtocolError::new_err(
+                    "a pickle's pipe ends did not come as its head said",
+                ));
+            }
+            partial.ends = Some(ends);
+        }
+        while partial.parts.len() < partial.count as usize {
+            let part = self.receive(py, rx, deadline, |wait| rx.recv_shared_timeout(wait))?;
+            partial.parts.push(View::new(part));
+        }
+        Ok(())
+    }
+}
+
+/// A pickle in parts, received so far (see [`PARTS`]).
+struct Partial {
+    head: ferry::SharedBytes,
+    /// Where the pickle begins in `head`.
+    offset: usize,
+    count: u32,
+    end_count: u32,
+    /// The ends, once their message is in.
+    ends: Option<Vec<End>>,
+    parts: Vec<View>,
+}
+
+/// Refuses a receive of one message while a pickle in parts is half
+/// received: it would take one of the pickle's parts.
+fn no_partial(partial: &Mutex<Option<Partial>>) -> PyResult<()> {
+    match partial.lock().unwrap_or_else(|e| e.into_inner()).is_some() {
+        true => Err(PyValueError::new_err(
+            "an object is half received (its recv timed out or was interrupted): \
+             call recv() to finish it first",
+        )),
+        false => Ok(()),
     }
 }
 
@@ -411,36 +509,24 @@ impl Connection {
             put_back(&connections, handles);
             return Err(e);
         }
-        // The ends, in a message of their own right after the head (so the
-        // head, which may be large, is received as a view).
-        let mut handles = handles;
-        while !handles.is_empty() {
-            match py.detach(|| tx.send_with_timeout(b"", handles, SEND_SLICE)) {
-                Ok(()) => break,
-                Err(e) => {
-                    let ferry::SendWithError {
-                        error,
-                        handles: back,
-                    } = e;
-                    let again = matches!(error, ferry::SendTimeoutError::Timeout)
-                        && back.len() == connections.len();
-                    if again {
-                        if let Err(e) = py.check_signals() {
-                            put_back(&connections, back);
-                            return Err(e);
-                        }
-                        handles = back;
-                        continue;
-                    }
-                    put_back(&connections, back);
-                    return Err(send_timeout_error(error));
-                }
-            }
+        // The rest: the ends, in a message of their own right after the
+        // head (so the head, which may be large, is received as a view),
+        // then each buffer. The head is out, so a signal no longer stops
+        // the send: its handler's error is raised once the rest is out.
+        let mut deferred = None;
+        if !handles.is_empty()
+            && let Err((e, back)) =
+                Self::send_with_slices(py, tx, b"", handles, Some(&mut deferred))
+        {
+            put_back(&connections, back);
+            return Err(e);
         }
         for view in &views {
-            self.send_raw(py, tx, bytes_of(view)?)?;
+            let bytes = bytes_of(view)?;
+            Self::send_with_slices(py, tx, bytes, Vec::new(), Some(&mut deferred))
+                .map_err(|(e, _)| e)?;
         }
-        Ok(())
+        deferred.map_or(Ok(()), Err)
     }
 
     /// Receives an object sent by `send` (unpickled: only from a peer you
@@ -454,55 +540,76 @@ impl Connection {
         let rx = end.receiver().expect("checked");
         let loads = LOADS.import(py, "ferry._pickle", "loads")?;
         let inside = self.receiving.enter(py);
-        let held = self.held.lock().unwrap_or_else(|e| e.into_inner()).take();
-        let head = match held {
-            Some(held) => held,
-            None => self.receive(py, rx, deadline, |wait| rx.recv_shared_timeout(wait))?,
-        };
-        let bytes = &head[..];
-        let Some(rest) = bytes.strip_prefix(PARTS) else {
-            drop(inside);
-            let data = View::new(head);
-            return loads.call1((data, PyList::empty(py), PyList::empty(py), 0));
-        };
-        // Checked once, from a copy (a hostile peer may change a block
-        // while it is read).
-        let Some((counts, data)) = rest.split_first_chunk::<8>() else {
-            return Err(crate::errors::ProtocolError::new_err(
-                "a pickle in parts too short for its counts",
-            ));
-        };
-        let count = u32::from_le_bytes([counts[0], counts[1], counts[2], counts[3]]);
-        let end_count = u32::from_le_bytes([counts[4], counts[5], counts[6], counts[7]]);
-        if count > MOST_PARTS || end_count as usize > ferry::MAX_HANDLES {
-            return Err(crate::errors::ProtocolError::new_err(format!(
-                "a pickle in {count} parts with {end_count} pipe ends: more than a sender sends"
-            )));
-        }
-        let offset = bytes.len() - data.len();
-        // What follows the head was sent right after it.
-        let mut ends = Vec::new();
-        if end_count > 0 {
-            let message = self.receive(py, rx, None, |wait| rx.recv_with_timeout(wait))?;
-            ends.extend(message.pipes.into_iter().map(End::Pipe));
-            ends.extend(message.senders.into_iter().map(End::Sender));
-            ends.extend(message.receivers.into_iter().map(End::Receiver));
-            if !message.bytes.is_empty() || ends.len() + message.refused != end_count as usize {
-                return Err(crate::errors::ProtocolError::new_err(
-                    "a pickle's pipe ends did not come as its head said",
-                ));
+        let resumed = self
+            .partial
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        let mut partial = match resumed {
+            Some(partial) => partial,
+            None => {
+                let held = self.held.lock().unwrap_or_else(|e| e.into_inner()).take();
+                let head = match held {
+                    Some(held) => held,
+                    None => self.receive(py, rx, deadline, |wait| rx.recv_shared_timeout(wait))?,
+                };
+                let Some(rest) = head.strip_prefix(PARTS) else {
+                    drop(inside);
+                    let data = View::new(head);
+                    return loads.call1((data, PyList::empty(py), PyList::empty(py), 0));
+                };
+                // Each count read once (a hostile peer may change a block
+                // while it is read).
+                let Some((counts, data)) = rest.split_first_chunk::<8>() else {
+                    return Err(crate::errors::ProtocolError::new_err(
+                        "a pickle in parts too short for its counts",
+                    ));
+                };
+                let count = u32::from_le_bytes([counts[0], counts[1], counts[2], counts[3]]);
+                let end_count = u32::from_le_bytes([counts[4], counts[5], counts[6], counts[7]]);
+                if count > MOST_PARTS || end_count as usize > ferry::MAX_HANDLES {
+                    return Err(crate::errors::ProtocolError::new_err(format!(
+                        "a pickle in {count} parts with {end_count} pipe ends: more than a sender sends"
+                    )));
+                }
+                let offset = head.len() - data.len();
+                Partial {
+                    head,
+                    offset,
+                    count,
+                    end_count,
+                    ends: (end_count == 0).then(Vec::new),
+                    parts: Vec::with_capacity(count as usize),
+                }
             }
-        }
-        let mut parts = Vec::with_capacity(count as usize);
-        for _ in 0..count {
-            let part = self.receive(py, rx, None, |wait| rx.recv_shared_timeout(wait))?;
-            parts.push(View::new(part));
+        };
+        // What follows the head was sent right after it; a receive that
+        // runs out of time (or is interrupted) keeps what it has, for the
+        // next `recv` to go on with.
+        if let Err(e) = self.receive_rest(py, rx, deadline, &mut partial) {
+            // Kept unless the peer is gone or broke the rules.
+            let peers = e.is_instance_of::<crate::errors::ProtocolError>(py)
+                || e.is_instance_of::<pyo3::exceptions::PyEOFError>(py);
+            if !peers {
+                *self.partial.lock().unwrap_or_else(|e| e.into_inner()) = Some(partial);
+            }
+            return Err(e);
         }
         drop(inside);
-        let ends: Vec<Connection> = ends.into_iter().map(Connection::new).collect();
-        let data = View::new(head);
+        let Partial {
+            head,
+            offset,
+            ends,
+            parts,
+            ..
+        } = partial;
+        let ends: Vec<Connection> = ends
+            .unwrap_or_default()
+            .into_iter()
+            .map(Connection::new)
+            .collect();
         loads.call1((
-            data,
+            View::new(head),
             PyList::new(py, parts)?,
             PyList::new(py, ends)?,
             offset,
@@ -619,20 +726,7 @@ impl Connection {
         let buffer = PyUntypedBuffer::get(data)?;
         let bytes = bytes_of(&buffer)?;
         let _inside = self.sending.enter(py);
-        let mut handles = handles;
-        loop {
-            match py.detach(|| tx.send_with_timeout(bytes, handles, SEND_SLICE)) {
-                Ok(()) => return Ok(()),
-                Err(ferry::SendWithError {
-                    error: ferry::SendTimeoutError::Timeout,
-                    handles: back,
-                }) => {
-                    py.check_signals()?;
-                    handles = back;
-                }
-                Err(e) => return Err(send_timeout_error(e.error)),
-            }
-        }
+        Self::send_with_slices(py, tx, bytes, handles, None).map_err(|(e, _)| e)
     }
 
     /// Receives a message and the file descriptors that came with it (now
@@ -648,6 +742,7 @@ impl Connection {
         let end = self.receiving_end()?;
         let rx = end.receiver().expect("checked");
         let _inside = self.receiving.enter(py);
+        no_partial(&self.partial)?;
         let message = self.receive(py, rx, deadline, |wait| rx.recv_with_timeout(wait))?;
         let fds = message
             .fds

@@ -11,20 +11,30 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::Duration;
+
+use ferry_testkit::Watchdog;
 
 /// What the virtual environment is made with, and holds.
 const REQUIREMENTS: &[&str] = &["maturin>=1.9.4,<2", "pytest>=8", "numpy>=1.26"];
 
-fn run(what: &str, command: &mut Command) {
+/// The longest the whole suite may take, its set-up included (a fresh
+/// venv and a release build take a few minutes); past it the watchdog
+/// kills what runs and fails the test, rather than let CI hang.
+const LIMIT: Duration = Duration::from_secs(30 * 60);
+
+fn run(watchdog: &Watchdog, what: &str, command: &mut Command) {
     eprintln!("pytest driver: {what}");
-    let status = command
-        .status()
+    let child = command
+        .spawn()
         .unwrap_or_else(|e| panic!("{what}: could not start {command:?}: {e}"));
+    let mut child = watchdog.watch(child);
+    let status = child.wait();
     assert!(status.success(), "{what} failed ({status}): {command:?}");
 }
 
 /// The virtual environment, made and filled on first use.
-fn venv(target: &Path) -> PathBuf {
+fn venv(watchdog: &Watchdog, target: &Path) -> PathBuf {
     let venv = target.join("ferry-python-venv");
     let marker = venv.join(".ferry-requirements");
     let wanted = REQUIREMENTS.join("\n");
@@ -33,12 +43,14 @@ fn venv(target: &Path) -> PathBuf {
     }
     let python = std::env::var("FERRY_PYTHON").unwrap_or_else(|_| "python3".into());
     run(
+        watchdog,
         "making the virtual environment",
         Command::new(&python)
             .args(["-m", "venv", "--clear"])
             .arg(&venv),
     );
     run(
+        watchdog,
         "installing maturin, pytest and numpy",
         Command::new(venv.join("bin/python"))
             .args([
@@ -58,8 +70,10 @@ fn venv(target: &Path) -> PathBuf {
 fn the_python_suite_passes() {
     let here = Path::new(env!("CARGO_MANIFEST_DIR"));
     let target = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
-    let venv = venv(&target);
+    let watchdog = Watchdog::start("the Python suite", LIMIT);
+    let venv = venv(&watchdog, &target);
     run(
+        &watchdog,
         "building and installing the ferry package (maturin develop --release)",
         Command::new(venv.join("bin/maturin"))
             .args(["develop", "--release", "--quiet", "--manifest-path"])
@@ -69,6 +83,7 @@ fn the_python_suite_passes() {
             .env_remove("CARGO_PRIMARY_PACKAGE"),
     );
     run(
+        &watchdog,
         "running pytest",
         Command::new(venv.join("bin/python"))
             .args(["-m", "pytest", "-q", "-p", "no:cacheprovider"])

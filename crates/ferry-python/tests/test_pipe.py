@@ -234,3 +234,22 @@ def test_a_pickled_end_is_claimed_once():
     assert again.recv() == "after the hand-off"
     with pytest.raises(EOFError, match="already"):
         pickle.loads(data)
+
+
+def test_a_receive_of_parts_keeps_its_deadline_and_loses_nothing():
+    a, b = ferry.Pipe()
+    buffers = []
+    data = pickle.dumps(pickle.PickleBuffer(bytearray(b"the part")), protocol=5,
+                        buffer_callback=buffers.append)
+    head = b"\xffferry\x01\x00" + (1).to_bytes(4, "little") + (0).to_bytes(4, "little") + data
+    a.send_bytes(head)  # a pickle in parts whose one part is late
+    started = time.monotonic()
+    with pytest.raises(TimeoutError):
+        b.recv(timeout=0.05)
+    assert time.monotonic() - started < 2
+    with pytest.raises(ValueError, match="half received"):
+        b.recv_bytes(timeout=0)
+    a.send_bytes(b"the part")
+    assert bytes(b.recv(timeout=5)) == b"the part"
+    a.send_bytes(b"next")
+    assert b.recv_bytes() == b"next"

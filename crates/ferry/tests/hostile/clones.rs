@@ -56,6 +56,12 @@ fn a_flooding_clone_cannot_starve_its_receivers_other_rings() {
 fn flood_victim(test: &str, role: &str) {
     let v = Victim::start(test, role, "clone-flood", &PipeOptions::new());
     stage("receive");
+    // The attacker fills the clone's ring, attaches it and puts the ten on
+    // the bootstrap ring within microseconds; a victim that began reading
+    // sooner would drain the clone's ring before the ten exist (a race of
+    // the test, not a starvation: turns only share between rings that have
+    // messages). So it lets the attacker set the scene first.
+    std::thread::sleep(Duration::from_millis(100));
     let rx = v.boot.receiver();
     let (mut own, mut clone, mut clone_before_last) = (0u64, 0u64, 0u64);
     let mut order = "Ok".to_string();

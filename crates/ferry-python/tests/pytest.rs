@@ -3,7 +3,8 @@
 //!
 //! It makes a virtual environment of its own (once, under cargo's target
 //! directory), installs maturin, pytest and numpy into it from the package
-//! registry, builds and installs the `ferry` package with
+//! registry (and trio and pyzmq, for the event-loop test and the benchmark's
+//! pyzmq row), builds and installs the `ferry` package with
 //! `maturin develop --release` (into a target directory of its own, which
 //! later runs reuse: the outer `cargo test` holds the workspace's), and
 //! runs pytest with its output shown as it goes. Python 3.11 or later must
@@ -16,7 +17,13 @@ use std::time::Duration;
 use ferry_testkit::Watchdog;
 
 /// What the virtual environment is made with, and holds.
-const REQUIREMENTS: &[&str] = &["maturin>=1.9.4,<2", "pytest>=8", "numpy>=1.26"];
+const REQUIREMENTS: &[&str] = &[
+    "maturin>=1.9.4,<2",
+    "pytest>=8",
+    "numpy>=1.26",
+    "trio>=0.25",
+    "pyzmq>=26",
+];
 
 /// The longest the whole suite may take, its set-up included (a fresh
 /// venv and a release build take a few minutes); past it the watchdog
@@ -51,7 +58,7 @@ fn venv(watchdog: &Watchdog, target: &Path) -> PathBuf {
     );
     run(
         watchdog,
-        "installing maturin, pytest and numpy",
+        "installing maturin, pytest, numpy, trio and pyzmq",
         Command::new(venv.join("bin/python"))
             .args([
                 "-m",

@@ -61,3 +61,38 @@ def test_wait_returns_the_ready_connections():
     assert ferry.wait(ends, 5) == [ends[3]]
     threading.Timer(0.05, pairs[1][0].send, ("y",)).start()
     assert ends[1] in ferry.wait([ends[1], ends[2]], 5)
+
+
+def test_trio_waits_on_the_descriptor():
+    import trio
+    pairs = [ferry.Pipe() for _ in range(10)]
+    rounds = 20
+
+    async def recv(conn):
+        # trio's own wait on a level-triggered descriptor, then a receive
+        # that does not block.
+        while not conn.poll():
+            await trio.lowlevel.wait_readable(conn.fileno())
+        return conn.recv()
+
+    async def serve(conn):
+        for _ in range(rounds):
+            conn.send(await recv(conn) + 1)
+
+    def clients():
+        for r in range(rounds):
+            for i, (a, _) in enumerate(pairs):
+                a.send(i * 1000 + r)
+            for i, (a, _) in enumerate(pairs):
+                assert a.recv(timeout=30) == i * 1000 + r + 1
+
+    async def main():
+        t = threading.Thread(target=clients)
+        t.start()
+        with trio.fail_after(60):
+            async with trio.open_nursery() as nursery:
+                for _, b in pairs:
+                    nursery.start_soon(serve, b)
+        t.join()
+
+    trio.run(main)

@@ -12,6 +12,7 @@ def test_the_benchmark_runs_every_kind(tmp_path, capsys):
     rows = json.loads(out.read_text())
     transports = {r["transport"] for r in rows}
     assert {"ferry-bytes", "mp-pipe-bytes", "ferry-pickle", "mp-pipe-pickle", "mp-queue",
-            "ferry-in-place", "shm-pipe", "copy-floor", "ferry-array", "mp-pipe-array"} <= transports
+            "ferry-in-place", "shm-pipe", "copy-floor", "ferry-array", "mp-pipe-array",
+            "pyzmq-ipc"} <= transports
     assert all(r["p50_us"] > 0 for r in rows)
     assert "| ferry-bytes | 64 B | unpinned |" in capsys.readouterr().out

@@ -126,6 +126,36 @@ def test_a_pickle_claiming_impossible_parts_is_a_protocol_error(peer):
     child.wait(60)
 
 
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_a_peer_that_sends_nonsense_gets_errors_never_a_crash(peer, seed):
+    count = 500
+    child, conn = ferry.spawn([peer, "garbage", str(seed), str(count)])
+    protocol = objects = 0
+    last = None
+    deadline = time.monotonic() + 60
+    while True:
+        assert time.monotonic() < deadline, "the nonsense never ended"
+        try:
+            last = conn.recv(timeout=60)
+            objects += 1
+        except EOFError:
+            break
+        except ferry.ProtocolError:
+            protocol += 1
+    # The heads with impossible counts were protocol errors (a head's parts
+    # are the messages after it, so fewer results than messages), every
+    # body a valid pickle arrived as its object, and the connection ended
+    # as the peer hung up, not before.
+    assert protocol > 0 and objects > 0
+    assert protocol + objects <= count
+    print(f"seed {seed}: {protocol} protocol errors, {objects} objects, last {last!r:.40}")
+    assert child.wait(60) == 0
+    # This process goes on: a new pipe works.
+    a, b = ferry.Pipe()
+    a.send({"still": "here"})
+    assert b.recv(timeout=5) == {"still": "here"}
+
+
 def test_a_named_server_accepts_clients_with_its_token():
     name = f"pytest-{os.getpid()}-{time.monotonic_ns()}"
     token = ferry.new_token()

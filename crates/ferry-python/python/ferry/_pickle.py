@@ -73,5 +73,9 @@ def loads(data, buffers, ends, offset):
     try:
         view = memoryview(data)
         return pickle.loads(view[offset:] if offset else view, buffers=buffers)
+    except EOFError as e:
+        # Not the peer gone (that EOFError is ferry's, raised before this):
+        # a message that ends inside its pickle.
+        raise pickle.UnpicklingError("a message that ends inside its pickle") from e
     finally:
         _local.arrived = outer

@@ -15,6 +15,7 @@
 
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use crate::base::sync::{AtomicU64, Ordering};
 
 use rustix::net::{AddressFamily, RecvFlags, SendFlags, SocketFlags, SocketType};
 
@@ -29,6 +30,11 @@ const CLEAR_MOST: usize = 64;
 #[derive(Debug)]
 pub(crate) struct Doorbell {
     fd: OwnedFd,
+    /// Clears so far, counted once each has taken its datagrams.
+    clears: AtomicU64,
+    /// The count of clears when [`Doorbell::ring_known`] last rang it:
+    /// equal to `clears` while that ring is still there to read.
+    rung_at: AtomicU64,
 }
 
 /// The ringing end.
@@ -64,7 +70,11 @@ impl Doorbell {
             None,
         )?;
         Ok((
-            Self { fd: a },
+            Self {
+                fd: a,
+                clears: AtomicU64::new(0),
+                rung_at: AtomicU64::new(u64::MAX),
+            },
             Ringer {
                 fd: RingerFd::Own(b),
             },
@@ -77,9 +87,28 @@ impl Doorbell {
         let mut byte = [0u8; 1];
         for _ in 0..CLEAR_MOST {
             if rustix::net::recv(&self.fd, &mut byte, RecvFlags::DONTWAIT).is_err() {
-                return;
+                break;
             }
         }
+        // Counted after the datagrams are taken: a `ring_known` that read
+        // the count before this clear finished sees it change.
+        self.clears.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Rings this doorbell through `ringer` (its own ringing end) and
+    /// remembers that it is readable until the next clear.
+    pub(crate) fn ring_known(&self, ringer: &Ringer) {
+        let clears = self.clears.load(Ordering::SeqCst);
+        if ringer.ring_queued() {
+            self.rung_at.store(clears, Ordering::SeqCst);
+        }
+    }
+
+    /// Whether this doorbell is surely readable: [`Doorbell::ring_known`]
+    /// rang it and no clear has run since (only a clear reads it). False
+    /// says nothing.
+    pub(crate) fn known_readable(&self) -> bool {
+        self.rung_at.load(Ordering::SeqCst) == self.clears.load(Ordering::SeqCst)
     }
 }
 
@@ -101,7 +130,16 @@ impl Ringer {
     /// Rings, never waiting: a full queue means it is readable already, and
     /// a peer that closed its end has no one to wake.
     pub(crate) fn ring(&self) {
-        let _ = rustix::net::send(&self.fd, &[1], SendFlags::DONTWAIT | SendFlags::NOSIGNAL);
+        let _ = self.ring_queued();
+    }
+
+    /// Rings, never waiting; whether the doorbell is now readable (the
+    /// datagram queued, or the queue full of earlier ones).
+    pub(crate) fn ring_queued(&self) -> bool {
+        match rustix::net::send(&self.fd, &[1], SendFlags::DONTWAIT | SendFlags::NOSIGNAL) {
+            Ok(_) => true,
+            Err(e) => e == rustix::io::Errno::AGAIN,
+        }
     }
 }
 

@@ -1,0 +1,202 @@
+//! One status namespace for every call, the thread's last error, and the
+//! guard every entry runs its body under (no panic crosses the boundary).
+
+use std::cell::RefCell;
+use std::ffi::{CStr, CString, c_char, c_int};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+/// What a call did. Every call that can fail returns one; `FERRY_OK` is 0.
+/// After any other, `ferry_last_error()` says what happened in words.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[allow(non_camel_case_types, clippy::upper_case_acronyms)]
+pub enum ferry_status {
+    /// Done.
+    FERRY_OK = 0,
+    /// A call that may not wait (timeout 0) would have had to.
+    FERRY_WOULD_BLOCK = 1,
+    /// The timeout passed first.
+    FERRY_TIMED_OUT = 2,
+    /// The peer is gone, and everything it sent has been received.
+    FERRY_DISCONNECTED = 3,
+    /// The peer broke the rules (its pipe is shut down); nothing of this
+    /// process was touched.
+    FERRY_PROTOCOL = 4,
+    /// The message is larger than the buffer (the size needed is written
+    /// back and the message stays, to be received next) or than the pipe's
+    /// limit.
+    FERRY_TOO_LARGE = 5,
+    /// An argument is NULL where it may not be, or out of range.
+    FERRY_INVALID_ARGUMENT = 6,
+    /// A pipe end in a message cannot travel.
+    FERRY_NOT_TRANSFERABLE = 7,
+    /// This process's own failure (out of descriptors, of memory):
+    /// `ferry_last_os_error()` gives the `errno`.
+    FERRY_IO = 8,
+    /// Not on this system.
+    FERRY_UNSUPPORTED = 9,
+    /// A fault inside ferry (a bug): please report it with
+    /// `ferry_last_error()`.
+    FERRY_INTERNAL = 10,
+}
+
+pub use ferry_status::*;
+
+impl ferry_status {
+    /// The status's name and meaning, NUL-terminated.
+    pub(crate) fn text(code: c_int) -> &'static CStr {
+        match code {
+            0 => c"FERRY_OK: done",
+            1 => c"FERRY_WOULD_BLOCK: the call would have had to wait",
+            2 => c"FERRY_TIMED_OUT: the timeout passed first",
+            3 => c"FERRY_DISCONNECTED: the peer is gone and everything it sent was received",
+            4 => c"FERRY_PROTOCOL: the peer broke the rules",
+            5 => c"FERRY_TOO_LARGE: the message is larger than the buffer or the limit",
+            6 => c"FERRY_INVALID_ARGUMENT: an argument is NULL or out of range",
+            7 => c"FERRY_NOT_TRANSFERABLE: a pipe end cannot travel",
+            8 => c"FERRY_IO: this process's own failure (see ferry_last_os_error)",
+            9 => c"FERRY_UNSUPPORTED: not on this system",
+            10 => c"FERRY_INTERNAL: a fault inside ferry",
+            _ => c"not a ferry status",
+        }
+    }
+}
+
+/// A failed call: its status, what to say, and the OS's error number for
+/// `FERRY_IO`.
+#[derive(Debug)]
+pub(crate) struct Failure {
+    pub status: ferry_status,
+    pub message: String,
+    pub os_error: c_int,
+}
+
+impl Failure {
+    pub(crate) fn new(status: ferry_status, message: impl Into<String>) -> Self {
+        Self {
+            status,
+            message: message.into(),
+            os_error: 0,
+        }
+    }
+
+    pub(crate) fn invalid(message: impl Into<String>) -> Self {
+        Self::new(FERRY_INVALID_ARGUMENT, message)
+    }
+
+    /// This process's own failure, with its `errno`.
+    pub(crate) fn io(what: &str, error: &std::io::Error) -> Self {
+        let status = match error.kind() {
+            std::io::ErrorKind::Unsupported => FERRY_UNSUPPORTED,
+            std::io::ErrorKind::TimedOut => FERRY_TIMED_OUT,
+            _ => FERRY_IO,
+        };
+        Self {
+            status,
+            message: format!("{what}: {error}"),
+            os_error: error.raw_os_error().unwrap_or(0),
+        }
+    }
+}
+
+pub(crate) type Result<T> = std::result::Result<T, Failure>;
+
+thread_local! {
+    /// The last failure's words on this thread, and its `errno`.
+    static LAST: RefCell<(CString, c_int)> = RefCell::new((CString::default(), 0));
+}
+
+fn remember(message: &str, os_error: c_int) {
+    // A message with a NUL in it (from a path, say) is cut there.
+    let cut = message.split('\0').next().unwrap_or_default();
+    let text = CString::new(cut).unwrap_or_default();
+    LAST.with(|last| *last.borrow_mut() = (text, os_error));
+}
+
+/// The last failure's words on this thread: valid until this thread's
+/// next ferry call.
+pub(crate) fn last_error() -> *const c_char {
+    LAST.with(|last| last.borrow().0.as_ptr())
+}
+
+pub(crate) fn last_os_error() -> c_int {
+    LAST.with(|last| last.borrow().1)
+}
+
+/// Runs an entry's body: its failure becomes the status it returns (and
+/// this thread's last error), and a panic becomes `FERRY_INTERNAL`.
+pub(crate) fn guard(body: impl FnOnce() -> Result<()>) -> ferry_status {
+    let outcome = catch_unwind(AssertUnwindSafe(body)).unwrap_or_else(|panic| {
+        let why = panic
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "a panic".to_owned());
+        Err(Failure::new(
+            FERRY_INTERNAL,
+            format!("ferry panicked: {why}"),
+        ))
+    });
+    match outcome {
+        Ok(()) => {
+            remember("", 0);
+            FERRY_OK
+        }
+        Err(failure) => {
+            remember(&failure.message, failure.os_error);
+            failure.status
+        }
+    }
+}
+
+/// Runs an entry that cannot fail but must not unwind (a `_close`): a
+/// panic is remembered and swallowed.
+pub(crate) fn quietly(body: impl FnOnce()) {
+    let _ = guard(|| {
+        body();
+        Ok(())
+    });
+}
+
+/// ferry's send errors as statuses.
+pub(crate) fn send_failure(error: ferry::SendTimeoutError) -> Failure {
+    use ferry::SendTimeoutError as E;
+    let words = error.to_string();
+    match error {
+        E::Timeout => Failure::new(FERRY_TIMED_OUT, words),
+        E::Disconnected => Failure::new(FERRY_DISCONNECTED, words),
+        E::TooLarge { .. } => Failure::new(FERRY_TOO_LARGE, words),
+        E::NotTransferable(_) => Failure::new(FERRY_NOT_TRANSFERABLE, words),
+        E::Protocol(_) => Failure::new(FERRY_PROTOCOL, words),
+        E::Io(e) => Failure::io("send", &e),
+        _ => Failure::new(FERRY_INTERNAL, words),
+    }
+}
+
+/// ferry's errors of a send that may not wait, as statuses.
+pub(crate) fn try_send_failure(error: ferry::TrySendError) -> Failure {
+    use ferry::TrySendError as E;
+    let words = error.to_string();
+    match error {
+        E::Full => Failure::new(FERRY_WOULD_BLOCK, words),
+        E::Disconnected => Failure::new(FERRY_DISCONNECTED, words),
+        E::TooLarge { .. } => Failure::new(FERRY_TOO_LARGE, words),
+        E::NotTransferable(_) => Failure::new(FERRY_NOT_TRANSFERABLE, words),
+        E::Protocol(_) => Failure::new(FERRY_PROTOCOL, words),
+        E::Io(e) => Failure::io("send", &e),
+        _ => Failure::new(FERRY_INTERNAL, words),
+    }
+}
+
+/// ferry's receive errors as statuses.
+pub(crate) fn recv_failure(error: ferry::RecvTimeoutError) -> Failure {
+    use ferry::RecvTimeoutError as E;
+    let words = error.to_string();
+    match error {
+        E::Timeout => Failure::new(FERRY_TIMED_OUT, words),
+        E::Disconnected => Failure::new(FERRY_DISCONNECTED, words),
+        E::Protocol(_) => Failure::new(FERRY_PROTOCOL, words),
+        E::Io(e) => Failure::io("receive", &e),
+        _ => Failure::new(FERRY_INTERNAL, words),
+    }
+}

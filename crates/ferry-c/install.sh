@@ -2,7 +2,8 @@
 # Builds libferry (the C ABI) and installs it under PREFIX (default
 # /usr/local):
 #   lib/libferry.so.0 (the SONAME), lib/libferry.so -> libferry.so.0,
-#   lib/libferry.a, include/ferry.h, lib/pkgconfig/ferry.pc
+#   lib/libferry.a, include/ferry.h (and ferry.hpp, its C++11 wrapper),
+#   lib/pkgconfig/ferry.pc
 # so that `cc prog.c $(pkg-config --cflags --libs ferry)` builds against it.
 #
 #   crates/ferry-c/install.sh [PREFIX]
@@ -24,6 +25,7 @@ mv -f "$prefix/lib/libferry.so.0.tmp" "$prefix/lib/libferry.so.0"
 ln -sf libferry.so.0 "$prefix/lib/libferry.so"
 cp "$FERRY_LIB_DIR/libferry_c.a" "$prefix/lib/libferry.a"
 cp "$here/include/ferry.h" "$prefix/include/ferry.h"
+cp "$here/include/ferry.hpp" "$prefix/include/ferry.hpp"
 cat > "$prefix/lib/pkgconfig/ferry.pc" <<PC
 prefix=$prefix
 libdir=\${prefix}/lib

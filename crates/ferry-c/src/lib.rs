@@ -5,7 +5,8 @@
 //!   unsafe code but the exports themselves);
 //! - `status.rs`: the status namespace, the thread's last error, and the
 //!   guard that keeps panics on this side;
-//! - `pipe.rs`, `child.rs`: what the handles are and do;
+//! - `pipe.rs`, `message.rs`, `loan.rs`, `server.rs`, `child.rs`: what
+//!   the handles are and do;
 //! - `options.rs`: the versioned option structs.
 //!
 //! Build and install: `crates/ferry-c/install.sh PREFIX`; the C tests and
@@ -14,12 +15,25 @@
 
 pub mod abi;
 mod child;
+mod loan;
+mod message;
 mod options;
 mod pipe;
 mod raw;
+mod server;
 mod status;
 
 pub use child::ferry_child;
+pub use loan::ferry_loan;
+pub use message::ferry_message;
 pub use options::ferry_pipe_options;
 pub use pipe::ferry_pipe;
+pub use server::{ferry_credentials, ferry_server};
 pub use status::ferry_status;
+
+/// A handle for a pipe end made in Rust, for a Rust program that hands it
+/// to C code (or drives the C ABI itself, as the benchmark does): freed by
+/// `ferry_pipe_close`.
+pub fn ferry_pipe_from(pipe: ferry::Pipe) -> *mut ferry_pipe {
+    raw::into_handle(ferry_pipe::new(pipe))
+}

@@ -10,9 +10,10 @@
 
 #![allow(unsafe_code)] // every block argued below
 
-use std::ffi::{CStr, c_char, c_void};
+use std::ffi::{CStr, c_char, c_int, c_void};
 use std::marker::PhantomData;
 use std::mem::{MaybeUninit, size_of};
+use std::os::fd::BorrowedFd;
 use std::ptr::NonNull;
 
 use crate::status::{Failure, Result};
@@ -48,6 +49,46 @@ pub(crate) unsafe fn close<T>(ptr: *mut T) {
     }
 }
 
+/// Moves the value out of the handle `ptr` (to send it away): the handle
+/// is then [`restore`]d or [`free_taken`], and nothing else touches it
+/// meanwhile.
+///
+/// # Safety
+///
+/// As [`close`] (no other thread uses `ptr` during the call), and the
+/// caller then calls exactly one of [`restore`] or [`free_taken`] on it.
+pub(crate) unsafe fn take<T>(ptr: *mut T) -> T {
+    // SAFETY: a live `T` made by `into_handle` that nothing else uses
+    // (the caller's promise); the bytes left behind are not used as a `T`
+    // until `restore` writes one back or `free_taken` frees them as
+    // uninitialised memory.
+    unsafe { ptr.read() }
+}
+
+/// Puts a value back into a handle [`take`] emptied.
+///
+/// # Safety
+///
+/// `ptr` was emptied by [`take`] and not restored or freed since.
+pub(crate) unsafe fn restore<T>(ptr: *mut T, value: T) {
+    // SAFETY: the allocation of a `T` that `take` emptied: writing one
+    // back makes it a live handle again, with nothing overwritten that
+    // needed dropping.
+    unsafe { ptr.write(value) }
+}
+
+/// Frees a handle [`take`] emptied, without dropping its (moved) value.
+///
+/// # Safety
+///
+/// As [`restore`]; the caller never uses `ptr` again.
+pub(crate) unsafe fn free_taken<T>(ptr: *mut T) {
+    // SAFETY: the allocation came from `Box::new` of a `T` in
+    // `into_handle`; as `MaybeUninit<T>` (same layout) it is freed without
+    // dropping the value `take` moved out.
+    drop(unsafe { Box::from_raw(ptr.cast::<MaybeUninit<T>>()) });
+}
+
 /// Checks a buffer's length: a slice may not be longer than `isize::MAX`.
 fn length(len: usize, what: &str) -> Result<()> {
     match isize::try_from(len) {
@@ -65,14 +106,76 @@ fn length(len: usize, what: &str) -> Result<()> {
 /// A non-NULL `ptr` points to `len` readable bytes that nothing writes
 /// during the call.
 pub(crate) unsafe fn bytes<'a>(ptr: *const c_void, len: usize, what: &str) -> Result<&'a [u8]> {
-    length(len, what)?;
+    // SAFETY: as this function's promise.
+    unsafe { slice(ptr.cast::<u8>(), len, what) }
+}
+
+/// The caller's array of `len` values at `ptr` (NULL only when `len` is
+/// 0).
+///
+/// # Safety
+///
+/// A non-NULL `ptr` points to `len` initialised, aligned `T`s that
+/// nothing writes during the call.
+pub(crate) unsafe fn slice<'a, T>(ptr: *const T, len: usize, what: &str) -> Result<&'a [T]> {
+    let bytes = len.checked_mul(size_of::<T>());
+    length(bytes.unwrap_or(usize::MAX), what)?;
     match (ptr.is_null(), len) {
         (_, 0) => Ok(&[]),
         (true, _) => Err(Failure::invalid(format!("{what} is NULL"))),
-        // SAFETY: `len` readable bytes at a non-NULL `ptr`, not written
-        // during the call (the caller's promise); `len` fits `isize`.
-        (false, _) => Ok(unsafe { std::slice::from_raw_parts(ptr.cast::<u8>(), len) }),
+        // SAFETY: `len` readable `T`s at a non-NULL, aligned `ptr`, not
+        // written during the call (the caller's promise); their size fits
+        // `isize` (checked above).
+        (false, _) => Ok(unsafe { std::slice::from_raw_parts(ptr, len) }),
     }
+}
+
+/// The caller's descriptors, borrowed for the call.
+///
+/// # Safety
+///
+/// Each is open for the call (the header asks it of every descriptor
+/// passed in); a negative one is refused here.
+pub(crate) unsafe fn fds<'a>(fds: &'a [c_int]) -> Result<Vec<BorrowedFd<'a>>> {
+    fds.iter()
+        .map(|&fd| match fd {
+            ..0 => Err(Failure::invalid(format!("descriptor {fd} is negative"))),
+            // SAFETY: open for the call (the caller's promise), and not
+            // closed by ferry: only duplicated.
+            _ => Ok(unsafe { BorrowedFd::borrow_raw(fd) }),
+        })
+        .collect()
+}
+
+/// The caller's 32-byte token at `ptr` (NULL: none).
+///
+/// # Safety
+///
+/// A non-NULL `ptr` points to 32 readable bytes.
+pub(crate) unsafe fn token(ptr: *const u8) -> Result<Option<[u8; 32]>> {
+    if ptr.is_null() {
+        return Ok(None);
+    }
+    // SAFETY: 32 readable bytes at a non-NULL `ptr` (the caller's
+    // promise); `u8` needs no alignment.
+    Ok(Some(unsafe { ptr.cast::<[u8; 32]>().read() }))
+}
+
+/// The caller's NUL-terminated string, as UTF-8.
+///
+/// # Safety
+///
+/// A non-NULL `ptr` points to a NUL-terminated string that nothing writes
+/// during the call.
+pub(crate) unsafe fn text<'a>(ptr: *const c_char, what: &str) -> Result<&'a str> {
+    if ptr.is_null() {
+        return Err(Failure::invalid(format!("{what} is NULL")));
+    }
+    // SAFETY: a NUL-terminated string at a non-NULL `ptr`, unchanged during
+    // the call (the caller's promise).
+    let text = unsafe { CStr::from_ptr(ptr) };
+    text.to_str()
+        .map_err(|_| Failure::invalid(format!("{what} is not UTF-8")))
 }
 
 /// The caller's buffer of `len` bytes at `ptr`, to write into (NULL only
@@ -171,6 +274,28 @@ pub(crate) unsafe trait Options: Copy + Default {}
 // SAFETY: `#[repr(C)]`, three `usize`s (every bit pattern valid, no
 // padding), the first being `size`.
 unsafe impl Options for crate::options::ferry_pipe_options {}
+
+impl<T: Copy> Out<'_, T> {
+    /// Writes the result unless the caller passed NULL (an optional out
+    /// parameter): see [`out`].
+    pub(crate) fn set_if(slot: &mut Option<Self>, value: T) {
+        if let Some(slot) = slot {
+            slot.set(value);
+        }
+    }
+}
+
+/// An optional out parameter: `None` for NULL.
+///
+/// # Safety
+///
+/// As [`out`].
+pub(crate) unsafe fn out_opt<'a, T>(ptr: *mut T) -> Option<Out<'a, T>> {
+    // SAFETY: as this function's promise (NULL is handled first).
+    (!ptr.is_null())
+        .then(|| unsafe { out(ptr, "") }.ok())
+        .flatten()
+}
 
 /// The caller's options at `ptr` (NULL: every default), under the Linux
 /// extensible-struct rule: the struct's `size` says how much the caller

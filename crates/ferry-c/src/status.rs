@@ -38,6 +38,9 @@ pub enum ferry_status {
     /// A fault inside ferry (a bug): please report it with
     /// `ferry_last_error()`.
     FERRY_INTERNAL = 10,
+    /// The server turned this client away (a wrong token, or a server of
+    /// another user).
+    FERRY_REFUSED = 11,
 }
 
 pub use ferry_status::*;
@@ -57,6 +60,7 @@ impl ferry_status {
             8 => c"FERRY_IO: this process's own failure (see ferry_last_os_error)",
             9 => c"FERRY_UNSUPPORTED: not on this system",
             10 => c"FERRY_INTERNAL: a fault inside ferry",
+            11 => c"FERRY_REFUSED: the server turned this client away",
             _ => c"not a ferry status",
         }
     }

@@ -55,23 +55,26 @@ fn run(what: &str, command: &mut Command) -> Output {
     out
 }
 
-/// The prefix `install.sh` installed this build's library under (once per
-/// test binary).
+/// The prefix `install.sh` installed this source's library under (once
+/// per test binary). The library is built here, by cargo, into a target
+/// directory of its own (the outer `cargo test` holds the workspace's, and
+/// does not always leave the `cdylib` and `staticlib` where a program
+/// links them): so what the C tests link is always the source under test.
 fn prefix() -> &'static Path {
     static PREFIX: OnceLock<PathBuf> = OnceLock::new();
     PREFIX.get_or_init(|| {
-        // This test runs from `<target>/<profile>/deps/`; cargo put the
-        // library it built for it in `<target>/<profile>/`.
-        let exe = std::env::current_exe().expect("the test's own path");
-        let built = exe
-            .parent()
-            .and_then(Path::parent)
-            .expect("the test runs from <target>/<profile>/deps");
-        assert!(
-            built.join("libferry_c.so").exists() && built.join("libferry_c.a").exists(),
-            "cargo's libferry_c.so and .a are not in {}",
-            built.display()
+        let target = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("ferry-c-build");
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+        run(
+            "building libferry (cargo build --release -p ferry-c)",
+            Command::new(cargo)
+                .args(["build", "--release", "--quiet", "-p", "ferry-c", "--lib"])
+                .arg("--manifest-path")
+                .arg(here().join("Cargo.toml"))
+                .arg("--target-dir")
+                .arg(&target),
         );
+        let built = target.join("release");
         let prefix = scratch().join("prefix");
         run(
             "install.sh",
@@ -86,14 +89,29 @@ fn prefix() -> &'static Path {
 /// Compiles the C sources `sources` into `out`, linked to the installed
 /// shared library, with `extra` flags.
 fn compile(sources: &[PathBuf], out: &Path, extra: &[&str]) -> PathBuf {
+    build(&cc(), "-std=c99", sources, out, extra)
+}
+
+/// Compiles the C++ sources `sources` as C++11, as `compile` does C.
+fn compile_cpp(sources: &[PathBuf], out: &Path, extra: &[&str]) -> PathBuf {
+    build(&cxx(), "-std=c++11", sources, out, extra)
+}
+
+fn build(
+    compiler: &str,
+    standard: &str,
+    sources: &[PathBuf],
+    out: &Path,
+    extra: &[&str],
+) -> PathBuf {
     let prefix = prefix();
     let lib = prefix.join("lib");
     std::fs::create_dir_all(out.parent().expect("a directory"))
         .expect("making the build directory");
     run(
         &format!("compiling {}", out.display()),
-        Command::new(cc())
-            .args(["-std=c99", "-g", "-O1"])
+        Command::new(compiler)
+            .args([standard, "-g", "-O1"])
             .args(WARNINGS)
             .args(extra)
             .arg("-I")
@@ -142,6 +160,21 @@ fn the_header_compiles_as_c99_and_as_cpp11() {
                 .arg(&source),
         );
     }
+    let source = dir.join("include.cpp");
+    std::fs::write(
+        &source,
+        "#include \"ferry.hpp\"\nint main() { return ferry::forever.count() < 0 ? 0 : 1; }\n",
+    )
+    .expect("writing a source");
+    run(
+        "ferry.hpp as -std=c++11",
+        Command::new(cxx())
+            .arg("-std=c++11")
+            .args(WARNINGS)
+            .args(["-fsyntax-only", "-I"])
+            .arg(&include)
+            .arg(&source),
+    );
 }
 
 #[test]
@@ -158,6 +191,38 @@ fn the_c_tests_pass() {
     run(
         "test_processes",
         Command::new(procs).arg(rust_peer()).arg("1000000"),
+    );
+}
+
+#[test]
+fn the_cpp_wrapper_works() {
+    let _dog = Watchdog::start("the C++ wrapper", LIMIT);
+    let source = here().join("tests/cpp/test_wrapper.cpp");
+    let dir = scratch().join("cpp");
+    let test = compile_cpp(
+        std::slice::from_ref(&source),
+        &dir.join("test_wrapper"),
+        &[],
+    );
+    run("test_wrapper", &mut Command::new(test));
+    // Once more under the sanitizers: a handle closed twice would show.
+    let test = compile_cpp(
+        &[source],
+        &dir.join("test_wrapper-sanitized"),
+        &[
+            "-fsanitize=address,undefined",
+            "-fno-sanitize-recover=all",
+            "-fno-omit-frame-pointer",
+        ],
+    );
+    run(
+        "test_wrapper under sanitizers",
+        Command::new(test)
+            .env(
+                "ASAN_OPTIONS",
+                "detect_leaks=1:abort_on_error=0:exitcode=23",
+            )
+            .env("UBSAN_OPTIONS", "print_stacktrace=1:halt_on_error=1"),
     );
 }
 
@@ -186,6 +251,14 @@ fn the_c_tests_pass_under_address_and_undefined_behaviour_sanitizers() {
     let mut command = Command::new(pipe);
     sanitize(&mut command);
     run("test_pipe under sanitizers", &mut command);
+    let messages = compile(
+        &[test_source("test_messages.c")],
+        &dir.join("test_messages"),
+        &flags,
+    );
+    let mut command = Command::new(messages);
+    sanitize(&mut command);
+    run("test_messages under sanitizers", &mut command);
     let procs = compile(
         &[test_source("test_processes.c")],
         &dir.join("test_processes"),
@@ -198,8 +271,8 @@ fn the_c_tests_pass_under_address_and_undefined_behaviour_sanitizers() {
 }
 
 #[test]
-fn the_echo_example_builds_with_pkg_config_and_runs() {
-    let _dog = Watchdog::start("the echo example", LIMIT);
+fn the_examples_build_with_pkg_config_and_run() {
+    let _dog = Watchdog::start("the examples", LIMIT);
     let pc_path = prefix().join("lib/pkgconfig");
     let flags = run(
         "pkg-config",
@@ -226,6 +299,28 @@ fn the_echo_example_builds_with_pkg_config_and_runs() {
     let out = run("examples/echo", &mut Command::new(&echo));
     let said = String::from_utf8_lossy(&out.stdout);
     assert!(said.contains("sent three, got three back"), "{said}");
+
+    // The server with three clients.
+    let server = dir.join("server");
+    run(
+        "building examples/server.c",
+        Command::new(cc())
+            .arg("-std=c99")
+            .args(WARNINGS)
+            .arg(here().join("examples/server.c"))
+            .arg("-o")
+            .arg(&server)
+            .args(flags.split_whitespace())
+            .arg(format!("-Wl,-rpath,{}", lib.display())),
+    );
+    let out = run("examples/server", &mut Command::new(&server));
+    let said = String::from_utf8_lossy(&out.stdout);
+    for n in 1..=3 {
+        assert!(
+            said.contains(&format!("client {n} got {}", 2 * n)),
+            "{said}"
+        );
+    }
 
     // Linked statically, through `pkg-config --static`.
     let flags = run(

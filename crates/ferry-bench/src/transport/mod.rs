@@ -8,6 +8,7 @@
 mod ferry;
 #[cfg(feature = "tokio")]
 mod ferry_async;
+mod ferry_c;
 pub(crate) mod ferry_forwarded;
 mod ferry_typed;
 mod ferry_zero_copy;
@@ -127,6 +128,7 @@ pub const ENGINES: &[&dyn Engine] = &[
     &ferry::Ferry::IN_PLACE,
     &server::ferry::Ferry::SELECT,
     &ferry::Ferry::TYPED,
+    &ferry_c::FerryC::ADAPTIVE,
     &ferry_forwarded::FerryForwarded::DIRECT,
     &ferry_forwarded::FerryForwarded::ONCE,
     &ferry_forwarded::FerryForwarded::THRICE,
@@ -184,6 +186,7 @@ macro_rules! engines_that_are {
 engines_that_are!(
     pipe -> Transport:
     ferry_forwarded::FerryForwarded,
+    ferry_c::FerryC,
     #[cfg(feature = "tokio")]
     ferry_async::FerryAsync,
     unix_stream::UnixStream,

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "ferry.h"
 
@@ -57,6 +58,22 @@ static int open_fds(void) {
     }
     closedir(dir);
     return n - 1; /* the directory's own */
+}
+
+/* Whether the descriptor count comes back to at most `baseline` within
+ * 2 s: ferry closes what a peer sent and it refused on threads of its own,
+ * and its reserve of pool blocks grows and shrinks in the background. */
+static inline int fds_back_to(int baseline) {
+    int i;
+    for (i = 0; i < 200; i++) {
+        struct timespec tick = {0, 10000000};
+        if (open_fds() <= baseline) {
+            return 1;
+        }
+        nanosleep(&tick, NULL);
+    }
+    fprintf(stderr, "%d descriptors open, more than the %d before\n", open_fds(), baseline);
+    return 0;
 }
 
 static int finish(const char *name) {

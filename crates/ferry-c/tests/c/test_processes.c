@@ -132,7 +132,7 @@ static void spawn_errors(void) {
     ferry_child_close(NULL);
     /* No more than before (ferry's reserve of pool blocks, process-wide,
      * may shrink meanwhile). */
-    CHECK(open_fds() <= fds);
+    CHECK(fds_back_to(fds));
 }
 
 enum mode { POLL, EPOLL_LEVEL, EPOLL_EDGE };
@@ -277,6 +277,6 @@ int main(int argc, char **argv) {
     bursts(argv[0], EPOLL_LEVEL, total);
     bursts(argv[0], EPOLL_EDGE, total);
     an_idle_wait_does_not_wake(argv[0]);
-    CHECK(open_fds() <= fds);
+    CHECK(fds_back_to(fds));
     return finish("test_processes");
 }

@@ -85,4 +85,57 @@ impl Receiver {
             }
         }
     }
+
+    /// [`Receiver::poll_ready`] over many receivers at once: the index of
+    /// the first (in `receivers`' order) whose receive would not wait,
+    /// waiting up to `timeout` for one (`None`: until one is, or a
+    /// signal). `Ok(None)` when the time is out or a signal came first.
+    /// Each receiver's descriptor is left level-triggered, as
+    /// `poll_ready` leaves it.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use ferry::Receiver;
+    /// let (a, b) = ferry::pipe()?;
+    /// let (c, d) = ferry::pipe()?;
+    /// let both = [b.receiver(), d.receiver()];
+    /// assert_eq!(Receiver::poll_ready_any(&both, Some(Duration::ZERO))?, None);
+    /// c.send(b"second")?;
+    /// assert_eq!(Receiver::poll_ready_any(&both, Some(Duration::from_secs(1)))?, Some(1));
+    /// # drop(a);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`Receiver::poll_ready`].
+    pub fn poll_ready_any(
+        receivers: &[&Receiver],
+        timeout: Option<Duration>,
+    ) -> std::io::Result<Option<usize>> {
+        let deadline = timeout.map(|t| Instant::now() + t);
+        let bells = receivers
+            .iter()
+            .map(|r| r.half.doorbell().map(std::sync::Arc::clone))
+            .collect::<std::io::Result<Vec<_>>>()?;
+        loop {
+            // Each looked at, and armed if not ready (see `poll_ready`).
+            for (i, receiver) in receivers.iter().enumerate() {
+                if receiver.poll_ready(Some(Duration::ZERO))? {
+                    return Ok(Some(i));
+                }
+            }
+            if deadline.is_some_and(|d| d <= Instant::now()) {
+                return Ok(None);
+            }
+            let fds: Vec<_> = bells.iter().map(|b| b.as_fd()).collect();
+            let rang = crate::base::sys::wait_readable(&fds, deadline)?;
+            if !rang.contains(&true) {
+                // Out of time, or a signal: one more look, then the caller.
+                return Ok(receivers
+                    .iter()
+                    .position(|r| r.poll_ready(Some(Duration::ZERO)).unwrap_or(false)));
+            }
+        }
+    }
 }

@@ -13,9 +13,9 @@
 //! make a ring (or a clear) wait; and the two ends of a pair are separate
 //! files, so the waiter's end is the waiter's alone.
 
+use crate::base::sync::{AtomicU64, Ordering};
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use crate::base::sync::{AtomicU64, Ordering};
 
 use rustix::net::{AddressFamily, RecvFlags, SendFlags, SocketFlags, SocketType};
 

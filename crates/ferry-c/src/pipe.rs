@@ -21,6 +21,9 @@ pub struct ferry_pipe {
     /// A message a receive found too large for its buffer: the next
     /// receive gets it.
     held: Mutex<Option<ferry::SharedBytes>>,
+    /// Whether `held` holds one (looked at without the lock on every
+    /// receive).
+    holding: AtomicBool,
     /// Whether the readiness descriptor was handed out: each receive then
     /// leaves it readable exactly while another would not wait.
     level: AtomicBool,
@@ -66,6 +69,7 @@ pub(crate) enum Wait {
 }
 
 impl Wait {
+    #[inline]
     pub(crate) fn from_ns(timeout_ns: i64) -> Self {
         match timeout_ns {
             0 => Self::Never,
@@ -92,11 +96,13 @@ impl ferry_pipe {
         Self {
             end,
             held: Mutex::new(None),
+            holding: AtomicBool::new(false),
             level: AtomicBool::new(false),
         }
     }
 
     /// The sending half, or why there is none.
+    #[inline]
     pub(crate) fn sender(&self) -> Result<&ferry::Sender> {
         match &self.end {
             End::Pipe(p) => Ok(p.sender()),
@@ -107,6 +113,7 @@ impl ferry_pipe {
     }
 
     /// The receiving half, or why there is none.
+    #[inline]
     pub(crate) fn receiver(&self) -> Result<&ferry::Receiver> {
         match &self.end {
             End::Pipe(p) => Ok(p.receiver()),
@@ -143,6 +150,7 @@ impl ferry_pipe {
         pipe
     }
 
+    #[inline]
     pub(crate) fn send(&self, bytes: &[u8], wait: Wait) -> Result<()> {
         let tx = self.sender()?;
         match wait {
@@ -154,20 +162,59 @@ impl ferry_pipe {
 
     /// Receives the next message into `buf` (or says how large it is, and
     /// keeps it).
+    #[inline]
     pub(crate) fn recv(&self, buf: &mut [u8], wait: Wait) -> Result<Received> {
+        if matches!(wait, Wait::Forever) && !self.has_held() {
+            // Copied once, from where the message lies into `buf`; one
+            // too large for it is kept (copied out) for the next receive.
+            let rx = self.receiver()?;
+            let got = rx.recv_in_place(|bytes| match buf.get_mut(..bytes.len()) {
+                Some(room) => {
+                    room.copy_from_slice(bytes);
+                    Ok(bytes.len())
+                }
+                None => Err(bytes.to_vec()),
+            });
+            self.settle();
+            return match got.map_err(|e| recv_failure(e.into()))? {
+                Ok(len) => Ok(Received::Fit(len)),
+                Err(copy) => {
+                    let len = copy.len();
+                    self.hold(copy.into());
+                    Ok(Received::TooLarge(len))
+                }
+            };
+        }
         let message = self.view(wait)?;
         let len = message.len();
         if len > buf.len() {
-            *self.held.lock().unwrap_or_else(|e| e.into_inner()) = Some(message);
+            self.hold(message);
             return Ok(Received::TooLarge(len));
         }
         buf[..len].copy_from_slice(&message);
         Ok(Received::Fit(len))
     }
 
+    /// Keeps `message` for the next receive.
+    fn hold(&self, message: ferry::SharedBytes) {
+        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        *held = Some(message);
+        self.holding.store(true, Ordering::Release);
+    }
+
+    /// The held message, if any.
+    fn take_held(&self) -> Option<ferry::SharedBytes> {
+        if !self.holding.load(Ordering::Acquire) {
+            return None;
+        }
+        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        self.holding.store(false, Ordering::Release);
+        held.take()
+    }
+
     /// The next message as a view (the held one first).
     pub(crate) fn view(&self, wait: Wait) -> Result<ferry::SharedBytes> {
-        let held = self.held.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let held = self.take_held();
         match held {
             Some(message) => Ok(message),
             None => {
@@ -183,8 +230,7 @@ impl ferry_pipe {
     /// The next message with its descriptors and ends (the held one first,
     /// which has none).
     pub(crate) fn message(&self, wait: Wait) -> Result<crate::message::Received> {
-        let held = self.held.lock().unwrap_or_else(|e| e.into_inner()).take();
-        if let Some(held) = held {
+        if let Some(held) = self.take_held() {
             return Ok(crate::message::Received::View(held));
         }
         let rx = self.receiver()?;
@@ -231,6 +277,7 @@ impl ferry_pipe {
 
     /// Keeps a handed-out descriptor level-triggered (see
     /// [`ferry::Receiver::poll_ready`]).
+    #[inline]
     fn settle(&self) {
         if self.level.load(Ordering::Relaxed)
             && let Ok(rx) = self.receiver()
@@ -240,6 +287,7 @@ impl ferry_pipe {
     }
 
     /// A held message (one too large for the last buffer) is ready too.
+    #[inline]
     pub(crate) fn has_held(&self) -> bool {
         self.held
             .lock()

@@ -30,6 +30,7 @@ pub(crate) fn into_handle<T>(value: T) -> *mut T {
 /// `ptr` is NULL or came from [`into_handle`] for a `T` and has not been
 /// given to [`close`]; no other thread closes it during the call (the
 /// header says so of every `_close`).
+#[inline]
 pub(crate) unsafe fn handle<'a, T>(ptr: *const T, what: &str) -> Result<&'a T> {
     // SAFETY: non-NULL, it points to a live `T` made by `into_handle` (the
     // caller's promise above), which stays alive for the call.
@@ -90,6 +91,7 @@ pub(crate) unsafe fn free_taken<T>(ptr: *mut T) {
 }
 
 /// Checks a buffer's length: a slice may not be longer than `isize::MAX`.
+#[inline]
 fn length(len: usize, what: &str) -> Result<()> {
     match isize::try_from(len) {
         Ok(_) => Ok(()),
@@ -105,6 +107,7 @@ fn length(len: usize, what: &str) -> Result<()> {
 ///
 /// A non-NULL `ptr` points to `len` readable bytes that nothing writes
 /// during the call.
+#[inline]
 pub(crate) unsafe fn bytes<'a>(ptr: *const c_void, len: usize, what: &str) -> Result<&'a [u8]> {
     // SAFETY: as this function's promise.
     unsafe { slice(ptr.cast::<u8>(), len, what) }
@@ -117,6 +120,7 @@ pub(crate) unsafe fn bytes<'a>(ptr: *const c_void, len: usize, what: &str) -> Re
 ///
 /// A non-NULL `ptr` points to `len` initialised, aligned `T`s that
 /// nothing writes during the call.
+#[inline]
 pub(crate) unsafe fn slice<'a, T>(ptr: *const T, len: usize, what: &str) -> Result<&'a [T]> {
     let bytes = len.checked_mul(size_of::<T>());
     length(bytes.unwrap_or(usize::MAX), what)?;
@@ -185,6 +189,7 @@ pub(crate) unsafe fn text<'a>(ptr: *const c_char, what: &str) -> Result<&'a str>
 ///
 /// A non-NULL `ptr` points to `len` writable bytes that nothing else reads
 /// or writes during the call.
+#[inline]
 pub(crate) unsafe fn bytes_mut<'a>(
     ptr: *mut c_void,
     len: usize,
@@ -213,6 +218,7 @@ pub(crate) struct Out<'a, T> {
 ///
 /// A non-NULL `ptr` is valid to write one `T` to (it need not hold one)
 /// for the call, and nothing else uses it meanwhile.
+#[inline]
 pub(crate) unsafe fn out<'a, T>(ptr: *mut T, what: &str) -> Result<Out<'a, T>> {
     let ptr = NonNull::new(ptr).ok_or_else(|| Failure::invalid(format!("{what} is NULL")))?;
     Ok(Out {
@@ -224,6 +230,7 @@ pub(crate) unsafe fn out<'a, T>(ptr: *mut T, what: &str) -> Result<Out<'a, T>> {
 impl<T: Copy> Out<'_, T> {
     /// Writes the result (over whatever the caller's memory held: `T` is
     /// `Copy`, so nothing is dropped).
+    #[inline]
     pub(crate) fn set(&mut self, value: T) {
         // SAFETY: non-NULL and valid to write a `T` to for the call (the
         // promise `out` was given); a `Copy` value has no drop to skip.

@@ -1,7 +1,7 @@
 //! One status namespace for every call, the thread's last error, and the
 //! guard every entry runs its body under (no panic crosses the boundary).
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::ffi::{CStr, CString, c_char, c_int};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
@@ -67,21 +67,33 @@ impl ferry_status {
 }
 
 /// A failed call: its status, what to say, and the OS's error number for
-/// `FERRY_IO`.
+/// `FERRY_IO`. Boxed, so a `Result` on the hot path stays small (the
+/// failure is the cold path).
 #[derive(Debug)]
-pub(crate) struct Failure {
+pub(crate) struct Failure(Box<Failed>);
+
+#[derive(Debug)]
+pub(crate) struct Failed {
     pub status: ferry_status,
     pub message: String,
     pub os_error: c_int,
 }
 
+impl std::ops::Deref for Failure {
+    type Target = Failed;
+    fn deref(&self) -> &Failed {
+        &self.0
+    }
+}
+
 impl Failure {
+    #[cold]
     pub(crate) fn new(status: ferry_status, message: impl Into<String>) -> Self {
-        Self {
+        Self(Box::new(Failed {
             status,
             message: message.into(),
             os_error: 0,
-        }
+        }))
     }
 
     pub(crate) fn invalid(message: impl Into<String>) -> Self {
@@ -89,46 +101,64 @@ impl Failure {
     }
 
     /// This process's own failure, with its `errno`.
+    #[cold]
     pub(crate) fn io(what: &str, error: &std::io::Error) -> Self {
         let status = match error.kind() {
             std::io::ErrorKind::Unsupported => FERRY_UNSUPPORTED,
             std::io::ErrorKind::TimedOut => FERRY_TIMED_OUT,
             _ => FERRY_IO,
         };
-        Self {
+        Self(Box::new(Failed {
             status,
             message: format!("{what}: {error}"),
             os_error: error.raw_os_error().unwrap_or(0),
-        }
+        }))
     }
 }
 
 pub(crate) type Result<T> = std::result::Result<T, Failure>;
 
 thread_local! {
-    /// The last failure's words on this thread, and its `errno`.
-    static LAST: RefCell<(CString, c_int)> = RefCell::new((CString::default(), 0));
+    /// The last failure's words on this thread, and its `errno`; `None`
+    /// after a call that succeeded (which so costs no allocation).
+    static LAST: RefCell<Option<(CString, c_int)>> = const { RefCell::new(None) };
+    /// Whether `LAST` holds a failure: all a successful call looks at.
+    static FAILED: Cell<bool> = const { Cell::new(false) };
 }
 
 fn remember(message: &str, os_error: c_int) {
     // A message with a NUL in it (from a path, say) is cut there.
     let cut = message.split('\0').next().unwrap_or_default();
     let text = CString::new(cut).unwrap_or_default();
-    LAST.with(|last| *last.borrow_mut() = (text, os_error));
+    LAST.with(|last| *last.borrow_mut() = Some((text, os_error)));
+    FAILED.with(|failed| failed.set(true));
+}
+
+/// Forgets the last failure: a call succeeded.
+#[inline]
+fn forget() {
+    if FAILED.with(Cell::get) {
+        FAILED.with(|failed| failed.set(false));
+        LAST.with(|last| *last.borrow_mut() = None);
+    }
 }
 
 /// The last failure's words on this thread: valid until this thread's
 /// next ferry call.
 pub(crate) fn last_error() -> *const c_char {
-    LAST.with(|last| last.borrow().0.as_ptr())
+    LAST.with(|last| match &*last.borrow() {
+        Some((text, _)) => text.as_ptr(),
+        None => c"".as_ptr(),
+    })
 }
 
 pub(crate) fn last_os_error() -> c_int {
-    LAST.with(|last| last.borrow().1)
+    LAST.with(|last| last.borrow().as_ref().map_or(0, |(_, errno)| *errno))
 }
 
 /// Runs an entry's body: its failure becomes the status it returns (and
 /// this thread's last error), and a panic becomes `FERRY_INTERNAL`.
+#[inline]
 pub(crate) fn guard(body: impl FnOnce() -> Result<()>) -> ferry_status {
     let outcome = catch_unwind(AssertUnwindSafe(body)).unwrap_or_else(|panic| {
         let why = panic
@@ -143,7 +173,7 @@ pub(crate) fn guard(body: impl FnOnce() -> Result<()>) -> ferry_status {
     });
     match outcome {
         Ok(()) => {
-            remember("", 0);
+            forget();
             FERRY_OK
         }
         Err(failure) => {

@@ -13,6 +13,12 @@ use std::time::Duration;
 
 use ferry_testkit::Watchdog;
 
+/// The hostile peers of ferry's own suite, which speak the wire by hand:
+/// here they attack a C victim.
+#[allow(dead_code, clippy::all)]
+#[path = "../../ferry/tests/hostile/attacker/mod.rs"]
+mod attacker;
+
 /// How long any one test here may run before its watchdog ends it.
 const LIMIT: Duration = Duration::from_secs(600);
 
@@ -139,6 +145,8 @@ fn rust_peer() -> &'static str {
 
 #[test]
 fn the_header_compiles_as_c99_and_as_cpp11() {
+    // One at a time: they count descriptors, wakeups and latencies.
+    let _serial = ferry_testkit::serial();
     let _dog = Watchdog::start("the header compiles", LIMIT);
     let include = prefix().join("include");
     let dir = scratch().join("header");
@@ -179,6 +187,8 @@ fn the_header_compiles_as_c99_and_as_cpp11() {
 
 #[test]
 fn the_c_tests_pass() {
+    // One at a time: they count descriptors, wakeups and latencies.
+    let _serial = ferry_testkit::serial();
     let _dog = Watchdog::start("the C tests", LIMIT);
     let dir = scratch().join("plain");
     let pipe = compile(&[test_source("test_pipe.c")], &dir.join("test_pipe"), &[]);
@@ -196,6 +206,8 @@ fn the_c_tests_pass() {
 
 #[test]
 fn the_cpp_wrapper_works() {
+    // One at a time: they count descriptors, wakeups and latencies.
+    let _serial = ferry_testkit::serial();
     let _dog = Watchdog::start("the C++ wrapper", LIMIT);
     let source = here().join("tests/cpp/test_wrapper.cpp");
     let dir = scratch().join("cpp");
@@ -228,6 +240,8 @@ fn the_cpp_wrapper_works() {
 
 #[test]
 fn the_c_tests_pass_under_address_and_undefined_behaviour_sanitizers() {
+    // One at a time: they count descriptors, wakeups and latencies.
+    let _serial = ferry_testkit::serial();
     let _dog = Watchdog::start("the C tests under sanitizers", LIMIT);
     let dir = scratch().join("sanitized");
     let flags = [
@@ -272,6 +286,8 @@ fn the_c_tests_pass_under_address_and_undefined_behaviour_sanitizers() {
 
 #[test]
 fn the_examples_build_with_pkg_config_and_run() {
+    // One at a time: they count descriptors, wakeups and latencies.
+    let _serial = ferry_testkit::serial();
     let _dog = Watchdog::start("the examples", LIMIT);
     let pc_path = prefix().join("lib/pkgconfig");
     let flags = run(
@@ -351,6 +367,8 @@ fn the_examples_build_with_pkg_config_and_run() {
 
 #[test]
 fn a_c_child_echoes_for_a_rust_parent() {
+    // One at a time: they count descriptors, wakeups and latencies.
+    let _serial = ferry_testkit::serial();
     let _dog = Watchdog::start("a C child of a Rust parent", LIMIT);
     let dir = scratch().join("examples");
     let echo = compile(
@@ -373,4 +391,49 @@ fn a_c_child_echoes_for_a_rust_parent() {
     drop(pipe);
     let status = child.wait().expect("waiting for the C child");
     assert!(status.success(), "the C child exited with {status}");
+}
+
+/// The hostile peers of the Rust suite against a C victim
+/// (`tests/c/hostile_victim.c`): an end with impossible ring positions
+/// (both kinds), a message claiming 32,767 handles, garbage records for
+/// ever. Each call gives an error (or times out) within its bound, the
+/// victim never crashes, and it leaves no descriptor behind; it runs under
+/// AddressSanitizer and UndefinedBehaviorSanitizer.
+#[test]
+fn a_c_victim_of_hostile_peers_gets_errors_never_a_crash() {
+    let test = ferry_testkit::this_test!();
+    if let Some(role) = ferry_testkit::role() {
+        // This binary, started by the C victim: the attacker.
+        attacker::attacks::run(&role);
+        return;
+    }
+    // One at a time: they count descriptors, wakeups and latencies.
+    let _serial = ferry_testkit::serial();
+    let _dog = Watchdog::start("a C victim of hostile peers", LIMIT);
+    let dir = scratch().join("hostile");
+    let victim = compile(
+        &[test_source("hostile_victim.c")],
+        &dir.join("hostile_victim"),
+        &[
+            "-fsanitize=address,undefined",
+            "-fno-sanitize-recover=all",
+            "-fno-omit-frame-pointer",
+        ],
+    );
+    for attack in ["positions-a", "positions-b", "handles-32767", "records"] {
+        let role = format!("attacker-{attack}");
+        let attacker = ferry_testkit::child_command(test, &role);
+        let out = run(
+            &format!("the C victim of {attack}"),
+            Command::new(&victim)
+                .arg(attack)
+                .arg(attacker.get_program())
+                .args(attacker.get_args())
+                .env(ferry_testkit::ROLE_ENV, &role)
+                .env("ASAN_OPTIONS", "detect_leaks=1:exitcode=23")
+                .env("UBSAN_OPTIONS", "print_stacktrace=1:halt_on_error=1"),
+        );
+        let said = String::from_utf8_lossy(&out.stdout);
+        assert!(said.contains(&format!("{attack}: survived")), "{said}");
+    }
 }

@@ -297,26 +297,7 @@ impl ferry_pipe {
 
     /// Whether a receive would not wait, waiting up to `wait` for it.
     pub(crate) fn poll(&self, wait: Wait) -> Result<bool> {
-        if self.has_held() {
-            return Ok(true);
-        }
-        let deadline = match wait {
-            Wait::For(d) => Instant::now().checked_add(d),
-            _ => None,
-        };
-        loop {
-            let left = match wait {
-                Wait::Never => Some(Duration::ZERO),
-                Wait::For(_) => deadline.map(|d| d.saturating_duration_since(Instant::now())),
-                Wait::Forever => None,
-            };
-            let ready = (self.receiver()?.poll_ready(left))
-                .map_err(|e| Failure::io("waiting for a message", &e))?;
-            // Not ready: out of time, or a signal (which waits on).
-            if ready || left == Some(Duration::ZERO) {
-                return Ok(ready);
-            }
-        }
+        Ok(Self::poll_many(&[self], wait)?.is_some())
     }
 
     /// Whether a receive would not wait on one of `pipes`: the first

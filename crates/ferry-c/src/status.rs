@@ -192,35 +192,35 @@ pub(crate) fn quietly(body: impl FnOnce()) {
     });
 }
 
-/// ferry's send errors as statuses.
-pub(crate) fn send_failure(error: ferry::SendTimeoutError) -> Failure {
-    use ferry::SendTimeoutError as E;
-    let words = error.to_string();
-    match error {
-        E::Timeout => Failure::new(FERRY_TIMED_OUT, words),
-        E::Disconnected => Failure::new(FERRY_DISCONNECTED, words),
-        E::TooLarge { .. } => Failure::new(FERRY_TOO_LARGE, words),
-        E::NotTransferable(_) => Failure::new(FERRY_NOT_TRANSFERABLE, words),
-        E::Protocol(_) => Failure::new(FERRY_PROTOCOL, words),
-        E::Io(e) => Failure::io("send", &e),
-        _ => Failure::new(FERRY_INTERNAL, words),
-    }
+/// Defines the conversion of one of ferry's send errors to a status: the
+/// variants every send shares, plus the one its kind of call adds.
+macro_rules! send_failure {
+    ($(#[$doc:meta])* $name:ident($error:ident), $extra:ident => $status:ident) => {
+        $(#[$doc])*
+        pub(crate) fn $name(error: ferry::$error) -> Failure {
+            use ferry::$error as E;
+            let words = error.to_string();
+            match error {
+                E::$extra => Failure::new($status, words),
+                E::Disconnected => Failure::new(FERRY_DISCONNECTED, words),
+                E::TooLarge { .. } => Failure::new(FERRY_TOO_LARGE, words),
+                E::NotTransferable(_) => Failure::new(FERRY_NOT_TRANSFERABLE, words),
+                E::Protocol(_) => Failure::new(FERRY_PROTOCOL, words),
+                E::Io(e) => Failure::io("send", &e),
+                _ => Failure::new(FERRY_INTERNAL, words),
+            }
+        }
+    };
 }
 
-/// ferry's errors of a send that may not wait, as statuses.
-pub(crate) fn try_send_failure(error: ferry::TrySendError) -> Failure {
-    use ferry::TrySendError as E;
-    let words = error.to_string();
-    match error {
-        E::Full => Failure::new(FERRY_WOULD_BLOCK, words),
-        E::Disconnected => Failure::new(FERRY_DISCONNECTED, words),
-        E::TooLarge { .. } => Failure::new(FERRY_TOO_LARGE, words),
-        E::NotTransferable(_) => Failure::new(FERRY_NOT_TRANSFERABLE, words),
-        E::Protocol(_) => Failure::new(FERRY_PROTOCOL, words),
-        E::Io(e) => Failure::io("send", &e),
-        _ => Failure::new(FERRY_INTERNAL, words),
-    }
-}
+send_failure!(
+    /// ferry's send errors as statuses.
+    send_failure(SendTimeoutError), Timeout => FERRY_TIMED_OUT
+);
+send_failure!(
+    /// ferry's errors of a send that may not wait, as statuses.
+    try_send_failure(TrySendError), Full => FERRY_WOULD_BLOCK
+);
 
 /// ferry's receive errors as statuses.
 pub(crate) fn recv_failure(error: ferry::RecvTimeoutError) -> Failure {

@@ -34,6 +34,23 @@ fn cxx() -> String {
 
 const WARNINGS: &[&str] = &["-Wall", "-Wextra", "-Werror", "-pedantic"];
 
+/// AddressSanitizer and UndefinedBehaviorSanitizer, every report fatal.
+const SANITIZERS: &[&str] = &[
+    "-fsanitize=address,undefined",
+    "-fno-sanitize-recover=all",
+    "-fno-omit-frame-pointer",
+];
+
+/// `command` with the sanitizers' options: leaks checked, reports fatal.
+fn sanitized(command: &mut Command) -> &mut Command {
+    command
+        .env(
+            "ASAN_OPTIONS",
+            "detect_leaks=1:abort_on_error=0:exitcode=23",
+        )
+        .env("UBSAN_OPTIONS", "print_stacktrace=1:halt_on_error=1")
+}
+
 fn here() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
@@ -218,23 +235,10 @@ fn the_cpp_wrapper_works() {
     );
     run("test_wrapper", &mut Command::new(test));
     // Once more under the sanitizers: a handle closed twice would show.
-    let test = compile_cpp(
-        &[source],
-        &dir.join("test_wrapper-sanitized"),
-        &[
-            "-fsanitize=address,undefined",
-            "-fno-sanitize-recover=all",
-            "-fno-omit-frame-pointer",
-        ],
-    );
+    let test = compile_cpp(&[source], &dir.join("test_wrapper-sanitized"), SANITIZERS);
     run(
         "test_wrapper under sanitizers",
-        Command::new(test)
-            .env(
-                "ASAN_OPTIONS",
-                "detect_leaks=1:abort_on_error=0:exitcode=23",
-            )
-            .env("UBSAN_OPTIONS", "print_stacktrace=1:halt_on_error=1"),
+        sanitized(&mut Command::new(test)),
     );
 }
 
@@ -244,44 +248,23 @@ fn the_c_tests_pass_under_address_and_undefined_behaviour_sanitizers() {
     let _serial = ferry_testkit::serial();
     let _dog = Watchdog::start("the C tests under sanitizers", LIMIT);
     let dir = scratch().join("sanitized");
-    let flags = [
-        "-fsanitize=address,undefined",
-        "-fno-sanitize-recover=all",
-        "-fno-omit-frame-pointer",
+    let peer = [rust_peer(), "100000"];
+    let tests: [(&str, &[&str]); 3] = [
+        ("test_pipe", &[]),
+        ("test_messages", &[]),
+        ("test_processes", &peer),
     ];
-    let sanitize = |command: &mut Command| {
-        command
-            .env(
-                "ASAN_OPTIONS",
-                "detect_leaks=1:abort_on_error=0:exitcode=23",
-            )
-            .env("UBSAN_OPTIONS", "print_stacktrace=1:halt_on_error=1");
-    };
-    let pipe = compile(
-        &[test_source("test_pipe.c")],
-        &dir.join("test_pipe"),
-        &flags,
-    );
-    let mut command = Command::new(pipe);
-    sanitize(&mut command);
-    run("test_pipe under sanitizers", &mut command);
-    let messages = compile(
-        &[test_source("test_messages.c")],
-        &dir.join("test_messages"),
-        &flags,
-    );
-    let mut command = Command::new(messages);
-    sanitize(&mut command);
-    run("test_messages under sanitizers", &mut command);
-    let procs = compile(
-        &[test_source("test_processes.c")],
-        &dir.join("test_processes"),
-        &flags,
-    );
-    let mut command = Command::new(procs);
-    command.arg(rust_peer()).arg("100000");
-    sanitize(&mut command);
-    run("test_processes under sanitizers", &mut command);
+    for (name, args) in tests {
+        let test = compile(
+            &[test_source(&format!("{name}.c"))],
+            &dir.join(name),
+            SANITIZERS,
+        );
+        run(
+            &format!("{name} under sanitizers"),
+            sanitized(Command::new(test).args(args)),
+        );
+    }
 }
 
 #[test]
@@ -414,24 +397,20 @@ fn a_c_victim_of_hostile_peers_gets_errors_never_a_crash() {
     let victim = compile(
         &[test_source("hostile_victim.c")],
         &dir.join("hostile_victim"),
-        &[
-            "-fsanitize=address,undefined",
-            "-fno-sanitize-recover=all",
-            "-fno-omit-frame-pointer",
-        ],
+        SANITIZERS,
     );
     for attack in ["positions-a", "positions-b", "handles-32767", "records"] {
         let role = format!("attacker-{attack}");
         let attacker = ferry_testkit::child_command(test, &role);
         let out = run(
             &format!("the C victim of {attack}"),
-            Command::new(&victim)
-                .arg(attack)
-                .arg(attacker.get_program())
-                .args(attacker.get_args())
-                .env(ferry_testkit::ROLE_ENV, &role)
-                .env("ASAN_OPTIONS", "detect_leaks=1:exitcode=23")
-                .env("UBSAN_OPTIONS", "print_stacktrace=1:halt_on_error=1"),
+            sanitized(
+                Command::new(&victim)
+                    .arg(attack)
+                    .arg(attacker.get_program())
+                    .args(attacker.get_args())
+                    .env(ferry_testkit::ROLE_ENV, &role),
+            ),
         );
         let said = String::from_utf8_lossy(&out.stdout);
         assert!(said.contains(&format!("{attack}: survived")), "{said}");

@@ -8,6 +8,16 @@ import threading
 import ferry
 
 
+def _clients(pairs, rounds):
+    """Each round: a number to every pipe's server, then each reply (the
+    number plus one) checked."""
+    for r in range(rounds):
+        for i, (a, _) in enumerate(pairs):
+            a.send(i * 1000 + r)
+        for i, (a, _) in enumerate(pairs):
+            assert a.recv(timeout=30) == i * 1000 + r + 1
+
+
 def test_a_hundred_pipes_in_one_asyncio_loop():
     pairs = [ferry.Pipe() for _ in range(100)]
     rounds = 20
@@ -17,15 +27,8 @@ def test_a_hundred_pipes_in_one_asyncio_loop():
             msg = await conn.recv_async()
             conn.send(msg + 1)
 
-    def clients():
-        for r in range(rounds):
-            for i, (a, _) in enumerate(pairs):
-                a.send(i * 1000 + r)
-            for i, (a, _) in enumerate(pairs):
-                assert a.recv(timeout=30) == i * 1000 + r + 1
-
     async def main():
-        t = threading.Thread(target=clients)
+        t = threading.Thread(target=_clients, args=(pairs, rounds))
         t.start()
         await asyncio.wait_for(asyncio.gather(*(serve(b) for _, b in pairs)), 60)
         t.join()
@@ -79,15 +82,8 @@ def test_trio_waits_on_the_descriptor():
         for _ in range(rounds):
             conn.send(await recv(conn) + 1)
 
-    def clients():
-        for r in range(rounds):
-            for i, (a, _) in enumerate(pairs):
-                a.send(i * 1000 + r)
-            for i, (a, _) in enumerate(pairs):
-                assert a.recv(timeout=30) == i * 1000 + r + 1
-
     async def main():
-        t = threading.Thread(target=clients)
+        t = threading.Thread(target=_clients, args=(pairs, rounds))
         t.start()
         with trio.fail_after(60):
             async with trio.open_nursery() as nursery:

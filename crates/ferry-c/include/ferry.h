@@ -391,8 +391,9 @@ ferry_status ferry_loan_new(const ferry_pipe *pipe, size_t len, ferry_loan **loa
 // writable.
 ferry_status ferry_loan_data(const ferry_loan *loan, void **data, size_t *len);
 
-// Sends what was written in the loan, and frees it (whatever the
-// status).
+// Sends what was written in the loan, waiting while the pipe is full
+// (as `ferry_send` with a negative timeout), and frees the loan (whatever
+// the status).
 //
 // # Safety
 //

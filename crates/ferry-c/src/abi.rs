@@ -358,18 +358,9 @@ pub unsafe extern "C" fn ferry_child_wait(
 ) -> ferry_status {
     guard(|| {
         // SAFETY: as this function's promise.
-        let (child, mut status) = unsafe {
-            (
-                raw::handle(child, "child")?,
-                (!status.is_null())
-                    .then(|| raw::out(status, "status"))
-                    .transpose()?,
-            )
-        };
+        let (child, mut status) = unsafe { (raw::handle(child, "child")?, raw::out_opt(status)) };
         let exit = child.wait(Wait::from_ns(timeout_ns))?;
-        if let Some(status) = status.as_mut() {
-            status.set(exit);
-        }
+        raw::Out::set_if(&mut status, exit);
         Ok(())
     })
 }
@@ -420,7 +411,7 @@ pub unsafe extern "C" fn ferry_recv_view(
             unsafe { (raw::handle(pipe, "pipe")?, raw::out(message, "message")?) };
         let view = pipe.view(Wait::from_ns(timeout_ns))?;
         out.set(raw::into_handle(ferry_message::new(
-            crate::message::Received::View(view),
+            crate::message::Arrived::View(view),
         )));
         Ok(())
     })
@@ -691,8 +682,9 @@ pub unsafe extern "C" fn ferry_loan_data(
     })
 }
 
-/// Sends what was written in the loan, and frees it (whatever the
-/// status).
+/// Sends what was written in the loan, waiting while the pipe is full
+/// (as `ferry_send` with a negative timeout), and frees the loan (whatever
+/// the status).
 ///
 /// # Safety
 ///

@@ -26,20 +26,20 @@ enum Bytes {
 }
 
 /// What a receive returned, before it is a `ferry_message`.
-pub(crate) enum Received {
+pub(crate) enum Arrived {
     View(ferry::SharedBytes),
     Whole(ferry::Message),
 }
 
 impl ferry_message {
-    pub(crate) fn new(received: Received) -> Self {
+    pub(crate) fn new(received: Arrived) -> Self {
         match received {
-            Received::View(bytes) => Self {
+            Arrived::View(bytes) => Self {
                 bytes: Bytes::View(bytes),
                 fds: Mutex::new(Vec::new()),
                 ends: Mutex::new(Vec::new()),
             },
-            Received::Whole(message) => {
+            Arrived::Whole(message) => {
                 let ferry::Message {
                     bytes,
                     pipes,

@@ -229,16 +229,16 @@ impl ferry_pipe {
 
     /// The next message with its descriptors and ends (the held one first,
     /// which has none).
-    pub(crate) fn message(&self, wait: Wait) -> Result<crate::message::Received> {
+    pub(crate) fn message(&self, wait: Wait) -> Result<crate::message::Arrived> {
         if let Some(held) = self.take_held() {
-            return Ok(crate::message::Received::View(held));
+            return Ok(crate::message::Arrived::View(held));
         }
         let rx = self.receiver()?;
         let message = self.receive(wait, |w| match w {
             Some(d) => rx.recv_with_timeout(d),
             None => rx.recv_with().map_err(Into::into),
         })?;
-        Ok(crate::message::Received::Whole(message))
+        Ok(crate::message::Arrived::Whole(message))
     }
 
     /// Receives with `receive` (given how long it may wait: `None`, as

@@ -167,19 +167,22 @@ impl ferry_pipe {
         if matches!(wait, Wait::Forever) && !self.has_held() {
             // Copied once, from where the message lies into `buf`; one
             // too large for it is kept (copied out) for the next receive.
+            // The closure's result stays a word: the rare copy goes out
+            // through `kept`.
             let rx = self.receiver()?;
-            let got = rx.recv_in_place(|bytes| match buf.get_mut(..bytes.len()) {
-                Some(room) => {
-                    room.copy_from_slice(bytes);
-                    Ok(bytes.len())
+            let mut kept = None;
+            let got = rx.recv_in_place(|bytes| {
+                match buf.get_mut(..bytes.len()) {
+                    Some(room) => room.copy_from_slice(bytes),
+                    None => kept = Some(bytes.to_vec()),
                 }
-                None => Err(bytes.to_vec()),
+                bytes.len()
             });
             self.settle();
-            return match got.map_err(|e| recv_failure(e.into()))? {
-                Ok(len) => Ok(Received::Fit(len)),
-                Err(copy) => {
-                    let len = copy.len();
+            let len = got.map_err(|e| recv_failure(e.into()))?;
+            return match kept {
+                None => Ok(Received::Fit(len)),
+                Some(copy) => {
                     self.hold(copy.into());
                     Ok(Received::TooLarge(len))
                 }
@@ -289,10 +292,9 @@ impl ferry_pipe {
     /// A held message (one too large for the last buffer) is ready too.
     #[inline]
     pub(crate) fn has_held(&self) -> bool {
-        self.held
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .is_some()
+        // The flag, not the lock: a receive asks this every time, and an
+        // uncontended lock is still two locked instructions.
+        self.holding.load(Ordering::Acquire)
     }
 
     /// Whether a receive would not wait, waiting up to `wait` for it.

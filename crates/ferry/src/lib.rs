@@ -62,7 +62,10 @@
 //!   processes share one *link* (one socket), so descriptors grow with peer
 //!   processes, not with pipes.
 //! - File descriptors travel inside messages too ([`Handle::Fd`], received in
-//!   [`Message::fds`]; in typed messages, [`typed::Fd`]).
+//!   [`Message::fds`]; in typed messages, [`typed::Fd`]). A receiver that
+//!   cannot pass them on (a bridge to another machine) says it takes
+//!   bytes only ([`Receiver::set_bytes_only`]): a send of handles to it
+//!   then fails with `NotTransferable` and hands them back.
 //! - Unrelated processes meet at a named [`Server`]: [`connect`] gives a
 //!   pipe to it, [`Server::accept`] each client's pipe with its
 //!   [`Credentials`]. Only the server's own user is accepted unless a

@@ -122,6 +122,7 @@ impl Receiver {
             (Some(end), None, 0) => match end.into_end() {
                 Handle::Receiver(rx) => {
                     rx.set_max_message(self.max_message());
+                    rx.set_bytes_only(self.bytes_only());
                     lock(&self.clones.arrived).push(rx);
                     // Relaxed: see `Receiver::attached`.
                     self.half.attached.store(true, Ordering::Relaxed);
@@ -137,6 +138,7 @@ impl Receiver {
     /// comment).
     pub(super) fn set_prefix(&self, prefix: Receiver) {
         prefix.set_max_message(self.max_message());
+        prefix.set_bytes_only(self.bytes_only());
         lock(&self.clones.set).prefix.get_or_insert_default().ring = Some(Box::new(prefix));
         // Relaxed: see `Receiver::attached`.
         self.half.attached.store(true, Ordering::Relaxed);
@@ -152,6 +154,18 @@ impl Receiver {
         drop(set);
         // Relaxed: see `Receiver::attached`.
         self.half.attached.store(true, Ordering::Relaxed);
+    }
+
+    /// Says on every ring this receiver reads besides its own (its
+    /// prefix, its clones' rings) whether it takes bytes only: their
+    /// senders read it there (see [`Receiver::set_bytes_only`]).
+    pub(super) fn set_bytes_only_attached(&self, on: bool) {
+        let set = lock(&self.clones.set);
+        let arrived = lock(&self.clones.arrived);
+        let rings = set.rings.iter().chain(arrived.iter());
+        for rx in set.ring_prefix().into_iter().chain(rings) {
+            rx.set_bytes_only(on);
+        }
     }
 
     /// Whether rings of clones are attached (a prefix alone is not).
@@ -544,6 +558,7 @@ impl Gathered {
         let (back_tx, fresh) = b.split();
         drop((back, back_tx));
         fresh.set_max_message(rx.max_message());
+        fresh.set_bytes_only(rx.bytes_only());
         fresh.set_wait(rx.wait());
         let rings = rx.take_rings();
         // Each goes on after the message, when it can no longer be handed

@@ -123,7 +123,9 @@ macro_rules! send_error {
                 limit: usize,
             },
             /// Pipe ends were attached that cannot travel (see
-            /// [`crate::Sender::send_with`]).
+            /// [`crate::Sender::send_with`]), or handles were attached and
+            /// the receiving end takes bytes only
+            /// ([`crate::Receiver::set_bytes_only`]). The text says which.
             NotTransferable(&'static str),
             /// The peer broke the protocol; the link is shut down.
             Protocol(ProtocolError),

@@ -102,6 +102,28 @@ impl Half {
         (self.view.me(), self.view.peer())
     }
 
+    /// A receiving half: whether it takes bytes only (its own word).
+    pub(super) fn bytes_only(&self) -> bool {
+        // Relaxed: a setting, as `Setting::get`; it orders nothing else.
+        self.sides().0.bytes_only.load(Ordering::Relaxed) != 0
+    }
+
+    /// A receiving half: says whether it takes bytes only.
+    pub(super) fn set_bytes_only(&self, on: bool) {
+        // Relaxed: see `Half::bytes_only`. A sender that was handed out
+        // after this (by any send, which orders it) sees it.
+        let word = &self.sides().0.bytes_only;
+        word.store(u32::from(on), Ordering::Relaxed);
+    }
+
+    /// A sending half: whether its receiver takes bytes only. The word is
+    /// the peer's: any non-zero value counts (a peer that writes garbage
+    /// there refuses only the handles sent to itself).
+    pub(super) fn peer_bytes_only(&self) -> bool {
+        // Relaxed: see `Half::bytes_only`.
+        self.sides().1.bytes_only.load(Ordering::Relaxed) != 0
+    }
+
     /// Tells the other side that this side changed the ring: wakes it if it
     /// sleeps, and rings its doorbell if it waits on one.
     #[inline]

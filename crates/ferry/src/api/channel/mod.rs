@@ -763,6 +763,55 @@ impl Receiver {
     pub fn set_max_message(&self, limit: usize) {
         self.half.limit.set(limit);
     }
+
+    /// Whether this receiver takes bytes only (see
+    /// [`Receiver::set_bytes_only`]).
+    pub fn bytes_only(&self) -> bool {
+        self.half.bytes_only()
+    }
+
+    /// Declares that this receiver takes bytes only (`true`), or handles
+    /// too (`false`, as every receiver starts). While it does, a send to
+    /// it that attaches handles (pipe ends, halves, descriptors:
+    /// [`Sender::send_with`] and its `try_` and `_timeout` forms, and a
+    /// typed value holding a half or an [`Fd`](crate::typed::Fd)) fails
+    /// with `NotTransferable`, its text naming the reason, and hands every
+    /// handle back before anything is written; plain sends go on as
+    /// before. For a bridge that forwards bytes where descriptors and pipe
+    /// ends cannot go (another machine): a sender of a descriptor gets a
+    /// clear error, not a message that lost it on the way.
+    ///
+    /// ```
+    /// let (a, b) = ferry::pipe()?;
+    /// b.receiver().set_bytes_only(true);
+    /// let (x, _y) = ferry::pipe()?;
+    /// let err = a.sender().send_with(b"x", vec![x]).unwrap_err();
+    /// assert!(matches!(err.error, ferry::SendError::NotTransferable(_)));
+    /// assert!(err.to_string().contains("takes bytes only"));
+    /// let Some(ferry::Handle::Pipe(x)) = err.handles.into_iter().next() else {
+    ///     panic!("the end comes back");
+    /// };
+    /// a.send(b"ok")?; // bytes go on
+    /// assert_eq!(b.recv()?, b"ok");
+    /// # drop(x);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// The declaration lives in the ring's shared memory, where the sender
+    /// reads it, in whatever process it is; it goes with this receiver
+    /// when the receiver is sent on, and holds for the rings of its
+    /// sender's clones in other processes too. A send checks it as it
+    /// begins: a message with handles sent before the sender saw it
+    /// arrives as before, handles and all. So set it before the sender is
+    /// handed out (or before the first message can be sent). It is a
+    /// declaration that ferry's senders honour, not a filter: a hostile
+    /// sender can ignore it, so a bridge still receives with
+    /// [`Receiver::recv`], which drops (closes) anything that came with a
+    /// message, or checks what [`Receiver::recv_with`] gives.
+    pub fn set_bytes_only(&self, on: bool) {
+        self.half.set_bytes_only(on);
+        self.set_bytes_only_attached(on);
+    }
 }
 
 #[cfg(test)]

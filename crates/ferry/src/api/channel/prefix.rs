@@ -99,6 +99,7 @@ impl Prefix {
         tx.set_max_message(like.max_message());
         tx.set_out_of_line(usize::MAX);
         rx.set_max_message(like.max_message());
+        rx.set_bytes_only(like.bytes_only());
         self.pipe = Some((tx, rx));
         Ok(())
     }
@@ -283,6 +284,7 @@ impl Orphan {
                 let (_, fresh) = b.split();
                 drop(back);
                 fresh.set_max_message(rx.max_message());
+                fresh.set_bytes_only(rx.bytes_only());
                 (Handle::Receiver(fresh), Some(feed))
             }
             Handle::Pipe(pipe) => {
@@ -290,6 +292,7 @@ impl Orphan {
                 drop(back);
                 a.sender().set_max_message(pipe.sender().max_message());
                 a.receiver().set_max_message(pipe.receiver().max_message());
+                a.receiver().set_bytes_only(pipe.receiver().bytes_only());
                 (Handle::Pipe(a), Some(feed))
             }
             _ => {

@@ -62,6 +62,11 @@ const OTHER_SIDE_GONE: &str = "the process holding the other side of this pipe e
 const RECEIVE_FIRST: &str = "messages carrying descriptors, pipe ends or large payloads are on their \
      way to this receiver, or one is half received: receive them before sending it on";
 
+/// Why ends are refused by a receiver that takes bytes only (see
+/// [`Receiver::set_bytes_only`](super::Receiver::set_bytes_only)).
+const BYTES_ONLY: &str = "the receiving end takes bytes only (it said so with \
+     Receiver::set_bytes_only): no pipe end, half or descriptor can be sent to it";
+
 /// The sending half of a pipe end, behind its mutex.
 #[derive(Debug)]
 pub(super) struct Tx {
@@ -566,18 +571,22 @@ impl Sender {
     /// # Errors
     ///
     /// As [`Sender::send`], and [`SendError::NotTransferable`] for ends that
-    /// cannot travel (see its text); every end not sent is handed back in
-    /// the [`SendWithError`].
+    /// cannot travel (see its text), and for any end at all once the
+    /// receiving side takes bytes only ([`Receiver::set_bytes_only`]:
+    /// then nothing is written); every end not sent is handed back in the
+    /// [`SendWithError`].
     ///
     /// [`Pipe`]: super::Pipe
     /// [`Receiver`]: super::Receiver
     /// [`Receiver::recv_with`]: super::Receiver::recv_with
+    /// [`Receiver::set_bytes_only`]: super::Receiver::set_bytes_only
     pub fn send_with<E: Into<Handle>>(
         &self,
         bytes: &[u8],
         ends: Vec<E>,
     ) -> Result<(), SendWithError> {
-        self.send_with_deadline(bytes, into_ends(ends), None, Naming::Message)
+        self.refuse_if_bytes_only(into_ends(ends))
+            .and_then(|ends| self.send_with_deadline(bytes, ends, None, Naming::Message))
             .map_err(SendWithError::convert)
     }
 
@@ -593,13 +602,10 @@ impl Sender {
         bytes: &[u8],
         ends: Vec<E>,
     ) -> Result<(), SendWithError<TrySendError>> {
-        self.send_with_deadline(
-            bytes,
-            into_ends(ends),
-            Some(Instant::now()),
-            Naming::Message,
-        )
-        .map_err(SendWithError::convert)
+        let now = Some(Instant::now());
+        self.refuse_if_bytes_only(into_ends(ends))
+            .and_then(|ends| self.send_with_deadline(bytes, ends, now, Naming::Message))
+            .map_err(SendWithError::convert)
     }
 
     /// [`Sender::send_with`], waiting at most `timeout` for room.
@@ -616,11 +622,31 @@ impl Sender {
         timeout: Duration,
     ) -> Result<(), SendWithError<SendTimeoutError>> {
         let deadline = Some(Instant::now() + timeout);
-        self.send_with_deadline(bytes, into_ends(ends), deadline, Naming::Message)
+        self.refuse_if_bytes_only(into_ends(ends))
+            .and_then(|ends| self.send_with_deadline(bytes, ends, deadline, Naming::Message))
             .map_err(SendWithError::convert)
     }
 
-    /// [`Sender::send_with`] until `deadline`, with the fault as it is.
+    /// Hands `ends` back if there is one and this sender's receiver takes
+    /// bytes only (see
+    /// [`Receiver::set_bytes_only`](super::Receiver::set_bytes_only)),
+    /// before anything is written or any end is touched.
+    fn refuse_if_bytes_only(
+        &self,
+        ends: Vec<Handle>,
+    ) -> Result<Vec<Handle>, SendWithError<SendFault>> {
+        if ends.is_empty() || !self.core.half.peer_bytes_only() {
+            return Ok(ends);
+        }
+        Err(SendWithError {
+            error: SendFault::NotTransferable(BYTES_ONLY),
+            handles: ends,
+        })
+    }
+
+    /// [`Sender::send_with`] until `deadline`, with the fault as it is. Not
+    /// refused by a receiver that takes bytes only: for what ferry hands
+    /// on itself, messages sent before a receiver moved (`prefix.rs`).
     pub(super) fn send_with_until(
         &self,
         bytes: &[u8],
@@ -981,6 +1007,9 @@ impl Sender {
         tx.set_wait(self.wait());
         tx.limit.set(self.limit.get());
         tx.out_of_line.set(self.out_of_line.get());
+        // The receiver takes bytes only from every clone: the new ring says
+        // so from the start (the receiver says it again as it attaches it).
+        rx.half.set_bytes_only(self.core.half.peer_bytes_only());
         let attach = vec![Handle::Receiver(rx)];
         match self.send_with_deadline(&[], attach, deadline, Naming::Attach) {
             Ok(()) => Ok(tx),

@@ -513,3 +513,32 @@ fn a_route_of_the_most_hops_is_refused_more_and_drops_without_recursion() {
         .join()
         .expect("dropped without overflowing the stack");
 }
+
+/// A fresh ring's consumer takes handles; a receiver that writes any
+/// non-zero value into its `bytes_only` word (a hostile one, garbage)
+/// takes bytes only: its sender refuses handles to it, and hands them
+/// back, and bytes go on.
+#[test]
+fn any_non_zero_bytes_only_word_refuses_handles_to_its_writer_alone() {
+    let (a, b) = crate::api::channel::pipe().unwrap();
+    let control = a.region().control(a.role());
+    // Relaxed: a setting, read by this thread.
+    assert_eq!(control.consumer.bytes_only.load(Ordering::Relaxed), 0);
+    assert!(!b.receiver().bytes_only());
+    control
+        .consumer
+        .bytes_only
+        .store(0xdead_beef, Ordering::Relaxed);
+    assert!(b.receiver().bytes_only());
+    let (near, far) = crate::api::channel::pipe().unwrap();
+    let refused = a.sender().send_with(b"end", vec![far]).unwrap_err();
+    assert!(matches!(refused.error, SendError::NotTransferable(_)));
+    assert_eq!(refused.handles.len(), 1, "the end is handed back");
+    a.send(b"bytes").unwrap();
+    assert_eq!(b.recv().unwrap(), b"bytes");
+    // The other direction is not this receiver's to refuse.
+    b.sender().send_with(b"end", refused.handles).unwrap();
+    let mut got = a.receiver().recv_with().unwrap();
+    got.pipes.pop().unwrap().send(b"through").unwrap();
+    assert_eq!(near.recv().unwrap(), b"through");
+}

@@ -33,7 +33,8 @@ pub enum SendFailure {
         limit: usize,
     },
     /// Channel halves or descriptors in the value cannot travel over this
-    /// pipe (see [`crate::Sender::send_with`]). Nothing was sent.
+    /// pipe (see [`crate::Sender::send_with`]; or the byte receiver takes
+    /// bytes only, [`crate::Receiver::set_bytes_only`]). Nothing was sent.
     NotTransferable(&'static str),
     /// The peer broke the protocol; the link is shut down.
     Protocol(ProtocolError),

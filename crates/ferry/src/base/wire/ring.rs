@@ -34,6 +34,11 @@
 //! | 96 | `moving: u32` | non-zero while this side's holder moves it on to another process, from before it reads where the other side is until its `Moved` record is out and `moved` bumped: the two sides of a ring never move at once (if both would, the producer's goes first and the consumer's waits, then follows it) |
 //! | 100 | `followed: u32` | producer: the consumer's `moved` count as of its first naming section on the consumer's newest link |
 //! | 104 | `followed_at: u64` | producer: its `pos` as that section began: frames from it on name the consumer's new link, frames before it the old one (a receiving side's mover takes it as the move's boundary once `followed` is its count) |
+//! | 112 | `bytes_only: u32` | consumer: non-zero while it takes bytes only: the producer then refuses, before writing anything, a message that attaches handles (any non-zero value counts; a consumer that writes one refuses only what would be sent to itself) |
+//!
+//! Bytes 116..128 are padding, zero in a fresh ring. `bytes_only` took
+//! four bytes of that padding (the side's size is unchanged): a peer built
+//! before it leaves the word zero, and so takes handles, as it did.
 //!
 //! `ring/control.rs` declares the struct and asserts, at compile time, that
 //! its fields sit at these offsets.
@@ -90,10 +95,12 @@ pub const MOVING: usize = 96;
 pub const FOLLOWED: usize = 100;
 /// See [`POS`].
 pub const FOLLOWED_AT: usize = 104;
+/// See [`POS`].
+pub const BYTES_ONLY: usize = 112;
 
 const _: () = {
-    assert!(SIDE_SIZE.is_power_of_two() && FOLLOWED_AT + 8 <= SIDE_SIZE);
-    assert!(FOLLOWED_AT.is_multiple_of(8));
+    assert!(SIDE_SIZE.is_power_of_two() && BYTES_ONLY + 4 <= SIDE_SIZE);
+    assert!(FOLLOWED_AT.is_multiple_of(8) && FOLLOWED_AT + 8 <= BYTES_ONLY);
     // `pos` alone on its cache line, the rest on the next.
     assert!(POS + 8 <= 64 && SIGNAL >= 64);
 };

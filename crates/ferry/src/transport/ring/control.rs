@@ -49,6 +49,10 @@ pub struct Side {
     pub followed: AtomicU32,
     /// Producer: its position as that section began.
     pub followed_at: AtomicU64,
+    /// Consumer: non-zero while it takes bytes only (see `wire/ring.rs`):
+    /// its producer refuses messages that attach handles. Any non-zero
+    /// value counts.
+    pub bytes_only: AtomicU32,
 }
 
 /// Both sides of one single-producer, single-consumer ring.
@@ -84,4 +88,5 @@ const _: () = {
     assert!(offset_of!(Side, moving) == wire::MOVING);
     assert!(offset_of!(Side, followed) == wire::FOLLOWED);
     assert!(offset_of!(Side, followed_at) == wire::FOLLOWED_AT);
+    assert!(offset_of!(Side, bytes_only) == wire::BYTES_ONLY);
 };

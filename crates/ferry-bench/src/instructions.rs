@@ -82,13 +82,16 @@ pub fn run(args: &InstructionsArgs) -> Result<(), Error> {
             return Err(Error::new(e));
         }
     };
-    let exe = prepare()?;
     let mut transports = args.transports.clone();
     if transports.is_empty() {
         let named = DEFINITIONS.instructions.transports.iter();
         let named: Result<_, _> = named.map(|n| transport::by_name(n)).collect();
         transports = named.map_err(Error::new)?;
     }
+    let lean = !transports
+        .iter()
+        .any(|t| transport::needs_default_features(t.name()));
+    let exe = prepare(lean)?;
     let (mut rows, mut failures) = (Vec::new(), Vec::new());
     for transport in transports {
         match count_transport(&exe, transport, rounds, args.size) {
@@ -145,8 +148,10 @@ fn count_transport(
 }
 
 /// Checks valgrind is here, and builds (or brings up to date) the copy of
-/// this program callgrind runs; returns its path.
-fn prepare() -> Result<PathBuf, Error> {
+/// this program callgrind runs, without the rivals' features when `lean`
+/// (none of the transports counted needs them: a shorter build); returns
+/// its path.
+fn prepare(lean: bool) -> Result<PathBuf, Error> {
     let version = Command::new("valgrind").arg("--version").output();
     if !version.is_ok_and(|out| out.status.success()) {
         return Err(Error::new(
@@ -166,6 +171,7 @@ fn prepare() -> Result<PathBuf, Error> {
     let status = Command::new(cargo)
         .args(["build", "--release", "-p", "ferry-bench"])
         .args(["--bin", "ferry-bench"])
+        .args(lean.then_some("--no-default-features"))
         .current_dir(&workspace)
         .env("CARGO_TARGET_DIR", &target)
         .env("RUSTFLAGS", RUSTFLAGS)
@@ -334,6 +340,8 @@ mod tests {
     fn the_default_transports_exist() {
         for name in DEFINITIONS.instructions.transports {
             assert!(transport::by_name(name).is_ok(), "{name}");
+            // So the counting build leaves the rivals out.
+            assert!(!transport::needs_default_features(name), "{name}");
         }
     }
 }

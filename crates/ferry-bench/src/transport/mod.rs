@@ -249,6 +249,19 @@ pub(crate) fn from_parent(var: &str) -> Result<String, Error> {
         .map_err(|_| Error::new(format!("{var} is not set: not started by ferry-bench")))
 }
 
+/// Whether the transport `name` is one a build without default features
+/// lacks (the rivals', and those that run on tokio).
+pub fn needs_default_features(name: &str) -> bool {
+    [
+        "ipc-channel",
+        "iceoryx2",
+        "ferry-async",
+        "unix-stream-tokio",
+    ]
+    .iter()
+    .any(|feature| name.starts_with(feature))
+}
+
 /// The transport called `name`.
 pub fn by_name(name: &str) -> Result<&'static dyn Transport, String> {
     let found = engine::pipes().into_iter().find(|t| t.name() == name);

@@ -1,0 +1,541 @@
+//! End-to-end credit, one direction of one bridged pipe at a time: the
+//! receiving bridge grants a window (messages and bytes) and the sending
+//! bridge sends no more than granted. So the receiving bridge queues at
+//! most a window, whatever Zenoh does, and a slow local consumer slows the
+//! far local sender through ferry's own backpressure: the receiving bridge
+//! stops granting, the sending bridge stops reading its ring, the ring
+//! fills, and the far program's `send` waits.
+//!
+//! Grants are cumulative (`delivered + window`), so a late or repeated one
+//! changes nothing. A message larger than what is left of the window goes
+//! once everything sent before it was delivered; a sender that waits asks
+//! for a grant ([`Want`](crate::wire::Want)), which the receiver gives once
+//! its queue is empty.
+//!
+//! [`Gate`] is the sender's side, [`Inbox`] the receiver's. Both are
+//! touched from Zenoh's callbacks, which must never block: those calls
+//! only take a short lock and notify.
+
+use std::collections::VecDeque;
+use std::sync::{Condvar, Mutex, MutexGuard};
+
+use zenoh::bytes::ZBytes;
+
+use crate::wire::{Count, Header, Window};
+
+/// Whether a message of `len` bytes may go, `sent` having gone before it,
+/// under the cumulative grant `granted` of a window `window`.
+pub fn allows(granted: Count, sent: Count, window: Window, len: u64) -> bool {
+    let all_delivered = Count {
+        messages: granted.messages.saturating_sub(window.messages),
+        bytes: granted.bytes.saturating_sub(window.bytes),
+    };
+    sent.messages < granted.messages
+        && (sent.bytes.saturating_add(len) <= granted.bytes || sent == all_delivered)
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The sending bridge's side of one direction.
+#[derive(Debug, Default)]
+pub struct Gate {
+    state: Mutex<GateState>,
+    moved: Condvar,
+}
+
+#[derive(Debug, Default)]
+struct GateState {
+    /// The far side's window, once its terms are known.
+    window: Option<Window>,
+    granted: Count,
+    sent: Count,
+    ended: bool,
+}
+
+/// Why a [`Gate`] lets nothing more through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ended;
+
+impl Gate {
+    /// A gate that lets nothing through until [`Gate::open`].
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The far side's window: its first grant.
+    pub fn open(&self, window: Window) {
+        let mut state = lock(&self.state);
+        state.window = Some(window);
+        state.granted.messages = state.granted.messages.max(window.messages);
+        state.granted.bytes = state.granted.bytes.max(window.bytes);
+        drop(state);
+        self.moved.notify_all();
+    }
+
+    /// A grant from the far side (never blocks).
+    pub fn grant(&self, granted: Count) {
+        let mut state = lock(&self.state);
+        state.granted.messages = state.granted.messages.max(granted.messages);
+        state.granted.bytes = state.granted.bytes.max(granted.bytes);
+        drop(state);
+        self.moved.notify_all();
+    }
+
+    /// Lets nothing more through, and wakes a waiter (never blocks).
+    pub fn end(&self) {
+        lock(&self.state).ended = true;
+        self.moved.notify_all();
+    }
+
+    /// Waits until a message of `len` bytes may go, and counts it as sent:
+    /// its sequence number. `want` is called (without the lock) each time
+    /// the gate has to wait, with what was sent so far.
+    pub fn acquire(&self, len: u64, mut want: impl FnMut(Count)) -> Result<u64, Ended> {
+        let mut state = lock(&self.state);
+        let mut asked = false;
+        loop {
+            if state.ended {
+                return Err(Ended);
+            }
+            let Some(window) = state.window else {
+                state = self.moved.wait(state).unwrap_or_else(|e| e.into_inner());
+                continue;
+            };
+            if allows(state.granted, state.sent, window, len) {
+                let seq = state.sent.messages;
+                state.sent = state.sent.plus(len);
+                return Ok(seq);
+            }
+            if !asked {
+                asked = true;
+                let sent = state.sent;
+                drop(state);
+                want(sent);
+                state = lock(&self.state);
+                continue;
+            }
+            state = self.moved.wait(state).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    /// Waits until the gate has ended (the far side stopped or is gone).
+    pub fn wait_ended(&self) {
+        let mut state = lock(&self.state);
+        while !state.ended {
+            state = self.moved.wait(state).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    /// What was sent.
+    pub fn sent(&self) -> Count {
+        lock(&self.state).sent
+    }
+}
+
+/// The receiving bridge's side of one direction: the messages that
+/// arrived, not yet delivered to the local end, at most a window of them.
+#[derive(Debug)]
+pub struct Inbox {
+    window: Window,
+    max_message: u64,
+    state: Mutex<InboxState>,
+    moved: Condvar,
+}
+
+#[derive(Debug)]
+struct InboxState {
+    queue: VecDeque<ZBytes>,
+    /// Bytes in `queue`.
+    queued: u64,
+    received: Count,
+    delivered: Count,
+    granted: Count,
+    fin: Option<u64>,
+    want: bool,
+    end: Option<End>,
+}
+
+/// Why an inbox takes nothing more.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum End {
+    /// The far side (or its bridge) is gone; what arrived is still
+    /// delivered.
+    FarGone,
+    /// The pipe is broken: `reason`; `tell_far` when the far side does not
+    /// know yet.
+    Broken {
+        /// Why.
+        reason: String,
+        /// Whether the far side does not know yet.
+        tell_far: bool,
+    },
+    /// This side's local end is gone: nothing more can be delivered.
+    LocalGone,
+}
+
+/// What the delivering thread does next.
+#[derive(Debug)]
+pub enum Next {
+    /// Deliver this message.
+    Message(ZBytes),
+    /// Publish this grant (the sender waits and the queue is empty).
+    Grant(Count),
+    /// Every message was delivered and the sender finished.
+    Fin,
+    /// Stop, for this reason.
+    End(End),
+}
+
+impl Inbox {
+    /// An empty inbox granting `window`, taking messages of up to
+    /// `max_message` bytes.
+    pub fn new(window: Window, max_message: u64) -> Self {
+        Self {
+            window,
+            max_message,
+            state: Mutex::new(InboxState {
+                queue: VecDeque::new(),
+                queued: 0,
+                received: Count::default(),
+                delivered: Count::default(),
+                granted: Count {
+                    messages: window.messages,
+                    bytes: window.bytes,
+                },
+                fin: None,
+                want: false,
+                end: None,
+            }),
+            moved: Condvar::new(),
+        }
+    }
+
+    /// A record that arrived on the data key (never blocks). A record that
+    /// breaks the rules (out of order, past its credit, too large, a
+    /// finish that does not match) breaks the pipe.
+    pub fn arrive(&self, header: Header, payload: ZBytes) {
+        let mut state = lock(&self.state);
+        if state.end.is_some() || state.fin.is_some() {
+            if let Header::Data { .. } | Header::Fin { .. } = header
+                && state.fin.is_some()
+                && state.end.is_none()
+            {
+                state.end = Some(End::Broken {
+                    reason: "the far bridge sent after it finished".into(),
+                    tell_far: true,
+                });
+                drop(state);
+                self.moved.notify_all();
+            }
+            return;
+        }
+        let broken = match header {
+            Header::Data { seq } => {
+                let len = payload.len() as u64;
+                if seq != state.received.messages {
+                    Some(format!(
+                        "message {seq} arrived where {} was next: messages were lost between the bridges",
+                        state.received.messages
+                    ))
+                } else if len > self.max_message {
+                    Some(format!(
+                        "a message of {len} bytes, over this bridge's largest ({})",
+                        self.max_message
+                    ))
+                } else if !allows(state.granted, state.received, self.window, len) {
+                    Some("the far bridge sent past the credit it was given".to_owned())
+                } else {
+                    state.received = state.received.plus(len);
+                    state.queued += len;
+                    state.queue.push_back(payload);
+                    None
+                }
+            }
+            Header::Fin { count } if count == state.received.messages => {
+                state.fin = Some(count);
+                None
+            }
+            Header::Fin { count } => Some(format!(
+                "the far bridge finished after {count} messages, but {} arrived: messages were lost between the bridges",
+                state.received.messages
+            )),
+            Header::Break => {
+                let reason = String::from_utf8_lossy(&payload.to_bytes()).into_owned();
+                state.end = Some(End::Broken {
+                    reason: format!("the far bridge broke the pipe: {reason}"),
+                    tell_far: false,
+                });
+                None
+            }
+        };
+        if let Some(reason) = broken {
+            state.end = Some(End::Broken {
+                reason,
+                tell_far: true,
+            });
+        }
+        drop(state);
+        self.moved.notify_all();
+    }
+
+    /// The sender waits for credit (never blocks).
+    ///
+    /// What it sent is not checked against what arrived: data still on the
+    /// way is delivered first, and the grant follows once the queue is dry.
+    pub fn want(&self) {
+        let mut state = lock(&self.state);
+        state.want = true;
+        drop(state);
+        self.moved.notify_all();
+    }
+
+    /// Ends the inbox (never blocks); an end already set stays.
+    pub fn end(&self, end: End) {
+        let mut state = lock(&self.state);
+        if state.end.is_none() {
+            state.end = Some(end);
+        }
+        drop(state);
+        self.moved.notify_all();
+    }
+
+    /// What to do next, waiting for it. After [`End::FarGone`], the
+    /// messages that arrived come first.
+    pub fn next(&self) -> Next {
+        let mut state = lock(&self.state);
+        loop {
+            match &state.end {
+                Some(End::FarGone) | None => {}
+                Some(end) => return Next::End(end.clone()),
+            }
+            if let Some(message) = state.queue.pop_front() {
+                state.queued -= message.len() as u64;
+                return Next::Message(message);
+            }
+            if state.fin.is_some() {
+                return Next::Fin;
+            }
+            if let Some(end) = &state.end {
+                return Next::End(end.clone());
+            }
+            if state.want {
+                state.want = false;
+                if let Some(grant) = Self::regrant(&mut state, self.window) {
+                    return Next::Grant(grant);
+                }
+            }
+            state = self.moved.wait(state).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    /// Counts a message of `len` bytes as delivered to the local end: the
+    /// grant to publish, if one is due (half the window used since the
+    /// last, or the sender waits and the queue is empty).
+    pub fn delivered(&self, len: u64) -> Option<Count> {
+        let mut state = lock(&self.state);
+        state.delivered = state.delivered.plus(len);
+        let base = Count {
+            messages: state.granted.messages - self.window.messages,
+            bytes: state.granted.bytes - self.window.bytes,
+        };
+        let used_messages = state.delivered.messages - base.messages;
+        let used_bytes = state.delivered.bytes - base.bytes;
+        let due = used_messages * 2 >= self.window.messages
+            || used_bytes * 2 >= self.window.bytes
+            || (state.want && state.queue.is_empty());
+        if !due {
+            return None;
+        }
+        state.want = false;
+        Self::regrant(&mut state, self.window)
+    }
+
+    /// A new grant from what was delivered, if it moves.
+    fn regrant(state: &mut InboxState, window: Window) -> Option<Count> {
+        let granted = Count {
+            messages: state.delivered.messages + window.messages,
+            bytes: state.delivered.bytes + window.bytes,
+        };
+        (granted != state.granted).then(|| {
+            state.granted = granted;
+            granted
+        })
+    }
+
+    /// Messages and bytes queued now (for tests and statistics).
+    pub fn queued(&self) -> (usize, u64) {
+        let state = lock(&self.state);
+        (state.queue.len(), state.queued)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const WINDOW: Window = Window {
+        messages: 4,
+        bytes: 100,
+    };
+
+    fn data(inbox: &Inbox, seq: u64, len: usize) {
+        inbox.arrive(Header::Data { seq }, ZBytes::from(vec![0u8; len]));
+    }
+
+    #[test]
+    fn a_sender_never_passes_its_window() {
+        let gate = Gate::new();
+        gate.open(WINDOW);
+        for seq in 0..4 {
+            assert_eq!(gate.acquire(10, |_| panic!("no wait")), Ok(seq));
+        }
+        // A fifth waits; once granted more, it goes.
+        assert!(!allows(
+            Count {
+                messages: 4,
+                bytes: 100
+            },
+            gate.sent(),
+            WINDOW,
+            10
+        ));
+        gate.grant(Count {
+            messages: 6,
+            bytes: 120,
+        });
+        assert_eq!(gate.acquire(10, |_| panic!("no wait")), Ok(4));
+        // An older grant changes nothing.
+        gate.grant(Count {
+            messages: 1,
+            bytes: 1,
+        });
+        assert_eq!(gate.acquire(10, |_| panic!("no wait")), Ok(5));
+    }
+
+    #[test]
+    fn a_message_larger_than_the_window_goes_once_all_before_it_was_delivered() {
+        let window = Window {
+            messages: 4,
+            bytes: 100,
+        };
+        // Nothing sent yet: anything goes.
+        assert!(allows(
+            Count {
+                messages: 4,
+                bytes: 100
+            },
+            Count::default(),
+            window,
+            1000
+        ));
+        // Something in flight: it waits.
+        let sent = Count {
+            messages: 1,
+            bytes: 10,
+        };
+        assert!(!allows(
+            Count {
+                messages: 4,
+                bytes: 100
+            },
+            sent,
+            window,
+            1000
+        ));
+        // Delivered and granted again: it goes.
+        assert!(allows(
+            Count {
+                messages: 5,
+                bytes: 110
+            },
+            sent,
+            window,
+            1000
+        ));
+    }
+
+    #[test]
+    fn the_inbox_grants_at_half_the_window_and_when_the_sender_waits() {
+        let inbox = Inbox::new(WINDOW, 1000);
+        data(&inbox, 0, 10);
+        data(&inbox, 1, 10);
+        assert!(matches!(inbox.next(), Next::Message(_)));
+        assert_eq!(inbox.delivered(10), None);
+        assert!(matches!(inbox.next(), Next::Message(_)));
+        assert_eq!(
+            inbox.delivered(10),
+            Some(Count {
+                messages: 6,
+                bytes: 120
+            })
+        );
+        // The sender waits with one message delivered since the grant.
+        data(&inbox, 2, 5);
+        inbox.want();
+        assert!(matches!(inbox.next(), Next::Message(_)));
+        assert_eq!(
+            inbox.delivered(5),
+            Some(Count {
+                messages: 7,
+                bytes: 125
+            })
+        );
+    }
+
+    #[test]
+    fn a_gap_a_credit_overrun_and_an_early_finish_each_break_the_pipe() {
+        let gap = Inbox::new(WINDOW, 1000);
+        data(&gap, 1, 1);
+        assert!(matches!(
+            gap.next(),
+            Next::End(End::Broken { tell_far: true, .. })
+        ));
+
+        let overrun = Inbox::new(WINDOW, 1000);
+        for seq in 0..5 {
+            data(&overrun, seq, 1);
+        }
+        let mut delivered = 0;
+        let end = loop {
+            match overrun.next() {
+                Next::Message(_) => delivered += 1,
+                other => break other,
+            }
+        };
+        // The fifth message broke the pipe: the four before it are not
+        // delivered after the break (a broken pipe stops).
+        assert!(delivered <= 4);
+        assert!(matches!(end, Next::End(End::Broken { .. })), "{end:?}");
+
+        let early = Inbox::new(WINDOW, 1000);
+        data(&early, 0, 1);
+        early.arrive(Header::Fin { count: 2 }, ZBytes::new());
+        assert!(matches!(early.next(), Next::End(End::Broken { .. })));
+
+        let large = Inbox::new(WINDOW, 10);
+        data(&large, 0, 11);
+        assert!(matches!(large.next(), Next::End(End::Broken { .. })));
+    }
+
+    #[test]
+    fn after_the_far_side_is_gone_what_arrived_is_delivered_first() {
+        let inbox = Inbox::new(WINDOW, 1000);
+        data(&inbox, 0, 1);
+        data(&inbox, 1, 1);
+        inbox.end(End::FarGone);
+        assert!(matches!(inbox.next(), Next::Message(_)));
+        assert!(matches!(inbox.next(), Next::Message(_)));
+        assert!(matches!(inbox.next(), Next::End(End::FarGone)));
+    }
+
+    #[test]
+    fn a_finish_ends_the_direction_once_delivered() {
+        let inbox = Inbox::new(WINDOW, 1000);
+        data(&inbox, 0, 1);
+        inbox.arrive(Header::Fin { count: 1 }, ZBytes::new());
+        assert!(matches!(inbox.next(), Next::Message(_)));
+        assert!(matches!(inbox.next(), Next::Fin));
+    }
+}

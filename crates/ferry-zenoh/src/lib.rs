@@ -1,0 +1,520 @@
+//! A lossless bridge that carries ferry pipes between machines over
+//! [Zenoh](https://zenoh.io).
+//!
+//! On one machine a bridge **exports** a local ferry server under a Zenoh
+//! key prefix; on another a bridge **imports** that prefix as a local
+//! ferry server name. A program connects to the imported name with
+//! [`ferry::connect`] as if the service were local; each connection becomes
+//! a new pipe to the exported server, with a key space of its own.
+//!
+//! ```no_run
+//! use ferry_zenoh::{Bridge, BridgeOptions};
+//! // Machine A: the service listens at the local name "camera".
+//! let a = Bridge::open(BridgeOptions::new().listen("tcp/0.0.0.0:7447"))?;
+//! let _export = a.export("camera", None, "robot/camera")?;
+//! // Machine B: programs connect to "camera" here.
+//! let b = Bridge::open(BridgeOptions::new().connect("tcp/machine-a:7447"))?;
+//! let _import = b.import("robot/camera", "camera", None)?;
+//! let pipe = ferry::connect("camera")?;
+//! pipe.send(b"frame please")?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! # What a bridged pipe promises
+//!
+//! - **In order, nothing lost, nothing duplicated.** Every message carries
+//!   its direction's sequence number; a gap (messages lost when the link
+//!   between the bridges broke and came back) breaks that pipe: both
+//!   bridges log why, and both local programs see `Disconnected`. Nothing
+//!   is skipped silently.
+//! - **Bounded memory, backpressure end to end.** The receiving bridge
+//!   grants a window (256 messages and 64 MiB by default) and the sending
+//!   bridge sends no more than granted. A slow consumer stops the grants;
+//!   the sending bridge stops reading its ring; the ring fills and the far
+//!   program's `send` waits (`try_send` says `Full`), as on one machine.
+//!   Zenoh's own queues never fill for it (publishers use
+//!   `CongestionControl::Block` and reliable delivery as a backstop).
+//!   Zenoh's callbacks never block: they record and wake a thread.
+//! - **Death is pushed.** Each side of a pipe holds a Zenoh liveliness
+//!   token; when the far bridge dies, or the link between the bridges is
+//!   down for longer than the lease ([`BridgeOptions::lease`], 1 s by
+//!   default), the local program sees `Disconnected` after it received
+//!   everything that arrived. A program that dies is seen by its own bridge
+//!   as ferry sees any peer die, and the far program then sees
+//!   `Disconnected` after every message was delivered.
+//! - **Bytes only.** Descriptors and pipe ends cannot leave the machine:
+//!   the bridge's ends are declared bytes only
+//!   ([`ferry::Receiver::set_bytes_only`]), so a local program that sends
+//!   one is told `NotTransferable` and gets it back. The importing bridge
+//!   declares it as it accepts the connection: a message with handles sent
+//!   in the instant between `connect` returning and that is forwarded
+//!   without them.
+//!
+//! # Trust
+//!
+//! A bridged pipe's key space is a capability: whoever can publish on it
+//! can speak on that pipe (and a record that breaks the rules breaks the
+//! pipe, never the bridge). Run bridges on a network you trust, or
+//! authenticate them: build with the `tls` feature and use Zenoh's TLS
+//! transport (`tls/host:port` locators, mutual TLS) or its public-key
+//! authentication (`transport/auth/pubkey`), and restrict key prefixes
+//! with Zenoh's access control lists, in a configuration file given to
+//! [`BridgeOptions::config_file`]. The exporting bridge presents the local
+//! server's token ([`ferry::Token`]) on every connection it makes, so a
+//! server that asks for one is reached only through bridges given it.
+//!
+//! Everything from the far bridge is checked before use (see [`wire`]).
+
+#![warn(missing_docs)]
+
+mod bridged;
+pub mod credit;
+pub mod wire;
+
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::thread;
+use std::time::Duration;
+
+use zenoh::Wait;
+use zenoh::query::Query;
+
+use crate::bridged::{Prepared, Setup};
+use crate::wire::{Open, Side, Window};
+
+/// Where a bridge reports what happens to its pipes (opened, ended,
+/// broken, and why).
+pub type Log = Arc<dyn Fn(&str) + Send + Sync>;
+
+/// How a bridge meets other bridges, and the terms of its pipes.
+#[derive(Clone)]
+pub struct BridgeOptions {
+    listen: Vec<String>,
+    connect: Vec<String>,
+    lease: Duration,
+    window: Window,
+    max_message: u64,
+    open_timeout: Duration,
+    config_file: Option<PathBuf>,
+    log: Log,
+}
+
+impl fmt::Debug for BridgeOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BridgeOptions")
+            .field("listen", &self.listen)
+            .field("connect", &self.connect)
+            .field("lease", &self.lease)
+            .field("window", &self.window)
+            .field("max_message", &self.max_message)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for BridgeOptions {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl BridgeOptions {
+    /// Peer mode, multicast scouting off, no endpoints, a 1 s lease, a
+    /// window of 256 messages and 64 MiB, messages up to 1 GiB, reports
+    /// to standard error.
+    pub fn new() -> Self {
+        Self {
+            listen: Vec::new(),
+            connect: Vec::new(),
+            lease: Duration::from_secs(1),
+            window: Window {
+                messages: 256,
+                bytes: 64 << 20,
+            },
+            max_message: 1 << 30,
+            open_timeout: Duration::from_secs(5),
+            config_file: None,
+            log: Arc::new(|line| eprintln!("ferry-bridge: {line}")),
+        }
+    }
+
+    /// Listens for other bridges at a Zenoh endpoint (`tcp/0.0.0.0:7447`).
+    pub fn listen(mut self, endpoint: impl Into<String>) -> Self {
+        self.listen.push(endpoint.into());
+        self
+    }
+
+    /// Connects to another bridge's endpoint (`tcp/10.0.0.2:7447`); Zenoh
+    /// retries until it answers.
+    pub fn connect(mut self, endpoint: impl Into<String>) -> Self {
+        self.connect.push(endpoint.into());
+        self
+    }
+
+    /// How long the link between two bridges may be silent before each
+    /// takes the other for dead (and its pipes end): 1 s by default, for a
+    /// LAN; Zenoh's own default is 10 s.
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.lease = lease;
+        self
+    }
+
+    /// What this bridge queues for each pipe's incoming direction at most.
+    pub fn window(mut self, messages: u64, bytes: u64) -> Self {
+        self.window = Window {
+            messages: messages.max(1),
+            bytes: bytes.max(1),
+        };
+        self
+    }
+
+    /// The largest message this bridge takes from the far side.
+    pub fn max_message(mut self, bytes: u64) -> Self {
+        self.max_message = bytes.max(1);
+        self
+    }
+
+    /// A Zenoh configuration file (JSON5) to start from: TLS, public-key
+    /// authentication, access control. The options above are applied on
+    /// top of it.
+    pub fn config_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.config_file = Some(path.into());
+        self
+    }
+
+    /// Where the bridge reports what happens to its pipes.
+    pub fn log(mut self, log: impl Fn(&str) + Send + Sync + 'static) -> Self {
+        self.log = Arc::new(log);
+        self
+    }
+
+    fn zenoh_config(&self) -> Result<zenoh::Config, Error> {
+        let mut config = match &self.config_file {
+            Some(path) => zenoh::Config::from_file(path)
+                .map_err(|e| Error::Config(format!("reading {}: {e}", path.display())))?,
+            None => zenoh::Config::default(),
+        };
+        let quoted = |list: &[String]| {
+            let items: Vec<String> = list.iter().map(|s| format!("{s:?}")).collect();
+            format!("[{}]", items.join(","))
+        };
+        let lease_ms = self.lease.as_millis().max(1);
+        for (key, value) in [
+            ("mode", "\"peer\"".to_owned()),
+            ("scouting/multicast/enabled", "false".to_owned()),
+            ("listen/endpoints", quoted(&self.listen)),
+            ("connect/endpoints", quoted(&self.connect)),
+            ("transport/link/tx/lease", lease_ms.to_string()),
+            ("transport/link/tx/keep_alive", "4".to_owned()),
+        ] {
+            config
+                .insert_json5(key, &value)
+                .map_err(|e| Error::Config(format!("{key} = {value}: {e}")))?;
+        }
+        Ok(config)
+    }
+}
+
+/// Why a bridge could not do what it was asked.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Error {
+    /// The options make no Zenoh configuration.
+    Config(String),
+    /// Zenoh refused (an endpoint in use, a key that is not one).
+    Zenoh(String),
+    /// This machine refused (the local server name taken, no memory).
+    Io(std::io::Error),
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Config(why) => write!(f, "the bridge's Zenoh configuration: {why}"),
+            Error::Zenoh(why) => write!(f, "Zenoh: {why}"),
+            Error::Io(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+impl From<std::io::Error> for Error {
+    fn from(e: std::io::Error) -> Self {
+        Error::Io(e)
+    }
+}
+
+fn zenoh_error(e: impl fmt::Display) -> Error {
+    Error::Zenoh(e.to_string())
+}
+
+/// A bridge: one Zenoh session, which exports and imports prefixes.
+pub struct Bridge {
+    session: zenoh::Session,
+    options: BridgeOptions,
+}
+
+impl fmt::Debug for Bridge {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Bridge")
+            .field("zid", &self.session.zid())
+            .field("options", &self.options)
+            .finish()
+    }
+}
+
+/// A prefix being exported; dropping it stops taking new pipes (those open
+/// go on until they end).
+pub struct Export {
+    _queryable: zenoh::query::Queryable<()>,
+}
+
+/// A prefix being imported; dropping it stops taking new connections
+/// (within a second; pipes open go on until they end).
+pub struct Import {
+    stop: Arc<AtomicBool>,
+}
+
+impl Drop for Import {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+/// New pipes waiting for the exporting thread: a bound, so a flood of
+/// open queries costs this bridge no more than this.
+const PENDING_OPENS: usize = 64;
+
+impl Bridge {
+    /// Opens the bridge's Zenoh session.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Config`] for options Zenoh does not take, [`Error::Zenoh`]
+    /// if the session does not open (an endpoint in use).
+    pub fn open(options: BridgeOptions) -> Result<Bridge, Error> {
+        let session = zenoh::open(options.zenoh_config()?)
+            .wait()
+            .map_err(zenoh_error)?;
+        Ok(Bridge { session, options })
+    }
+
+    fn setup(&self, prefix: &str, id: String, me: Side) -> Setup {
+        Setup {
+            session: self.session.clone(),
+            prefix: prefix.to_owned(),
+            id,
+            me,
+            mine: Open {
+                window: self.options.window,
+                max_message: self.options.max_message,
+            },
+            log: Arc::clone(&self.options.log),
+        }
+    }
+
+    /// Exports the local ferry server at `server` under `prefix`: each
+    /// pipe a far bridge opens there connects to the server (presenting
+    /// `token`, if the server asks for one).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Zenoh`] if `prefix` is not a key expression or Zenoh
+    /// refuses the queryable.
+    pub fn export(
+        &self,
+        server: impl Into<ferry::Address>,
+        token: Option<ferry::Token>,
+        prefix: &str,
+    ) -> Result<Export, Error> {
+        check_prefix(prefix)?;
+        let server: ferry::Address = server.into();
+        let (queue, opens) = mpsc::sync_channel::<Query>(PENDING_OPENS);
+        let log = Arc::clone(&self.options.log);
+        let queryable = self
+            .session
+            .declare_queryable(wire::open_keys(prefix))
+            .callback(move |query: Query| {
+                if queue.try_send(query).is_err() {
+                    log("too many pipes waiting to open: one was dropped (its importer times out)");
+                }
+            })
+            .wait()
+            .map_err(zenoh_error)?;
+        let bridge = Bridge {
+            session: self.session.clone(),
+            options: self.options.clone(),
+        };
+        let prefix = prefix.to_owned();
+        thread::Builder::new()
+            .name("ferry-bridge export".into())
+            .spawn(move || {
+                for query in opens {
+                    bridge.open_exported(&prefix, &server, token.as_ref(), &query);
+                }
+            })?;
+        Ok(Export {
+            _queryable: queryable,
+        })
+    }
+
+    /// One open query: a connection to the local server, bridged.
+    fn open_exported(
+        &self,
+        prefix: &str,
+        server: &ferry::Address,
+        token: Option<&ferry::Token>,
+        query: &Query,
+    ) {
+        let log = &self.options.log;
+        let refuse = |why: String| {
+            log(&format!("refused a pipe: {why}"));
+            let _ = query.reply_err(why).wait();
+        };
+        let Some(id) = wire::id_of_open(prefix, query.key_expr().as_str()) else {
+            return refuse(format!("{} is not a pipe to open", query.key_expr()));
+        };
+        let far = match query.payload().map(|p| Open::decode(&p.to_bytes())) {
+            Some(Ok(far)) => far,
+            Some(Err(why)) => return refuse(format!("its terms: {why}")),
+            None => return refuse("no terms".into()),
+        };
+        let mut connect = ferry::ConnectOptions::new().timeout(self.options.open_timeout);
+        if let Some(token) = token {
+            connect = connect.token(token.clone());
+        }
+        let pipe = match connect.connect(server.clone()) {
+            Ok(pipe) => pipe,
+            Err(e) => return refuse(format!("connecting to the local server {server}: {e}")),
+        };
+        pipe.receiver().set_bytes_only(true);
+        let setup = self.setup(prefix, id.clone(), Side::Exporter);
+        let prepared = match Prepared::declare(setup) {
+            Ok(prepared) => prepared,
+            Err(e) => return refuse(format!("declaring its keys: {e}")),
+        };
+        let mine = Open {
+            window: self.options.window,
+            max_message: self.options.max_message,
+        };
+        if let Err(e) = query.reply(query.key_expr().clone(), mine.encode()).wait() {
+            return log(&format!("pipe {id}: replying to its opener: {e}"));
+        }
+        if !prepared.far_is_alive(self.options.open_timeout) {
+            return log(&format!("pipe {id}: its opener is gone"));
+        }
+        match prepared.start(pipe, far) {
+            Ok(()) => log(&format!("pipe {id}: opened to {server}")),
+            Err(e) => log(&format!("pipe {id}: starting its threads: {e}")),
+        }
+    }
+
+    /// Imports `prefix` as the local ferry server name `local`: each
+    /// program that connects there gets a pipe to the exported server.
+    /// `options` sets the local server's terms (who may connect, a token).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Zenoh`] if `prefix` is not a key expression; [`Error::Io`]
+    /// if the local name cannot be bound.
+    pub fn import(
+        &self,
+        prefix: &str,
+        local: impl Into<ferry::Address>,
+        options: Option<ferry::ServerOptions>,
+    ) -> Result<Import, Error> {
+        check_prefix(prefix)?;
+        let server = options.unwrap_or_default().bind(local)?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let bridge = Arc::new(Bridge {
+            session: self.session.clone(),
+            options: self.options.clone(),
+        });
+        let (prefix, stopped) = (prefix.to_owned(), Arc::clone(&stop));
+        let log = Arc::clone(&self.options.log);
+        thread::Builder::new()
+            .name("ferry-bridge import".into())
+            .spawn(move || {
+                while !stopped.load(Ordering::Relaxed) {
+                    match server.accept_timeout(Duration::from_secs(1)) {
+                        Ok(connection) => {
+                            connection.pipe.receiver().set_bytes_only(true);
+                            // Each opens on a thread of its own: one slow
+                            // far bridge holds up no other connection.
+                            let (bridge, prefix) = (Arc::clone(&bridge), prefix.clone());
+                            let opening = thread::Builder::new()
+                                .name("ferry-bridge open".into())
+                                .spawn(move || bridge.open_imported(&prefix, connection.pipe));
+                            if let Err(e) = opening {
+                                log(&format!("a connection dropped: no thread to open it: {e}"));
+                            }
+                        }
+                        Err(ferry::AcceptError::Timeout) => {}
+                        Err(e) => log(&format!("accepting on the imported name: {e}")),
+                    }
+                }
+            })?;
+        Ok(Import { stop })
+    }
+
+    /// One local connection: a pipe opened on the exporting bridge.
+    fn open_imported(&self, prefix: &str, pipe: ferry::Pipe) {
+        let log = &self.options.log;
+        let id = match wire::new_id() {
+            Ok(id) => id,
+            Err(e) => return log(&format!("a new pipe's id: {e}")),
+        };
+        let prepared = match Prepared::declare(self.setup(prefix, id.clone(), Side::Importer)) {
+            Ok(prepared) => prepared,
+            Err(e) => return log(&format!("pipe {id}: declaring its keys: {e}")),
+        };
+        let mine = Open {
+            window: self.options.window,
+            max_message: self.options.max_message,
+        };
+        let replies = self
+            .session
+            .get(wire::open_key(prefix, &id))
+            .payload(mine.encode())
+            .timeout(self.options.open_timeout)
+            .wait();
+        let reply = match replies.map(|r| r.recv()) {
+            Ok(Ok(reply)) => reply,
+            Ok(Err(_)) => {
+                return log(&format!(
+                    "pipe {id}: no bridge exports {prefix} (no answer in {:?})",
+                    self.options.open_timeout
+                ));
+            }
+            Err(e) => return log(&format!("pipe {id}: asking to open: {e}")),
+        };
+        let far = match reply.result() {
+            Ok(sample) => Open::decode(&sample.payload().to_bytes()),
+            Err(refusal) => {
+                let why = String::from_utf8_lossy(&refusal.payload().to_bytes()).into_owned();
+                return log(&format!("pipe {id}: the exporting bridge refused: {why}"));
+            }
+        };
+        match far {
+            Ok(far) => match prepared.start(pipe, far) {
+                Ok(()) => log(&format!("pipe {id}: opened to {prefix}")),
+                Err(e) => log(&format!("pipe {id}: starting its threads: {e}")),
+            },
+            Err(why) => log(&format!("pipe {id}: the exporting bridge's terms: {why}")),
+        }
+    }
+}
+
+/// Whether `prefix` can carry pipes: a key expression without wildcards.
+fn check_prefix(prefix: &str) -> Result<(), Error> {
+    let key = zenoh::key_expr::KeyExpr::try_from(prefix).map_err(zenoh_error)?;
+    if key.as_str().contains('*') || key.as_str().contains('$') {
+        return Err(Error::Zenoh(format!(
+            "{prefix} has a wildcard: a prefix names one service"
+        )));
+    }
+    Ok(())
+}

@@ -1,0 +1,483 @@
+//! Two `ferry-bridge` processes on 127.0.0.1 (TCP, multicast scouting
+//! off), a ferry server behind one and clients in front of the other: the
+//! bridge's promises across real processes.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// Tests here start bridges on ports of their own, but each moves a lot of
+/// data: one at a time.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn free_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap().port()
+}
+
+fn unique(what: &str) -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    format!(
+        "ferry-zenoh-test-{what}-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// A `ferry-bridge` process, killed when dropped.
+struct BridgeProcess {
+    child: Child,
+}
+
+impl BridgeProcess {
+    fn start(args: &[String]) -> Self {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_ferry-bridge"))
+            .args(args)
+            .args(["--lease-ms", "1000"])
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("starting ferry-bridge");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert_eq!(line.trim(), "ready", "ferry-bridge did not start");
+        Self { child }
+    }
+
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Resident memory, KiB.
+    fn rss_kib(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap()
+    }
+}
+
+impl Drop for BridgeProcess {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// An exporting bridge for `server` and an importing one that offers it
+/// here as `local`; beside it, each carries a probe (an echo server in this
+/// process) to see that the two found each other.
+struct Pair {
+    exporter: BridgeProcess,
+    importer: BridgeProcess,
+    port: u16,
+    prefix: String,
+    server: String,
+    local: String,
+    probe: String,
+}
+
+impl Pair {
+    fn start(server: &str) -> Self {
+        let port = free_port();
+        let prefix = format!("test/{}", unique("svc").replace('-', "_"));
+        let local = unique("imported");
+        let probe = echo_server();
+        let mut pair = Self {
+            exporter: Self::exporter(port, &prefix, server, &probe),
+            importer: Self::importer(port, &prefix, &local),
+            port,
+            prefix,
+            server: server.to_owned(),
+            local,
+            probe,
+        };
+        pair.wait_connected();
+        let _ = &mut pair;
+        pair
+    }
+
+    fn exporter(port: u16, prefix: &str, server: &str, probe: &str) -> BridgeProcess {
+        BridgeProcess::start(&[
+            "--listen".into(),
+            format!("tcp/127.0.0.1:{port}"),
+            "--export".into(),
+            format!("{prefix}={server}"),
+            "--export".into(),
+            format!("{prefix}/probe={probe}"),
+        ])
+    }
+
+    fn importer(port: u16, prefix: &str, local: &str) -> BridgeProcess {
+        BridgeProcess::start(&[
+            "--connect".into(),
+            format!("tcp/127.0.0.1:{port}"),
+            "--import".into(),
+            format!("{prefix}={local}"),
+            "--import".into(),
+            format!("{prefix}/probe={local}-probe"),
+        ])
+    }
+
+    /// Restarts the exporting bridge (after a kill).
+    fn restart_exporter(&mut self) {
+        self.exporter = Self::exporter(self.port, &self.prefix, &self.server, &self.probe);
+        self.wait_connected();
+    }
+
+    /// Restarts the importing bridge (after a kill).
+    fn restart_importer(&mut self) {
+        self.importer = Self::importer(self.port, &self.prefix, &self.local);
+        self.wait_connected();
+    }
+
+    /// Waits until a pipe through the probe opens end to end.
+    fn wait_connected(&self) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let probe = format!("{}-probe", self.local);
+        loop {
+            // A pipe the far bridge cannot open yet is disconnected.
+            let answer = ferry::connect(probe.as_str()).map(|pipe| {
+                pipe.send(b"hello?")
+                    .map(|()| pipe.receiver().recv_timeout(Duration::from_secs(3)))
+            });
+            match answer {
+                Ok(Ok(Ok(reply))) if reply == b"hello?" => return,
+                other => assert!(
+                    Instant::now() < deadline,
+                    "the bridges never connected: {other:?}"
+                ),
+            }
+            thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+/// A ferry server in this process that echoes every message of every
+/// client, on a thread each.
+fn echo_server() -> String {
+    let name = unique("echo");
+    let server = ferry::Server::bind(name.as_str()).unwrap();
+    thread::spawn(move || {
+        while let Ok(connection) = server.accept() {
+            thread::spawn(move || {
+                let pipe = connection.pipe;
+                while let Ok(message) = pipe.receiver().recv_shared() {
+                    if pipe.send(&message).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+    });
+    name
+}
+
+/// Message `seq`'s bytes: its length from `len`, its bytes from its
+/// number, so any loss, reorder or corruption shows.
+fn message(seq: u64, len: usize) -> Vec<u8> {
+    let mut bytes = vec![0u8; len];
+    let mut x = seq.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    for chunk in bytes.chunks_mut(8) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        chunk.copy_from_slice(&x.to_le_bytes()[..chunk.len()]);
+    }
+    if len >= 8 {
+        bytes[..8].copy_from_slice(&seq.to_le_bytes());
+    }
+    bytes
+}
+
+/// Sizes from 0 to 8 MiB: mostly small, as traffic is, with every
+/// power of two and the extremes.
+fn size_of(seq: u64, rng: &mut u64) -> usize {
+    *rng ^= *rng << 13;
+    *rng ^= *rng >> 7;
+    *rng ^= *rng << 17;
+    match (seq, *rng % 1000) {
+        (0, _) => 0,
+        (1, _) => 8 << 20,
+        (s, _) if s < 26 => 1 << (s - 2),
+        (_, 0..=899) => (*rng >> 20) as usize % 1025,
+        (_, 900..=994) => (*rng >> 20) as usize % (64 << 10),
+        _ => (*rng >> 20) as usize % ((8 << 20) + 1),
+    }
+}
+
+fn count(default: u64, var: &str) -> u64 {
+    std::env::var(var)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+#[test]
+fn messages_of_random_sizes_round_trip_in_order_with_every_checksum_right() {
+    let _serial = serial();
+    let pair = Pair::start(&echo_server());
+    let total = count(100_000, "FERRY_BRIDGE_MESSAGES");
+    let pipe = ferry::connect(pair.local.as_str()).unwrap();
+    let (tx, rx) = pipe.split();
+    let started = Instant::now();
+    let sender = thread::spawn(move || {
+        let mut rng = 0x2545_F491_4F6C_DD1D;
+        let mut bytes = 0u64;
+        for seq in 0..total {
+            let len = size_of(seq, &mut rng);
+            tx.send(&message(seq, len)).unwrap();
+            bytes += len as u64;
+        }
+        (tx, bytes)
+    });
+    let mut rng = 0x2545_F491_4F6C_DD1D;
+    for seq in 0..total {
+        let len = size_of(seq, &mut rng);
+        let got = rx.recv_shared().unwrap();
+        assert_eq!(got.len(), len, "message {seq}'s length");
+        assert!(*got == *message(seq, len), "message {seq}'s bytes");
+        if seq % 20_000 == 0 {
+            eprintln!(
+                "{seq} of {total} messages back after {:?}",
+                started.elapsed()
+            );
+        }
+    }
+    let (_tx, bytes) = sender.join().unwrap();
+    eprintln!(
+        "{total} messages ({:.1} MiB each way) back in order in {:?}",
+        bytes as f64 / (1 << 20) as f64,
+        started.elapsed()
+    );
+    drop(pair);
+}
+
+#[test]
+fn a_slow_consumer_slows_the_sender_and_nothing_is_dropped_or_held() {
+    let _serial = serial();
+    let total = count(1_000_000, "FERRY_BRIDGE_SLOW_MESSAGES");
+    // A one-way consumer that reads slowly: a pause every 50,000 messages.
+    let name = unique("slow");
+    let server = ferry::Server::bind(name.as_str()).unwrap();
+    let received = Arc::new(AtomicU64::new(0));
+    let seen = Arc::clone(&received);
+    let consumer = thread::spawn(move || {
+        let connection = server.accept().unwrap();
+        let mut buf = Vec::new();
+        for seq in 0..total {
+            connection.pipe.receiver().recv_into(&mut buf).unwrap();
+            assert!(buf == message(seq, 64), "message {seq}");
+            seen.store(seq + 1, Ordering::Relaxed);
+            if seq % 50_000 == 0 {
+                thread::sleep(Duration::from_millis(300));
+            }
+        }
+        connection.pipe
+    });
+    let pair = Pair::start(&name);
+    let pipe = ferry::connect(pair.local.as_str()).unwrap();
+    let sent = Arc::new(AtomicU64::new(0));
+    let counted = Arc::clone(&sent);
+    let sender = thread::spawn(move || {
+        for seq in 0..total {
+            pipe.send(&message(seq, 64)).unwrap();
+            counted.store(seq + 1, Ordering::Relaxed);
+        }
+        pipe
+    });
+    // Sample how far the sender runs ahead, and the bridges' memory.
+    let started = Instant::now();
+    let mut ahead = 0;
+    let mut rss = Vec::new();
+    while !sender.is_finished() {
+        thread::sleep(Duration::from_millis(50));
+        ahead = ahead.max(sent.load(Ordering::Relaxed) - received.load(Ordering::Relaxed));
+        rss.push(pair.exporter.rss_kib() + pair.importer.rss_kib());
+    }
+    let _pipe = sender.join().unwrap();
+    let _consumer_pipe = consumer.join().unwrap();
+    assert_eq!(received.load(Ordering::Relaxed), total);
+    let first = rss[rss.len() / 10];
+    let peak = *rss.iter().max().unwrap();
+    eprintln!(
+        "{total} messages in {:?}; the sender ran at most {ahead} messages ahead; the two bridges' RSS {first} KiB at a tenth of the run, {peak} KiB at most",
+        started.elapsed()
+    );
+    // Ahead by at most what the two local rings (256 KiB each by default,
+    // a 64-byte message taking more than 64) and the exporting bridge's
+    // window (256 messages, counting those on the wire) hold, and the few
+    // in hand.
+    let bound = 2 * (256 << 10) / 64 + 256 + 16;
+    assert!(ahead <= bound, "ahead by {ahead} (bound {bound})");
+    assert!(
+        peak <= first + 16 * 1024,
+        "the bridges grew from {first} to {peak} KiB"
+    );
+}
+
+#[test]
+fn a_killed_bridge_disconnects_both_sides_and_a_restarted_one_reconnects() {
+    let _serial = serial();
+    let served = Arc::new(Mutex::new(Vec::new()));
+    let name = unique("tally");
+    let server = ferry::Server::bind(name.as_str()).unwrap();
+    let outcomes = Arc::clone(&served);
+    // Echoes each message, and records how each connection ended.
+    thread::spawn(move || {
+        while let Ok(connection) = server.accept() {
+            let outcomes = Arc::clone(&outcomes);
+            thread::spawn(move || {
+                let pipe = connection.pipe;
+                let mut echoed = 0u64;
+                let end = loop {
+                    match pipe.recv() {
+                        Ok(m) if m == b"hello?" => {
+                            let _ = pipe.send(&m);
+                        }
+                        Ok(m) => {
+                            assert_eq!(m, message(echoed, 100), "the server got a gap");
+                            echoed += 1;
+                            if pipe.send(&m).is_err() {
+                                break "send";
+                            }
+                        }
+                        Err(e) => {
+                            break if e.is_disconnected() {
+                                "disconnected"
+                            } else {
+                                "error"
+                            };
+                        }
+                    }
+                };
+                outcomes.lock().unwrap().push((end, echoed, Instant::now()));
+            });
+        }
+    });
+    let mut pair = Pair::start(&name);
+    for victim in ["exporter", "importer"] {
+        let pipe = ferry::connect(pair.local.as_str()).unwrap();
+        for seq in 0..1000 {
+            pipe.send(&message(seq, 100)).unwrap();
+            assert_eq!(pipe.recv().unwrap(), message(seq, 100));
+        }
+        // Keep some in flight, then kill.
+        for seq in 1000..1010 {
+            pipe.send(&message(seq, 100)).unwrap();
+        }
+        let killed = Instant::now();
+        match victim {
+            "exporter" => pair.exporter.kill(),
+            _ => pair.importer.kill(),
+        }
+        // The client receives an in-order prefix, then Disconnected.
+        let mut next = 1000;
+        loop {
+            match pipe.receiver().recv_timeout(Duration::from_secs(10)) {
+                Ok(m) => {
+                    assert_eq!(m, message(next, 100), "after the kill");
+                    next += 1;
+                }
+                Err(e) => {
+                    assert!(e.is_disconnected(), "{victim}: {e:?}");
+                    break;
+                }
+            }
+        }
+        let client_saw = killed.elapsed();
+        // The server's side of that pipe ends too.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let server_saw = loop {
+            if let Some(&(end, echoed, at)) = served.lock().unwrap().iter().find(|o| o.1 >= 1000) {
+                assert_eq!(end, "disconnected");
+                assert!(
+                    echoed >= next,
+                    "the server echoed {echoed}, the client got {next}"
+                );
+                break at - killed;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{victim}: the server's side never ended"
+            );
+            thread::sleep(Duration::from_millis(20));
+        };
+        served.lock().unwrap().clear();
+        eprintln!(
+            "killed the {victim}: the client saw Disconnected after {client_saw:?}, the server after {server_saw:?}"
+        );
+        assert!(client_saw < Duration::from_secs(5) && server_saw < Duration::from_secs(5));
+        match victim {
+            "exporter" => pair.restart_exporter(),
+            _ => pair.restart_importer(),
+        }
+        let again = ferry::connect(pair.local.as_str()).unwrap();
+        again.send(&message(0, 100)).unwrap();
+        assert_eq!(again.recv().unwrap(), message(0, 100));
+    }
+}
+
+#[test]
+fn a_descriptor_is_refused_and_handed_back_and_the_pipe_goes_on() {
+    let _serial = serial();
+    let pair = Pair::start(&echo_server());
+    let pipe = ferry::connect(pair.local.as_str()).unwrap();
+    // One round trip first: the bridge has declared its end bytes only.
+    pipe.send(b"first").unwrap();
+    assert_eq!(pipe.recv().unwrap(), b"first");
+    let file = std::fs::File::open("/dev/null").unwrap();
+    let fd = std::os::fd::OwnedFd::from(file);
+    let err = pipe
+        .sender()
+        .send_with(b"with a descriptor", vec![ferry::Handle::Fd(fd)])
+        .unwrap_err();
+    assert!(
+        matches!(err.error, ferry::SendError::NotTransferable(_)),
+        "{err:?}"
+    );
+    assert_eq!(err.handles.len(), 1, "the descriptor comes back");
+    let (a, _b) = ferry::pipe().unwrap();
+    let err = pipe
+        .sender()
+        .send_with(b"with an end", vec![a])
+        .unwrap_err();
+    assert!(
+        matches!(err.error, ferry::SendError::NotTransferable(_)),
+        "{err:?}"
+    );
+    assert!(matches!(err.handles[0], ferry::Handle::Pipe(_)));
+    pipe.send(b"after").unwrap();
+    assert_eq!(pipe.recv().unwrap(), b"after");
+}
+
+#[test]
+fn a_prefix_nobody_exports_disconnects_the_client() {
+    let _serial = serial();
+    let port = free_port();
+    let local = unique("nobody");
+    let _importer = BridgeProcess::start(&[
+        "--listen".into(),
+        format!("tcp/127.0.0.1:{port}"),
+        "--import".into(),
+        format!("test/nobody/{}={local}", std::process::id()),
+    ]);
+    let pipe = ferry::connect(local.as_str()).unwrap();
+    let started = Instant::now();
+    let err = pipe
+        .receiver()
+        .recv_timeout(Duration::from_secs(20))
+        .unwrap_err();
+    assert!(err.is_disconnected(), "{err:?}");
+    assert!(started.elapsed() < Duration::from_secs(15));
+}

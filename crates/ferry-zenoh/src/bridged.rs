@@ -19,6 +19,7 @@
 
 use std::sync::{Arc, Mutex};
 use std::thread;
+use std::time::Duration;
 
 use zenoh::Wait;
 use zenoh::bytes::ZBytes;
@@ -26,6 +27,7 @@ use zenoh::liveliness::LivelinessToken;
 use zenoh::pubsub::{Publisher, Subscriber};
 use zenoh::qos::CongestionControl;
 use zenoh::sample::{Sample, SampleKind};
+use zenoh_buffers::{ZBuf, ZSliceBuffer};
 
 use crate::Log;
 use crate::credit::{End, Gate, Inbox, Next};
@@ -50,6 +52,10 @@ struct Shared {
     inbox: Inbox,
     /// Dropped to wake the pump from its wait on the local end.
     wake: Mutex<Option<ferry::Sender>>,
+    /// The local end's sending half, once started; taken (and so closed)
+    /// when the deliverer ends. The deliverer holds the lock while it
+    /// sends; a callback only tries it.
+    local: Mutex<Option<ferry::Sender>>,
 }
 
 impl Shared {
@@ -108,6 +114,7 @@ impl Prepared {
             gate: Gate::new(),
             inbox: Inbox::new(setup.mine.window, setup.mine.max_message),
             wake: Mutex::new(Some(wake_tx)),
+            local: Mutex::new(None),
             setup,
         });
         let session = &shared.setup.session;
@@ -211,6 +218,7 @@ impl Prepared {
         shared.gate.open(far.window);
         let wires = Arc::new(wires);
         let (tx, rx) = local.split();
+        *shared.local.lock().unwrap_or_else(|e| e.into_inner()) = Some(tx);
         let name = format!("ferry-bridge {}", &shared.setup.id[..8]);
         let (s, w) = (Arc::clone(&shared), Arc::clone(&wires));
         thread::Builder::new()
@@ -218,7 +226,17 @@ impl Prepared {
             .spawn(move || pump(&s, &w, &rx, &wake, far.max_message))?;
         thread::Builder::new()
             .name(format!("{name} deliver"))
-            .spawn(move || deliver(&shared, &wires, &tx))?;
+            .spawn(move || {
+                deliver(&shared, &wires);
+                // The local end sees `Disconnected` once it read the rest.
+                drop(
+                    shared
+                        .local
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .take(),
+                );
+            })?;
         Ok(())
     }
 }
@@ -237,9 +255,31 @@ fn on_data(shared: &Shared, sample: &Sample) {
         }
     };
     match header {
-        Ok(header) => shared.inbox.arrive(header, sample.payload().clone()),
+        Ok(header) => shared
+            .inbox
+            .arrive(header, sample.payload().clone(), |payload| {
+                try_deliver(shared, payload)
+            }),
         Err(why) => shared.break_pipe(format!("the far bridge sent {why}")),
     }
+}
+
+/// Messages up to this size may be delivered from Zenoh's callback; larger
+/// ones go through a loan on the delivering thread.
+const FAST_MAX: usize = 64 << 10;
+
+/// Delivers `payload` on the local end from a callback, if that needs no
+/// wait: a small message, the local end free, its ring with room.
+fn try_deliver(shared: &Shared, payload: &ZBytes) -> bool {
+    if payload.len() > FAST_MAX {
+        return false;
+    }
+    let Ok(local) = shared.local.try_lock() else {
+        return false;
+    };
+    local
+        .as_ref()
+        .is_some_and(|tx| tx.try_send(&payload.to_bytes()).is_ok())
 }
 
 /// The local end's messages out, within the far side's credit.
@@ -250,11 +290,11 @@ fn pump(
     wake: &ferry::Receiver,
     far_max: u64,
 ) {
-    let mut buf = Vec::new();
     loop {
-        match rx.try_recv_into(&mut buf) {
-            Ok(()) => {}
-            Err(ferry::TryRecvError::Empty) => {
+        // A zero timeout never waits: the wait is the poll below.
+        let message = match rx.recv_shared_timeout(Duration::ZERO) {
+            Ok(message) => message,
+            Err(ferry::RecvTimeoutError::Timeout) => {
                 // Wait for the local end, or for a wake: the far side
                 // stopped, is gone, or broke the pipe.
                 match ferry::Receiver::poll_ready_any(&[rx, wake], None) {
@@ -274,8 +314,8 @@ fn pump(
                 shared.break_pipe(format!("the local end: {e}"));
                 return;
             }
-        }
-        let len = buf.len() as u64;
+        };
+        let len = message.len() as u64;
         if len > far_max {
             shared.break_pipe(format!(
                 "a message of {len} bytes, over the far bridge's largest ({far_max})"
@@ -293,13 +333,33 @@ fn pump(
         };
         let put = wires
             .data
-            .put(ZBytes::from(std::mem::take(&mut buf)))
+            .put(ZBytes::from(ZBuf::from(View(message))))
             .attachment(Header::Data { seq }.encode().to_vec())
             .wait();
         if let Err(e) = put {
             shared.break_pipe(format!("publishing a message: {e}"));
             return;
         }
+    }
+}
+
+/// A received message as Zenoh's buffer: a large one is read where it
+/// lies, in its ferry block, until Zenoh is done with it (no copy in the
+/// bridge).
+#[derive(Debug)]
+struct View(ferry::SharedBytes);
+
+impl ZSliceBuffer for View {
+    fn as_slice(&self) -> &[u8] {
+        &self.0
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+
+    fn as_any_mut(&mut self) -> &mut dyn std::any::Any {
+        self
     }
 }
 
@@ -320,7 +380,7 @@ fn finish(shared: &Shared, wires: &Wires) {
 }
 
 /// What arrived, into the local end.
-fn deliver(shared: &Shared, wires: &Wires, tx: &ferry::Sender) {
+fn deliver(shared: &Shared, wires: &Wires) {
     let stop = || {
         let _ = wires
             .credit
@@ -331,7 +391,11 @@ fn deliver(shared: &Shared, wires: &Wires, tx: &ferry::Sender) {
         match shared.inbox.next() {
             Next::Message(message) => {
                 let len = message.len();
-                if let Err(e) = send_local(tx, &message) {
+                let sent = match &*shared.local.lock().unwrap_or_else(|e| e.into_inner()) {
+                    Some(tx) => send_local(tx, &message),
+                    None => Err(ferry::SendError::Disconnected),
+                };
+                if let Err(e) = sent {
                     if e.is_disconnected() {
                         shared.inbox.end(End::LocalGone);
                         stop();

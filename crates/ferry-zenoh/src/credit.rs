@@ -155,6 +155,12 @@ struct InboxState {
     fin: Option<u64>,
     want: bool,
     end: Option<End>,
+    /// A message is being delivered (by the delivering thread, or by a
+    /// callback's fast path): nothing else is, so order holds.
+    delivering: bool,
+    /// A grant due after a fast-path delivery, for the delivering thread
+    /// to publish (a callback publishes nothing).
+    grant_due: Option<Count>,
 }
 
 /// Why an inbox takes nothing more.
@@ -207,6 +213,8 @@ impl Inbox {
                 fin: None,
                 want: false,
                 end: None,
+                delivering: false,
+                grant_due: None,
             }),
             moved: Condvar::new(),
         }
@@ -215,23 +223,57 @@ impl Inbox {
     /// A record that arrived on the data key (never blocks). A record that
     /// breaks the rules (out of order, past its credit, too large, a
     /// finish that does not match) breaks the pipe.
-    pub fn arrive(&self, header: Header, payload: ZBytes) {
+    ///
+    /// `fast` may deliver a message at once, without waiting (a `try_send`
+    /// on the local end): it is offered one when nothing is queued or
+    /// being delivered, so order holds; when it says no, the message is
+    /// queued for the delivering thread. This saves that thread's wakeup
+    /// whenever the local end keeps up.
+    pub fn arrive(&self, header: Header, payload: ZBytes, fast: impl FnOnce(&ZBytes) -> bool) {
         let mut state = lock(&self.state);
-        if state.end.is_some() || state.fin.is_some() {
-            if let Header::Data { .. } | Header::Fin { .. } = header
-                && state.fin.is_some()
-                && state.end.is_none()
-            {
+        if let Some(reason) = self.check(&mut state, header, &payload) {
+            if state.end.is_none() {
                 state.end = Some(End::Broken {
-                    reason: "the far bridge sent after it finished".into(),
+                    reason,
                     tell_far: true,
                 });
-                drop(state);
-                self.moved.notify_all();
             }
-            return;
+        } else if let Header::Data { .. } = header {
+            let len = payload.len() as u64;
+            state.received = state.received.plus(len);
+            if state.queue.is_empty() && !state.delivering {
+                state.delivering = true;
+                drop(state);
+                let delivered = fast(&payload);
+                state = lock(&self.state);
+                state.delivering = false;
+                if delivered {
+                    state.grant_due = self.count_delivered(&mut state, len).or(state.grant_due);
+                    let due = state.grant_due.is_some();
+                    drop(state);
+                    if due {
+                        self.moved.notify_all();
+                    }
+                    return;
+                }
+            }
+            state.queued += len;
+            state.queue.push_back(payload);
         }
-        let broken = match header {
+        drop(state);
+        self.moved.notify_all();
+    }
+
+    /// Why `header` breaks the rules, if it does; a finish or a break is
+    /// recorded here.
+    fn check(&self, state: &mut InboxState, header: Header, payload: &ZBytes) -> Option<String> {
+        if state.end.is_some() {
+            return None;
+        }
+        if state.fin.is_some() {
+            return Some("the far bridge sent after it finished".into());
+        }
+        match header {
             Header::Data { seq } => {
                 let len = payload.len() as u64;
                 if seq != state.received.messages {
@@ -247,9 +289,6 @@ impl Inbox {
                 } else if !allows(state.granted, state.received, self.window, len) {
                     Some("the far bridge sent past the credit it was given".to_owned())
                 } else {
-                    state.received = state.received.plus(len);
-                    state.queued += len;
-                    state.queue.push_back(payload);
                     None
                 }
             }
@@ -269,15 +308,7 @@ impl Inbox {
                 });
                 None
             }
-        };
-        if let Some(reason) = broken {
-            state.end = Some(End::Broken {
-                reason,
-                tell_far: true,
-            });
         }
-        drop(state);
-        self.moved.notify_all();
     }
 
     /// The sender waits for credit (never blocks).
@@ -310,8 +341,17 @@ impl Inbox {
                 Some(End::FarGone) | None => {}
                 Some(end) => return Next::End(end.clone()),
             }
+            if let Some(grant) = state.grant_due.take() {
+                return Next::Grant(grant);
+            }
+            if state.delivering {
+                // A callback delivers one now: the next waits for it.
+                state = self.moved.wait(state).unwrap_or_else(|e| e.into_inner());
+                continue;
+            }
             if let Some(message) = state.queue.pop_front() {
                 state.queued -= message.len() as u64;
+                state.delivering = true;
                 return Next::Message(message);
             }
             if state.fin.is_some() {
@@ -335,6 +375,15 @@ impl Inbox {
     /// last, or the sender waits and the queue is empty).
     pub fn delivered(&self, len: u64) -> Option<Count> {
         let mut state = lock(&self.state);
+        state.delivering = false;
+        let grant = self.count_delivered(&mut state, len);
+        drop(state);
+        // A callback may wait to deliver the next.
+        self.moved.notify_all();
+        grant
+    }
+
+    fn count_delivered(&self, state: &mut InboxState, len: u64) -> Option<Count> {
         state.delivered = state.delivered.plus(len);
         let base = Count {
             messages: state.granted.messages - self.window.messages,
@@ -349,7 +398,7 @@ impl Inbox {
             return None;
         }
         state.want = false;
-        Self::regrant(&mut state, self.window)
+        Self::regrant(state, self.window)
     }
 
     /// A new grant from what was delivered, if it moves.
@@ -381,7 +430,9 @@ mod tests {
     };
 
     fn data(inbox: &Inbox, seq: u64, len: usize) {
-        inbox.arrive(Header::Data { seq }, ZBytes::from(vec![0u8; len]));
+        inbox.arrive(Header::Data { seq }, ZBytes::from(vec![0u8; len]), |_| {
+            false
+        });
     }
 
     #[test]
@@ -500,7 +551,10 @@ mod tests {
         let mut delivered = 0;
         let end = loop {
             match overrun.next() {
-                Next::Message(_) => delivered += 1,
+                Next::Message(_) => {
+                    delivered += 1;
+                    overrun.delivered(1);
+                }
                 other => break other,
             }
         };
@@ -511,7 +565,7 @@ mod tests {
 
         let early = Inbox::new(WINDOW, 1000);
         data(&early, 0, 1);
-        early.arrive(Header::Fin { count: 2 }, ZBytes::new());
+        early.arrive(Header::Fin { count: 2 }, ZBytes::new(), |_| false);
         assert!(matches!(early.next(), Next::End(End::Broken { .. })));
 
         let large = Inbox::new(WINDOW, 10);
@@ -525,8 +579,10 @@ mod tests {
         data(&inbox, 0, 1);
         data(&inbox, 1, 1);
         inbox.end(End::FarGone);
-        assert!(matches!(inbox.next(), Next::Message(_)));
-        assert!(matches!(inbox.next(), Next::Message(_)));
+        for _ in 0..2 {
+            assert!(matches!(inbox.next(), Next::Message(_)));
+            inbox.delivered(1);
+        }
         assert!(matches!(inbox.next(), Next::End(End::FarGone)));
     }
 
@@ -534,8 +590,66 @@ mod tests {
     fn a_finish_ends_the_direction_once_delivered() {
         let inbox = Inbox::new(WINDOW, 1000);
         data(&inbox, 0, 1);
-        inbox.arrive(Header::Fin { count: 1 }, ZBytes::new());
+        inbox.arrive(Header::Fin { count: 1 }, ZBytes::new(), |_| false);
         assert!(matches!(inbox.next(), Next::Message(_)));
+        inbox.delivered(1);
         assert!(matches!(inbox.next(), Next::Fin));
+    }
+
+    #[test]
+    fn the_fast_path_delivers_only_when_nothing_is_ahead_of_it() {
+        let inbox = Inbox::new(WINDOW, 1000);
+        let offered = std::cell::Cell::new(0);
+        // Nothing ahead: delivered by the callback, nothing queued.
+        inbox.arrive(Header::Data { seq: 0 }, ZBytes::from(vec![1u8]), |_| {
+            offered.set(offered.get() + 1);
+            true
+        });
+        assert_eq!(inbox.queued(), (0, 0));
+        // Refused (the local ring is full): queued, in order.
+        inbox.arrive(Header::Data { seq: 1 }, ZBytes::from(vec![2u8]), |_| false);
+        // Something queued: not offered, queued behind it.
+        inbox.arrive(Header::Data { seq: 2 }, ZBytes::from(vec![3u8]), |_| {
+            panic!("offered past a queued message")
+        });
+        assert_eq!(offered.get(), 1);
+        let Next::Message(first) = inbox.next() else {
+            panic!()
+        };
+        assert_eq!(&*first.to_bytes(), [2]);
+        // Being delivered by the thread: a new one is not offered either.
+        inbox.arrive(Header::Data { seq: 3 }, ZBytes::from(vec![4u8]), |_| {
+            panic!("offered while another was being delivered")
+        });
+        inbox.delivered(1);
+        let Next::Message(second) = inbox.next() else {
+            panic!()
+        };
+        assert_eq!(&*second.to_bytes(), [3]);
+        inbox.delivered(1);
+        let Next::Message(third) = inbox.next() else {
+            panic!()
+        };
+        assert_eq!(&*third.to_bytes(), [4]);
+        inbox.delivered(1);
+        assert_eq!(inbox.queued(), (0, 0));
+    }
+
+    #[test]
+    fn a_grant_due_after_a_fast_delivery_goes_to_the_thread() {
+        let inbox = Inbox::new(WINDOW, 1000);
+        inbox.arrive(Header::Data { seq: 0 }, ZBytes::from(vec![1u8]), |_| true);
+        // Two of a window of four delivered: half, so a grant is due.
+        inbox.arrive(Header::Data { seq: 1 }, ZBytes::from(vec![1u8]), |_| true);
+        match inbox.next() {
+            Next::Grant(grant) => assert_eq!(
+                grant,
+                Count {
+                    messages: 6,
+                    bytes: 102
+                }
+            ),
+            other => panic!("{other:?}"),
+        }
     }
 }

@@ -302,6 +302,12 @@ impl Bridge {
         Ok(Bridge { session, options })
     }
 
+    /// The bridge's Zenoh session, for a program that also speaks Zenoh
+    /// itself (the benchmark's raw pub/sub rows share it).
+    pub fn session(&self) -> &zenoh::Session {
+        &self.session
+    }
+
     fn setup(&self, prefix: &str, id: String, me: Side) -> Setup {
         Setup {
             session: self.session.clone(),

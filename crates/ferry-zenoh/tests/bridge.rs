@@ -429,6 +429,43 @@ fn a_killed_bridge_disconnects_both_sides_and_a_restarted_one_reconnects() {
 }
 
 #[test]
+fn a_bridge_that_goes_silent_is_taken_for_dead_after_the_lease() {
+    let _serial = serial();
+    let pair = Pair::start(&echo_server());
+    let pipe = ferry::connect(pair.local.as_str()).unwrap();
+    pipe.send(b"before").unwrap();
+    assert_eq!(pipe.recv().unwrap(), b"before");
+    // Frozen, the exporting bridge keeps its TCP connection open but sends
+    // nothing, as across a network that stopped carrying packets: only the
+    // lease (1 s here) can tell.
+    let pid = pair.exporter.child.id().to_string();
+    let signal = |name: &str| {
+        let status = Command::new("kill").args([name, &pid]).status().unwrap();
+        assert!(status.success(), "kill {name}");
+    };
+    signal("-STOP");
+    let frozen = Instant::now();
+    pipe.send(b"into the silence").unwrap();
+    let err = pipe
+        .receiver()
+        .recv_timeout(Duration::from_secs(15))
+        .unwrap_err();
+    let seen = frozen.elapsed();
+    signal("-CONT");
+    assert!(err.is_disconnected(), "{err:?}");
+    eprintln!("a frozen bridge: the client saw Disconnected after {seen:?} (lease 1 s)");
+    assert!(
+        seen >= Duration::from_millis(500) && seen < Duration::from_secs(5),
+        "Disconnected after {seen:?}"
+    );
+    // Thawed, the bridges meet again and new pipes work.
+    pair.wait_connected();
+    let again = ferry::connect(pair.local.as_str()).unwrap();
+    again.send(b"after").unwrap();
+    assert_eq!(again.recv().unwrap(), b"after");
+}
+
+#[test]
 fn a_descriptor_is_refused_and_handed_back_and_the_pipe_goes_on() {
     let _serial = serial();
     let pair = Pair::start(&echo_server());

@@ -3,18 +3,24 @@
 //! bridge's promises across real processes.
 
 use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread;
 use std::time::{Duration, Instant};
+
+use ferry_testkit::{ChildGuard, Watchdog};
 
 /// Tests here start bridges on ports of their own, but each moves a lot of
 /// data: one at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
 
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+/// Runs the calling test alone, under a watchdog: a hang fails it in
+/// `seconds`, and the watchdog kills its bridge processes too.
+fn guarded(what: &str, seconds: u64) -> (MutexGuard<'static, ()>, Arc<Watchdog>) {
+    let serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dog = Watchdog::start(what, Duration::from_secs(seconds));
+    (serial, Arc::new(dog))
 }
 
 fn free_port() -> u16 {
@@ -31,21 +37,22 @@ fn unique(what: &str) -> String {
     )
 }
 
-/// A `ferry-bridge` process, killed when dropped.
+/// A `ferry-bridge` process, killed when dropped (or by the watchdog).
 struct BridgeProcess {
-    child: Child,
+    child: ChildGuard,
 }
 
 impl BridgeProcess {
-    fn start(args: &[String]) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_ferry-bridge"))
+    fn start(dog: &Watchdog, args: &[String]) -> Self {
+        let child = Command::new(env!("CARGO_BIN_EXE_ferry-bridge"))
             .args(args)
             .args(["--lease-ms", "1000"])
             .stdout(Stdio::piped())
             .spawn()
             .expect("starting ferry-bridge");
+        let mut child = dog.watch(child);
         let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
+        BufReader::new(child.child_mut().stdout.take().unwrap())
             .read_line(&mut line)
             .unwrap();
         assert_eq!(line.trim(), "ready", "ferry-bridge did not start");
@@ -53,8 +60,8 @@ impl BridgeProcess {
     }
 
     fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.child.kill();
+        self.child.wait();
     }
 
     /// Resident memory, KiB.
@@ -68,16 +75,11 @@ impl BridgeProcess {
     }
 }
 
-impl Drop for BridgeProcess {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
 /// An exporting bridge for `server` and an importing one that offers it
 /// here as `local`; beside it, each carries a probe (an echo server in this
 /// process) to see that the two found each other.
 struct Pair {
+    dog: Arc<Watchdog>,
     exporter: BridgeProcess,
     importer: BridgeProcess,
     port: u16,
@@ -88,14 +90,15 @@ struct Pair {
 }
 
 impl Pair {
-    fn start(server: &str) -> Self {
+    fn start(dog: &Arc<Watchdog>, server: &str) -> Self {
         let port = free_port();
         let prefix = format!("test/{}", unique("svc").replace('-', "_"));
         let local = unique("imported");
         let probe = echo_server();
         let mut pair = Self {
-            exporter: Self::exporter(port, &prefix, server, &probe),
-            importer: Self::importer(port, &prefix, &local),
+            exporter: Self::exporter(dog, port, &prefix, server, &probe),
+            importer: Self::importer(dog, port, &prefix, &local),
+            dog: Arc::clone(dog),
             port,
             prefix,
             server: server.to_owned(),
@@ -107,37 +110,55 @@ impl Pair {
         pair
     }
 
-    fn exporter(port: u16, prefix: &str, server: &str, probe: &str) -> BridgeProcess {
-        BridgeProcess::start(&[
-            "--listen".into(),
-            format!("tcp/127.0.0.1:{port}"),
-            "--export".into(),
-            format!("{prefix}={server}"),
-            "--export".into(),
-            format!("{prefix}/probe={probe}"),
-        ])
+    fn exporter(
+        dog: &Watchdog,
+        port: u16,
+        prefix: &str,
+        server: &str,
+        probe: &str,
+    ) -> BridgeProcess {
+        BridgeProcess::start(
+            dog,
+            &[
+                "--listen".into(),
+                format!("tcp/127.0.0.1:{port}"),
+                "--export".into(),
+                format!("{prefix}={server}"),
+                "--export".into(),
+                format!("{prefix}/probe={probe}"),
+            ],
+        )
     }
 
-    fn importer(port: u16, prefix: &str, local: &str) -> BridgeProcess {
-        BridgeProcess::start(&[
-            "--connect".into(),
-            format!("tcp/127.0.0.1:{port}"),
-            "--import".into(),
-            format!("{prefix}={local}"),
-            "--import".into(),
-            format!("{prefix}/probe={local}-probe"),
-        ])
+    fn importer(dog: &Watchdog, port: u16, prefix: &str, local: &str) -> BridgeProcess {
+        BridgeProcess::start(
+            dog,
+            &[
+                "--connect".into(),
+                format!("tcp/127.0.0.1:{port}"),
+                "--import".into(),
+                format!("{prefix}={local}"),
+                "--import".into(),
+                format!("{prefix}/probe={local}-probe"),
+            ],
+        )
     }
 
     /// Restarts the exporting bridge (after a kill).
     fn restart_exporter(&mut self) {
-        self.exporter = Self::exporter(self.port, &self.prefix, &self.server, &self.probe);
+        self.exporter = Self::exporter(
+            &self.dog,
+            self.port,
+            &self.prefix,
+            &self.server,
+            &self.probe,
+        );
         self.wait_connected();
     }
 
     /// Restarts the importing bridge (after a kill).
     fn restart_importer(&mut self) {
-        self.importer = Self::importer(self.port, &self.prefix, &self.local);
+        self.importer = Self::importer(&self.dog, self.port, &self.prefix, &self.local);
         self.wait_connected();
     }
 
@@ -225,8 +246,11 @@ fn count(default: u64, var: &str) -> u64 {
 
 #[test]
 fn messages_of_random_sizes_round_trip_in_order_with_every_checksum_right() {
-    let _serial = serial();
-    let pair = Pair::start(&echo_server());
+    let (_serial, dog) = guarded(
+        "messages_of_random_sizes_round_trip_in_order_with_every_checksum_right",
+        180,
+    );
+    let pair = Pair::start(&dog, &echo_server());
     let total = count(100_000, "FERRY_BRIDGE_MESSAGES");
     let pipe = ferry::connect(pair.local.as_str()).unwrap();
     let (tx, rx) = pipe.split();
@@ -265,7 +289,10 @@ fn messages_of_random_sizes_round_trip_in_order_with_every_checksum_right() {
 
 #[test]
 fn a_slow_consumer_slows_the_sender_and_nothing_is_dropped_or_held() {
-    let _serial = serial();
+    let (_serial, dog) = guarded(
+        "a_slow_consumer_slows_the_sender_and_nothing_is_dropped_or_held",
+        180,
+    );
     let total = count(1_000_000, "FERRY_BRIDGE_SLOW_MESSAGES");
     // A one-way consumer that reads slowly: a pause every 50,000 messages.
     let name = unique("slow");
@@ -285,7 +312,7 @@ fn a_slow_consumer_slows_the_sender_and_nothing_is_dropped_or_held() {
         }
         connection.pipe
     });
-    let pair = Pair::start(&name);
+    let pair = Pair::start(&dog, &name);
     let pipe = ferry::connect(pair.local.as_str()).unwrap();
     let sent = Arc::new(AtomicU64::new(0));
     let counted = Arc::clone(&sent);
@@ -328,7 +355,10 @@ fn a_slow_consumer_slows_the_sender_and_nothing_is_dropped_or_held() {
 
 #[test]
 fn a_killed_bridge_disconnects_both_sides_and_a_restarted_one_reconnects() {
-    let _serial = serial();
+    let (_serial, dog) = guarded(
+        "a_killed_bridge_disconnects_both_sides_and_a_restarted_one_reconnects",
+        120,
+    );
     let served = Arc::new(Mutex::new(Vec::new()));
     let name = unique("tally");
     let server = ferry::Server::bind(name.as_str()).unwrap();
@@ -365,7 +395,7 @@ fn a_killed_bridge_disconnects_both_sides_and_a_restarted_one_reconnects() {
             });
         }
     });
-    let mut pair = Pair::start(&name);
+    let mut pair = Pair::start(&dog, &name);
     for victim in ["exporter", "importer"] {
         let pipe = ferry::connect(pair.local.as_str()).unwrap();
         for seq in 0..1000 {
@@ -430,8 +460,11 @@ fn a_killed_bridge_disconnects_both_sides_and_a_restarted_one_reconnects() {
 
 #[test]
 fn a_bridge_that_goes_silent_is_taken_for_dead_after_the_lease() {
-    let _serial = serial();
-    let pair = Pair::start(&echo_server());
+    let (_serial, dog) = guarded(
+        "a_bridge_that_goes_silent_is_taken_for_dead_after_the_lease",
+        60,
+    );
+    let pair = Pair::start(&dog, &echo_server());
     let pipe = ferry::connect(pair.local.as_str()).unwrap();
     pipe.send(b"before").unwrap();
     assert_eq!(pipe.recv().unwrap(), b"before");
@@ -467,8 +500,11 @@ fn a_bridge_that_goes_silent_is_taken_for_dead_after_the_lease() {
 
 #[test]
 fn a_descriptor_is_refused_and_handed_back_and_the_pipe_goes_on() {
-    let _serial = serial();
-    let pair = Pair::start(&echo_server());
+    let (_serial, dog) = guarded(
+        "a_descriptor_is_refused_and_handed_back_and_the_pipe_goes_on",
+        60,
+    );
+    let pair = Pair::start(&dog, &echo_server());
     let pipe = ferry::connect(pair.local.as_str()).unwrap();
     // One round trip first: the bridge has declared its end bytes only.
     pipe.send(b"first").unwrap();
@@ -500,15 +536,18 @@ fn a_descriptor_is_refused_and_handed_back_and_the_pipe_goes_on() {
 
 #[test]
 fn a_prefix_nobody_exports_disconnects_the_client() {
-    let _serial = serial();
+    let (_serial, dog) = guarded("a_prefix_nobody_exports_disconnects_the_client", 60);
     let port = free_port();
     let local = unique("nobody");
-    let _importer = BridgeProcess::start(&[
-        "--listen".into(),
-        format!("tcp/127.0.0.1:{port}"),
-        "--import".into(),
-        format!("test/nobody/{}={local}", std::process::id()),
-    ]);
+    let _importer = BridgeProcess::start(
+        &dog,
+        &[
+            "--listen".into(),
+            format!("tcp/127.0.0.1:{port}"),
+            "--import".into(),
+            format!("test/nobody/{}={local}", std::process::id()),
+        ],
+    );
     let pipe = ferry::connect(local.as_str()).unwrap();
     let started = Instant::now();
     let err = pipe

@@ -92,7 +92,7 @@ struct Wires {
     /// This side's wants, on its own direction's credit key.
     want: Publisher<'static>,
     _subscribers: Vec<Subscriber<()>>,
-    _alive: Mutex<Option<LivelinessToken>>,
+    _alive: LivelinessToken,
 }
 
 /// A pipe whose Zenoh side is declared (so nothing the far side sends is
@@ -179,9 +179,7 @@ impl Prepared {
             credit: publisher(keys.credit(far))?,
             want: publisher(keys.credit(me))?,
             _subscribers: subscribers,
-            _alive: Mutex::new(Some(
-                session.liveliness().declare_token(keys.alive(me)).wait()?,
-            )),
+            _alive: session.liveliness().declare_token(keys.alive(me)).wait()?,
         };
         Ok(Prepared {
             shared,
@@ -334,7 +332,7 @@ fn pump(
         let put = wires
             .data
             .put(ZBytes::from(ZBuf::from(View(message))))
-            .attachment(Header::Data { seq }.encode().to_vec())
+            .attachment(Header::Data { seq }.encode())
             .wait();
         if let Err(e) = put {
             shared.break_pipe(format!("publishing a message: {e}"));
@@ -370,7 +368,7 @@ fn finish(shared: &Shared, wires: &Wires) {
     let fin = wires
         .data
         .put(ZBytes::new())
-        .attachment(Header::Fin { count }.encode().to_vec())
+        .attachment(Header::Fin { count }.encode())
         .wait();
     if let Err(e) = fin {
         shared.break_pipe(format!("publishing the finish: {e}"));
@@ -381,12 +379,13 @@ fn finish(shared: &Shared, wires: &Wires) {
 
 /// What arrived, into the local end.
 fn deliver(shared: &Shared, wires: &Wires) {
-    let stop = || {
+    let credit = |credit: Credit| {
         let _ = wires
             .credit
-            .put(CreditRecord::Credit(Credit::Stop).encode())
+            .put(CreditRecord::Credit(credit).encode())
             .wait();
     };
+    let stop = || credit(Credit::Stop);
     loop {
         match shared.inbox.next() {
             Next::Message(message) => {
@@ -405,18 +404,10 @@ fn deliver(shared: &Shared, wires: &Wires) {
                     continue;
                 }
                 if let Some(grant) = shared.inbox.delivered(len as u64) {
-                    let _ = wires
-                        .credit
-                        .put(CreditRecord::Credit(Credit::Grant(grant)).encode())
-                        .wait();
+                    credit(Credit::Grant(grant));
                 }
             }
-            Next::Grant(grant) => {
-                let _ = wires
-                    .credit
-                    .put(CreditRecord::Credit(Credit::Grant(grant)).encode())
-                    .wait();
-            }
+            Next::Grant(grant) => credit(Credit::Grant(grant)),
             Next::Fin => {
                 // Everything was delivered: the far pump may end, and the
                 // local end sees `Disconnected` once it read it all.
@@ -432,7 +423,7 @@ fn deliver(shared: &Shared, wires: &Wires) {
                     let _ = wires
                         .data
                         .put(ZBytes::from(why))
-                        .attachment(Header::Break.encode().to_vec())
+                        .attachment(Header::Break.encode())
                         .wait();
                 }
                 shared.gate.end();

@@ -66,12 +66,11 @@ impl Gate {
 
     /// The far side's window: its first grant.
     pub fn open(&self, window: Window) {
-        let mut state = lock(&self.state);
-        state.window = Some(window);
-        state.granted.messages = state.granted.messages.max(window.messages);
-        state.granted.bytes = state.granted.bytes.max(window.bytes);
-        drop(state);
-        self.moved.notify_all();
+        lock(&self.state).window = Some(window);
+        self.grant(Count {
+            messages: window.messages,
+            bytes: window.bytes,
+        });
     }
 
     /// A grant from the far side (never blocks).
@@ -147,8 +146,6 @@ pub struct Inbox {
 #[derive(Debug)]
 struct InboxState {
     queue: VecDeque<ZBytes>,
-    /// Bytes in `queue`.
-    queued: u64,
     received: Count,
     delivered: Count,
     granted: Count,
@@ -203,7 +200,6 @@ impl Inbox {
             max_message,
             state: Mutex::new(InboxState {
                 queue: VecDeque::new(),
-                queued: 0,
                 received: Count::default(),
                 delivered: Count::default(),
                 granted: Count {
@@ -257,7 +253,6 @@ impl Inbox {
                     return;
                 }
             }
-            state.queued += len;
             state.queue.push_back(payload);
         }
         drop(state);
@@ -350,7 +345,6 @@ impl Inbox {
                 continue;
             }
             if let Some(message) = state.queue.pop_front() {
-                state.queued -= message.len() as u64;
                 state.delivering = true;
                 return Next::Message(message);
             }
@@ -416,7 +410,8 @@ impl Inbox {
     /// Messages and bytes queued now (for tests and statistics).
     pub fn queued(&self) -> (usize, u64) {
         let state = lock(&self.state);
-        (state.queue.len(), state.queued)
+        let bytes = state.queue.iter().map(|m| m.len() as u64).sum();
+        (state.queue.len(), bytes)
     }
 }
 

@@ -308,16 +308,21 @@ impl Bridge {
         &self.session
     }
 
+    /// The terms this bridge offers the far side of each pipe.
+    fn terms(&self) -> Open {
+        Open {
+            window: self.options.window,
+            max_message: self.options.max_message,
+        }
+    }
+
     fn setup(&self, prefix: &str, id: String, me: Side) -> Setup {
         Setup {
             session: self.session.clone(),
             prefix: prefix.to_owned(),
             id,
             me,
-            mine: Open {
-                window: self.options.window,
-                max_message: self.options.max_message,
-            },
+            mine: self.terms(),
             log: Arc::clone(&self.options.log),
         }
     }
@@ -402,10 +407,7 @@ impl Bridge {
             Ok(prepared) => prepared,
             Err(e) => return refuse(format!("declaring its keys: {e}")),
         };
-        let mine = Open {
-            window: self.options.window,
-            max_message: self.options.max_message,
-        };
+        let mine = self.terms();
         if let Err(e) = query.reply(query.key_expr().clone(), mine.encode()).wait() {
             return log(&format!("pipe {id}: replying to its opener: {e}"));
         }
@@ -477,10 +479,7 @@ impl Bridge {
             Ok(prepared) => prepared,
             Err(e) => return log(&format!("pipe {id}: declaring its keys: {e}")),
         };
-        let mine = Open {
-            window: self.options.window,
-            max_message: self.options.max_message,
-        };
+        let mine = self.terms();
         let replies = self
             .session
             .get(wire::open_key(prefix, &id))

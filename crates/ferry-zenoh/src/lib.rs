@@ -45,10 +45,11 @@
 //! - **Bytes only.** Descriptors and pipe ends cannot leave the machine:
 //!   the bridge's ends are declared bytes only
 //!   ([`ferry::Receiver::set_bytes_only`]), so a local program that sends
-//!   one is told `NotTransferable` and gets it back. The importing bridge
-//!   declares it as it accepts the connection: a message with handles sent
-//!   in the instant between `connect` returning and that is forwarded
-//!   without them.
+//!   one is told `NotTransferable` and gets it back, from its first
+//!   message on (the bridge's ends take bytes only before the program is
+//!   welcomed: [`ferry::PipeOptions::bytes_only`]). A hostile program that
+//!   ignores the declaration gets nothing across: the bridge forwards
+//!   bytes alone and closes whatever came with them.
 //!
 //! # Trust
 //!
@@ -393,7 +394,11 @@ impl Bridge {
             Some(Err(why)) => return refuse(format!("its terms: {why}")),
             None => return refuse("no terms".into()),
         };
-        let mut connect = ferry::ConnectOptions::new().timeout(self.options.open_timeout);
+        // Bytes only before the server is welcomed to write (see the
+        // crate's docs).
+        let mut connect = ferry::ConnectOptions::new()
+            .timeout(self.options.open_timeout)
+            .pipe_options(ferry::PipeOptions::new().bytes_only(true));
         if let Some(token) = token {
             connect = connect.token(token.clone());
         }
@@ -401,7 +406,6 @@ impl Bridge {
             Ok(pipe) => pipe,
             Err(e) => return refuse(format!("connecting to the local server {server}: {e}")),
         };
-        pipe.receiver().set_bytes_only(true);
         let setup = self.setup(prefix, id.clone(), Side::Exporter);
         let prepared = match Prepared::declare(setup) {
             Ok(prepared) => prepared,
@@ -435,7 +439,7 @@ impl Bridge {
         options: Option<ferry::ServerOptions>,
     ) -> Result<Import, Error> {
         check_prefix(prefix)?;
-        let server = options.unwrap_or_default().bind(local)?;
+        let server = options.unwrap_or_default().bytes_only(true).bind(local)?;
         let stop = Arc::new(AtomicBool::new(false));
         let bridge = Arc::new(Bridge {
             session: self.session.clone(),
@@ -449,7 +453,6 @@ impl Bridge {
                 while !stopped.load(Ordering::Relaxed) {
                     match server.accept_timeout(Duration::from_secs(1)) {
                         Ok(connection) => {
-                            connection.pipe.receiver().set_bytes_only(true);
                             // Each opens on a thread of its own: one slow
                             // far bridge holds up no other connection.
                             let (bridge, prefix) = (Arc::clone(&bridge), prefix.clone());

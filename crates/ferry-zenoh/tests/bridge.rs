@@ -44,9 +44,26 @@ struct BridgeProcess {
 
 impl BridgeProcess {
     fn start(dog: &Watchdog, args: &[String]) -> Self {
-        let child = Command::new(env!("CARGO_BIN_EXE_ferry-bridge"))
+        Self::start_in(dog, None, 1000, args)
+    }
+
+    /// A bridge with a lease of `lease_ms`, in the network namespace
+    /// `netns` if given.
+    fn start_in(dog: &Watchdog, netns: Option<&str>, lease_ms: u64, args: &[String]) -> Self {
+        let bridge = env!("CARGO_BIN_EXE_ferry-bridge");
+        let mut command = match netns {
+            // `ip netns exec` enters the namespace and becomes the bridge
+            // (same process: the watchdog's kill reaches it).
+            Some(netns) => {
+                let mut ip = Command::new("ip");
+                ip.args(["netns", "exec", netns, bridge]);
+                ip
+            }
+            None => Command::new(bridge),
+        };
+        let child = command
             .args(args)
-            .args(["--lease-ms", "1000"])
+            .args(["--lease-ms", &lease_ms.to_string()])
             .stdout(Stdio::piped())
             .spawn()
             .expect("starting ferry-bridge");
@@ -188,7 +205,13 @@ impl Pair {
 /// client, on a thread each.
 fn echo_server() -> String {
     let name = unique("echo");
-    let server = ferry::Server::bind(name.as_str()).unwrap();
+    echo_at(name.as_str().into());
+    name
+}
+
+/// [`echo_server`] at `address`.
+fn echo_at(address: ferry::Address) {
+    let server = ferry::Server::bind(address).unwrap();
     thread::spawn(move || {
         while let Ok(connection) = server.accept() {
             thread::spawn(move || {
@@ -201,7 +224,6 @@ fn echo_server() -> String {
             });
         }
     });
-    name
 }
 
 /// Message `seq`'s bytes: its length from `len`, its bytes from its
@@ -506,9 +528,8 @@ fn a_descriptor_is_refused_and_handed_back_and_the_pipe_goes_on() {
     );
     let pair = Pair::start(&dog, &echo_server());
     let pipe = ferry::connect(pair.local.as_str()).unwrap();
-    // One round trip first: the bridge has declared its end bytes only.
-    pipe.send(b"first").unwrap();
-    assert_eq!(pipe.recv().unwrap(), b"first");
+    // The first message: the bridge's end took bytes only before `connect`
+    // returned.
     let file = std::fs::File::open("/dev/null").unwrap();
     let fd = std::os::fd::OwnedFd::from(file);
     let err = pipe
@@ -534,6 +555,45 @@ fn a_descriptor_is_refused_and_handed_back_and_the_pipe_goes_on() {
     assert_eq!(pipe.recv().unwrap(), b"after");
 }
 
+/// The server behind the exporting bridge is refused too, on its first
+/// message: the bridge's end of its pipe took bytes only before the
+/// server was told of it.
+#[test]
+fn a_server_that_sends_a_descriptor_first_is_refused_and_handed_it_back() {
+    let (_serial, dog) = guarded(
+        "a_server_that_sends_a_descriptor_first_is_refused_and_handed_it_back",
+        60,
+    );
+    let name = unique("fd-first");
+    let server = ferry::Server::bind(name.as_str()).unwrap();
+    let (told, outcomes) = std::sync::mpsc::channel();
+    thread::spawn(move || {
+        while let Ok(connection) = server.accept() {
+            let pipe = connection.pipe;
+            let fd = std::os::fd::OwnedFd::from(std::fs::File::open("/dev/null").unwrap());
+            let outcome = match pipe
+                .sender()
+                .send_with(b"a descriptor", vec![ferry::Handle::Fd(fd)])
+            {
+                Ok(()) => "sent".to_owned(),
+                Err(e) if matches!(e.error, ferry::SendError::NotTransferable(_)) => {
+                    format!("refused, {} handed back", e.handles.len())
+                }
+                Err(e) => format!("failed: {e}"),
+            };
+            let _ = told.send(outcome);
+            let _ = pipe.send(b"bytes go on");
+        }
+    });
+    let pair = Pair::start(&dog, &name);
+    let pipe = ferry::connect(pair.local.as_str()).unwrap();
+    assert_eq!(
+        outcomes.recv_timeout(Duration::from_secs(20)).unwrap(),
+        "refused, 1 handed back"
+    );
+    assert_eq!(pipe.recv().unwrap(), b"bytes go on");
+}
+
 #[test]
 fn a_prefix_nobody_exports_disconnects_the_client() {
     let (_serial, dog) = guarded("a_prefix_nobody_exports_disconnects_the_client", 60);
@@ -556,4 +616,290 @@ fn a_prefix_nobody_exports_disconnects_the_client() {
         .unwrap_err();
     assert!(err.is_disconnected(), "{err:?}");
     assert!(started.elapsed() < Duration::from_secs(15));
+}
+
+/// Two network namespaces joined by a veth pair, made for one test and
+/// removed when dropped, with loss on both ends set by a classic BPF
+/// program on each end's ingress (`tc ... bpf da`: drop when a random
+/// number falls under a threshold; on egress a drop is the sender's own,
+/// and its TCP just sends again). The kernels this runs on lack `netem`;
+/// this needs only `clsact` and `cls_bpf`.
+struct Namespaces {
+    names: [String; 2],
+    ends: [String; 2],
+}
+
+/// The exporting bridge's address, inside the first namespace.
+const NETNS_ADDRESSES: [&str; 2] = ["10.213.0.1", "10.213.0.2"];
+
+impl Namespaces {
+    /// `None` (and why) where this process cannot make namespaces: not
+    /// root, or no `ip`.
+    fn make() -> Result<Self, String> {
+        let uid = std::fs::read_to_string("/proc/self/status")
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find_map(|l| l.strip_prefix("Uid:"))
+                    .map(|l| l.split_whitespace().nth(1).unwrap_or("").to_owned())
+            })
+            .unwrap_or_default();
+        if uid != "0" {
+            return Err(format!("not root (effective uid {uid})"));
+        }
+        if Command::new("ip").arg("-V").output().is_err() {
+            return Err("no `ip` command".into());
+        }
+        let tag = std::process::id() % 100_000;
+        let made = Self {
+            names: [
+                format!("ferry-zenoh-{tag}-a"),
+                format!("ferry-zenoh-{tag}-b"),
+            ],
+            ends: [format!("fz{tag}a"), format!("fz{tag}b")],
+        };
+        let [a, b] = &made.names;
+        let [va, vb] = &made.ends;
+        made.run("ip", &["netns", "add", a]);
+        made.run("ip", &["netns", "add", b]);
+        made.run(
+            "ip",
+            &[
+                "link", "add", va, "netns", a, "type", "veth", "peer", "name", vb, "netns", b,
+            ],
+        );
+        for ((ns, end), address) in made.names.iter().zip(&made.ends).zip(NETNS_ADDRESSES) {
+            let address = format!("{address}/24");
+            made.run("ip", &["-n", ns, "addr", "add", &address, "dev", end]);
+            made.run("ip", &["-n", ns, "link", "set", end, "up"]);
+            made.run("ip", &["-n", ns, "link", "set", "lo", "up"]);
+            made.run("tc", &["-n", ns, "qdisc", "add", "dev", end, "clsact"]);
+        }
+        made.loss(0);
+        Ok(made)
+    }
+
+    fn run(&self, program: &str, args: &[&str]) {
+        let out = Command::new(program).args(args).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{program} {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// Drops `percent` of the packets arriving at each end (100: none
+    /// pass).
+    fn loss(&self, percent: u64) {
+        // Classic BPF, in tc's `bytecode` form: A = random (the ancillary
+        // load at SKF_AD_OFF + SKF_AD_RANDOM); if A >= threshold pass
+        // (TC_ACT_OK, 0) else drop (TC_ACT_SHOT, 2).
+        let program = if percent >= 100 {
+            "1,6 0 0 2".to_owned()
+        } else {
+            let threshold = (u64::from(u32::MAX) + 1) * percent / 100;
+            format!("4,32 0 0 4294963256,53 0 1 {threshold},6 0 0 0,6 0 0 2")
+        };
+        for (ns, end) in self.names.iter().zip(&self.ends) {
+            self.run(
+                "tc",
+                &[
+                    "-n", ns, "filter", "replace", "dev", end, "ingress", "pref", "1", "handle",
+                    "1", "bpf", "da", "bytecode", &program,
+                ],
+            );
+        }
+    }
+}
+
+impl Namespaces {
+    /// TCP segments retransmitted in both namespaces so far: loss that
+    /// happened, and was repaired.
+    fn retransmits(&self) -> u64 {
+        self.names
+            .iter()
+            .map(|ns| {
+                let out = Command::new("ip")
+                    .args(["netns", "exec", ns, "cat", "/proc/net/snmp"])
+                    .output()
+                    .unwrap();
+                let text = String::from_utf8_lossy(&out.stdout).into_owned();
+                let mut tcp = text.lines().filter(|l| l.starts_with("Tcp:"));
+                let (names, values) = (tcp.next().unwrap(), tcp.next().unwrap());
+                let at = names
+                    .split_whitespace()
+                    .position(|n| n == "RetransSegs")
+                    .unwrap();
+                values
+                    .split_whitespace()
+                    .nth(at)
+                    .unwrap()
+                    .parse::<u64>()
+                    .unwrap()
+            })
+            .sum()
+    }
+}
+
+impl Drop for Namespaces {
+    fn drop(&mut self) {
+        // Deleting a namespace deletes its end of the veth, and so both.
+        for name in &self.names {
+            let _ = Command::new("ip").args(["netns", "delete", name]).status();
+        }
+    }
+}
+
+/// A directory of this test's socket files, removed when dropped.
+struct SocketDir(std::path::PathBuf);
+
+impl Drop for SocketDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Waits until a pipe through `local` echoes.
+fn wait_echoes(local: &ferry::Address, within: Duration) {
+    let deadline = Instant::now() + within;
+    loop {
+        let answer = ferry::connect(local.clone()).map(|pipe| {
+            pipe.send(b"hello?")
+                .map(|()| pipe.receiver().recv_timeout(Duration::from_secs(3)))
+        });
+        match answer {
+            Ok(Ok(Ok(reply))) if reply == b"hello?" => return,
+            other => assert!(
+                Instant::now() < deadline,
+                "no echo through the bridges: {other:?}"
+            ),
+        }
+        thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// The bridges in two network namespaces joined by a veth pair that loses
+/// 5% of the packets each way: every message comes back in order with
+/// every byte right (TCP under Zenoh repairs the loss). Then the link
+/// drops everything: the pipe breaks cleanly, `Disconnected` within the
+/// lease and a margin, after an in-order prefix. Healed, the bridges meet
+/// again and a new pipe works.
+#[test]
+fn over_a_lossy_link_between_namespaces_loss_is_repaired_and_a_partition_breaks_cleanly() {
+    let (_serial, dog) = guarded(
+        "over_a_lossy_link_between_namespaces_loss_is_repaired_and_a_partition_breaks_cleanly",
+        240,
+    );
+    let namespaces = match Namespaces::make() {
+        Ok(namespaces) => namespaces,
+        Err(why) => {
+            eprintln!("SKIPPED: network namespaces need root and iproute2: {why}");
+            return;
+        }
+    };
+    // Socket files: an abstract name lives in one network namespace, a
+    // file is seen from all.
+    let dir = SocketDir(std::env::temp_dir().join(unique("netns")));
+    std::fs::create_dir(&dir.0).unwrap();
+    let (served, local) = (dir.0.join("echo.sock"), dir.0.join("imported.sock"));
+    echo_at(ferry::Address::file(&served));
+    let prefix = format!("test/{}", unique("netns").replace('-', "_"));
+    // A lease of 3 s: TCP's retransmission backs off from 200 ms, and a
+    // 5% loss must not read as a dead link.
+    let lease_ms = 3000;
+    namespaces.loss(5);
+    let _exporter = BridgeProcess::start_in(
+        &dog,
+        Some(&namespaces.names[0]),
+        lease_ms,
+        &[
+            "--listen".into(),
+            format!("tcp/{}:7447", NETNS_ADDRESSES[0]),
+            "--export".into(),
+            format!("{prefix}={}", served.display()),
+        ],
+    );
+    let _importer = BridgeProcess::start_in(
+        &dog,
+        Some(&namespaces.names[1]),
+        lease_ms,
+        &[
+            "--connect".into(),
+            format!("tcp/{}:7447", NETNS_ADDRESSES[0]),
+            "--import".into(),
+            format!("{prefix}={}", local.display()),
+        ],
+    );
+    let local = ferry::Address::file(&local);
+    wait_echoes(&local, Duration::from_secs(60));
+
+    let total = count(20_000, "FERRY_BRIDGE_NETNS_MESSAGES");
+    let pipe = ferry::connect(local.clone()).unwrap();
+    let (tx, rx) = pipe.split();
+    let started = Instant::now();
+    // Sizes to 64 KiB: a lossy link's TCP is slow with large ones.
+    let size = |seq: u64, rng: &mut u64| size_of(seq, rng) % (64 << 10);
+    let sender = thread::spawn(move || {
+        let mut rng = 0x9E37_79B9_7F4A_7C15;
+        let mut bytes = 0;
+        for seq in 0..total {
+            let len = size(seq, &mut rng);
+            tx.send(&message(seq, len)).unwrap();
+            bytes += len as u64;
+        }
+        (tx, bytes)
+    });
+    let mut rng = 0x9E37_79B9_7F4A_7C15;
+    for seq in 0..total {
+        let len = size(seq, &mut rng);
+        let got = rx.recv_shared().unwrap();
+        assert_eq!(got.len(), len, "message {seq}'s length");
+        assert!(*got == *message(seq, len), "message {seq}'s bytes");
+    }
+    let (tx, bytes) = sender.join().unwrap();
+    let repaired = namespaces.retransmits();
+    eprintln!(
+        "5% loss each way: {total} messages ({:.1} MiB each way) back in order in {:?}; TCP retransmitted {repaired} segments",
+        bytes as f64 / (1 << 20) as f64,
+        started.elapsed()
+    );
+    assert!(
+        repaired > 0,
+        "the link lost nothing: the loss is not in place"
+    );
+
+    // A partition: nothing passes. The client sees an in-order prefix of
+    // what is in flight, then Disconnected.
+    namespaces.loss(100);
+    let cut = Instant::now();
+    for seq in 0..10 {
+        tx.send(&message(seq, 100)).unwrap();
+    }
+    let mut next = 0;
+    let err = loop {
+        match rx.recv_timeout(Duration::from_secs(30)) {
+            Ok(m) => {
+                assert_eq!(m, message(next, 100), "across the partition");
+                next += 1;
+            }
+            Err(e) => break e,
+        }
+    };
+    let seen = cut.elapsed();
+    assert!(err.is_disconnected(), "{err:?}");
+    eprintln!(
+        "a partition: {next} of 10 messages in flight came back, then Disconnected after {seen:?} (lease {lease_ms} ms)"
+    );
+    assert!(
+        seen < Duration::from_millis(lease_ms + 3000),
+        "Disconnected after {seen:?}"
+    );
+
+    // Healed: the bridges meet again, and a new pipe works.
+    namespaces.loss(0);
+    let healed = Instant::now();
+    wait_echoes(&local, Duration::from_secs(60));
+    eprintln!("healed: a new pipe echoes after {:?}", healed.elapsed());
+    drop(namespaces);
 }

@@ -198,6 +198,83 @@ fn a_typed_value_with_a_descriptor_comes_back_whole() {
     assert_still_open(value.1.into_owned(), &mut reader);
 }
 
+/// `PipeOptions::bytes_only` under a server's and a client's options:
+/// each side's end takes bytes only before the other can write, so even
+/// the first message's descriptor is refused and handed back; the other
+/// direction, not so declared, carries a descriptor.
+#[test]
+fn options_declare_bytes_only_before_the_first_message() {
+    let name = format!("bytes-only-options-{}", std::process::id());
+    let server = ferry::ServerOptions::new()
+        .pipe_options(PipeOptions::new().bytes_only(true))
+        .bind(name.as_str())
+        .unwrap();
+    let accepting = std::thread::spawn(move || server.accept().unwrap().pipe);
+    let client = ferry::connect(name.as_str()).unwrap();
+    let (mut reader, fd) = os_pipe();
+    // The very first send: no round trip could have told the client.
+    let refused = client.sender().send_with(b"an fd", vec![fd]).unwrap_err();
+    assert!(matches!(refused.error, SendError::NotTransferable(_)));
+    says_bytes_only(refused.to_string());
+    let Handle::Fd(fd) = only(refused.handles) else {
+        panic!("the descriptor comes back as one");
+    };
+    assert_still_open(fd, &mut reader);
+    let near = accepting.join().unwrap();
+    assert!(near.receiver().bytes_only());
+    assert!(!client.receiver().bytes_only());
+    near.sender()
+        .send_with(
+            b"to the client",
+            vec![Handle::Fd(memfd("server to client"))],
+        )
+        .unwrap();
+    let mut message = client.receiver().recv_with().unwrap();
+    assert_eq!(message.bytes, b"to the client");
+    assert_eq!(
+        read_from_start(message.fds.pop().expect("the descriptor came")),
+        "server to client"
+    );
+
+    // The client's side, declared by its connect options.
+    let name = format!("bytes-only-connect-{}", std::process::id());
+    let server = ferry::Server::bind(name.as_str()).unwrap();
+    let accepting = std::thread::spawn(move || server.accept().unwrap().pipe);
+    let client = ferry::ConnectOptions::new()
+        .pipe_options(PipeOptions::new().bytes_only(true))
+        .connect(name.as_str())
+        .unwrap();
+    let near = accepting.join().unwrap();
+    assert!(client.receiver().bytes_only());
+    assert!(!near.receiver().bytes_only());
+    let refused = near
+        .sender()
+        .send_with(b"an fd", vec![Handle::Fd(memfd("refused"))])
+        .unwrap_err();
+    assert!(matches!(refused.error, SendError::NotTransferable(_)));
+    assert_eq!(read_from_start(handle_fd(only(refused.handles))), "refused");
+    client
+        .sender()
+        .send_with(
+            b"to the server",
+            vec![Handle::Fd(memfd("client to server"))],
+        )
+        .unwrap();
+    let mut message = near.receiver().recv_with().unwrap();
+    assert_eq!(message.bytes, b"to the server");
+    assert_eq!(
+        read_from_start(message.fds.pop().expect("the descriptor came")),
+        "client to server"
+    );
+}
+
+fn handle_fd(handle: Handle) -> OwnedFd {
+    match handle {
+        Handle::Fd(fd) => fd,
+        _ => panic!("a descriptor comes back as one"),
+    }
+}
+
 /// The child sets bytes only on its end of the bootstrap pipe: the
 /// parent's sends of a descriptor (every form) and of a pipe end are
 /// refused and hand them back, usable; bytes go on; once the child

@@ -26,10 +26,13 @@ struct Args {
     /// Connect to another bridge at this endpoint (retried until it answers).
     #[arg(long, value_name = "ENDPOINT")]
     connect: Vec<String>,
-    /// Export the local ferry server SERVER under the key prefix PREFIX.
+    /// Export the local ferry server SERVER under the key prefix PREFIX. A
+    /// name that begins with '/' is a socket file; any other, an abstract
+    /// name (as `ferry::Address` has it).
     #[arg(long, value_name = "PREFIX=SERVER", value_parser = pair)]
     export: Vec<(String, String)>,
-    /// Import PREFIX as the local ferry server name NAME.
+    /// Import PREFIX as the local ferry server name NAME ('/…': a socket
+    /// file).
     #[arg(long, value_name = "PREFIX=NAME", value_parser = pair)]
     import: Vec<(String, String)>,
     /// The token the exported servers ask for: a file of 64 hex digits
@@ -56,6 +59,15 @@ fn pair(text: &str) -> Result<(String, String), String> {
     match text.split_once('=') {
         Some((a, b)) if !a.is_empty() && !b.is_empty() => Ok((a.to_owned(), b.to_owned())),
         _ => Err(format!("{text:?} is not PREFIX=NAME")),
+    }
+}
+
+/// A server's name as given: a socket file if it begins with '/'.
+fn address(name: &str) -> ferry::Address {
+    if name.starts_with('/') {
+        ferry::Address::file(name)
+    } else {
+        ferry::Address::named(name)
     }
 }
 
@@ -94,14 +106,14 @@ fn run(args: Args) -> Result<(), String> {
     let mut held = (Vec::new(), Vec::new());
     for (prefix, server) in &args.export {
         let export = bridge
-            .export(server.as_str(), token.clone(), prefix)
+            .export(address(server), token.clone(), prefix)
             .map_err(|e| format!("exporting {server} as {prefix}: {e}"))?;
         eprintln!("ferry-bridge: exporting the local server {server} as {prefix}");
         held.0.push(export);
     }
     for (prefix, name) in &args.import {
         let import = bridge
-            .import(prefix, name.as_str(), None)
+            .import(prefix, address(name), None)
             .map_err(|e| format!("importing {prefix} as {name}: {e}"))?;
         eprintln!("ferry-bridge: importing {prefix} as the local server {name}");
         held.1.push(import);

@@ -210,7 +210,16 @@ impl ConnectOptions {
         let hello = Hello {
             token: self.token.as_ref().map(|t| *t.as_bytes()),
         };
-        let (near, far) = self.pipe.pipe().map_err(ConnectError::Io)?;
+        // The server's end takes what the server's options say.
+        let (near, far) = self
+            .pipe
+            .clone()
+            .bytes_only(false)
+            .pipe()
+            .map_err(ConnectError::Io)?;
+        if self.pipe.bytes_only {
+            near.receiver().set_bytes_only(true);
+        }
         let link = Link::connected(socket, self.pipe.link_limits()).map_err(ConnectError::Io)?;
         // A server that refused at once may have closed already: its
         // refusal is still queued, so read on whatever this says.

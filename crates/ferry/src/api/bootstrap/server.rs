@@ -120,6 +120,14 @@ impl ServerOptions {
         self
     }
 
+    /// Whether the server's end of each client's pipe takes bytes only
+    /// from the start, the rest of its pipe options kept: see
+    /// [`PipeOptions::bytes_only`].
+    pub fn bytes_only(mut self, on: bool) -> Self {
+        self.pipe = self.pipe.bytes_only(on);
+        self
+    }
+
     /// Asks every client for `token`, before its first message is
     /// delivered; see [`Token`].
     pub fn token(mut self, token: Token) -> Self {
@@ -697,6 +705,10 @@ impl Server {
         let near = match adopted {
             Ok(near) => {
                 near.say_cpu();
+                // Before the welcome, after which the client may write.
+                if options.bytes_only {
+                    near.receiver().set_bytes_only(true);
+                }
                 near
             }
             Err(Fault::Local(e)) => return Some(Err(AcceptError::Io(e))),

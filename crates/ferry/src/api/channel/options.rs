@@ -37,6 +37,8 @@ pub struct PipeOptions {
     pub(crate) max_mapped: usize,
     /// Most messages in flight per sender, if bounded.
     pub(crate) messages: Option<usize>,
+    /// Whether the receivers made take bytes only.
+    pub(crate) bytes_only: bool,
 }
 
 impl Default for PipeOptions {
@@ -56,6 +58,7 @@ impl PipeOptions {
             out_of_line: super::OUT_OF_LINE,
             max_mapped: crate::transport::link::DEFAULT_MAX_MAPPED,
             messages: None,
+            bytes_only: false,
         }
     }
 
@@ -153,6 +156,30 @@ impl PipeOptions {
         self
     }
 
+    /// Whether the receivers these options make take bytes only from the
+    /// start ([`Receiver::set_bytes_only`]), before any sender can write:
+    /// both of [`PipeOptions::pipe`]'s (and so both ends of a spawned
+    /// child's pipe), [`PipeOptions::channel`]'s, the
+    /// server's end of each client's pipe under
+    /// [`ServerOptions::pipe_options`](crate::ServerOptions::pipe_options)
+    /// (set before the client is welcomed), and the client's own end under
+    /// [`ConnectOptions::pipe_options`](crate::ConnectOptions::pipe_options)
+    /// (set before its opening goes out). Off by default.
+    ///
+    /// ```
+    /// let (a, b) = ferry::PipeOptions::new().bytes_only(true).pipe()?;
+    /// assert!(b.receiver().bytes_only());
+    /// let (x, _y) = ferry::pipe()?;
+    /// let err = a.sender().send_with(b"x", vec![x]).unwrap_err();
+    /// assert!(matches!(err.error, ferry::SendError::NotTransferable(_)));
+    /// assert_eq!(err.handles.len(), 1); // handed back
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn bytes_only(mut self, on: bool) -> Self {
+        self.bytes_only = on;
+        self
+    }
+
     /// Makes a one-way channel in this process: a [`Sender`] and the
     /// [`Receiver`] of the same ring (see [`crate::bytes::channel`]).
     ///
@@ -194,9 +221,14 @@ impl PipeOptions {
         let region = Region::create(self.capacity)?;
         // One cell per ring, shared by its two sides while both are here.
         let links = [Arc::default(), Arc::default()];
-        Ok((
+        let ends = (
             Pipe::new(&region, 0, &links, self)?,
             Pipe::new(&region, 1, &links, self)?,
-        ))
+        );
+        if self.bytes_only {
+            ends.0.receiver().set_bytes_only(true);
+            ends.1.receiver().set_bytes_only(true);
+        }
+        Ok(ends)
     }
 }

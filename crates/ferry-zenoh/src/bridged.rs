@@ -204,10 +204,18 @@ impl Prepared {
         replies.is_ok_and(|replies| replies.recv().is_ok_and(|reply| reply.result().is_ok()))
     }
 
-    /// Starts the pipe's two threads on `local` with the far side's
-    /// `far` terms. Bytes only: a local program that sends a descriptor or
-    /// a pipe end on it is told `NotTransferable` (see the crate's docs).
-    pub fn start(self, local: ferry::Pipe, far: Open) -> std::io::Result<()> {
+    /// Starts the pipe's two threads on the local end's halves with the
+    /// far side's `far` terms: `rx`'s messages go out, what arrives goes
+    /// into `tx`. Without `rx` this side sends nothing (the far program
+    /// sees `Disconnected` once it read nothing); without `tx` it takes
+    /// nothing (the far program's sends fail `Disconnected`). The local
+    /// receiver takes bytes only already (see the crate's docs).
+    pub fn start(
+        self,
+        tx: Option<ferry::Sender>,
+        rx: Option<ferry::Receiver>,
+        far: Open,
+    ) -> std::io::Result<()> {
         let Prepared {
             shared,
             wires,
@@ -215,16 +223,28 @@ impl Prepared {
         } = self;
         shared.gate.open(far.window);
         let wires = Arc::new(wires);
-        let (tx, rx) = local.split();
-        *shared.local.lock().unwrap_or_else(|e| e.into_inner()) = Some(tx);
+        let takes = tx.is_some();
+        *shared.local.lock().unwrap_or_else(|e| e.into_inner()) = tx;
         let name = format!("ferry-bridge {}", &shared.setup.id[..8]);
         let (s, w) = (Arc::clone(&shared), Arc::clone(&wires));
         thread::Builder::new()
             .name(format!("{name} pump"))
-            .spawn(move || pump(&s, &w, &rx, &wake, far.max_message))?;
+            .spawn(move || match rx {
+                Some(rx) => pump(&s, &w, &rx, &wake, far.max_message),
+                None => finish(&s, &w),
+            })?;
         thread::Builder::new()
             .name(format!("{name} deliver"))
             .spawn(move || {
+                if !takes {
+                    // Nothing to deliver into: the far side stops sending.
+                    shared.inbox.end(End::LocalGone);
+                    let _ = wires
+                        .credit
+                        .put(CreditRecord::Credit(Credit::Stop).encode())
+                        .wait();
+                    return;
+                }
                 deliver(&shared, &wires);
                 // The local end sees `Disconnected` once it read the rest.
                 drop(

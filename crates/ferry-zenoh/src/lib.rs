@@ -5,7 +5,9 @@
 //! key prefix; on another a bridge **imports** that prefix as a local
 //! ferry server name. A program connects to the imported name with
 //! [`ferry::connect`] as if the service were local; each connection becomes
-//! a new pipe to the exported server, with a key space of its own.
+//! a new pipe to the exported server, with a key space of its own. A
+//! bridge can also export a single pipe end or channel half, to the first
+//! far program that connects ([`Bridge::export_end`]).
 //!
 //! ```no_run
 //! use ferry_zenoh::{Bridge, BridgeOptions};
@@ -285,6 +287,77 @@ impl Drop for Import {
     }
 }
 
+/// A local end to export once ([`Bridge::export_end`]).
+#[derive(Debug)]
+pub enum LocalEnd {
+    /// A pipe end: both ways.
+    Pipe(ferry::Pipe),
+    /// A channel's sending half: what the far program sends comes here.
+    Sender(ferry::Sender),
+    /// A channel's receiving half: what is sent to it here goes to the far
+    /// program.
+    Receiver(ferry::Receiver),
+}
+
+impl LocalEnd {
+    fn receiver(&self) -> Option<&ferry::Receiver> {
+        match self {
+            LocalEnd::Pipe(pipe) => Some(pipe.receiver()),
+            LocalEnd::Sender(_) => None,
+            LocalEnd::Receiver(rx) => Some(rx),
+        }
+    }
+
+    fn halves(self) -> (Option<ferry::Sender>, Option<ferry::Receiver>) {
+        match self {
+            LocalEnd::Pipe(pipe) => {
+                let (tx, rx) = pipe.split();
+                (Some(tx), Some(rx))
+            }
+            LocalEnd::Sender(tx) => (Some(tx), None),
+            LocalEnd::Receiver(rx) => (None, Some(rx)),
+        }
+    }
+}
+
+impl From<ferry::Pipe> for LocalEnd {
+    fn from(pipe: ferry::Pipe) -> Self {
+        LocalEnd::Pipe(pipe)
+    }
+}
+
+impl From<ferry::Sender> for LocalEnd {
+    fn from(tx: ferry::Sender) -> Self {
+        LocalEnd::Sender(tx)
+    }
+}
+
+impl From<ferry::Receiver> for LocalEnd {
+    fn from(rx: ferry::Receiver) -> Self {
+        LocalEnd::Receiver(rx)
+    }
+}
+
+/// What an export bridges each pipe to.
+enum Source {
+    /// A new connection to a local server.
+    Server {
+        address: ferry::Address,
+        token: Option<ferry::Token>,
+    },
+    /// One end, until the first pipe takes it (boxed: an end is large).
+    End(Option<Box<LocalEnd>>),
+}
+
+impl Source {
+    fn take_end(&mut self) -> Option<LocalEnd> {
+        match self {
+            Source::End(end) => end.take().map(|end| *end),
+            Source::Server { .. } => None,
+        }
+    }
+}
+
 /// New pipes waiting for the exporting thread: a bound, so a flood of
 /// open queries costs this bridge no more than this.
 const PENDING_OPENS: usize = 64;
@@ -342,8 +415,50 @@ impl Bridge {
         token: Option<ferry::Token>,
         prefix: &str,
     ) -> Result<Export, Error> {
+        let source = Source::Server {
+            address: server.into(),
+            token,
+        };
+        self.export_source(source, prefix)
+    }
+
+    /// Exports one local end under `prefix`, once: the first pipe a far
+    /// bridge opens there is bridged to it, and later ones are refused (a
+    /// far program that connects again sees `Disconnected`). A pipe end
+    /// carries both ways; a channel's [`ferry::Sender`] takes what the far
+    /// program sends (its sends back fail `Disconnected`), a
+    /// [`ferry::Receiver`] carries what this side's program sends to it
+    /// (the far program reads, and sees `Disconnected` after the last
+    /// message once that program hangs up). A typed channel's half goes as
+    /// its byte half (`into_bytes`). The end's receiver is declared bytes
+    /// only at once ([`ferry::Receiver::set_bytes_only`]): set up the end
+    /// before its sender sends a descriptor, or that descriptor is closed
+    /// at the bridge.
+    ///
+    /// ```no_run
+    /// use ferry_zenoh::{Bridge, BridgeOptions};
+    /// let bridge = Bridge::open(BridgeOptions::new().listen("tcp/0.0.0.0:7447"))?;
+    /// let (tx, rx) = ferry::bytes::channel(64)?;
+    /// // A far program that connects to the imported `robot/log` reads
+    /// // what is sent on `tx` here.
+    /// let _export = bridge.export_end(rx, "robot/log")?;
+    /// tx.send(b"started")?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`Bridge::export`].
+    pub fn export_end(&self, end: impl Into<LocalEnd>, prefix: &str) -> Result<Export, Error> {
+        let end = end.into();
+        if let Some(rx) = end.receiver() {
+            rx.set_bytes_only(true);
+        }
+        self.export_source(Source::End(Some(Box::new(end))), prefix)
+    }
+
+    fn export_source(&self, mut source: Source, prefix: &str) -> Result<Export, Error> {
         check_prefix(prefix)?;
-        let server: ferry::Address = server.into();
         let (queue, opens) = mpsc::sync_channel::<Query>(PENDING_OPENS);
         let log = Arc::clone(&self.options.log);
         let queryable = self
@@ -365,7 +480,7 @@ impl Bridge {
             .name("ferry-bridge export".into())
             .spawn(move || {
                 for query in opens {
-                    bridge.open_exported(&prefix, &server, token.as_ref(), &query);
+                    bridge.open_exported(&prefix, &mut source, &query);
                 }
             })?;
         Ok(Export {
@@ -373,14 +488,9 @@ impl Bridge {
         })
     }
 
-    /// One open query: a connection to the local server, bridged.
-    fn open_exported(
-        &self,
-        prefix: &str,
-        server: &ferry::Address,
-        token: Option<&ferry::Token>,
-        query: &Query,
-    ) {
+    /// One open query: a connection to the local server (or the exported
+    /// end), bridged.
+    fn open_exported(&self, prefix: &str, source: &mut Source, query: &Query) {
         let log = &self.options.log;
         let refuse = |why: String| {
             log(&format!("refused a pipe: {why}"));
@@ -394,17 +504,28 @@ impl Bridge {
             Some(Err(why)) => return refuse(format!("its terms: {why}")),
             None => return refuse("no terms".into()),
         };
-        // Bytes only before the server is welcomed to write (see the
-        // crate's docs).
-        let mut connect = ferry::ConnectOptions::new()
-            .timeout(self.options.open_timeout)
-            .pipe_options(ferry::PipeOptions::new().bytes_only(true));
-        if let Some(token) = token {
-            connect = connect.token(token.clone());
-        }
-        let pipe = match connect.connect(server.clone()) {
-            Ok(pipe) => pipe,
-            Err(e) => return refuse(format!("connecting to the local server {server}: {e}")),
+        let (to, local) = match source {
+            Source::Server { address, token } => {
+                // Bytes only before the server is welcomed to write (see
+                // the crate's docs).
+                let mut connect = ferry::ConnectOptions::new()
+                    .timeout(self.options.open_timeout)
+                    .pipe_options(ferry::PipeOptions::new().bytes_only(true));
+                if let Some(token) = token {
+                    connect = connect.token(token.clone());
+                }
+                match connect.connect(address.clone()) {
+                    Ok(pipe) => (address.to_string(), Some(LocalEnd::Pipe(pipe))),
+                    Err(e) => {
+                        return refuse(format!("connecting to the local server {address}: {e}"));
+                    }
+                }
+            }
+            // Taken only once the far side is known to be there.
+            Source::End(None) => {
+                return refuse(format!("{prefix} is one end, and it is taken"));
+            }
+            Source::End(Some(_)) => ("the exported end".to_owned(), None),
         };
         let setup = self.setup(prefix, id.clone(), Side::Exporter);
         let prepared = match Prepared::declare(setup) {
@@ -418,8 +539,12 @@ impl Bridge {
         if !prepared.far_is_alive(self.options.open_timeout) {
             return log(&format!("pipe {id}: its opener is gone"));
         }
-        match prepared.start(pipe, far) {
-            Ok(()) => log(&format!("pipe {id}: opened to {server}")),
+        let Some(local) = local.or_else(|| source.take_end()) else {
+            return;
+        };
+        let (tx, rx) = local.halves();
+        match prepared.start(tx, rx, far) {
+            Ok(()) => log(&format!("pipe {id}: opened to {to}")),
             Err(e) => log(&format!("pipe {id}: starting its threads: {e}")),
         }
     }
@@ -506,8 +631,9 @@ impl Bridge {
                 return log(&format!("pipe {id}: the exporting bridge refused: {why}"));
             }
         };
+        let (tx, rx) = pipe.split();
         match far {
-            Ok(far) => match prepared.start(pipe, far) {
+            Ok(far) => match prepared.start(Some(tx), Some(rx), far) {
                 Ok(()) => log(&format!("pipe {id}: opened to {prefix}")),
                 Err(e) => log(&format!("pipe {id}: starting its threads: {e}")),
             },

@@ -903,3 +903,97 @@ fn over_a_lossy_link_between_namespaces_loss_is_repaired_and_a_partition_breaks_
     eprintln!("healed: a new pipe echoes after {:?}", healed.elapsed());
     drop(namespaces);
 }
+
+/// Single ends exported by a bridge in this process (the library), each
+/// reached through a `ferry-bridge` process that imports it: a pipe end
+/// (both ways, once: a second connection is refused), a channel's
+/// receiving half (what is sent here reaches the far program, then
+/// `Disconnected`), a channel's sending half (what the far program sends
+/// arrives here, in order).
+#[test]
+fn single_ends_export_once_each_way_they_carry() {
+    let (_serial, dog) = guarded("single_ends_export_once_each_way_they_carry", 120);
+    let port = free_port();
+    let bridge = ferry_zenoh::Bridge::open(
+        ferry_zenoh::BridgeOptions::new()
+            .listen(format!("tcp/127.0.0.1:{port}"))
+            .log(|_| {}),
+    )
+    .unwrap();
+    let prefix = format!("test/{}", unique("ends").replace('-', "_"));
+    let probe = echo_server();
+    let _probe = bridge
+        .export(probe.as_str(), None, &format!("{prefix}/probe"))
+        .unwrap();
+    let (here, there) = ferry::pipe().unwrap();
+    let _pipe = bridge.export_end(there, &format!("{prefix}/pipe")).unwrap();
+    let (log_tx, log_rx) = ferry::bytes::channel(64).unwrap();
+    let _log = bridge.export_end(log_rx, &format!("{prefix}/log")).unwrap();
+    let (sink_tx, sink_rx) = ferry::bytes::channel(64).unwrap();
+    let _sink = bridge
+        .export_end(sink_tx, &format!("{prefix}/sink"))
+        .unwrap();
+    let local = unique("end");
+    let mut args = vec!["--connect".into(), format!("tcp/127.0.0.1:{port}")];
+    for what in ["probe", "pipe", "log", "sink"] {
+        args.push("--import".into());
+        args.push(format!("{prefix}/{what}={local}-{what}"));
+    }
+    let _importer = BridgeProcess::start(&dog, &args);
+    wait_echoes(
+        &format!("{local}-probe").as_str().into(),
+        Duration::from_secs(30),
+    );
+
+    // The pipe end: both ways; its holder here is refused a descriptor.
+    let far = ferry::connect(format!("{local}-pipe").as_str()).unwrap();
+    far.send(b"to the end").unwrap();
+    assert_eq!(here.recv().unwrap(), b"to the end");
+    here.send(b"from the end").unwrap();
+    assert_eq!(far.recv().unwrap(), b"from the end");
+    let fd = std::os::fd::OwnedFd::from(std::fs::File::open("/dev/null").unwrap());
+    let err = here
+        .sender()
+        .send_with(b"a descriptor", vec![ferry::Handle::Fd(fd)])
+        .unwrap_err();
+    assert!(matches!(err.error, ferry::SendError::NotTransferable(_)));
+    let again = ferry::connect(format!("{local}-pipe").as_str()).unwrap();
+    let err = again
+        .receiver()
+        .recv_timeout(Duration::from_secs(20))
+        .unwrap_err();
+    assert!(err.is_disconnected(), "a second pipe to one end: {err:?}");
+    // The first goes on.
+    here.send(b"still here").unwrap();
+    assert_eq!(far.recv().unwrap(), b"still here");
+
+    // The receiving half: what is sent here, in order, then Disconnected.
+    let reader = ferry::connect(format!("{local}-log").as_str()).unwrap();
+    for seq in 0..1000 {
+        log_tx.send(&message(seq, 200)).unwrap();
+    }
+    drop(log_tx);
+    for seq in 0..1000 {
+        assert_eq!(reader.recv().unwrap(), message(seq, 200), "log {seq}");
+    }
+    let err = reader
+        .receiver()
+        .recv_timeout(Duration::from_secs(20))
+        .unwrap_err();
+    assert!(err.is_disconnected(), "after the last: {err:?}");
+
+    // The sending half: what the far program sends arrives here; it reads
+    // nothing back.
+    let writer = ferry::connect(format!("{local}-sink").as_str()).unwrap();
+    for seq in 0..1000 {
+        writer.send(&message(seq, 300)).unwrap();
+    }
+    for seq in 0..1000 {
+        assert_eq!(sink_rx.recv().unwrap(), message(seq, 300), "sink {seq}");
+    }
+    let err = writer
+        .receiver()
+        .recv_timeout(Duration::from_secs(20))
+        .unwrap_err();
+    assert!(err.is_disconnected(), "nothing comes back: {err:?}");
+}

@@ -77,7 +77,6 @@ pub mod wire;
 use std::fmt;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::thread;
 use std::time::Duration;
@@ -275,16 +274,11 @@ pub struct Export {
     _queryable: zenoh::query::Queryable<()>,
 }
 
-/// A prefix being imported; dropping it stops taking new connections
-/// (within a second; pipes open go on until they end).
+/// A prefix being imported; dropping it stops taking new connections at
+/// once (pipes open go on until they end).
 pub struct Import {
-    stop: Arc<AtomicBool>,
-}
-
-impl Drop for Import {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-    }
+    /// Dropped to wake the accepting thread, which then ends.
+    _stop: ferry::Sender,
 }
 
 /// A local end to export once ([`Bridge::export_end`]).
@@ -565,18 +559,31 @@ impl Bridge {
     ) -> Result<Import, Error> {
         check_prefix(prefix)?;
         let server = options.unwrap_or_default().bytes_only(true).bind(local)?;
-        let stop = Arc::new(AtomicBool::new(false));
+        // The accepting thread waits on the server and on this channel,
+        // which the `Import` holds: no timer, and a drop ends it at once.
+        let (stop, stopped) = ferry::bytes::channel(1)?;
+        let mut select = ferry::Select::new()?;
+        let at = select.add(server).map_err(|e| e.error)?;
+        let end = select.add(stopped).map_err(|e| e.error)?;
         let bridge = Arc::new(Bridge {
             session: self.session.clone(),
             options: self.options.clone(),
         });
-        let (prefix, stopped) = (prefix.to_owned(), Arc::clone(&stop));
+        let prefix = prefix.to_owned();
         let log = Arc::clone(&self.options.log);
         thread::Builder::new()
             .name("ferry-bridge import".into())
             .spawn(move || {
-                while !stopped.load(Ordering::Relaxed) {
-                    match server.accept_timeout(Duration::from_secs(1)) {
+                loop {
+                    let accepted = match select.ready() {
+                        Ok(key) if key == end => return,
+                        Ok(_) => match select.get::<ferry::Server>(at) {
+                            Some(server) => server.try_accept(),
+                            None => return,
+                        },
+                        Err(e) => Err(ferry::AcceptError::Io(e)),
+                    };
+                    match accepted {
                         Ok(connection) => {
                             // Each opens on a thread of its own: one slow
                             // far bridge holds up no other connection.
@@ -588,12 +595,20 @@ impl Bridge {
                                 log(&format!("a connection dropped: no thread to open it: {e}"));
                             }
                         }
-                        Err(ferry::AcceptError::Timeout) => {}
-                        Err(e) => log(&format!("accepting on the imported name: {e}")),
+                        // A connection still in its handshake.
+                        Err(ferry::AcceptError::Empty) => {}
+                        Err(e) => {
+                            log(&format!("accepting on the imported name: {e}"));
+                            if let ferry::AcceptError::Io(_) = e {
+                                // A local failure (out of descriptors):
+                                // look again later, not in a spin.
+                                thread::sleep(Duration::from_millis(100));
+                            }
+                        }
                     }
                 }
             })?;
-        Ok(Import { stop })
+        Ok(Import { _stop: stop })
     }
 
     /// One local connection: a pipe opened on the exporting bridge.

@@ -997,3 +997,50 @@ fn single_ends_export_once_each_way_they_carry() {
         .unwrap_err();
     assert!(err.is_disconnected(), "nothing comes back: {err:?}");
 }
+
+/// Dropping an import stops taking connections at once (its thread waits
+/// in `accept`, with no timer): the name is gone, and a pipe opened
+/// before goes on.
+#[test]
+fn a_dropped_import_lets_its_name_go_and_open_pipes_go_on() {
+    let (_serial, dog) = guarded("a_dropped_import_lets_its_name_go_and_open_pipes_go_on", 60);
+    let port = free_port();
+    let bridge = ferry_zenoh::Bridge::open(
+        ferry_zenoh::BridgeOptions::new()
+            .listen(format!("tcp/127.0.0.1:{port}"))
+            .log(|_| {}),
+    )
+    .unwrap();
+    let prefix = format!("test/{}", unique("drop").replace('-', "_"));
+    let _exporter = BridgeProcess::start(
+        &dog,
+        &[
+            "--connect".into(),
+            format!("tcp/127.0.0.1:{port}"),
+            "--export".into(),
+            format!("{prefix}={}", echo_server()),
+        ],
+    );
+    let name = unique("dropped");
+    let import = bridge.import(&prefix, name.as_str(), None).unwrap();
+    wait_echoes(&name.as_str().into(), Duration::from_secs(30));
+    let open = ferry::connect(name.as_str()).unwrap();
+    let dropped = Instant::now();
+    drop(import);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    // Until the name is gone (a connection that meets the server as it
+    // closes is `Closed`).
+    loop {
+        match ferry::connect(name.as_str()) {
+            Err(ferry::ConnectError::NoServer(_)) => break,
+            Ok(_) | Err(ferry::ConnectError::Closed) => {
+                assert!(Instant::now() < deadline, "the name still answers");
+            }
+            Err(e) => panic!("{e:?}"),
+        }
+        thread::sleep(Duration::from_millis(10));
+    }
+    eprintln!("the name went {:?} after the drop", dropped.elapsed());
+    open.send(b"still open").unwrap();
+    assert_eq!(open.recv().unwrap(), b"still open");
+}

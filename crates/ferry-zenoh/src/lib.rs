@@ -64,7 +64,9 @@
 //! with Zenoh's access control lists, in a configuration file given to
 //! [`BridgeOptions::config_file`]. The exporting bridge presents the local
 //! server's token ([`ferry::Token`]) on every connection it makes, so a
-//! server that asks for one is reached only through bridges given it.
+//! server that asks for one is reached only through bridges given it; an
+//! import can ask the local programs that connect to it for a token of its
+//! own (`ServerOptions::token` given to [`Bridge::import`]).
 //!
 //! Everything from the far bridge is checked before use (see [`wire`]).
 

@@ -1044,3 +1044,90 @@ fn a_dropped_import_lets_its_name_go_and_open_pipes_go_on() {
     open.send(b"still open").unwrap();
     assert_eq!(open.recv().unwrap(), b"still open");
 }
+
+/// A token's file, as `--token-file` and `--import-token-file` read it.
+fn token_file(dir: &std::path::Path, name: &str, token: &ferry::Token) -> String {
+    let hex: String = token
+        .as_bytes()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let path = dir.join(name);
+    std::fs::write(&path, hex).unwrap();
+    path.display().to_string()
+}
+
+/// Tokens on both sides: the exported server asks for one, which the
+/// exporting bridge presents (`--token-file`); the imported name asks
+/// local programs for another (`--import-token-file`): without it a
+/// program is refused, with it the pipe reaches the server.
+#[test]
+fn tokens_are_checked_on_both_sides() {
+    let (_serial, dog) = guarded("tokens_are_checked_on_both_sides", 60);
+    let dir = SocketDir(std::env::temp_dir().join(unique("tokens")));
+    std::fs::create_dir(&dir.0).unwrap();
+    let (server_token, import_token) = (
+        ferry::Token::random().unwrap(),
+        ferry::Token::random().unwrap(),
+    );
+    let name = unique("guarded");
+    let server = ferry::ServerOptions::new()
+        .token(server_token.clone())
+        .bind(name.as_str())
+        .unwrap();
+    thread::spawn(move || {
+        while let Ok(connection) = server.accept() {
+            thread::spawn(move || {
+                while let Ok(message) = connection.pipe.recv() {
+                    let _ = connection.pipe.send(&message);
+                }
+            });
+        }
+    });
+    let (port, local) = (free_port(), unique("guarded-import"));
+    let prefix = format!("test/{}", unique("tokens").replace('-', "_"));
+    let _exporter = BridgeProcess::start(
+        &dog,
+        &[
+            "--listen".into(),
+            format!("tcp/127.0.0.1:{port}"),
+            "--token-file".into(),
+            token_file(&dir.0, "server", &server_token),
+            "--export".into(),
+            format!("{prefix}={name}"),
+        ],
+    );
+    let _importer = BridgeProcess::start(
+        &dog,
+        &[
+            "--connect".into(),
+            format!("tcp/127.0.0.1:{port}"),
+            "--import-token-file".into(),
+            token_file(&dir.0, "import", &import_token),
+            "--import".into(),
+            format!("{prefix}={local}"),
+        ],
+    );
+    let refused = ferry::connect(local.as_str()).unwrap_err();
+    assert!(
+        matches!(refused, ferry::ConnectError::Refused(ferry::Refusal::Token)),
+        "{refused:?}"
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let pipe = ferry::ConnectOptions::new()
+            .token(import_token.clone())
+            .connect(local.as_str())
+            .unwrap();
+        pipe.send(b"past both tokens").unwrap();
+        match pipe.receiver().recv_timeout(Duration::from_secs(3)) {
+            Ok(reply) => {
+                assert_eq!(reply, b"past both tokens");
+                break;
+            }
+            // The bridges have not met yet.
+            Err(e) => assert!(Instant::now() < deadline, "{e:?}"),
+        }
+        thread::sleep(Duration::from_millis(100));
+    }
+}

@@ -39,6 +39,11 @@ struct Args {
     /// (never on the command line, which other users can read).
     #[arg(long, value_name = "FILE")]
     token_file: Option<PathBuf>,
+    /// The token the imported names ask every local program for (a file
+    /// of 64 hex digits): only programs given it can connect through this
+    /// bridge.
+    #[arg(long, value_name = "FILE")]
+    import_token_file: Option<PathBuf>,
     /// How long the link to another bridge may be silent before its pipes
     /// end, in milliseconds.
     #[arg(long, value_name = "MS", default_value_t = 1000)]
@@ -71,7 +76,7 @@ fn address(name: &str) -> ferry::Address {
     }
 }
 
-fn token(path: &PathBuf) -> Result<ferry::Token, String> {
+fn read_token(path: &PathBuf) -> Result<ferry::Token, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let text = text.trim();
     let mut bytes = [0u8; 32];
@@ -89,7 +94,12 @@ fn run(args: Args) -> Result<(), String> {
     if args.export.is_empty() && args.import.is_empty() {
         return Err("nothing to do: give --export PREFIX=SERVER or --import PREFIX=NAME".into());
     }
-    let token = args.token_file.as_ref().map(token).transpose()?;
+    let token = args.token_file.as_ref().map(read_token).transpose()?;
+    let import_token = args
+        .import_token_file
+        .as_ref()
+        .map(read_token)
+        .transpose()?;
     let mut options = BridgeOptions::new()
         .lease(Duration::from_millis(args.lease_ms))
         .window(args.window_messages, args.window_bytes);
@@ -113,7 +123,13 @@ fn run(args: Args) -> Result<(), String> {
     }
     for (prefix, name) in &args.import {
         let import = bridge
-            .import(prefix, address(name), None)
+            .import(
+                prefix,
+                address(name),
+                import_token
+                    .clone()
+                    .map(|token| ferry::ServerOptions::new().token(token)),
+            )
             .map_err(|e| format!("importing {prefix} as {name}: {e}"))?;
         eprintln!("ferry-bridge: importing {prefix} as the local server {name}");
         held.1.push(import);

@@ -227,13 +227,18 @@ impl Inbox {
     /// whenever the local end keeps up.
     pub fn arrive(&self, header: Header, payload: ZBytes, fast: impl FnOnce(&ZBytes) -> bool) {
         let mut state = lock(&self.state);
+        if matches!(state.end, Some(End::Broken { .. } | End::LocalGone)) {
+            // Nothing more is delivered: nothing more is kept (a far side
+            // that goes on sending costs no memory).
+            return;
+        }
         if let Some(reason) = self.check(&mut state, header, &payload) {
-            if state.end.is_none() {
-                state.end = Some(End::Broken {
-                    reason,
-                    tell_far: true,
-                });
-            }
+            // Over `FarGone` too: what is queued is not delivered as if
+            // nothing had been lost.
+            state.end = Some(End::Broken {
+                reason,
+                tell_far: true,
+            });
         } else if let Header::Data { .. } = header {
             let len = payload.len() as u64;
             state.received = state.received.plus(len);
@@ -260,11 +265,9 @@ impl Inbox {
     }
 
     /// Why `header` breaks the rules, if it does; a finish or a break is
-    /// recorded here.
+    /// recorded here. The rules hold after the far side is gone too (what
+    /// arrived then is still delivered, so still bounded by the credit).
     fn check(&self, state: &mut InboxState, header: Header, payload: &ZBytes) -> Option<String> {
-        if state.end.is_some() {
-            return None;
-        }
         if state.fin.is_some() {
             return Some("the far bridge sent after it finished".into());
         }
@@ -645,6 +648,124 @@ mod tests {
                 }
             ),
             other => panic!("{other:?}"),
+        }
+    }
+}
+
+/// A far bridge that sends whatever it likes, in any order, against an
+/// inbox whose local end reads slowly or not at all: the inbox never
+/// holds more than its window (or one message alone, up to its largest),
+/// takes nothing once it ended, and breaks the pipe rather than skip.
+#[cfg(test)]
+mod hostile {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    const WINDOW: Window = Window {
+        messages: 8,
+        bytes: 1000,
+    };
+    const MAX_MESSAGE: u64 = 3000;
+
+    #[derive(Debug, Clone)]
+    enum Record {
+        /// The next message in order, of this length.
+        Next(usize),
+        /// A message numbered as the far side likes.
+        Numbered(u64, usize),
+        Fin(u64),
+        FinNow,
+        Break,
+        Want,
+        /// The local end reads this many messages.
+        Read(usize),
+        FarGone,
+        LocalGone,
+    }
+
+    fn record() -> impl Strategy<Value = Record> {
+        prop_oneof![
+            8 => (0usize..1200).prop_map(Record::Next),
+            1 => (0usize..4000).prop_map(Record::Next),
+            1 => (any::<u64>(), 0usize..200).prop_map(|(s, l)| Record::Numbered(s, l)),
+            1 => any::<u64>().prop_map(Record::Fin),
+            1 => Just(Record::FinNow),
+            1 => Just(Record::Break),
+            2 => Just(Record::Want),
+            4 => (0usize..6).prop_map(Record::Read),
+            1 => Just(Record::FarGone),
+            1 => Just(Record::LocalGone),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+
+        #[test]
+        fn the_inbox_stays_bounded_and_in_order(records in proptest::collection::vec(record(), 1..200)) {
+            let inbox = Inbox::new(WINDOW, MAX_MESSAGE);
+            // What the local end read, by sequence: each message's first
+            // byte is its number (mod 256), so a skip shows.
+            let mut read = 0u64;
+            for record in records {
+                let before = inbox.queued();
+                let ended = lock(&inbox.state).end.clone();
+                let next = lock(&inbox.state).received.messages;
+                let payload = |len: usize| {
+                    let mut bytes = vec![0u8; len];
+                    if let Some(first) = bytes.first_mut() {
+                        *first = next as u8;
+                    }
+                    ZBytes::from(bytes)
+                };
+                match record {
+                    Record::Next(len) => inbox.arrive(Header::Data { seq: next }, payload(len), |_| false),
+                    Record::Numbered(seq, len) => inbox.arrive(Header::Data { seq }, payload(len), |_| false),
+                    Record::Fin(count) => inbox.arrive(Header::Fin { count }, ZBytes::new(), |_| false),
+                    Record::FinNow => inbox.arrive(Header::Fin { count: next }, ZBytes::new(), |_| false),
+                    Record::Break => inbox.arrive(Header::Break, ZBytes::from(vec![b'x'; 2000]), |_| false),
+                    Record::Want => inbox.want(),
+                    Record::FarGone => inbox.end(End::FarGone),
+                    Record::LocalGone => inbox.end(End::LocalGone),
+                    Record::Read(count) => {
+                        for _ in 0..count {
+                            // `next` waits only when there is nothing to
+                            // do: ask only when something is queued.
+                            if inbox.queued().0 == 0 {
+                                break;
+                            }
+                            match inbox.next() {
+                                Next::Message(message) => {
+                                    let bytes = message.to_bytes();
+                                    if let Some(&first) = bytes.first() {
+                                        prop_assert_eq!(first, read as u8, "delivered out of order");
+                                    }
+                                    read += 1;
+                                    inbox.delivered(message.len() as u64);
+                                }
+                                Next::End(_) => break,
+                                other => prop_assert!(false, "with messages queued: {:?}", other),
+                            }
+                        }
+                    }
+                }
+                let (messages, bytes) = inbox.queued();
+                prop_assert!(messages as u64 <= WINDOW.messages, "{} messages queued", messages);
+                prop_assert!(
+                    bytes <= WINDOW.bytes.max(MAX_MESSAGE),
+                    "{} bytes queued", bytes
+                );
+                if matches!(ended, Some(End::Broken { .. } | End::LocalGone)) {
+                    prop_assert!(messages <= before.0, "queued after the end");
+                }
+                if let Some(End::Broken { .. }) = ended {
+                    prop_assert!(
+                        matches!(lock(&inbox.state).end, Some(End::Broken { .. })),
+                        "a broken pipe mended"
+                    );
+                }
+            }
         }
     }
 }

@@ -21,7 +21,7 @@ use std::sync::{Condvar, Mutex, MutexGuard};
 
 use zenoh::bytes::ZBytes;
 
-use crate::wire::{Count, Header, Window};
+use crate::wire::{Count, Header, MAX_REASON, Window};
 
 /// Whether a message of `len` bytes may go, `sent` having gone before it,
 /// under the cumulative grant `granted` of a window `window`.
@@ -299,7 +299,10 @@ impl Inbox {
                 state.received.messages
             )),
             Header::Break => {
-                let reason = String::from_utf8_lossy(&payload.to_bytes()).into_owned();
+                // At most `MAX_REASON` bytes of it: the far side chooses
+                // its length, and it goes into a log.
+                let bytes = payload.to_bytes();
+                let reason = String::from_utf8_lossy(&bytes[..bytes.len().min(MAX_REASON)]);
                 state.end = Some(End::Broken {
                     reason: format!("the far bridge broke the pipe: {reason}"),
                     tell_far: false,
@@ -758,6 +761,10 @@ mod hostile {
                 );
                 if matches!(ended, Some(End::Broken { .. } | End::LocalGone)) {
                     prop_assert!(messages <= before.0, "queued after the end");
+                }
+                if let Some(End::Broken { reason, .. }) = &lock(&inbox.state).end {
+                    // Each byte that is not UTF-8 becomes U+FFFD, three bytes.
+                    prop_assert!(reason.len() <= 3 * MAX_REASON + 64, "a reason of {} bytes", reason.len());
                 }
                 if let Some(End::Broken { .. }) = ended {
                     prop_assert!(

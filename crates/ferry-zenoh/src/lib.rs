@@ -58,8 +58,8 @@
 //! A bridged pipe's key space is a capability: whoever can publish on it
 //! can speak on that pipe (and a record that breaks the rules breaks the
 //! pipe, never the bridge). Run bridges on a network you trust, or
-//! authenticate them: build with the `tls` feature and use Zenoh's TLS
-//! transport (`tls/host:port` locators, mutual TLS) or its public-key
+//! authenticate them with Zenoh's TLS transport (the `tls` feature, on by
+//! default: `tls/host:port` locators, mutual TLS) or its public-key
 //! authentication (`transport/auth/pubkey`), and restrict key prefixes
 //! with Zenoh's access control lists, in a configuration file given to
 //! [`BridgeOptions::config_file`]. The exporting bridge presents the local

@@ -1131,3 +1131,182 @@ fn tokens_are_checked_on_both_sides() {
         thread::sleep(Duration::from_millis(100));
     }
 }
+
+/// Runs `openssl` with `args` in `dir`.
+fn openssl(dir: &std::path::Path, args: &[&str]) {
+    let out = Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "openssl {}: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A certificate authority `ca` in `dir`, and a certificate it signs for
+/// `name` (`name.crt`, `name.key`) that serves and connects as localhost.
+fn certificates(dir: &std::path::Path, ca: &str, names: &[&str]) {
+    let (ca_key, ca_crt) = (format!("{ca}.key"), format!("{ca}.crt"));
+    openssl(
+        dir,
+        &[
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-nodes",
+            "-keyout",
+            &ca_key,
+            "-out",
+            &ca_crt,
+            "-days",
+            "2",
+            "-subj",
+            &format!("/CN={ca}"),
+        ],
+    );
+    std::fs::write(
+        dir.join("leaf.ext"),
+        "subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=CA:FALSE\n\
+         keyUsage=digitalSignature\nextendedKeyUsage=serverAuth,clientAuth\n",
+    )
+    .unwrap();
+    for name in names {
+        let (key, csr, crt) = (
+            format!("{name}.key"),
+            format!("{name}.csr"),
+            format!("{name}.crt"),
+        );
+        openssl(
+            dir,
+            &[
+                "req",
+                "-newkey",
+                "ec",
+                "-pkeyopt",
+                "ec_paramgen_curve:P-256",
+                "-nodes",
+                "-keyout",
+                &key,
+                "-out",
+                &csr,
+                "-subj",
+                "/CN=localhost",
+            ],
+        );
+        openssl(
+            dir,
+            &[
+                "x509",
+                "-req",
+                "-in",
+                &csr,
+                "-CA",
+                &ca_crt,
+                "-CAkey",
+                &ca_key,
+                "-CAcreateserial",
+                "-out",
+                &crt,
+                "-days",
+                "2",
+                "-extfile",
+                "leaf.ext",
+            ],
+        );
+    }
+}
+
+/// A bridge's Zenoh configuration: mutual TLS, trusting `ca`, presenting
+/// `name`'s certificate either way.
+fn tls_config(dir: &std::path::Path, ca: &str, name: &str) -> String {
+    let path = |file: String| dir.join(file).display().to_string();
+    let config = format!(
+        "{{ transport: {{ link: {{ tls: {{ root_ca_certificate: {:?}, enable_mtls: true, \
+         listen_private_key: {:?}, listen_certificate: {:?}, \
+         connect_private_key: {:?}, connect_certificate: {:?} }} }} }} }}",
+        path(format!("{ca}.crt")),
+        path(format!("{name}.key")),
+        path(format!("{name}.crt")),
+        path(format!("{name}.key")),
+        path(format!("{name}.crt")),
+    );
+    let file = dir.join(format!("{name}.json5"));
+    std::fs::write(&file, config).unwrap();
+    file.display().to_string()
+}
+
+/// Bridges over mutual TLS (`tls/` endpoints, `--config`): one whose
+/// certificate the deployment's authority signed reaches the exported
+/// server; one with a certificate of another authority (though it trusts
+/// the right one) is turned away by the exporting bridge, and its
+/// program sees `Disconnected`.
+#[test]
+fn bridges_over_mutual_tls_let_only_certified_bridges_in() {
+    let (_serial, dog) = guarded("bridges_over_mutual_tls_let_only_certified_bridges_in", 120);
+    if Command::new("openssl").arg("version").output().is_err() {
+        eprintln!("SKIPPED: no `openssl` command to make the test's certificates");
+        return;
+    }
+    let dir = SocketDir(std::env::temp_dir().join(unique("tls")));
+    std::fs::create_dir(&dir.0).unwrap();
+    certificates(&dir.0, "deployment-ca", &["exporter", "importer"]);
+    certificates(&dir.0, "other-ca", &["intruder"]);
+    let port = free_port();
+    let prefix = format!("test/{}", unique("tls").replace('-', "_"));
+    let _exporter = BridgeProcess::start(
+        &dog,
+        &[
+            "--config".into(),
+            tls_config(&dir.0, "deployment-ca", "exporter"),
+            "--listen".into(),
+            format!("tls/localhost:{port}"),
+            "--export".into(),
+            format!("{prefix}={}", echo_server()),
+        ],
+    );
+    // Trusts the deployment's authority, but another signed its own.
+    let intruded = unique("intruder");
+    let _intruder = BridgeProcess::start(
+        &dog,
+        &[
+            "--config".into(),
+            tls_config(&dir.0, "deployment-ca", "intruder"),
+            "--connect".into(),
+            format!("tls/localhost:{port}"),
+            "--import".into(),
+            format!("{prefix}={intruded}"),
+        ],
+    );
+    let local = unique("certified");
+    let _importer = BridgeProcess::start(
+        &dog,
+        &[
+            "--config".into(),
+            tls_config(&dir.0, "deployment-ca", "importer"),
+            "--connect".into(),
+            format!("tls/localhost:{port}"),
+            "--import".into(),
+            format!("{prefix}={local}"),
+        ],
+    );
+    wait_echoes(&local.as_str().into(), Duration::from_secs(60));
+    // Not late: turned away, try after try, while Zenoh retries its
+    // connection.
+    for _ in 0..3 {
+        let pipe = ferry::connect(intruded.as_str()).unwrap();
+        pipe.send(b"let me in").unwrap();
+        let err = pipe
+            .receiver()
+            .recv_timeout(Duration::from_secs(30))
+            .unwrap_err();
+        assert!(err.is_disconnected(), "the intruder's pipe: {err:?}");
+        thread::sleep(Duration::from_secs(1));
+    }
+}

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use ferry_testkit::{ChildGuard, Watchdog};
+use ferry_testkit::{ChildGuard, Watchdog, this_test};
 
 /// Tests here start bridges on ports of their own, but each moves a lot of
 /// data: one at a time.
@@ -26,6 +26,39 @@ fn guarded(what: &str, seconds: u64) -> (MutexGuard<'static, ()>, Arc<Watchdog>)
 fn free_port() -> u16 {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     listener.local_addr().unwrap().port()
+}
+
+/// `ferry-bridge`'s arguments, from (flag, value) pairs.
+fn args(pairs: &[(&str, String)]) -> Vec<String> {
+    pairs
+        .iter()
+        .flat_map(|(flag, value)| [(*flag).to_owned(), value.clone()])
+        .collect()
+}
+
+/// Waits (20 s at most) for `pipe` to say `Disconnected`, and nothing
+/// else.
+fn assert_disconnected(pipe: &ferry::Pipe, what: &str) {
+    let err = pipe
+        .receiver()
+        .recv_timeout(Duration::from_secs(20))
+        .unwrap_err();
+    assert!(err.is_disconnected(), "{what}: {err:?}");
+}
+
+/// A key prefix of this test's own (`-` is not in a key's chunks here).
+fn test_prefix(what: &str) -> String {
+    format!("test/{}", unique(what).replace('-', "_"))
+}
+
+/// A bridge in this process, listening on 127.0.0.1:`port`, quiet.
+fn library_bridge(port: u16) -> ferry_zenoh::Bridge {
+    ferry_zenoh::Bridge::open(
+        ferry_zenoh::BridgeOptions::new()
+            .listen(format!("tcp/127.0.0.1:{port}"))
+            .log(|_| {}),
+    )
+    .unwrap()
 }
 
 fn unique(what: &str) -> String {
@@ -109,7 +142,7 @@ struct Pair {
 impl Pair {
     fn start(dog: &Arc<Watchdog>, server: &str) -> Self {
         let port = free_port();
-        let prefix = format!("test/{}", unique("svc").replace('-', "_"));
+        let prefix = test_prefix("svc");
         let local = unique("imported");
         let probe = echo_server();
         let mut pair = Self {
@@ -136,28 +169,22 @@ impl Pair {
     ) -> BridgeProcess {
         BridgeProcess::start(
             dog,
-            &[
-                "--listen".into(),
-                format!("tcp/127.0.0.1:{port}"),
-                "--export".into(),
-                format!("{prefix}={server}"),
-                "--export".into(),
-                format!("{prefix}/probe={probe}"),
-            ],
+            &args(&[
+                ("--listen", format!("tcp/127.0.0.1:{port}")),
+                ("--export", format!("{prefix}={server}")),
+                ("--export", format!("{prefix}/probe={probe}")),
+            ]),
         )
     }
 
     fn importer(dog: &Watchdog, port: u16, prefix: &str, local: &str) -> BridgeProcess {
         BridgeProcess::start(
             dog,
-            &[
-                "--connect".into(),
-                format!("tcp/127.0.0.1:{port}"),
-                "--import".into(),
-                format!("{prefix}={local}"),
-                "--import".into(),
-                format!("{prefix}/probe={local}-probe"),
-            ],
+            &args(&[
+                ("--connect", format!("tcp/127.0.0.1:{port}")),
+                ("--import", format!("{prefix}={local}")),
+                ("--import", format!("{prefix}/probe={local}-probe")),
+            ]),
         )
     }
 
@@ -179,25 +206,11 @@ impl Pair {
         self.wait_connected();
     }
 
-    /// Waits until a pipe through the probe opens end to end.
+    /// Waits until a pipe through the probe opens end to end (a pipe the
+    /// far bridge cannot open yet is disconnected).
     fn wait_connected(&self) {
-        let deadline = Instant::now() + Duration::from_secs(30);
         let probe = format!("{}-probe", self.local);
-        loop {
-            // A pipe the far bridge cannot open yet is disconnected.
-            let answer = ferry::connect(probe.as_str()).map(|pipe| {
-                pipe.send(b"hello?")
-                    .map(|()| pipe.receiver().recv_timeout(Duration::from_secs(3)))
-            });
-            match answer {
-                Ok(Ok(Ok(reply))) if reply == b"hello?" => return,
-                other => assert!(
-                    Instant::now() < deadline,
-                    "the bridges never connected: {other:?}"
-                ),
-            }
-            thread::sleep(Duration::from_millis(100));
-        }
+        wait_echoes(&probe.as_str().into(), Duration::from_secs(30));
     }
 }
 
@@ -259,6 +272,43 @@ fn size_of(seq: u64, rng: &mut u64) -> usize {
     }
 }
 
+/// Sends `total` messages of sizes `size` on `pipe` (from a thread of
+/// its own) to an echo, and checks each one that comes back: its length,
+/// its bytes, its place. The pipe's halves come back, and the bytes sent.
+fn echo_in_order(
+    pipe: ferry::Pipe,
+    total: u64,
+    size: fn(u64, &mut u64) -> usize,
+) -> (ferry::Sender, ferry::Receiver, u64) {
+    const SEED: u64 = 0x2545_F491_4F6C_DD1D;
+    let (tx, rx) = pipe.split();
+    let started = Instant::now();
+    let sender = thread::spawn(move || {
+        let (mut rng, mut bytes) = (SEED, 0);
+        for seq in 0..total {
+            let len = size(seq, &mut rng);
+            tx.send(&message(seq, len)).unwrap();
+            bytes += len as u64;
+        }
+        (tx, bytes)
+    });
+    let mut rng = SEED;
+    for seq in 0..total {
+        let len = size(seq, &mut rng);
+        let got = rx.recv_shared().unwrap();
+        assert_eq!(got.len(), len, "message {seq}'s length");
+        assert!(*got == *message(seq, len), "message {seq}'s bytes");
+        if seq > 0 && seq % 20_000 == 0 {
+            eprintln!(
+                "{seq} of {total} messages back after {:?}",
+                started.elapsed()
+            );
+        }
+    }
+    let (tx, bytes) = sender.join().unwrap();
+    (tx, rx, bytes)
+}
+
 fn count(default: u64, var: &str) -> u64 {
     std::env::var(var)
         .ok()
@@ -268,39 +318,12 @@ fn count(default: u64, var: &str) -> u64 {
 
 #[test]
 fn messages_of_random_sizes_round_trip_in_order_with_every_checksum_right() {
-    let (_serial, dog) = guarded(
-        "messages_of_random_sizes_round_trip_in_order_with_every_checksum_right",
-        180,
-    );
+    let (_serial, dog) = guarded(this_test!(), 180);
     let pair = Pair::start(&dog, &echo_server());
     let total = count(100_000, "FERRY_BRIDGE_MESSAGES");
     let pipe = ferry::connect(pair.local.as_str()).unwrap();
-    let (tx, rx) = pipe.split();
     let started = Instant::now();
-    let sender = thread::spawn(move || {
-        let mut rng = 0x2545_F491_4F6C_DD1D;
-        let mut bytes = 0u64;
-        for seq in 0..total {
-            let len = size_of(seq, &mut rng);
-            tx.send(&message(seq, len)).unwrap();
-            bytes += len as u64;
-        }
-        (tx, bytes)
-    });
-    let mut rng = 0x2545_F491_4F6C_DD1D;
-    for seq in 0..total {
-        let len = size_of(seq, &mut rng);
-        let got = rx.recv_shared().unwrap();
-        assert_eq!(got.len(), len, "message {seq}'s length");
-        assert!(*got == *message(seq, len), "message {seq}'s bytes");
-        if seq % 20_000 == 0 {
-            eprintln!(
-                "{seq} of {total} messages back after {:?}",
-                started.elapsed()
-            );
-        }
-    }
-    let (_tx, bytes) = sender.join().unwrap();
+    let (_, _, bytes) = echo_in_order(pipe, total, size_of);
     eprintln!(
         "{total} messages ({:.1} MiB each way) back in order in {:?}",
         bytes as f64 / (1 << 20) as f64,
@@ -311,10 +334,7 @@ fn messages_of_random_sizes_round_trip_in_order_with_every_checksum_right() {
 
 #[test]
 fn a_slow_consumer_slows_the_sender_and_nothing_is_dropped_or_held() {
-    let (_serial, dog) = guarded(
-        "a_slow_consumer_slows_the_sender_and_nothing_is_dropped_or_held",
-        180,
-    );
+    let (_serial, dog) = guarded(this_test!(), 180);
     let total = count(1_000_000, "FERRY_BRIDGE_SLOW_MESSAGES");
     // A one-way consumer that reads slowly: a pause every 50,000 messages.
     let name = unique("slow");
@@ -377,10 +397,7 @@ fn a_slow_consumer_slows_the_sender_and_nothing_is_dropped_or_held() {
 
 #[test]
 fn a_killed_bridge_disconnects_both_sides_and_a_restarted_one_reconnects() {
-    let (_serial, dog) = guarded(
-        "a_killed_bridge_disconnects_both_sides_and_a_restarted_one_reconnects",
-        120,
-    );
+    let (_serial, dog) = guarded(this_test!(), 120);
     let served = Arc::new(Mutex::new(Vec::new()));
     let name = unique("tally");
     let server = ferry::Server::bind(name.as_str()).unwrap();
@@ -482,10 +499,7 @@ fn a_killed_bridge_disconnects_both_sides_and_a_restarted_one_reconnects() {
 
 #[test]
 fn a_bridge_that_goes_silent_is_taken_for_dead_after_the_lease() {
-    let (_serial, dog) = guarded(
-        "a_bridge_that_goes_silent_is_taken_for_dead_after_the_lease",
-        60,
-    );
+    let (_serial, dog) = guarded(this_test!(), 60);
     let pair = Pair::start(&dog, &echo_server());
     let pipe = ferry::connect(pair.local.as_str()).unwrap();
     pipe.send(b"before").unwrap();
@@ -522,10 +536,7 @@ fn a_bridge_that_goes_silent_is_taken_for_dead_after_the_lease() {
 
 #[test]
 fn a_descriptor_is_refused_and_handed_back_and_the_pipe_goes_on() {
-    let (_serial, dog) = guarded(
-        "a_descriptor_is_refused_and_handed_back_and_the_pipe_goes_on",
-        60,
-    );
+    let (_serial, dog) = guarded(this_test!(), 60);
     let pair = Pair::start(&dog, &echo_server());
     let pipe = ferry::connect(pair.local.as_str()).unwrap();
     // The first message: the bridge's end took bytes only before `connect`
@@ -560,10 +571,7 @@ fn a_descriptor_is_refused_and_handed_back_and_the_pipe_goes_on() {
 /// server was told of it.
 #[test]
 fn a_server_that_sends_a_descriptor_first_is_refused_and_handed_it_back() {
-    let (_serial, dog) = guarded(
-        "a_server_that_sends_a_descriptor_first_is_refused_and_handed_it_back",
-        60,
-    );
+    let (_serial, dog) = guarded(this_test!(), 60);
     let name = unique("fd-first");
     let server = ferry::Server::bind(name.as_str()).unwrap();
     let (told, outcomes) = std::sync::mpsc::channel();
@@ -596,17 +604,18 @@ fn a_server_that_sends_a_descriptor_first_is_refused_and_handed_it_back() {
 
 #[test]
 fn a_prefix_nobody_exports_disconnects_the_client() {
-    let (_serial, dog) = guarded("a_prefix_nobody_exports_disconnects_the_client", 60);
+    let (_serial, dog) = guarded(this_test!(), 60);
     let port = free_port();
     let local = unique("nobody");
     let _importer = BridgeProcess::start(
         &dog,
-        &[
-            "--listen".into(),
-            format!("tcp/127.0.0.1:{port}"),
-            "--import".into(),
-            format!("test/nobody/{}={local}", std::process::id()),
-        ],
+        &args(&[
+            ("--listen", format!("tcp/127.0.0.1:{port}")),
+            (
+                "--import",
+                format!("test/nobody/{}={local}", std::process::id()),
+            ),
+        ]),
     );
     let pipe = ferry::connect(local.as_str()).unwrap();
     let started = Instant::now();
@@ -787,10 +796,7 @@ fn wait_echoes(local: &ferry::Address, within: Duration) {
 /// again and a new pipe works.
 #[test]
 fn over_a_lossy_link_between_namespaces_loss_is_repaired_and_a_partition_breaks_cleanly() {
-    let (_serial, dog) = guarded(
-        "over_a_lossy_link_between_namespaces_loss_is_repaired_and_a_partition_breaks_cleanly",
-        240,
-    );
+    let (_serial, dog) = guarded(this_test!(), 240);
     let namespaces = match Namespaces::make() {
         Ok(namespaces) => namespaces,
         Err(why) => {
@@ -804,7 +810,7 @@ fn over_a_lossy_link_between_namespaces_loss_is_repaired_and_a_partition_breaks_
     std::fs::create_dir(&dir.0).unwrap();
     let (served, local) = (dir.0.join("echo.sock"), dir.0.join("imported.sock"));
     echo_at(ferry::Address::file(&served));
-    let prefix = format!("test/{}", unique("netns").replace('-', "_"));
+    let prefix = test_prefix("netns");
     // A lease of 3 s: TCP's retransmission backs off from 200 ms, and a
     // 5% loss must not read as a dead link.
     let lease_ms = 3000;
@@ -813,51 +819,28 @@ fn over_a_lossy_link_between_namespaces_loss_is_repaired_and_a_partition_breaks_
         &dog,
         Some(&namespaces.names[0]),
         lease_ms,
-        &[
-            "--listen".into(),
-            format!("tcp/{}:7447", NETNS_ADDRESSES[0]),
-            "--export".into(),
-            format!("{prefix}={}", served.display()),
-        ],
+        &args(&[
+            ("--listen", format!("tcp/{}:7447", NETNS_ADDRESSES[0])),
+            ("--export", format!("{prefix}={}", served.display())),
+        ]),
     );
     let _importer = BridgeProcess::start_in(
         &dog,
         Some(&namespaces.names[1]),
         lease_ms,
-        &[
-            "--connect".into(),
-            format!("tcp/{}:7447", NETNS_ADDRESSES[0]),
-            "--import".into(),
-            format!("{prefix}={}", local.display()),
-        ],
+        &args(&[
+            ("--connect", format!("tcp/{}:7447", NETNS_ADDRESSES[0])),
+            ("--import", format!("{prefix}={}", local.display())),
+        ]),
     );
     let local = ferry::Address::file(&local);
     wait_echoes(&local, Duration::from_secs(60));
 
     let total = count(20_000, "FERRY_BRIDGE_NETNS_MESSAGES");
     let pipe = ferry::connect(local.clone()).unwrap();
-    let (tx, rx) = pipe.split();
     let started = Instant::now();
     // Sizes to 64 KiB: a lossy link's TCP is slow with large ones.
-    let size = |seq: u64, rng: &mut u64| size_of(seq, rng) % (64 << 10);
-    let sender = thread::spawn(move || {
-        let mut rng = 0x9E37_79B9_7F4A_7C15;
-        let mut bytes = 0;
-        for seq in 0..total {
-            let len = size(seq, &mut rng);
-            tx.send(&message(seq, len)).unwrap();
-            bytes += len as u64;
-        }
-        (tx, bytes)
-    });
-    let mut rng = 0x9E37_79B9_7F4A_7C15;
-    for seq in 0..total {
-        let len = size(seq, &mut rng);
-        let got = rx.recv_shared().unwrap();
-        assert_eq!(got.len(), len, "message {seq}'s length");
-        assert!(*got == *message(seq, len), "message {seq}'s bytes");
-    }
-    let (tx, bytes) = sender.join().unwrap();
+    let (tx, rx, bytes) = echo_in_order(pipe, total, |seq, rng| size_of(seq, rng) % (64 << 10));
     let repaired = namespaces.retransmits();
     eprintln!(
         "5% loss each way: {total} messages ({:.1} MiB each way) back in order in {:?}; TCP retransmitted {repaired} segments",
@@ -912,15 +895,10 @@ fn over_a_lossy_link_between_namespaces_loss_is_repaired_and_a_partition_breaks_
 /// arrives here, in order).
 #[test]
 fn single_ends_export_once_each_way_they_carry() {
-    let (_serial, dog) = guarded("single_ends_export_once_each_way_they_carry", 120);
+    let (_serial, dog) = guarded(this_test!(), 120);
     let port = free_port();
-    let bridge = ferry_zenoh::Bridge::open(
-        ferry_zenoh::BridgeOptions::new()
-            .listen(format!("tcp/127.0.0.1:{port}"))
-            .log(|_| {}),
-    )
-    .unwrap();
-    let prefix = format!("test/{}", unique("ends").replace('-', "_"));
+    let bridge = library_bridge(port);
+    let prefix = test_prefix("ends");
     let probe = echo_server();
     let _probe = bridge
         .export(probe.as_str(), None, &format!("{prefix}/probe"))
@@ -934,12 +912,12 @@ fn single_ends_export_once_each_way_they_carry() {
         .export_end(sink_tx, &format!("{prefix}/sink"))
         .unwrap();
     let local = unique("end");
-    let mut args = vec!["--connect".into(), format!("tcp/127.0.0.1:{port}")];
+    let mut imports = vec!["--connect".into(), format!("tcp/127.0.0.1:{port}")];
     for what in ["probe", "pipe", "log", "sink"] {
-        args.push("--import".into());
-        args.push(format!("{prefix}/{what}={local}-{what}"));
+        imports.push("--import".into());
+        imports.push(format!("{prefix}/{what}={local}-{what}"));
     }
-    let _importer = BridgeProcess::start(&dog, &args);
+    let _importer = BridgeProcess::start(&dog, &imports);
     wait_echoes(
         &format!("{local}-probe").as_str().into(),
         Duration::from_secs(30),
@@ -958,11 +936,7 @@ fn single_ends_export_once_each_way_they_carry() {
         .unwrap_err();
     assert!(matches!(err.error, ferry::SendError::NotTransferable(_)));
     let again = ferry::connect(format!("{local}-pipe").as_str()).unwrap();
-    let err = again
-        .receiver()
-        .recv_timeout(Duration::from_secs(20))
-        .unwrap_err();
-    assert!(err.is_disconnected(), "a second pipe to one end: {err:?}");
+    assert_disconnected(&again, "a second pipe to one end");
     // The first goes on.
     here.send(b"still here").unwrap();
     assert_eq!(far.recv().unwrap(), b"still here");
@@ -976,11 +950,7 @@ fn single_ends_export_once_each_way_they_carry() {
     for seq in 0..1000 {
         assert_eq!(reader.recv().unwrap(), message(seq, 200), "log {seq}");
     }
-    let err = reader
-        .receiver()
-        .recv_timeout(Duration::from_secs(20))
-        .unwrap_err();
-    assert!(err.is_disconnected(), "after the last: {err:?}");
+    assert_disconnected(&reader, "after the last");
 
     // The sending half: what the far program sends arrives here; it reads
     // nothing back.
@@ -991,11 +961,7 @@ fn single_ends_export_once_each_way_they_carry() {
     for seq in 0..1000 {
         assert_eq!(sink_rx.recv().unwrap(), message(seq, 300), "sink {seq}");
     }
-    let err = writer
-        .receiver()
-        .recv_timeout(Duration::from_secs(20))
-        .unwrap_err();
-    assert!(err.is_disconnected(), "nothing comes back: {err:?}");
+    assert_disconnected(&writer, "nothing comes back");
 }
 
 /// Dropping an import stops taking connections at once (its thread waits
@@ -1003,23 +969,16 @@ fn single_ends_export_once_each_way_they_carry() {
 /// before goes on.
 #[test]
 fn a_dropped_import_lets_its_name_go_and_open_pipes_go_on() {
-    let (_serial, dog) = guarded("a_dropped_import_lets_its_name_go_and_open_pipes_go_on", 60);
+    let (_serial, dog) = guarded(this_test!(), 60);
     let port = free_port();
-    let bridge = ferry_zenoh::Bridge::open(
-        ferry_zenoh::BridgeOptions::new()
-            .listen(format!("tcp/127.0.0.1:{port}"))
-            .log(|_| {}),
-    )
-    .unwrap();
-    let prefix = format!("test/{}", unique("drop").replace('-', "_"));
+    let bridge = library_bridge(port);
+    let prefix = test_prefix("drop");
     let _exporter = BridgeProcess::start(
         &dog,
-        &[
-            "--connect".into(),
-            format!("tcp/127.0.0.1:{port}"),
-            "--export".into(),
-            format!("{prefix}={}", echo_server()),
-        ],
+        &args(&[
+            ("--connect", format!("tcp/127.0.0.1:{port}")),
+            ("--export", format!("{prefix}={}", echo_server())),
+        ]),
     );
     let name = unique("dropped");
     let import = bridge.import(&prefix, name.as_str(), None).unwrap();
@@ -1063,7 +1022,7 @@ fn token_file(dir: &std::path::Path, name: &str, token: &ferry::Token) -> String
 /// program is refused, with it the pipe reaches the server.
 #[test]
 fn tokens_are_checked_on_both_sides() {
-    let (_serial, dog) = guarded("tokens_are_checked_on_both_sides", 60);
+    let (_serial, dog) = guarded(this_test!(), 60);
     let dir = SocketDir(std::env::temp_dir().join(unique("tokens")));
     std::fs::create_dir(&dir.0).unwrap();
     let (server_token, import_token) = (
@@ -1085,28 +1044,25 @@ fn tokens_are_checked_on_both_sides() {
         }
     });
     let (port, local) = (free_port(), unique("guarded-import"));
-    let prefix = format!("test/{}", unique("tokens").replace('-', "_"));
+    let prefix = test_prefix("tokens");
     let _exporter = BridgeProcess::start(
         &dog,
-        &[
-            "--listen".into(),
-            format!("tcp/127.0.0.1:{port}"),
-            "--token-file".into(),
-            token_file(&dir.0, "server", &server_token),
-            "--export".into(),
-            format!("{prefix}={name}"),
-        ],
+        &args(&[
+            ("--listen", format!("tcp/127.0.0.1:{port}")),
+            ("--token-file", token_file(&dir.0, "server", &server_token)),
+            ("--export", format!("{prefix}={name}")),
+        ]),
     );
     let _importer = BridgeProcess::start(
         &dog,
-        &[
-            "--connect".into(),
-            format!("tcp/127.0.0.1:{port}"),
-            "--import-token-file".into(),
-            token_file(&dir.0, "import", &import_token),
-            "--import".into(),
-            format!("{prefix}={local}"),
-        ],
+        &args(&[
+            ("--connect", format!("tcp/127.0.0.1:{port}")),
+            (
+                "--import-token-file",
+                token_file(&dir.0, "import", &import_token),
+            ),
+            ("--import", format!("{prefix}={local}")),
+        ]),
     );
     let refused = ferry::connect(local.as_str()).unwrap_err();
     assert!(
@@ -1249,7 +1205,7 @@ fn tls_config(dir: &std::path::Path, ca: &str, name: &str) -> String {
 /// program sees `Disconnected`.
 #[test]
 fn bridges_over_mutual_tls_let_only_certified_bridges_in() {
-    let (_serial, dog) = guarded("bridges_over_mutual_tls_let_only_certified_bridges_in", 120);
+    let (_serial, dog) = guarded(this_test!(), 120);
     if Command::new("openssl").arg("version").output().is_err() {
         eprintln!("SKIPPED: no `openssl` command to make the test's certificates");
         return;
@@ -1259,42 +1215,33 @@ fn bridges_over_mutual_tls_let_only_certified_bridges_in() {
     certificates(&dir.0, "deployment-ca", &["exporter", "importer"]);
     certificates(&dir.0, "other-ca", &["intruder"]);
     let port = free_port();
-    let prefix = format!("test/{}", unique("tls").replace('-', "_"));
+    let prefix = test_prefix("tls");
     let _exporter = BridgeProcess::start(
         &dog,
-        &[
-            "--config".into(),
-            tls_config(&dir.0, "deployment-ca", "exporter"),
-            "--listen".into(),
-            format!("tls/localhost:{port}"),
-            "--export".into(),
-            format!("{prefix}={}", echo_server()),
-        ],
+        &args(&[
+            ("--config", tls_config(&dir.0, "deployment-ca", "exporter")),
+            ("--listen", format!("tls/localhost:{port}")),
+            ("--export", format!("{prefix}={}", echo_server())),
+        ]),
     );
     // Trusts the deployment's authority, but another signed its own.
     let intruded = unique("intruder");
     let _intruder = BridgeProcess::start(
         &dog,
-        &[
-            "--config".into(),
-            tls_config(&dir.0, "deployment-ca", "intruder"),
-            "--connect".into(),
-            format!("tls/localhost:{port}"),
-            "--import".into(),
-            format!("{prefix}={intruded}"),
-        ],
+        &args(&[
+            ("--config", tls_config(&dir.0, "deployment-ca", "intruder")),
+            ("--connect", format!("tls/localhost:{port}")),
+            ("--import", format!("{prefix}={intruded}")),
+        ]),
     );
     let local = unique("certified");
     let _importer = BridgeProcess::start(
         &dog,
-        &[
-            "--config".into(),
-            tls_config(&dir.0, "deployment-ca", "importer"),
-            "--connect".into(),
-            format!("tls/localhost:{port}"),
-            "--import".into(),
-            format!("{prefix}={local}"),
-        ],
+        &args(&[
+            ("--config", tls_config(&dir.0, "deployment-ca", "importer")),
+            ("--connect", format!("tls/localhost:{port}")),
+            ("--import", format!("{prefix}={local}")),
+        ]),
     );
     wait_echoes(&local.as_str().into(), Duration::from_secs(60));
     // Not late: turned away, try after try, while Zenoh retries its

@@ -223,18 +223,7 @@ fn options_declare_bytes_only_before_the_first_message() {
     let near = accepting.join().unwrap();
     assert!(near.receiver().bytes_only());
     assert!(!client.receiver().bytes_only());
-    near.sender()
-        .send_with(
-            b"to the client",
-            vec![Handle::Fd(memfd("server to client"))],
-        )
-        .unwrap();
-    let mut message = client.receiver().recv_with().unwrap();
-    assert_eq!(message.bytes, b"to the client");
-    assert_eq!(
-        read_from_start(message.fds.pop().expect("the descriptor came")),
-        "server to client"
-    );
+    assert_a_descriptor_goes(&near, &client, "server to client");
 
     // The client's side, declared by its connect options.
     let name = format!("bytes-only-connect-{}", std::process::id());
@@ -253,18 +242,19 @@ fn options_declare_bytes_only_before_the_first_message() {
         .unwrap_err();
     assert!(matches!(refused.error, SendError::NotTransferable(_)));
     assert_eq!(read_from_start(handle_fd(only(refused.handles))), "refused");
-    client
-        .sender()
-        .send_with(
-            b"to the server",
-            vec![Handle::Fd(memfd("client to server"))],
-        )
+    assert_a_descriptor_goes(&client, &near, "client to server");
+}
+
+/// A descriptor sent from `from` arrives at `to` with the message, open.
+fn assert_a_descriptor_goes(from: &Pipe, to: &Pipe, text: &str) {
+    from.sender()
+        .send_with(text.as_bytes(), vec![Handle::Fd(memfd(text))])
         .unwrap();
-    let mut message = near.receiver().recv_with().unwrap();
-    assert_eq!(message.bytes, b"to the server");
+    let mut message = to.receiver().recv_with().unwrap();
+    assert_eq!(message.bytes, text.as_bytes());
     assert_eq!(
         read_from_start(message.fds.pop().expect("the descriptor came")),
-        "client to server"
+        text
     );
 }
 

@@ -206,10 +206,11 @@ impl Prepared {
 
     /// Starts the pipe's two threads on the local end's halves with the
     /// far side's `far` terms: `rx`'s messages go out, what arrives goes
-    /// into `tx`. Without `rx` this side sends nothing (the far program
-    /// sees `Disconnected` once it read nothing); without `tx` it takes
-    /// nothing (the far program's sends fail `Disconnected`). The local
-    /// receiver takes bytes only already (see the crate's docs).
+    /// into `tx`. Without `rx` this side sends nothing (it finishes at
+    /// once: the far program reads `Disconnected`); without `tx` it takes
+    /// nothing (it stops the far side at once; its terms said so, see
+    /// [`Open::CLOSED`]). The local receiver takes bytes only already (see
+    /// the crate's docs).
     pub fn start(
         self,
         tx: Option<ferry::Sender>,

@@ -250,9 +250,15 @@ impl Inbox {
                 state.delivering = false;
                 if delivered {
                     state.grant_due = self.count_delivered(&mut state, len).or(state.grant_due);
-                    let due = state.grant_due.is_some();
+                    // The delivering thread may wait for this delivery to
+                    // end, with something else to do now (a message another
+                    // callback queued meanwhile, a finish, an end).
+                    let wake = state.grant_due.is_some()
+                        || !state.queue.is_empty()
+                        || state.fin.is_some()
+                        || state.end.is_some();
                     drop(state);
-                    if due {
+                    if wake {
                         self.moved.notify_all();
                     }
                     return;
@@ -323,10 +329,17 @@ impl Inbox {
         self.moved.notify_all();
     }
 
-    /// Ends the inbox (never blocks); an end already set stays.
+    /// Ends the inbox (never blocks). An end already set stays, except
+    /// [`End::FarGone`], which a broken pipe or a gone local end replaces:
+    /// what arrived is then no longer delivered, and the delivering thread
+    /// is told at once (it may have failed mid-delivery).
     pub fn end(&self, end: End) {
         let mut state = lock(&self.state);
-        if state.end.is_none() {
+        let replace = matches!(
+            (&state.end, &end),
+            (None, _) | (Some(End::FarGone), End::Broken { .. } | End::LocalGone)
+        );
+        if replace {
             state.end = Some(end);
         }
         drop(state);
@@ -673,8 +686,9 @@ mod hostile {
 
     #[derive(Debug, Clone)]
     enum Record {
-        /// The next message in order, of this length.
-        Next(usize),
+        /// The next message in order, of this length; whether the local
+        /// end takes it at once if offered (the callback's fast path).
+        Next(usize, bool),
         /// A message numbered as the far side likes.
         Numbered(u64, usize),
         Fin(u64),
@@ -683,20 +697,23 @@ mod hostile {
         Want,
         /// The local end reads this many messages.
         Read(usize),
+        /// A delivery fails: the local end is gone.
+        ReadFails,
         FarGone,
         LocalGone,
     }
 
     fn record() -> impl Strategy<Value = Record> {
         prop_oneof![
-            8 => (0usize..1200).prop_map(Record::Next),
-            1 => (0usize..4000).prop_map(Record::Next),
+            8 => (0usize..1200, any::<bool>()).prop_map(|(l, f)| Record::Next(l, f)),
+            1 => (0usize..4000, any::<bool>()).prop_map(|(l, f)| Record::Next(l, f)),
             1 => (any::<u64>(), 0usize..200).prop_map(|(s, l)| Record::Numbered(s, l)),
             1 => any::<u64>().prop_map(Record::Fin),
             1 => Just(Record::FinNow),
             1 => Just(Record::Break),
             2 => Just(Record::Want),
             4 => (0usize..6).prop_map(Record::Read),
+            1 => Just(Record::ReadFails),
             1 => Just(Record::FarGone),
             1 => Just(Record::LocalGone),
         ]
@@ -723,7 +740,20 @@ mod hostile {
                     ZBytes::from(bytes)
                 };
                 match record {
-                    Record::Next(len) => inbox.arrive(Header::Data { seq: next }, payload(len), |_| false),
+                    Record::Next(len, takes) => {
+                        let mut order = Ok(());
+                        inbox.arrive(Header::Data { seq: next }, payload(len), |message| {
+                            if takes {
+                                let bytes = message.to_bytes();
+                                if bytes.first().is_some_and(|&first| first != read as u8) {
+                                    order = Err(format!("delivered {} where {read} was next", bytes[0]));
+                                }
+                                read += 1;
+                            }
+                            takes
+                        });
+                        prop_assert_eq!(order, Ok(()));
+                    }
                     Record::Numbered(seq, len) => inbox.arrive(Header::Data { seq }, payload(len), |_| false),
                     Record::Fin(count) => inbox.arrive(Header::Fin { count }, ZBytes::new(), |_| false),
                     Record::FinNow => inbox.arrive(Header::Fin { count: next }, ZBytes::new(), |_| false),
@@ -748,8 +778,23 @@ mod hostile {
                                     inbox.delivered(message.len() as u64);
                                 }
                                 Next::End(_) => break,
-                                other => prop_assert!(false, "with messages queued: {:?}", other),
+                                // Due after a fast delivery: published, then on.
+                                Next::Grant(_) => {}
+                                Next::Fin => prop_assert!(false, "a finish with messages queued"),
                             }
+                        }
+                    }
+                    Record::ReadFails => {
+                        if inbox.queued().0 > 0 && let Next::Message(_) = inbox.next() {
+                            // As the delivering thread does; then it asks
+                            // again, and must be told to stop, not wait.
+                            inbox.end(End::LocalGone);
+                            let end = lock(&inbox.state).end.clone();
+                            prop_assert!(
+                                matches!(end, Some(End::LocalGone | End::Broken { .. })),
+                                "after a failed delivery: {:?}", end
+                            );
+                            prop_assert!(matches!(inbox.next(), Next::End(_)));
                         }
                     }
                 }

@@ -47,9 +47,11 @@
 //! - **Bytes only.** Descriptors and pipe ends cannot leave the machine:
 //!   the bridge's ends are declared bytes only
 //!   ([`ferry::Receiver::set_bytes_only`]), so a local program that sends
-//!   one is told `NotTransferable` and gets it back, from its first
-//!   message on (the bridge's ends take bytes only before the program is
-//!   welcomed: [`ferry::PipeOptions::bytes_only`]). A hostile program that
+//!   one is told `NotTransferable` and gets it back. Through an import or
+//!   an exported server that holds from the first message on (the
+//!   bridge's ends take bytes only before the program is welcomed:
+//!   [`ferry::PipeOptions::bytes_only`]); an end given to
+//!   [`Bridge::export_end`] is declared when it is exported. A hostile program that
 //!   ignores the declaration gets nothing across: the bridge forwards
 //!   bytes alone and closes whatever came with them.
 //!
@@ -276,8 +278,9 @@ pub struct Export {
     _queryable: zenoh::query::Queryable<()>,
 }
 
-/// A prefix being imported; dropping it stops taking new connections at
-/// once (pipes open go on until they end).
+/// A prefix being imported; dropping it stops taking new connections
+/// (its thread wakes at once and lets the name go; pipes open go on until
+/// they end).
 pub struct Import {
     /// Dropped to wake the accepting thread, which then ends.
     _stop: ferry::Sender,
@@ -346,6 +349,16 @@ enum Source {
 }
 
 impl Source {
+    /// Whether what the far program sends has somewhere to go.
+    fn takes(&self) -> bool {
+        match self {
+            Source::Server { .. } => true,
+            Source::End(end) => end
+                .as_ref()
+                .is_some_and(|end| !matches!(**end, LocalEnd::Receiver(_))),
+        }
+    }
+
     fn take_end(&mut self) -> Option<LocalEnd> {
         match self {
             Source::End(end) => end.take().map(|end| *end),
@@ -422,10 +435,11 @@ impl Bridge {
     /// bridge opens there is bridged to it, and later ones are refused (a
     /// far program that connects again sees `Disconnected`). A pipe end
     /// carries both ways; a channel's [`ferry::Sender`] takes what the far
-    /// program sends (its sends back fail `Disconnected`), a
+    /// program sends (its reads see `Disconnected`: nothing comes back), a
     /// [`ferry::Receiver`] carries what this side's program sends to it
     /// (the far program reads, and sees `Disconnected` after the last
-    /// message once that program hangs up). A typed channel's half goes as
+    /// message once that program hangs up; its own sends fail
+    /// `Disconnected` at once). A typed channel's half goes as
     /// its byte half (`into_bytes`). The end's receiver is declared bytes
     /// only at once ([`ferry::Receiver::set_bytes_only`]): set up the end
     /// before its sender sends a descriptor, or that descriptor is closed
@@ -528,7 +542,11 @@ impl Bridge {
             Ok(prepared) => prepared,
             Err(e) => return refuse(format!("declaring its keys: {e}")),
         };
-        let mine = self.terms();
+        let mut mine = self.terms();
+        if !source.takes() {
+            // The far program's sends fail at once, rather than go nowhere.
+            mine.window = Open::CLOSED;
+        }
         if let Err(e) = query.reply(query.key_expr().clone(), mine.encode()).wait() {
             return log(&format!("pipe {id}: replying to its opener: {e}"));
         }
@@ -644,13 +662,17 @@ impl Bridge {
         let far = match reply.result() {
             Ok(sample) => Open::decode(&sample.payload().to_bytes()),
             Err(refusal) => {
-                let why = String::from_utf8_lossy(&refusal.payload().to_bytes()).into_owned();
+                // At most `MAX_REASON` bytes: the far bridge chooses it.
+                let bytes = refusal.payload().to_bytes();
+                let why = String::from_utf8_lossy(&bytes[..bytes.len().min(wire::MAX_REASON)]);
                 return log(&format!("pipe {id}: the exporting bridge refused: {why}"));
             }
         };
         let (tx, rx) = pipe.split();
         match far {
-            Ok(far) => match prepared.start(Some(tx), Some(rx), far) {
+            // A far side that takes nothing: dropping the receiving half
+            // fails the local program's sends (`Disconnected`) at once.
+            Ok(far) => match prepared.start(Some(tx), (!far.takes_nothing()).then_some(rx), far) {
                 Ok(()) => log(&format!("pipe {id}: opened to {prefix}")),
                 Err(e) => log(&format!("pipe {id}: starting its threads: {e}")),
             },

@@ -177,10 +177,27 @@ impl Open {
             },
             max_message: word(17),
         };
-        if open.window.messages == 0 || open.window.bytes == 0 || open.max_message == 0 {
-            return Err(Malformed::Field("a window or largest message of zero"));
+        let closed = open.window == Open::CLOSED;
+        if !closed && (open.window.messages == 0 || open.window.bytes == 0) {
+            return Err(Malformed::Field("a window of zero in one of its terms"));
+        }
+        if open.max_message == 0 {
+            return Err(Malformed::Field("a largest message of zero"));
         }
         Ok(open)
+    }
+
+    /// The window of a side that takes nothing (an exported channel's
+    /// receiving half): the other side closes that direction at once,
+    /// so its program's sends fail `Disconnected` instead of vanishing.
+    pub const CLOSED: Window = Window {
+        messages: 0,
+        bytes: 0,
+    };
+
+    /// Whether the side that sent this takes nothing.
+    pub fn takes_nothing(&self) -> bool {
+        self.window == Open::CLOSED
     }
 }
 
@@ -402,9 +419,15 @@ mod tests {
             bytes.resize(len, 0);
             assert_eq!(Open::decode(&bytes).is_ok(), len == open.len(), "{len}");
         }
+        // One term of the window zero: malformed; both: a closed direction.
         let mut zero_window = open.clone();
         zero_window[1..9].fill(0);
         assert!(Open::decode(&zero_window).is_err());
+        zero_window[9..17].fill(0);
+        assert!(Open::decode(&zero_window).unwrap().takes_nothing());
+        let mut zero_largest = open.clone();
+        zero_largest[17..25].fill(0);
+        assert!(Open::decode(&zero_largest).is_err());
         let mut other_version = open;
         other_version[0] = 9;
         assert_eq!(Open::decode(&other_version), Err(Malformed::Version(9)));

@@ -642,8 +642,8 @@ struct Namespaces {
 const NETNS_ADDRESSES: [&str; 2] = ["10.213.0.1", "10.213.0.2"];
 
 impl Namespaces {
-    /// `None` (and why) where this process cannot make namespaces: not
-    /// root, or no `ip`.
+    /// `Err` (and why) where this machine cannot: not root, no `ip`, or a
+    /// kernel without `clsact` or `cls_bpf` (what was made is removed).
     fn make() -> Result<Self, String> {
         let uid = std::fs::read_to_string("/proc/self/status")
             .ok()
@@ -667,40 +667,56 @@ impl Namespaces {
             ],
             ends: [format!("fz{tag}a"), format!("fz{tag}b")],
         };
+        // Left by a run that was killed with this process id, if any.
+        for name in &made.names {
+            let _ = Command::new("ip").args(["netns", "delete", name]).output();
+        }
         let [a, b] = &made.names;
         let [va, vb] = &made.ends;
-        made.run("ip", &["netns", "add", a]);
-        made.run("ip", &["netns", "add", b]);
-        made.run(
+        made.try_run("ip", &["netns", "add", a])?;
+        made.try_run("ip", &["netns", "add", b])?;
+        made.try_run(
             "ip",
             &[
                 "link", "add", va, "netns", a, "type", "veth", "peer", "name", vb, "netns", b,
             ],
-        );
+        )?;
         for ((ns, end), address) in made.names.iter().zip(&made.ends).zip(NETNS_ADDRESSES) {
             let address = format!("{address}/24");
-            made.run("ip", &["-n", ns, "addr", "add", &address, "dev", end]);
-            made.run("ip", &["-n", ns, "link", "set", end, "up"]);
-            made.run("ip", &["-n", ns, "link", "set", "lo", "up"]);
-            made.run("tc", &["-n", ns, "qdisc", "add", "dev", end, "clsact"]);
+            made.try_run("ip", &["-n", ns, "addr", "add", &address, "dev", end])?;
+            made.try_run("ip", &["-n", ns, "link", "set", end, "up"])?;
+            made.try_run("ip", &["-n", ns, "link", "set", "lo", "up"])?;
+            made.try_run("tc", &["-n", ns, "qdisc", "add", "dev", end, "clsact"])?;
         }
-        made.loss(0);
+        // A kernel without `cls_bpf` says so here.
+        made.set_loss(0)?;
         Ok(made)
     }
 
-    fn run(&self, program: &str, args: &[&str]) {
-        let out = Command::new(program).args(args).output().unwrap();
-        assert!(
-            out.status.success(),
-            "{program} {}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr)
-        );
+    fn try_run(&self, program: &str, args: &[&str]) -> Result<(), String> {
+        let out = Command::new(program)
+            .args(args)
+            .output()
+            .map_err(|e| format!("{program}: {e}"))?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(format!(
+                "{program} {}: {}",
+                args.join(" "),
+                String::from_utf8_lossy(&out.stderr).trim()
+            ))
+        }
+    }
+
+    /// [`Namespaces::set_loss`], which worked once already.
+    fn loss(&self, percent: u64) {
+        self.set_loss(percent).unwrap();
     }
 
     /// Drops `percent` of the packets arriving at each end (100: none
     /// pass).
-    fn loss(&self, percent: u64) {
+    fn set_loss(&self, percent: u64) -> Result<(), String> {
         // Classic BPF, in tc's `bytecode` form: A = random (the ancillary
         // load at SKF_AD_OFF + SKF_AD_RANDOM); if A >= threshold pass
         // (TC_ACT_OK, 0) else drop (TC_ACT_SHOT, 2).
@@ -711,14 +727,15 @@ impl Namespaces {
             format!("4,32 0 0 4294963256,53 0 1 {threshold},6 0 0 0,6 0 0 2")
         };
         for (ns, end) in self.names.iter().zip(&self.ends) {
-            self.run(
+            self.try_run(
                 "tc",
                 &[
                     "-n", ns, "filter", "replace", "dev", end, "ingress", "pref", "1", "handle",
                     "1", "bpf", "da", "bytecode", &program,
                 ],
-            );
+            )?;
         }
+        Ok(())
     }
 }
 
@@ -800,7 +817,9 @@ fn over_a_lossy_link_between_namespaces_loss_is_repaired_and_a_partition_breaks_
     let namespaces = match Namespaces::make() {
         Ok(namespaces) => namespaces,
         Err(why) => {
-            eprintln!("SKIPPED: network namespaces need root and iproute2: {why}");
+            eprintln!(
+                "SKIPPED: this needs root, iproute2 and a kernel with clsact and cls_bpf: {why}"
+            );
             return;
         }
     };
@@ -951,6 +970,10 @@ fn single_ends_export_once_each_way_they_carry() {
         assert_eq!(reader.recv().unwrap(), message(seq, 200), "log {seq}");
     }
     assert_disconnected(&reader, "after the last");
+    // It takes nothing, and said so as the pipe opened: the reader's sends
+    // fail, rather than vanish.
+    let refused = reader.send(b"anyone there?").unwrap_err();
+    assert!(refused.is_disconnected(), "{refused:?}");
 
     // The sending half: what the far program sends arrives here; it reads
     // nothing back.
@@ -999,7 +1022,13 @@ fn a_dropped_import_lets_its_name_go_and_open_pipes_go_on() {
         }
         thread::sleep(Duration::from_millis(10));
     }
-    eprintln!("the name went {:?} after the drop", dropped.elapsed());
+    let gone = dropped.elapsed();
+    eprintln!("the name went {gone:?} after the drop");
+    // Not a timer's tick (the loop before this woke once a second).
+    assert!(
+        gone < Duration::from_millis(500),
+        "the name went after {gone:?}"
+    );
     open.send(b"still open").unwrap();
     assert_eq!(open.recv().unwrap(), b"still open");
 }

@@ -14,8 +14,9 @@ use ferry_testkit::{Watchdog, secs, this_test};
 /// message: `First` + `Abort` pairs, or one `First` and then empty `More`
 /// frames; or one `Whole` frame naming a handle never sent while valid
 /// `Block` + `Retire` records for fresh ids keep the socket busy. Each of
-/// 200 `try_recv` calls must return (`Empty` or `Protocol`) within 20 ms,
-/// and each of 10 `recv_timeout(200 ms)` calls within 250 ms.
+/// 200 `try_recv` calls must return (`Empty` or `Protocol`) having used at
+/// most 20 ms of CPU (and within 200 ms), and each of 10
+/// `recv_timeout(200 ms)` calls within 250 ms.
 #[test]
 fn frames_that_never_complete_a_message() {
     let test = this_test!();
@@ -30,12 +31,14 @@ const RECEIVES: [Timed; 2] = [
     Timed {
         key: "try_recv",
         name: "try_recv",
-        bound_ms: 20,
+        cpu_ms: 20,
+        bound_ms: 200,
         allowed: &["Empty", "Protocol"],
     },
     Timed {
         key: "recv_timeout",
         name: "recv_timeout(200 ms)",
+        cpu_ms: 250,
         bound_ms: 250,
         allowed: &["Timeout", "Protocol"],
     },
@@ -46,23 +49,33 @@ const SELECTS: [Timed; 2] = [
     Timed {
         key: "try_ready",
         name: "try_ready",
-        bound_ms: 20,
+        cpu_ms: 20,
+        bound_ms: 200,
         allowed: &["Empty", "Ok"],
     },
     Timed {
         key: "ready_timeout",
         name: "ready_timeout(200 ms)",
+        cpu_ms: 250,
         bound_ms: 250,
         allowed: &["Timeout", "Ok", "Io"],
     },
 ];
 
 /// One kind of call a victim timed: its key in the report
-/// (`<key>_max_us`, `<key>_outcomes`), its name, how long one call may
-/// take, and the outcomes it may give.
+/// (`<key>_max_us`, `<key>_cpu_max_us`, `<key>_outcomes`), its name, how
+/// much of its thread's CPU one call may use and how long it may take,
+/// and the outcomes it may give.
+///
+/// The work a hostile peer can make a call do is bounded in CPU time: a
+/// call that returns at once must use little of it. Its time on the clock
+/// is bounded more loosely, for liveness (a call that blocked would go
+/// past it): on a shared two-vCPU guest a call can be preempted for tens
+/// of milliseconds (once, 26 ms of a `try_ready` that used none).
 struct Timed {
     key: &'static str,
     name: &'static str,
+    cpu_ms: u64,
     bound_ms: u64,
     allowed: &'static [&'static str],
 }
@@ -86,7 +99,8 @@ fn stuck_attacks(test: &str, calls: &[Timed]) {
 /// reports a message that is not whole, so it never says ready for these
 /// frames (only, at most, for the peer breaking the rules, after which a
 /// receive says `Protocol`), and it collects the pieces within a bound:
-/// each of 200 `try_ready` calls returns within 20 ms, each of 10
+/// each of 200 `try_ready` calls returns having used at most 20 ms of
+/// CPU (and within 200 ms), each of 10
 /// `ready_timeout(200 ms)` within 250 ms, and a `try_recv` after a ready
 /// never says `Empty`.
 #[test]
@@ -158,12 +172,19 @@ fn check_stuck(verdict: &mut Verdict, attack: &str, run: &VictimRun, calls: &[Ti
     let only = |kinds: &str, allowed: &[&str]| kinds.split(' ').all(|k| allowed.contains(&k));
     for call in calls {
         let max_ms = r.u64(&format!("{}_max_us", call.key)) / 1000;
+        let cpu_ms = r.u64(&format!("{}_cpu_max_us", call.key)) / 1000;
         let kinds = r.str(&format!("{}_outcomes", call.key));
         verdict.note(format!(
-            "{attack}: {} max {max_ms} ms ({kinds}: {})",
+            "{attack}: {} max {max_ms} ms, CPU max {cpu_ms} ms ({kinds}: {})",
             call.name,
             r.str(&format!("{}_error", call.key))
         ));
+        verdict.check(cpu_ms <= call.cpu_ms, || {
+            format!(
+                "{attack}: a {} used {cpu_ms} ms of CPU (bound {} ms)",
+                call.name, call.cpu_ms
+            )
+        });
         verdict.check(max_ms <= call.bound_ms, || {
             format!(
                 "{attack}: a {} took {max_ms} ms (bound {} ms)",
@@ -221,6 +242,8 @@ fn stuck_start(test: &str, role: &str) -> (Victim, String) {
 struct Calls {
     /// The longest call.
     longest: Duration,
+    /// The most of its thread's CPU time a call used.
+    most_cpu: Duration,
     /// The kinds of outcome seen (`Empty`, `Protocol`, ...), space-separated.
     kinds: String,
     /// The first error that was not `Empty` or `Timeout`, in full.
@@ -233,6 +256,10 @@ impl Calls {
     fn into_report(self, report: Report, key: &str) -> Report {
         report
             .num(&format!("{key}_max_us"), self.longest.as_micros() as u64)
+            .num(
+                &format!("{key}_cpu_max_us"),
+                self.most_cpu.as_micros() as u64,
+            )
             .text(&format!("{key}_outcomes"), self.kinds)
             .text(&format!("{key}_error"), self.first_error)
     }
@@ -240,13 +267,14 @@ impl Calls {
 
 /// Calls `call` `n` times, timing each.
 fn time_calls<T, E: std::fmt::Debug>(n: usize, mut call: impl FnMut() -> Result<T, E>) -> Calls {
-    let mut longest = Duration::ZERO;
+    let (mut longest, mut most_cpu) = (Duration::ZERO, Duration::ZERO);
     let mut kinds = BTreeSet::new();
     let mut first_error = None;
     for _ in 0..n {
-        let start = Instant::now();
+        let (start, cpu) = (Instant::now(), ferry_testkit::thread_cpu_time());
         let result = call();
         longest = longest.max(start.elapsed());
+        most_cpu = most_cpu.max(ferry_testkit::thread_cpu_time().saturating_sub(cpu));
         let outcome = outcome(&result);
         kinds.insert(kind(&outcome).to_string());
         if !matches!(kind(&outcome), "Ok" | "Empty" | "Timeout") {
@@ -255,6 +283,7 @@ fn time_calls<T, E: std::fmt::Debug>(n: usize, mut call: impl FnMut() -> Result<
     }
     Calls {
         longest,
+        most_cpu,
         kinds: kinds.into_iter().collect::<Vec<_>>().join(" "),
         first_error: first_error.unwrap_or_else(|| "-".into()),
     }

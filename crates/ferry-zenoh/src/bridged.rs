@@ -224,7 +224,6 @@ impl Prepared {
         } = self;
         shared.gate.open(far.window);
         let wires = Arc::new(wires);
-        let takes = tx.is_some();
         *shared.local.lock().unwrap_or_else(|e| e.into_inner()) = tx;
         let name = format!("ferry-bridge {}", &shared.setup.id[..8]);
         let (s, w) = (Arc::clone(&shared), Arc::clone(&wires));
@@ -237,15 +236,6 @@ impl Prepared {
         thread::Builder::new()
             .name(format!("{name} deliver"))
             .spawn(move || {
-                if !takes {
-                    // Nothing to deliver into: the far side stops sending.
-                    shared.inbox.end(End::LocalGone);
-                    let _ = wires
-                        .credit
-                        .put(CreditRecord::Credit(Credit::Stop).encode())
-                        .wait();
-                    return;
-                }
                 deliver(&shared, &wires);
                 // The local end sees `Disconnected` once it read the rest.
                 drop(
@@ -407,6 +397,17 @@ fn deliver(shared: &Shared, wires: &Wires) {
             .wait();
     };
     let stop = || credit(Credit::Stop);
+    if shared
+        .local
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .is_none()
+    {
+        // Nothing to deliver into (an exported sending half's absence):
+        // the far side stops sending at once.
+        shared.inbox.end(End::LocalGone);
+        return stop();
+    }
     loop {
         match shared.inbox.next() {
             Next::Message(message) => {

@@ -51,9 +51,9 @@
 //!   an exported server that holds from the first message on (the
 //!   bridge's ends take bytes only before the program is welcomed:
 //!   [`ferry::PipeOptions::bytes_only`]); an end given to
-//!   [`Bridge::export_end`] is declared when it is exported. A hostile program that
-//!   ignores the declaration gets nothing across: the bridge forwards
-//!   bytes alone and closes whatever came with them.
+//!   [`Bridge::export_end`] is declared when it is exported. A hostile
+//!   program that ignores the declaration gets nothing across: the bridge
+//!   forwards bytes alone and closes whatever came with them.
 //!
 //! # Trust
 //!

@@ -204,6 +204,7 @@ fn a_typed_value_with_a_descriptor_comes_back_whole() {
 /// direction, not so declared, carries a descriptor.
 #[test]
 fn options_declare_bytes_only_before_the_first_message() {
+    let _dog = ferry_testkit::Watchdog::start(this_test!(), secs(30));
     let name = format!("bytes-only-options-{}", std::process::id());
     let server = ferry::ServerOptions::new()
         .pipe_options(PipeOptions::new().bytes_only(true))
